@@ -1,0 +1,117 @@
+/**
+ * `buildApp(config, store)`: the whole HTTP server as an unstarted Fastify instance, used
+ * by `gatehouse serve` and by the tests.
+ */
+import { fileURLToPath } from 'node:url';
+import Fastify, { type FastifyInstance } from 'fastify';
+import cookie from '@fastify/cookie';
+import cors from '@fastify/cors';
+import csrf from '@fastify/csrf-protection';
+import formbody from '@fastify/formbody';
+import helmet from '@fastify/helmet';
+import fastifyStatic from '@fastify/static';
+import view from '@fastify/view';
+import { Eta } from 'eta';
+import type { Config } from './config.ts';
+import type { OAuthContext, RevocationReason } from './oauth/context.ts';
+import type { Store } from './store/database.ts';
+import apiRoutes from './http/api.ts';
+import errorHandling from './http/errors.ts';
+import { parseForm } from './http/forms.ts';
+import loginRoutes from './http/login.ts';
+import oauthRoutes from './http/oauth.ts';
+import opsRoutes from './http/ops.ts';
+import { isHttps } from './http/session.ts';
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The protocol context the routes share. */
+    gatehouse: OAuthContext;
+  }
+}
+
+export interface AppOptions {
+  /** Epoch milliseconds; tests inject a clock to move time. */
+  now?: () => number;
+  /** Pino destination stream, for tests that read the logs. */
+  logStream?: NodeJS.WritableStream;
+}
+
+/** The endpoints browser-based clients call from other origins (SPEC §4.4). */
+const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server']);
+
+export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
+  const revocationListeners = new Set<(grantIds: readonly string[], reason: RevocationReason) => void>();
+  const ctx: OAuthContext = {
+    config,
+    db: store.db,
+    now: options.now ?? Date.now,
+    onGrantsRevoked: (grantIds, reason) => revocationListeners.forEach((listener) => listener(grantIds, reason)),
+  };
+
+  const app = Fastify({
+    logger: {
+      level: config.logLevel,
+      ...(options.logStream ? { stream: options.logStream } : {}),
+      serializers: {
+        // The path only: query strings can carry tokens (e.g. /ws?access_token=…) and codes.
+        req: (request) => ({ method: request.method, path: request.url.split('?')[0], remoteAddress: request.ip }),
+        res: (reply) => ({ statusCode: reply.statusCode }),
+      },
+    },
+    bodyLimit: 64 * 1024,
+    maxParamLength: 200,
+    querystringParser: (text) => parseForm(text) as Record<string, string | string[]>,
+    trustProxy: false,
+    return503OnClosing: true,
+  });
+
+  app.removeAllContentTypeParsers(); // only forms are accepted; anything else is a 400
+  await app.register(formbody, { parser: (text) => parseForm(text) });
+  await app.register(errorHandling);
+  await app.register(cookie);
+  await app.register(csrf, {
+    cookieKey: 'gatehouse_csrf',
+    cookieOpts: { path: '/', httpOnly: true, sameSite: 'lax', secure: isHttps(ctx) },
+    getToken: (request) => (request.body as Record<string, unknown> | undefined)?._csrf as string,
+  });
+  await app.register(helmet, {
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'self'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+        imgSrc: ["'self'", 'data:'],
+        objectSrc: ["'none'"],
+        baseUri: ["'none'"],
+        frameAncestors: ["'none'"],
+      },
+    },
+    referrerPolicy: { policy: 'no-referrer' },
+    strictTransportSecurity: isHttps(ctx) ? { maxAge: 31536000, includeSubDomains: true } : false,
+    crossOriginResourcePolicy: false, // the CORS endpoints are meant to be read cross-origin
+    crossOriginOpenerPolicy: false, // the popup flow needs window.opener across origins
+  });
+  await app.register(cors, {
+    delegator: (request, callback) => {
+      const path = (request.url ?? '').split('?')[0] ?? '';
+      callback(null, CORS_PATHS.has(path) ? { origin: '*', methods: ['GET', 'POST'], allowedHeaders: ['Authorization', 'Content-Type'], maxAge: 600 } : { origin: false });
+    },
+  });
+  await app.register(view, {
+    engine: { eta: new Eta({ autoEscape: true }) },
+    root: fileURLToPath(new URL('./views', import.meta.url)),
+    layout: 'layout.eta',
+    production: true,
+  });
+  await app.register(fastifyStatic, { root: fileURLToPath(new URL('../static', import.meta.url)), prefix: '/static/', maxAge: 3600 * 1000 });
+
+  await app.register(oauthRoutes, { ctx });
+  await app.register(apiRoutes, { ctx });
+  await app.register(loginRoutes, { ctx });
+  await app.register(opsRoutes, { store });
+
+  app.decorate('gatehouse', ctx);
+  return app;
+}

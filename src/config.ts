@@ -1,0 +1,128 @@
+/**
+ * Settings, read from the environment once and validated. This module is the only reader
+ * of `process.env`; everything else receives a typed, frozen `Config`.
+ *
+ * An invalid value stops start-up with one line naming the setting (SPEC §1).
+ */
+
+export const SCOPES = ['annotation:read', 'annotation:write'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+export type DatabaseLocation =
+  | { kind: 'sqlite'; path: string } // ':memory:' for throw-away runs
+  | { kind: 'postgres'; url: string };
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  /** The issuer and the base of every absolute URL we hand out; no trailing slash. */
+  readonly publicUrl: string;
+  readonly database: DatabaseLocation;
+  readonly redisUrl: string | null;
+  /** Lifetimes, in seconds. */
+  readonly accessTokenTtl: number;
+  readonly refreshTokenTtl: number;
+  readonly authCodeTtl: number;
+  readonly refreshGraceSeconds: number;
+  readonly sessionTtl: number;
+  readonly consentTtl: number;
+  /** When true every client must use PKCE; otherwise each client's own flag decides. */
+  readonly requirePkce: boolean;
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  /** Seconds between background purges of expired rows; 0 disables the schedule. */
+  readonly purgeIntervalSeconds: number;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function integer(env: Env, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(`${name} must be a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off)$/i.test(raw)) return false;
+  throw new ConfigError(`${name} must be true or false, got "${raw}"`);
+}
+
+function oneOf<T extends string>(env: Env, name: string, allowed: readonly T[], fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (!(allowed as readonly string[]).includes(raw)) {
+    throw new ConfigError(`${name} must be one of ${allowed.join(', ')}, got "${raw}"`);
+  }
+  return raw as T;
+}
+
+export function parseDatabaseUrl(raw: string): DatabaseLocation {
+  if (raw.startsWith('sqlite:')) {
+    const path = raw.slice('sqlite:'.length);
+    if (path === '') throw new ConfigError('DATABASE_URL "sqlite:" needs a path, e.g. sqlite:./data/gatehouse.db');
+    return { kind: 'sqlite', path };
+  }
+  if (/^postgres(ql)?:\/\//.test(raw)) {
+    try {
+      new URL(raw);
+    } catch {
+      throw new ConfigError('DATABASE_URL is not a valid postgres:// URL');
+    }
+    return { kind: 'postgres', url: raw };
+  }
+  throw new ConfigError('DATABASE_URL must start with sqlite: or postgres:// (or postgresql://)');
+}
+
+function publicUrl(env: Env, port: number): string {
+  const raw = env.PUBLIC_URL || `http://localhost:${port}`;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(`PUBLIC_URL must be an absolute URL, got "${raw}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError('PUBLIC_URL must be http or https');
+  if (url.search || url.hash) throw new ConfigError('PUBLIC_URL must not have a query or fragment');
+  return url.href.replace(/\/+$/, '');
+}
+
+function redisUrl(env: Env): string | null {
+  const raw = env.REDIS_URL;
+  if (raw === undefined || raw === '') return null;
+  if (!/^rediss?:\/\//.test(raw)) throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
+  return raw;
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const port = integer(env, 'PORT', 5000, 0, 65535);
+  return Object.freeze({
+    port,
+    host: env.HOST || '127.0.0.1',
+    publicUrl: publicUrl(env, port),
+    database: parseDatabaseUrl(env.DATABASE_URL || 'sqlite:./data/gatehouse.db'),
+    redisUrl: redisUrl(env),
+    accessTokenTtl: integer(env, 'ACCESS_TOKEN_TTL', 3600, 1),
+    refreshTokenTtl: integer(env, 'REFRESH_TOKEN_TTL', 2_592_000, 1),
+    authCodeTtl: integer(env, 'AUTH_CODE_TTL', 600, 1, 3600),
+    refreshGraceSeconds: integer(env, 'REFRESH_GRACE_SECONDS', 60, 0, 3600),
+    sessionTtl: integer(env, 'SESSION_TTL', 1_209_600, 60),
+    consentTtl: integer(env, 'CONSENT_TTL', 31_536_000, 1),
+    requirePkce: boolean(env, 'REQUIRE_PKCE', false),
+    logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
+    purgeIntervalSeconds: integer(env, 'PURGE_INTERVAL_SECONDS', 600, 0),
+  });
+}
+
+/** The authority part of user ids: `acct:<username>@<authority>`. */
+export function authority(config: Config): string {
+  return new URL(config.publicUrl).host;
+}

@@ -1,0 +1,49 @@
+/** The resource side: the bearer-authenticated profile and endpoint discovery. */
+import type { FastifyInstance } from 'fastify';
+import { authority } from '../config.ts';
+import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bearer.ts';
+import type { OAuthContext } from '../oauth/context.ts';
+import { splitScopes } from '../oauth/scopes.ts';
+import { rejectOtherMethods } from './helpers.ts';
+
+const profileSchema = {
+  200: {
+    type: 'object',
+    properties: {
+      userid: { type: ['string', 'null'] },
+      username: { type: ['string', 'null'] },
+      display_name: { type: 'string' },
+      client_id: { type: 'string' },
+      scopes: { type: 'array', items: { type: 'string' } },
+    },
+  },
+} as const;
+
+export function websocketUrl(ctx: OAuthContext): string {
+  return `${ctx.config.publicUrl.replace(/^http/, 'ws')}/ws`;
+}
+
+export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+  const accountDomain = authority(ctx.config);
+
+  app.get('/api/profile', { schema: { response: profileSchema } }, async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    const token = await authenticateAccessToken(ctx, bearerToken(request.headers.authorization));
+    requireScope(token, 'annotation:read');
+    return {
+      userid: token.username === null ? null : `acct:${token.username}@${accountDomain}`,
+      username: token.username,
+      ...(token.display_name ? { display_name: token.display_name } : {}),
+      client_id: token.client_id,
+      scopes: splitScopes(token.scopes),
+    };
+  });
+
+  app.get('/api/links', async () => ({
+    'oauth.authorize': `${ctx.config.publicUrl}/oauth/authorize`,
+    'oauth.revoke': `${ctx.config.publicUrl}/oauth/revoke`,
+    websocket: websocketUrl(ctx),
+  }));
+
+  rejectOtherMethods(app, ['/api/profile', '/api/links'], 'GET');
+}

@@ -1,0 +1,58 @@
+/**
+ * Turns every error into a response. OAuth errors become RFC 6749 §5.2 JSON (with the
+ * RFC 6750 or Basic challenge where one is due) or, on pages, an error page. Fastify's own
+ * 4xx errors become `invalid_request` with a bland description; anything unexpected is
+ * logged and answered as `server_error` without internals.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { InvalidClient } from '../oauth/client-auth.ts';
+import { OAuthError } from '../oauth/errors.ts';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Errors on this route render an HTML page instead of JSON. */
+    page?: boolean;
+  }
+}
+
+const CLIENT_ERRORS: Record<number, string> = {
+  400: 'the request is malformed',
+  403: 'the form has expired or was not sent from this site: go back, reload the page and try again',
+  404: 'not found',
+  405: 'method not allowed',
+  406: 'not acceptable',
+  413: 'the request body is too large',
+  414: 'the request URL is too long',
+  415: 'unsupported content type: send application/x-www-form-urlencoded',
+  429: 'too many requests: try again later',
+};
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, error: OAuthError): FastifyReply {
+  if (error.detail) request.log.info({ error: error.error, detail: error.detail }, 'request refused');
+  if (error instanceof InvalidClient && error.usedBasic) reply.header('WWW-Authenticate', 'Basic realm="gatehouse", charset="UTF-8"');
+  if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
+    reply.header('WWW-Authenticate', `Bearer realm="gatehouse", error="${error.error}", error_description="${error.description.replace(/["\\]/g, '')}"`);
+  }
+  reply.header('Cache-Control', 'no-store');
+  if (request.routeOptions.config.page) {
+    return reply.code(error.status).view('error.eta', { title: 'Something went wrong', message: error.description });
+  }
+  return reply.code(error.status).send(error.toJSON());
+}
+
+export default fp(async function errorHandling(app: FastifyInstance) {
+  app.setErrorHandler(async (error: FastifyError, request, reply) => {
+    if (error instanceof OAuthError) return sendError(request, reply, error);
+    const status = error.statusCode ?? 500;
+    if (status >= 400 && status < 500) {
+      // A wrong content type is a malformed request in RFC 6749's terms: 400 invalid_request.
+      const description = CLIENT_ERRORS[status] ?? CLIENT_ERRORS[400]!;
+      return sendError(request, reply, new OAuthError('invalid_request', description, error.code, status === 415 ? 400 : status));
+    }
+    request.log.error({ err: error }, 'unexpected error');
+    return sendError(request, reply, new OAuthError('server_error', 'the server could not complete the request'));
+  });
+
+  app.setNotFoundHandler(async (request, reply) => sendError(request, reply, new OAuthError('invalid_request', 'not found', undefined, 404)));
+});

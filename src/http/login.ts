@@ -1,0 +1,61 @@
+/** Logging in and out, and the signed-in home page. */
+import type { FastifyInstance } from 'fastify';
+import { decoyHash, verifyPassword } from '../accounts/passwords.ts';
+import type { OAuthContext } from '../oauth/context.ts';
+import { single, type RawParams } from '../oauth/params.ts';
+import { findUserByLogin } from '../store/users.ts';
+import { requireFormBody } from './helpers.ts';
+import { currentUser, endSession, safeNext, startSession } from './session.ts';
+
+const page = { config: { page: true } } as const;
+
+export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+  app.get('/', page, async (request, reply) => {
+    const user = await currentUser(request, ctx);
+    if (!user) return reply.redirect('/login');
+    return reply.view('home.eta', { title: 'Gatehouse', user, csrfToken: reply.generateCsrf() });
+  });
+
+  app.get('/login', page, async (request, reply) => {
+    const query = request.query as RawParams;
+    const next = safeNext(single(query, 'next'), ctx);
+    const user = await currentUser(request, ctx);
+    // Already signed in, and not asked to switch account: carry on.
+    if (user && single(query, 'switch') === undefined) return reply.redirect(next);
+    reply.header('Cache-Control', 'no-store');
+    return reply.view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: '', error: null, current: user });
+  });
+
+  app.post('/login', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+    const body = requireFormBody(request);
+    const login = (single(body, 'username') ?? '').trim();
+    const password = single(body, 'password') ?? '';
+    const next = safeNext(single(body, 'next'), ctx);
+    const user = login === '' || login.length > 320 ? undefined : await findUserByLogin(ctx.db, login);
+    // Unknown users cost a password check too, so timing does not tell which names exist.
+    const valid = await verifyPassword(password, user?.password_hash ?? (await decoyHash()));
+    if (!user || !valid || user.disabled) {
+      request.log.info({ event: 'login_failed' }, 'login failed');
+      reply.header('Cache-Control', 'no-store');
+      return reply.code(401).view('login.eta', {
+        title: 'Log in',
+        next,
+        csrfToken: reply.generateCsrf(),
+        username: login,
+        error: 'Wrong username or password.',
+        current: null,
+      });
+    }
+    await endSession(request, reply, ctx); // never keep a session id across a login
+    await startSession(reply, ctx, user);
+    request.log.info({ event: 'login', user: user.id }, 'logged in');
+    return reply.redirect(next, 303);
+  });
+
+  app.post('/logout', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+    const body = requireFormBody(request);
+    await endSession(request, reply, ctx);
+    const next = safeNext(single(body, 'next'), ctx);
+    return reply.redirect(next === '/' ? '/login' : `/login?${new URLSearchParams({ next })}`, 303);
+  });
+}

@@ -1,0 +1,249 @@
+/**
+ * The `gatehouse` command line (SPEC §2). Every command honours DATABASE_URL and the other
+ * settings, prints JSON with --json, and exits non-zero with one clear line on bad input.
+ */
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { buildApp } from './app.ts';
+import { AccountError, createAccount, disableAccount, setPassword } from './accounts/users.ts';
+import { ConfigError, loadConfig, type Config } from './config.ts';
+import type { OAuthContext } from './oauth/context.ts';
+import { RegistrationError, registerClient, removeClient } from './oauth/registration.ts';
+import { migrate, openStore, type Store } from './store/database.ts';
+import { listClients } from './store/clients.ts';
+import { purgeExpired } from './store/purge.ts';
+import { findUserByUsername, listUsers } from './store/users.ts';
+
+const HELP = `Usage: gatehouse <command> [options]
+
+Commands:
+  serve                                   start the server (applies migrations first)
+  migrate                                 apply pending database migrations
+  user create <username> --email <e> [--admin] [--password-stdin]
+  user list
+  user disable <username>                 also revokes the user's tokens and sessions
+  user set-password <username> [--password-stdin]
+  client create --name <n> --redirect-uri <url> [--grant-type authorization_code|client_credentials]
+                [--confidential] [--trusted] [--require-pkce] [--scope "<s1 s2>"]
+  client list
+  client delete <client_id>               also revokes everything issued to the client
+  purge                                   delete expired codes, tokens, sessions and consents
+
+Options:
+  --json     print machine-readable JSON
+  --help     show this help
+
+Passwords are prompted for (without echo) unless --password-stdin is given.
+Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
+PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL,
+REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
+REDIS_URL, LOG_LEVEL. See README.md.`;
+
+class UsageError extends Error {}
+
+const OPTIONS = {
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  email: { type: 'string' },
+  admin: { type: 'boolean' },
+  'password-stdin': { type: 'boolean' },
+  name: { type: 'string' },
+  'redirect-uri': { type: 'string' },
+  'grant-type': { type: 'string' },
+  confidential: { type: 'boolean' },
+  trusted: { type: 'boolean' },
+  'require-pkce': { type: 'boolean' },
+  scope: { type: 'string' },
+} as const;
+
+type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const { values: options, positionals } = parsed;
+  const [command, sub, ...rest] = positionals;
+  if (options.help || command === undefined || command === 'help') {
+    console.log(HELP);
+    return command === undefined && !options.help ? 2 : 0;
+  }
+  const config = loadConfig();
+  if (command === 'serve') return serve(config);
+
+  const store = openStore(config.database);
+  try {
+    await migrate(store);
+    const ctx: OAuthContext = { config, db: store.db, now: Date.now, onGrantsRevoked: () => {} };
+    const print = (json: unknown, text: string) => console.log(options.json ? JSON.stringify(json) : text);
+    switch (`${command} ${sub ?? ''}`.trim()) {
+      case 'migrate':
+        print({ migrated: true }, 'Database is up to date.');
+        return 0;
+      case 'purge': {
+        const counts = await purgeExpired(store.db, Date.now(), config.refreshGraceSeconds * 1000);
+        print(counts, Object.entries(counts).map(([table, n]) => `${table}: ${n} deleted`).join('\n'));
+        return 0;
+      }
+      case 'user create':
+        return await userCreate(ctx, rest, options, print);
+      case 'user list': {
+        const users = (await listUsers(store.db)).map((u) => ({ username: u.username, email: u.email, admin: u.is_admin === 1, disabled: u.disabled === 1 }));
+        print(users, users.map((u) => `${u.username}\t${u.email}${u.admin ? '\tadmin' : ''}${u.disabled ? '\tdisabled' : ''}`).join('\n') || 'No users.');
+        return 0;
+      }
+      case 'user disable': {
+        const user = await requireUser(ctx, rest);
+        await disableAccount(ctx, user);
+        print({ username: user.username, disabled: true }, `Disabled ${user.username}; their tokens and sessions are revoked.`);
+        return 0;
+      }
+      case 'user set-password': {
+        const user = await requireUser(ctx, rest);
+        await setPassword(store.db, user, await readPassword(options));
+        print({ username: user.username, password_changed: true }, `Password changed for ${user.username}.`);
+        return 0;
+      }
+      case 'client create':
+        return await clientCreate(ctx, rest, options, print);
+      case 'client list': {
+        const clients = (await listClients(store.db)).map((c) => ({
+          client_id: c.id,
+          name: c.name,
+          grant_type: c.grant_type,
+          redirect_uri: c.redirect_uri,
+          confidential: c.secret_hash !== null,
+          trusted: c.trusted === 1,
+          require_pkce: c.require_pkce === 1,
+          scope: c.scopes,
+        }));
+        print(clients, clients.map((c) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uri ?? '-'}`).join('\n') || 'No clients.');
+        return 0;
+      }
+      case 'client delete': {
+        const [clientId, ...extra] = rest;
+        if (clientId === undefined || extra.length > 0) throw new UsageError('usage: gatehouse client delete <client_id>');
+        if (!(await removeClient(ctx, clientId))) throw new UsageError(`no client with id ${clientId}`);
+        print({ client_id: clientId, deleted: true }, `Deleted client ${clientId} and revoked everything issued to it.`);
+        return 0;
+      }
+      default:
+        throw new UsageError(`unknown command "${[command, sub].filter(Boolean).join(' ')}"; see gatehouse --help`);
+    }
+  } finally {
+    await store.close();
+  }
+}
+
+type Print = (json: unknown, text: string) => void;
+
+async function requireUser(ctx: OAuthContext, rest: string[]) {
+  const [username, ...extra] = rest;
+  if (username === undefined || extra.length > 0) throw new UsageError('name exactly one user');
+  const user = await findUserByUsername(ctx.db, username);
+  if (!user) throw new UsageError(`no user named ${username}`);
+  return user;
+}
+
+async function userCreate(ctx: OAuthContext, rest: string[], options: Options, print: Print): Promise<number> {
+  const [username, ...extra] = rest;
+  if (username === undefined || extra.length > 0) throw new UsageError('usage: gatehouse user create <username> --email <e> [--admin] [--password-stdin]');
+  if (options.email === undefined) throw new UsageError('--email is required');
+  const password = await readPassword(options);
+  const user = await createAccount(ctx.db, { username, email: options.email, password, isAdmin: options.admin ?? false }, ctx.now());
+  print({ id: user.id, username: user.username, email: user.email, admin: user.is_admin === 1 }, `Created user ${user.username}${user.is_admin ? ' (administrator)' : ''}.`);
+  return 0;
+}
+
+async function clientCreate(ctx: OAuthContext, rest: string[], options: Options, print: Print): Promise<number> {
+  if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
+  if (options.name === undefined) throw new UsageError('--name is required');
+  const grantType = options['grant-type'] ?? 'authorization_code';
+  if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
+  const { client, secret } = await registerClient(
+    ctx.db,
+    {
+      name: options.name,
+      grantType,
+      redirectUri: options['redirect-uri'] ?? '',
+      confidential: options.confidential ?? false,
+      trusted: options.trusted ?? false,
+      requirePkce: options['require-pkce'] ?? false,
+      scope: options.scope ?? '',
+    },
+    ctx.now(),
+  );
+  print(
+    { client_id: client.id, ...(secret === null ? {} : { client_secret: secret }) },
+    `Created client "${client.name}".\nclient_id: ${client.id}${secret === null ? '' : `\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`}`,
+  );
+  return 0;
+}
+
+async function readPassword(options: Options): Promise<string> {
+  if (options['password-stdin']) {
+    const chunks: Buffer[] = [];
+    for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+    return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  }
+  if (!process.stdin.isTTY) throw new UsageError('no terminal to prompt for the password: pass it on standard input with --password-stdin');
+  const first = await prompt('Password: ');
+  const second = await prompt('Repeat password: ');
+  if (first !== second) throw new UsageError('the passwords do not match');
+  return first;
+}
+
+/** Asks on the terminal without echoing what is typed. */
+function prompt(question: string): Promise<string> {
+  return new Promise((resolve) => {
+    const rl = createInterface({ input: process.stdin, output: process.stdout, terminal: true });
+    const output = rl as unknown as { _writeToOutput: (s: string) => void };
+    rl.question(question, (answer) => {
+      rl.close();
+      process.stdout.write('\n');
+      resolve(answer);
+    });
+    output._writeToOutput = () => {};
+  });
+}
+
+async function serve(config: Config): Promise<number> {
+  const store = openStore(config.database);
+  await migrate(store);
+  const app = await buildApp(config, store);
+  const purge = async () => {
+    try {
+      const counts = await purgeExpired(store.db, Date.now(), config.refreshGraceSeconds * 1000);
+      app.log.info({ event: 'purge', counts }, 'purged expired rows');
+    } catch (error) {
+      app.log.error({ err: error }, 'purge failed');
+    }
+  };
+  const timer = config.purgeIntervalSeconds > 0 ? setInterval(purge, config.purgeIntervalSeconds * 1000).unref() : null;
+  await app.listen({ port: config.port, host: config.host });
+  app.log.info(`Gatehouse is listening on ${config.publicUrl} (database: ${config.database.kind})`);
+
+  return new Promise((resolve) => {
+    const stop = async (signal: string) => {
+      app.log.info(`${signal}: finishing in-flight requests, then exiting`);
+      if (timer) clearInterval(timer);
+      await app.close(); // stops accepting, waits for in-flight requests
+      await store.close();
+      resolve(0);
+    };
+    process.once('SIGTERM', () => void stop('SIGTERM'));
+    process.once('SIGINT', () => void stop('SIGINT'));
+  });
+}
+
+main(process.argv.slice(2)).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    const known = error instanceof ConfigError || error instanceof UsageError || error instanceof AccountError || error instanceof RegistrationError;
+    console.error(`gatehouse: ${known ? (error as Error).message : `unexpected error: ${(error as Error).message}`}`);
+    process.exit(known ? 2 : 1);
+  },
+);

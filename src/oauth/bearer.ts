@@ -1,0 +1,26 @@
+/** Bearer token checks for the resource side. @see RFC 6750 §2.1, §3.1 */
+import type { Scope } from '../config.ts';
+import { findLiveAccessToken, type AccessTokenInfo } from '../store/grants.ts';
+import { hashIfWellFormed } from '../tokens.ts';
+import type { OAuthContext } from './context.ts';
+import { OAuthError } from './errors.ts';
+import { splitScopes } from './scopes.ts';
+
+/** The token of an `Authorization: Bearer …` header, or undefined. */
+export function bearerToken(authorization: string | undefined): string | undefined {
+  const match = authorization === undefined ? null : /^Bearer +([\x21-\x7e]+) *$/i.exec(authorization);
+  return match?.[1];
+}
+
+/** The live access token's grant and user; `invalid_token` for a missing, unknown, expired or revoked token. */
+export async function authenticateAccessToken(ctx: OAuthContext, token: string | undefined): Promise<AccessTokenInfo> {
+  if (token === undefined) throw new OAuthError('invalid_token', 'an access token is required');
+  const hash = hashIfWellFormed('access', token);
+  const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, ctx.now());
+  if (!info) throw new OAuthError('invalid_token', 'the access token is invalid, expired or revoked');
+  return info;
+}
+
+export function requireScope(info: AccessTokenInfo, scope: Scope): void {
+  if (!splitScopes(info.scopes).includes(scope)) throw new OAuthError('insufficient_scope', `this request needs the "${scope}" scope`);
+}

@@ -1,0 +1,87 @@
+/**
+ * Client identification and authentication at the token, revocation and introspection
+ * endpoints: `client_secret_basic`, `client_secret_post`, or `none` (a public client that
+ * sends only `client_id`). @see RFC 6749 §2.3.1, §3.2.1
+ */
+import type { Kysely } from 'kysely';
+import { findClient } from '../store/clients.ts';
+import type { Client, Database } from '../store/schema.ts';
+import { constantTimeEqual, hashToken } from '../tokens.ts';
+import { OAuthError, invalidRequest } from './errors.ts';
+import { single, type RawParams } from './params.ts';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+export function isClientId(value: string): boolean {
+  return UUID.test(value);
+}
+
+/** `invalid_client`, with a flag telling the route to answer 401 with a Basic challenge. */
+export class InvalidClient extends OAuthError {
+  readonly usedBasic: boolean;
+  constructor(description: string, usedBasic: boolean, detail?: string) {
+    super('invalid_client', description, detail);
+    this.usedBasic = usedBasic;
+  }
+}
+
+interface Credentials {
+  clientId: string;
+  secret: string | undefined;
+  usedBasic: boolean;
+}
+
+/** Reads the client's credentials from the Authorization header or the body; null when none are sent. */
+function readCredentials(authorization: string | undefined, params: RawParams): Credentials | null {
+  const bodyId = single(params, 'client_id');
+  const bodySecret = single(params, 'client_secret');
+  if (authorization !== undefined && /^basic /i.test(authorization)) {
+    if (bodySecret !== undefined) throw invalidRequest('use one client authentication method, not both HTTP Basic and "client_secret"');
+    const decoded = Buffer.from(authorization.slice(6).trim(), 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    if (colon < 0) throw new InvalidClient('malformed HTTP Basic credentials', true);
+    let clientId: string, secret: string;
+    try {
+      // RFC 6749 §2.3.1: both parts are form-urlencoded before being joined.
+      clientId = decodeURIComponent(decoded.slice(0, colon).replace(/\+/g, ' '));
+      secret = decodeURIComponent(decoded.slice(colon + 1).replace(/\+/g, ' '));
+    } catch {
+      throw new InvalidClient('malformed HTTP Basic credentials', true);
+    }
+    if (bodyId !== undefined && bodyId !== clientId) throw invalidRequest('"client_id" does not match the HTTP Basic credentials');
+    return { clientId, secret, usedBasic: true };
+  }
+  if (bodyId === undefined) {
+    if (bodySecret !== undefined) throw invalidRequest('"client_secret" was sent without "client_id"');
+    return null;
+  }
+  return { clientId: bodyId, secret: bodySecret, usedBasic: false };
+}
+
+/**
+ * The client making the request, authenticated when it is confidential; null when the
+ * request names no client (allowed where the caller says so).
+ */
+export async function authenticateClient(db: Kysely<Database>, authorization: string | undefined, params: RawParams): Promise<Client | null> {
+  const credentials = readCredentials(authorization, params);
+  if (credentials === null) return null;
+  const { clientId, secret, usedBasic } = credentials;
+  const client = isClientId(clientId) ? await findClient(db, clientId) : undefined;
+  if (!client) throw new InvalidClient('unknown client', usedBasic);
+  if (client.secret_hash === null) {
+    if (secret !== undefined && secret !== '') throw new InvalidClient('this is a public client: it has no secret to send', usedBasic);
+    return client;
+  }
+  if (secret === undefined || secret === '') throw new InvalidClient('this client must authenticate with its secret', usedBasic);
+  if (!constantTimeEqual(hashToken(secret), client.secret_hash)) {
+    throw new InvalidClient('client authentication failed', usedBasic, `wrong secret for client ${client.id}`);
+  }
+  return client;
+}
+
+/** Like `authenticateClient`, for endpoints where naming the client is mandatory. */
+export async function requireClient(db: Kysely<Database>, authorization: string | undefined, params: RawParams): Promise<Client> {
+  const client = await authenticateClient(db, authorization, params);
+  if (client === null) throw new InvalidClient('the client is not identified: send "client_id" or HTTP Basic credentials', false);
+  return client;
+}

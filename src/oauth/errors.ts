@@ -1,0 +1,73 @@
+/**
+ * The one error type of the protocol. Routes turn it into RFC 6749 §5.2 JSON, an RFC 6750
+ * `WWW-Authenticate` challenge, an authorization error redirect or an error page; nothing
+ * builds error bodies by hand.
+ *
+ * @see RFC 6749 §4.1.2.1 (authorization errors), §5.2 (token errors); RFC 6750 §3.1
+ */
+
+export type OAuthErrorCode =
+  | 'invalid_request'
+  | 'invalid_client'
+  | 'invalid_grant'
+  | 'unauthorized_client'
+  | 'unsupported_grant_type'
+  | 'unsupported_response_type'
+  | 'unsupported_token_type'
+  | 'invalid_scope'
+  | 'access_denied'
+  | 'login_required'
+  | 'consent_required'
+  | 'invalid_token'
+  | 'insufficient_scope'
+  | 'server_error'
+  | 'temporarily_unavailable';
+
+const STATUS: Record<OAuthErrorCode, number> = {
+  invalid_request: 400,
+  invalid_client: 401,
+  invalid_grant: 400,
+  unauthorized_client: 400,
+  unsupported_grant_type: 400,
+  unsupported_response_type: 400,
+  unsupported_token_type: 400,
+  invalid_scope: 400,
+  access_denied: 403,
+  login_required: 401,
+  consent_required: 403,
+  invalid_token: 401,
+  insufficient_scope: 403,
+  server_error: 500,
+  temporarily_unavailable: 503,
+};
+
+export class OAuthError extends Error {
+  override name = 'OAuthError';
+  readonly error: OAuthErrorCode;
+  readonly description: string;
+  readonly detail: string | undefined;
+  readonly status: number;
+
+  /**
+   * @param error the RFC error code sent to the client
+   * @param description a client-safe explanation: it never quotes a secret
+   * @param detail for the log only: why, in terms the operator needs (never a secret either)
+   * @param status the HTTP status, when it is not the one the error code implies
+   */
+  constructor(error: OAuthErrorCode, description: string, detail?: string, status?: number) {
+    super(`${error}: ${description}`);
+    this.error = error;
+    this.description = description;
+    this.detail = detail;
+    this.status = status ?? STATUS[error];
+  }
+
+  toJSON(): { error: OAuthErrorCode; error_description: string } {
+    return { error: this.error, error_description: this.description };
+  }
+}
+
+export const invalidRequest = (description: string, detail?: string) => new OAuthError('invalid_request', description, detail);
+export const invalidGrant = (description: string, detail?: string) => new OAuthError('invalid_grant', description, detail);
+export const invalidClient = (description: string, detail?: string) => new OAuthError('invalid_client', description, detail);
+export const invalidScope = (description: string) => new OAuthError('invalid_scope', description);

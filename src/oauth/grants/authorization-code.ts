@@ -1,0 +1,57 @@
+/**
+ * `grant_type=authorization_code`. @see RFC 6749 §4.1.3, RFC 7636 §4.6, RFC 9700 §4.2.4
+ */
+import { randomUUID } from 'node:crypto';
+import { exchangeCode, findCode } from '../../store/grants.ts';
+import type { Client } from '../../store/schema.ts';
+import { hashIfWellFormed } from '../../tokens.ts';
+import type { OAuthContext } from '../context.ts';
+import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
+import { mintTokens, type TokenResponse } from '../issue.ts';
+import { readParams, type RawParams } from '../params.ts';
+import { checkVerifier } from '../pkce.ts';
+import { splitScopes } from '../scopes.ts';
+import { revoke } from '../revocation.ts';
+
+export const grantType = 'authorization_code';
+
+export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<TokenResponse> {
+  const params = readParams(raw, ['code'], ['redirect_uri', 'code_verifier']);
+  if (client === null) throw invalidRequest('the "client_id" parameter is missing');
+  if (client.grant_type !== 'authorization_code') {
+    throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
+  }
+  const now = ctx.now();
+  const hash = hashIfWellFormed('code', params.code);
+  // Loaded whatever its state: each reason for refusal gets its own log line; the client
+  // sees invalid_grant for all of them.
+  const code = hash === null ? undefined : await findCode(ctx.db, hash);
+  if (!code) throw invalidGrant('the authorization code is invalid', 'unknown code');
+  if (code.client_id !== client.id) throw invalidGrant('the authorization code is invalid', 'code was issued to another client');
+  if (code.consumed_at !== null) {
+    await revokeIssuedFrom(code.grant_id, ctx);
+    throw invalidGrant('the authorization code has already been used', 'code replay: revoked what it issued');
+  }
+  if (code.expires_at <= now) throw invalidGrant('the authorization code has expired', 'expired code');
+  if (params.redirect_uri !== undefined && params.redirect_uri !== code.redirect_uri) {
+    throw invalidGrant('"redirect_uri" does not match the authorization request', 'redirect_uri mismatch');
+  }
+  checkVerifier(code.code_challenge, params.code_verifier);
+  if (code.user_disabled) throw invalidGrant('the authorization code is invalid', 'user is disabled');
+
+  const scopes = splitScopes(code.scopes);
+  const pair = mintTokens(ctx, scopes, true);
+  const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, scopes: code.scopes };
+  if (!(await exchangeCode(ctx.db, code.hash, grant, pair.stored, now))) {
+    // A concurrent request consumed the code first: that is a replay too.
+    const winner = await findCode(ctx.db, code.hash);
+    await revokeIssuedFrom(winner?.grant_id ?? null, ctx);
+    throw invalidGrant('the authorization code has already been used', 'concurrent code replay: revoked what it issued');
+  }
+  return pair.response;
+}
+
+/** RFC 6749 §4.1.2: a reused code SHOULD revoke every token issued from it. */
+async function revokeIssuedFrom(grantId: string | null, ctx: OAuthContext): Promise<void> {
+  if (grantId !== null) await revoke(ctx, { grantId }, 'code_replay');
+}

@@ -1,0 +1,23 @@
+/** `grant_type=client_credentials`, for confidential clients registered for it. @see RFC 6749 §4.4 */
+import { randomUUID } from 'node:crypto';
+import { insertGrant } from '../../store/grants.ts';
+import type { Client } from '../../store/schema.ts';
+import type { OAuthContext } from '../context.ts';
+import { OAuthError, invalidRequest } from '../errors.ts';
+import { mintTokens, type TokenResponse } from '../issue.ts';
+import { readParams, type RawParams } from '../params.ts';
+import { grantableScopes, joinScopes, splitScopes } from '../scopes.ts';
+
+export const grantType = 'client_credentials';
+
+export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<TokenResponse> {
+  const params = readParams(raw, [], ['scope']);
+  if (client === null) throw invalidRequest('the client must authenticate');
+  if (client.secret_hash === null || client.grant_type !== 'client_credentials') {
+    throw new OAuthError('unauthorized_client', 'this client is not registered for the client_credentials grant');
+  }
+  const scopes = grantableScopes(params.scope, splitScopes(client.scopes));
+  const pair = mintTokens(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
+  await insertGrant(ctx.db, { id: randomUUID(), clientId: client.id, userId: null, scopes: joinScopes(scopes) }, pair.stored, ctx.now());
+  return pair.response;
+}

@@ -1,0 +1,77 @@
+/**
+ * `grant_type=refresh_token`, with rotation. Each refresh token is used once; its successor
+ * pair is recorded by one conditional write. Within the grace window the immediate
+ * predecessor yields the same successor pair again (idempotent, for racing tabs and lost
+ * responses); any other reuse revokes the grant.
+ *
+ * @see RFC 6749 §6, RFC 9700 §4.14.2 (refresh token rotation and reuse detection)
+ */
+import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
+import { findRefreshToken, refreshRotatedAt, rotateRefreshToken, type RefreshTokenInfo } from '../../store/grants.ts';
+import type { Client } from '../../store/schema.ts';
+import type { OAuthContext } from '../context.ts';
+import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
+import { mintTokens, secondsUntil, type TokenResponse } from '../issue.ts';
+import { readParams, type RawParams } from '../params.ts';
+import { parseScope, splitScopes } from '../scopes.ts';
+import { revoke } from '../revocation.ts';
+
+export const grantType = 'refresh_token';
+
+/** What the sealed box holds: enough to answer the same response again. */
+interface SealedSuccessor {
+  response: TokenResponse;
+  accessExpiresAt: number;
+}
+
+export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<TokenResponse> {
+  const params = readParams(raw, ['refresh_token'], ['scope']);
+  const now = ctx.now();
+  const hash = hashIfWellFormed('refresh', params.refresh_token);
+  const token = hash === null ? undefined : await findRefreshToken(ctx.db, hash);
+  if (!token) throw invalidGrant('the refresh token is invalid', 'unknown refresh token');
+  if (client === null ? token.client_confidential === 1 : token.client_id !== client.id) {
+    throw invalidGrant('the refresh token is invalid', 'refresh token belongs to another client or needs client authentication');
+  }
+  if (client !== null && client.grant_type !== 'authorization_code') {
+    throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
+  }
+  if (token.revoked_at !== null) throw invalidGrant('the refresh token has been revoked', 'refresh token of a revoked grant');
+  if (token.expires_at <= now) throw invalidGrant('the refresh token has expired', 'expired refresh token');
+
+  const grantScopes = splitScopes(token.scopes);
+  const scopes = params.scope === undefined ? grantScopes : parseScope(params.scope);
+  const wider = scopes.filter((s) => !grantScopes.includes(s));
+  if (wider.length > 0) throw invalidScope(`scope ${wider.map((s) => `"${s}"`).join(', ')} was not granted`);
+
+  if (token.rotated_at === null) {
+    const pair = mintTokens(ctx, scopes, true);
+    const grace = ctx.config.refreshGraceSeconds > 0;
+    const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
+    const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;
+    if (await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id }, { ...pair.stored, box }, now)) {
+      return pair.response;
+    }
+  }
+  // Rotated already, earlier or concurrently: re-read what the winner recorded.
+  const rotated = await findRefreshToken(ctx.db, token.hash);
+  const repeat = rotated ? await replayWithinGrace(rotated, params.refresh_token, ctx, now) : null;
+  if (repeat) return repeat;
+  await revoke(ctx, { grantId: token.grant_id }, 'refresh_reuse');
+  throw invalidGrant('the refresh token has already been used', 'refresh token reuse: grant revoked');
+}
+
+/**
+ * The same successor pair again, when `token` is the immediate predecessor of an unused
+ * successor and the rotation happened within the grace window; otherwise null.
+ */
+async function replayWithinGrace(token: RefreshTokenInfo, presented: string, ctx: OAuthContext, now: number): Promise<TokenResponse | null> {
+  const graceMs = ctx.config.refreshGraceSeconds * 1000;
+  if (graceMs === 0 || token.revoked_at !== null || token.rotated_at === null || token.successor_box === null) return null;
+  if (now - token.rotated_at > graceMs || token.successor_hash === null) return null;
+  if ((await refreshRotatedAt(ctx.db, token.successor_hash)) !== null) return null; // the successor is in use already
+  const opened = openWithToken(presented, token.successor_box);
+  if (opened === null) return null;
+  const sealed = JSON.parse(opened) as SealedSuccessor;
+  return { ...sealed.response, expires_in: secondsUntil(sealed.accessExpiresAt, now) };
+}

@@ -1,0 +1,46 @@
+/** Minting the tokens of a token response. @see RFC 6749 §5.1 */
+import type { Scope } from '../config.ts';
+import type { IssuedTokens } from '../store/grants.ts';
+import { mintToken } from '../tokens.ts';
+import type { OAuthContext } from './context.ts';
+import { joinScopes } from './scopes.ts';
+
+export interface TokenResponse {
+  token_type: 'Bearer';
+  access_token: string;
+  expires_in: number;
+  refresh_token?: string;
+  scope: string;
+}
+
+export interface MintedPair {
+  stored: IssuedTokens;
+  response: TokenResponse;
+}
+
+export function mintTokens(ctx: OAuthContext, scopes: readonly Scope[], withRefresh: boolean): MintedPair {
+  const now = ctx.now();
+  const access = mintToken('access');
+  const refresh = withRefresh ? mintToken('refresh') : null;
+  const scope = joinScopes(scopes);
+  const stored: IssuedTokens = {
+    accessHash: access.hash,
+    accessExpiresAt: now + ctx.config.accessTokenTtl * 1000,
+    refreshHash: refresh?.hash ?? null,
+    refreshExpiresAt: now + ctx.config.refreshTokenTtl * 1000,
+    scopes: scope,
+  };
+  const response: TokenResponse = {
+    token_type: 'Bearer',
+    access_token: access.token,
+    expires_in: ctx.config.accessTokenTtl,
+    ...(refresh ? { refresh_token: refresh.token } : {}),
+    scope,
+  };
+  return { stored, response };
+}
+
+/** Whole seconds left until `expiresAt`, never negative: `expires_in` is an integer. */
+export function secondsUntil(expiresAt: number, now: number): number {
+  return Math.max(0, Math.floor((expiresAt - now) / 1000));
+}

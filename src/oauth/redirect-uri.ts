@@ -1,0 +1,37 @@
+/**
+ * Redirect URLs: what may be registered, and whether a request's `redirect_uri` is the
+ * registered one. Matching is exact, except that a registered `http://127.0.0.1` or
+ * `http://[::1]` URL matches any port (RFC 8252 §7.3, native apps on ephemeral ports).
+ */
+
+const LOOPBACK_IPS = new Set(['127.0.0.1', '[::1]']);
+const LOOPBACK_HOSTS = new Set([...LOOPBACK_IPS, 'localhost']);
+
+/** Why `value` cannot be registered as a redirect URL, or null when it can. */
+export function redirectUriProblem(value: string): string | null {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    return 'must be an absolute URL';
+  }
+  if (value.includes('#')) return 'must not contain a fragment';
+  if (url.username || url.password) return 'must not contain a user name or password';
+  if (url.protocol === 'https:') return null;
+  if (url.protocol === 'http:') return LOOPBACK_HOSTS.has(url.hostname) ? null : 'must use https (http is allowed only for loopback hosts)';
+  return 'must use https (or http for loopback hosts)';
+}
+
+export function redirectUriMatches(registered: string, requested: string): boolean {
+  if (registered === requested) return true;
+  if (!URL.canParse(registered) || !URL.canParse(requested)) return false;
+  const allowed = new URL(registered);
+  if (allowed.protocol !== 'http:' || !LOOPBACK_IPS.has(allowed.hostname)) return false;
+  // The registered URL with the requested port put in must then match to the letter.
+  allowed.port = new URL(requested).port;
+  return allowed.href === requested;
+}
+
+export function originOf(uri: string): string {
+  return new URL(uri).origin;
+}

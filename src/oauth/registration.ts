@@ -1,0 +1,94 @@
+/** Registering and changing OAuth clients, shared by the CLI and the admin pages. */
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { SCOPES } from '../config.ts';
+import { deleteClient, insertClient, updateClient } from '../store/clients.ts';
+import type { Client, Database } from '../store/schema.ts';
+import { mintToken } from '../tokens.ts';
+import type { OAuthContext } from './context.ts';
+import { redirectUriProblem } from './redirect-uri.ts';
+import { isScope, joinScopes } from './scopes.ts';
+
+export const GRANT_TYPES = ['authorization_code', 'client_credentials'] as const;
+export type GrantType = (typeof GRANT_TYPES)[number];
+
+export class RegistrationError extends Error {
+  override name = 'RegistrationError';
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(message);
+    this.field = field;
+  }
+}
+
+export interface ClientInput {
+  name: string;
+  grantType: string;
+  redirectUri: string;
+  confidential: boolean;
+  trusted: boolean;
+  requirePkce: boolean;
+  /** Space-separated; empty means every scope. */
+  scope: string;
+}
+
+export interface RegisteredClient {
+  client: Client;
+  /** Only for confidential clients, and only now: it is stored hashed. */
+  secret: string | null;
+}
+
+/** Validates the input; returns every problem by field, or an empty object. */
+export function clientInputProblems(input: ClientInput): Record<string, string> {
+  const problems: Record<string, string> = {};
+  const name = input.name.trim();
+  if (name === '' || name.length > 100) problems.name = 'Name must be 1-100 characters';
+  if (!(GRANT_TYPES as readonly string[]).includes(input.grantType)) problems.grant_type = `Grant type must be one of ${GRANT_TYPES.join(', ')}`;
+  if (input.grantType === 'client_credentials' && !input.confidential) problems.client_type = 'A client_credentials client must be confidential';
+  if (input.grantType !== 'client_credentials' || input.redirectUri !== '') {
+    const problem = input.redirectUri.length > 2000 ? 'is too long' : redirectUriProblem(input.redirectUri);
+    if (problem) problems.redirect_uri = `Redirect URL ${problem}`;
+  }
+  const unknown = input.scope.split(' ').filter((s) => s !== '' && !isScope(s));
+  if (unknown.length > 0) problems.scope = `Unknown scope ${unknown.join(', ')}; known scopes are ${SCOPES.join(', ')}`;
+  return problems;
+}
+
+function firstProblem(problems: Record<string, string>): RegistrationError | null {
+  const [field, message] = Object.entries(problems)[0] ?? [];
+  return field === undefined || message === undefined ? null : new RegistrationError(field, message);
+}
+
+export async function registerClient(db: Kysely<Database>, input: ClientInput, now: number): Promise<RegisteredClient> {
+  const problem = firstProblem(clientInputProblems(input));
+  if (problem) throw problem;
+  const secret = input.confidential ? mintToken('clientSecret') : null;
+  const scopes = input.scope.split(' ').filter((s) => s !== '');
+  const client: Client = {
+    id: randomUUID(),
+    name: input.name.trim(),
+    grant_type: input.grantType as GrantType,
+    redirect_uri: input.redirectUri === '' ? null : input.redirectUri,
+    secret_hash: secret?.hash ?? null,
+    trusted: input.trusted ? 1 : 0,
+    require_pkce: input.requirePkce ? 1 : 0,
+    scopes: joinScopes(scopes.length === 0 ? SCOPES : scopes),
+    created_at: now,
+  };
+  await insertClient(db, client);
+  return { client, secret: secret?.token ?? null };
+}
+
+/** Replaces the client's secret; the old one stops working at once. */
+export async function rotateClientSecret(db: Kysely<Database>, client: Client): Promise<string> {
+  const secret = mintToken('clientSecret');
+  await updateClient(db, client.id, { secret_hash: secret.hash });
+  return secret.token;
+}
+
+/** Deletes the client and everything issued to it. */
+export async function removeClient(ctx: OAuthContext, clientId: string): Promise<boolean> {
+  const { deleted, grantIds } = await deleteClient(ctx.db, clientId);
+  if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'client_deleted');
+  return deleted;
+}

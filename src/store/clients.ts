@@ -1,0 +1,36 @@
+import type { Kysely } from 'kysely';
+import type { Client, Database, NewClient } from './schema.ts';
+
+export async function insertClient(db: Kysely<Database>, client: NewClient): Promise<void> {
+  await db.insertInto('clients').values(client).execute();
+}
+
+export async function findClient(db: Kysely<Database>, id: string): Promise<Client | undefined> {
+  return db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function listClients(db: Kysely<Database>): Promise<Client[]> {
+  return db.selectFrom('clients').selectAll().orderBy('created_at').orderBy('id').execute();
+}
+
+export async function updateClient(
+  db: Kysely<Database>,
+  id: string,
+  patch: Partial<Pick<Client, 'name' | 'redirect_uri' | 'secret_hash' | 'trusted' | 'require_pkce' | 'scopes'>>,
+): Promise<boolean> {
+  const result = await db.updateTable('clients').set(patch).where('id', '=', id).executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/**
+ * Deletes the client; its grants, tokens, codes and consents go with it (foreign keys
+ * cascade), so nothing issued to it stays valid. Returns the ids of the grants that were
+ * live, for revocation fan-out.
+ */
+export async function deleteClient(db: Kysely<Database>, id: string): Promise<{ deleted: boolean; grantIds: string[] }> {
+  return db.transaction().execute(async (trx) => {
+    const grants = await trx.selectFrom('grants').select('id').where('client_id', '=', id).where('revoked_at', 'is', null).execute();
+    const result = await trx.deleteFrom('clients').where('id', '=', id).executeTakeFirst();
+    return { deleted: result.numDeletedRows > 0n, grantIds: grants.map((g) => g.id) };
+  });
+}

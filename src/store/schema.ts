@@ -1,0 +1,117 @@
+/**
+ * The tables as the application sees them. Both backends return the same runtime types:
+ * times are epoch milliseconds (SQLite INTEGER; PostgreSQL BIGINT parsed to number),
+ * flags are 0/1 integers, scope lists are space-separated strings.
+ */
+import type { ColumnType, Insertable, Selectable } from 'kysely';
+
+/** Set on insert, never changed afterwards. */
+type Immutable<T> = ColumnType<T, T, never>;
+
+export interface UsersTable {
+  id: Immutable<string>;
+  username: string;
+  /** NFKC + lower case: usernames are unique case-insensitively. */
+  username_key: string;
+  email: string;
+  email_key: string;
+  display_name: string | null;
+  password_hash: string;
+  is_admin: number;
+  disabled: number;
+  created_at: Immutable<number>;
+}
+
+export interface ClientsTable {
+  id: Immutable<string>;
+  name: string;
+  grant_type: 'authorization_code' | 'client_credentials';
+  redirect_uri: string | null;
+  /** SHA-256 of the secret, for confidential clients; null for public ones. */
+  secret_hash: string | null;
+  trusted: number;
+  require_pkce: number;
+  scopes: string;
+  created_at: Immutable<number>;
+}
+
+export interface SessionsTable {
+  /** SHA-256 of the session token; the token itself lives only in the user's cookie. */
+  id_hash: Immutable<string>;
+  user_id: Immutable<string>;
+  created_at: Immutable<number>;
+  expires_at: number;
+}
+
+/** What one authorization produced: a user (null for client_credentials), a client, scopes. */
+export interface GrantsTable {
+  id: Immutable<string>;
+  client_id: Immutable<string>;
+  user_id: Immutable<string | null>;
+  scopes: Immutable<string>;
+  created_at: Immutable<number>;
+  last_used_at: number;
+  revoked_at: number | null;
+  /** When the last token of the grant expires; purge removes the grant and its tokens. */
+  expires_at: number;
+}
+
+export interface AuthCodesTable {
+  hash: Immutable<string>;
+  client_id: Immutable<string>;
+  user_id: Immutable<string>;
+  redirect_uri: Immutable<string>;
+  scopes: Immutable<string>;
+  code_challenge: Immutable<string | null>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+  consumed_at: number | null;
+  /** The grant the exchange created, so that a replay can revoke it. */
+  grant_id: string | null;
+}
+
+export interface AccessTokensTable {
+  hash: Immutable<string>;
+  grant_id: Immutable<string>;
+  scopes: Immutable<string>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
+export interface RefreshTokensTable {
+  hash: Immutable<string>;
+  grant_id: Immutable<string>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+  rotated_at: number | null;
+  successor_hash: string | null;
+  /** The successor pair, sealed under a key derived from this token; kept during the grace window only. */
+  successor_box: string | null;
+}
+
+export interface ConsentsTable {
+  user_id: Immutable<string>;
+  client_id: Immutable<string>;
+  scopes: string;
+  created_at: number;
+  expires_at: number;
+}
+
+export interface Database {
+  users: UsersTable;
+  clients: ClientsTable;
+  sessions: SessionsTable;
+  grants: GrantsTable;
+  auth_codes: AuthCodesTable;
+  access_tokens: AccessTokensTable;
+  refresh_tokens: RefreshTokensTable;
+  consents: ConsentsTable;
+}
+
+export type User = Selectable<UsersTable>;
+export type NewUser = Insertable<UsersTable>;
+export type Client = Selectable<ClientsTable>;
+export type NewClient = Insertable<ClientsTable>;
+export type Grant = Selectable<GrantsTable>;
+export type AuthCode = Selectable<AuthCodesTable>;
+export type RefreshToken = Selectable<RefreshTokensTable>;

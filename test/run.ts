@@ -1,0 +1,73 @@
+/**
+ * `npm test` after the type check: finds the services the suites need (PostgreSQL, Redis),
+ * says loudly which suites cannot run without them, and runs every test file with Node's
+ * test runner. Under CI (CI=true) a missing service is a failure, not a skip.
+ */
+import { spawnSync } from 'node:child_process';
+import { connect } from 'node:net';
+import pg from 'pg';
+
+const postgresUrl = process.env.TEST_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+const redisUrl = process.env.TEST_REDIS_URL || 'redis://127.0.0.1:6379';
+
+async function postgresProblem(): Promise<string | null> {
+  const client = new pg.Client({ connectionString: postgresUrl, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return null;
+  } catch (error) {
+    return `cannot connect to ${new URL(postgresUrl).host} (${(error as Error).message || (error as { code?: string }).code})`;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+function redisProblem(): Promise<string | null> {
+  const { hostname, port } = new URL(redisUrl);
+  return new Promise((resolve) => {
+    const socket = connect({ host: hostname, port: Number(port || 6379), timeout: 3000 });
+    const fail = (why: string) => {
+      socket.destroy();
+      resolve(`cannot reach Redis at ${hostname}:${port || 6379} (${why})`);
+    };
+    socket.once('connect', () => socket.write('PING\r\n'));
+    socket.once('data', (data) => {
+      socket.destroy();
+      resolve(String(data).startsWith('+PONG') ? null : `unexpected answer from Redis at ${hostname}`);
+    });
+    socket.once('timeout', () => fail('timed out'));
+    socket.once('error', (error) => fail(error.message));
+  });
+}
+
+const missing = { postgres: await postgresProblem(), redis: await redisProblem() };
+const env: NodeJS.ProcessEnv = { ...process.env };
+if (missing.postgres) env.GATEHOUSE_TEST_POSTGRES_MISSING = missing.postgres;
+else env.GATEHOUSE_TEST_POSTGRES = postgresUrl;
+if (missing.redis) env.GATEHOUSE_TEST_REDIS_MISSING = missing.redis;
+else env.GATEHOUSE_TEST_REDIS = redisUrl;
+
+const problems = Object.entries(missing).filter(([, problem]) => problem !== null);
+if (problems.length > 0) {
+  const banner = '!'.repeat(78);
+  console.error(`\n${banner}`);
+  for (const [service, problem] of problems) {
+    const suites = service === 'postgres' ? 'every PostgreSQL-backend suite and the multi-instance suites' : 'the Redis-backed multi-instance suites';
+    console.error(`!! NOT RUN: ${suites}: ${problem}`);
+  }
+  console.error(`!! Set TEST_POSTGRES_URL / TEST_REDIS_URL to point the tests at your servers.`);
+  console.error(`${banner}\n`);
+  if (process.env.CI === 'true') {
+    console.error('CI=true: a missing test service is a failure.');
+    process.exit(1);
+  }
+}
+
+const files = process.argv.slice(2);
+const result = spawnSync(
+  process.execPath,
+  ['--test', '--test-timeout=180000', '--test-reporter=spec', ...(files.length > 0 ? files : ['test/**/*.test.ts'])],
+  { stdio: 'inherit', env },
+);
+process.exit(result.status ?? 1);

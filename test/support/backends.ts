@@ -1,0 +1,59 @@
+/**
+ * The storage backends every suite runs against. SQLite always; PostgreSQL when the test
+ * runner (test/run.ts) found a server — each suite then gets a throw-away database of its
+ * own. When PostgreSQL is missing the suites say so by name (and CI fails in run.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+export interface Backend {
+  name: 'sqlite' | 'postgres';
+  /** Why the backend cannot run here, or undefined when it can. */
+  unavailable: string | undefined;
+  /** A fresh, empty database; returns its DATABASE_URL and a cleanup function. */
+  create(): Promise<{ url: string; drop(): Promise<void> }>;
+}
+
+const postgresAdminUrl = process.env.GATEHOUSE_TEST_POSTGRES;
+
+export const sqlite: Backend = {
+  name: 'sqlite',
+  unavailable: undefined,
+  async create() {
+    const dir = mkdtempSync(join(tmpdir(), 'gatehouse-test-'));
+    return { url: `sqlite:${join(dir, 'gatehouse.db')}`, drop: async () => rmSync(dir, { recursive: true, force: true }) };
+  },
+};
+
+export const postgres: Backend = {
+  name: 'postgres',
+  unavailable: postgresAdminUrl ? undefined : process.env.GATEHOUSE_TEST_POSTGRES_MISSING || 'PostgreSQL was not found by test/run.ts',
+  async create() {
+    const name = `gatehouse_test_${randomBytes(6).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: postgresAdminUrl });
+    await admin.connect();
+    await admin.query(`create database ${name}`);
+    await admin.end();
+    const url = new URL(postgresAdminUrl!);
+    url.pathname = `/${name}`;
+    return {
+      url: url.href,
+      async drop() {
+        const client = new pg.Client({ connectionString: postgresAdminUrl });
+        await client.connect();
+        await client.query(`drop database if exists ${name} with (force)`);
+        await client.end();
+      },
+    };
+  },
+};
+
+export const BACKENDS: readonly Backend[] = [sqlite, postgres];
+
+/** `describe` options that skip, with the reason shown, a backend that cannot run here. */
+export function backendOptions(backend: Backend): { skip?: string } {
+  return backend.unavailable ? { skip: `${backend.name} unavailable: ${backend.unavailable}` } : {};
+}

@@ -1,0 +1,90 @@
+/**
+ * A real Gatehouse HTTP server on a loopback port, built by the same `buildApp` as
+ * `gatehouse serve`, over a fresh database of the chosen backend.
+ */
+import { createServer } from 'node:net';
+import { Writable } from 'node:stream';
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from '../../src/app.ts';
+import { createAccount } from '../../src/accounts/users.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import { registerClient, type ClientInput, type RegisteredClient } from '../../src/oauth/registration.ts';
+import { migrate, openStore, type Store } from '../../src/store/database.ts';
+import type { User } from '../../src/store/schema.ts';
+import type { Backend } from './backends.ts';
+
+export interface TestServer {
+  url: string;
+  config: Config;
+  app: FastifyInstance;
+  store: Store;
+  /** Every log line the server wrote. */
+  logs: string[];
+  /** Moves the server's clock forward. */
+  advance(seconds: number): void;
+  createUser(username: string, options?: { admin?: boolean; password?: string }): Promise<User>;
+  createClient(input?: Partial<ClientInput>): Promise<RegisteredClient>;
+  close(): Promise<void>;
+}
+
+export const PASSWORD = 'correct horse battery staple';
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+export async function startServer(backend: Backend, env: Record<string, string> = {}): Promise<TestServer> {
+  const database = await backend.create();
+  const port = await freePort();
+  const config = loadConfig({ DATABASE_URL: database.url, PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'info', PURGE_INTERVAL_SECONDS: '0', ...env });
+  const store = openStore(config.database);
+  await migrate(store);
+  let offset = 0;
+  const now = () => Date.now() + offset;
+  const logs: string[] = [];
+  const logStream = new Writable({
+    write(chunk, _encoding, done) {
+      logs.push(String(chunk));
+      done();
+    },
+  });
+  const app = await buildApp(config, store, { now, logStream });
+  await app.listen({ port, host: '127.0.0.1' });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    config,
+    app,
+    store,
+    logs,
+    advance: (seconds) => void (offset += seconds * 1000),
+    createUser: (username, options = {}) =>
+      createAccount(store.db, { username, email: `${username}@example.com`, password: options.password ?? PASSWORD, isAdmin: options.admin ?? false }, now()),
+    createClient: (input = {}) =>
+      registerClient(
+        store.db,
+        {
+          name: 'Test application',
+          grantType: 'authorization_code',
+          redirectUri: 'http://127.0.0.1:8765/callback',
+          confidential: false,
+          trusted: false,
+          requirePkce: false,
+          scope: '',
+          ...input,
+        },
+        now(),
+      ),
+    async close() {
+      await app.close();
+      await store.close();
+      await database.drop();
+    },
+  };
+}
