@@ -13,7 +13,8 @@ import fastifyStatic from '@fastify/static';
 import view from '@fastify/view';
 import { Eta } from 'eta';
 import type { Config } from './config.ts';
-import type { OAuthContext, RevocationReason } from './oauth/context.ts';
+import type { OAuthContext } from './oauth/context.ts';
+import { openServices, type Services } from './services.ts';
 import type { Store } from './store/database.ts';
 import apiRoutes from './http/api.ts';
 import errorHandling from './http/errors.ts';
@@ -22,6 +23,7 @@ import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
 import { isHttps } from './http/session.ts';
+import wsRoutes from './http/ws.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -37,18 +39,17 @@ export interface AppOptions {
   logStream?: NodeJS.WritableStream;
 }
 
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Redis / LISTEN-NOTIFY backed throttling and revocation fan-out. */
+    services: Services;
+  }
+}
+
 /** The endpoints browser-based clients call from other origins (SPEC §4.4). */
 const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server']);
 
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
-  const revocationListeners = new Set<(grantIds: readonly string[], reason: RevocationReason) => void>();
-  const ctx: OAuthContext = {
-    config,
-    db: store.db,
-    now: options.now ?? Date.now,
-    onGrantsRevoked: (grantIds, reason) => revocationListeners.forEach((listener) => listener(grantIds, reason)),
-  };
-
   const app = Fastify({
     logger: {
       level: config.logLevel,
@@ -65,6 +66,18 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     trustProxy: false,
     return503OnClosing: true,
   });
+
+  const services = await openServices(config, store, app.log);
+  app.addHook('onClose', () => services.close());
+  const ctx: OAuthContext = {
+    config,
+    db: store.db,
+    now: options.now ?? Date.now,
+    onGrantsRevoked: (grantIds, reason) => {
+      app.log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
+      services.bus.publish(grantIds).catch((error: Error) => app.log.error({ err: error }, 'revocation fan-out failed'));
+    },
+  };
 
   app.removeAllContentTypeParsers(); // only forms are accepted; anything else is a 400
   await app.register(formbody, { parser: (text) => parseForm(text) });
@@ -111,7 +124,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(apiRoutes, { ctx });
   await app.register(loginRoutes, { ctx });
   await app.register(opsRoutes, { store });
+  await app.register(wsRoutes, { ctx, bus: services.bus });
 
   app.decorate('gatehouse', ctx);
+  app.decorate('services', services);
   return app;
 }

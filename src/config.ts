@@ -31,6 +31,16 @@ export interface Config {
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Seconds between background purges of expired rows; 0 disables the schedule. */
   readonly purgeIntervalSeconds: number;
+  /** Throttling; a limit of 0 turns that counter off. */
+  readonly throttle: {
+    /** Failed logins allowed per account, and per client address, within `loginWindowSeconds`. */
+    readonly loginFailuresPerAccount: number;
+    readonly loginFailuresPerAddress: number;
+    readonly loginWindowSeconds: number;
+    /** Token endpoint requests allowed per client, and per client address, per minute. */
+    readonly tokenRequestsPerClient: number;
+    readonly tokenRequestsPerAddress: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -119,6 +129,13 @@ export function loadConfig(env: Env = process.env): Config {
     requirePkce: boolean(env, 'REQUIRE_PKCE', false),
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     purgeIntervalSeconds: integer(env, 'PURGE_INTERVAL_SECONDS', 600, 0),
+    throttle: Object.freeze({
+      loginFailuresPerAccount: integer(env, 'LOGIN_FAILURES_PER_ACCOUNT', 10, 0),
+      loginFailuresPerAddress: integer(env, 'LOGIN_FAILURES_PER_ADDRESS', 100, 0),
+      loginWindowSeconds: integer(env, 'LOGIN_THROTTLE_WINDOW', 900, 1),
+      tokenRequestsPerClient: integer(env, 'TOKEN_REQUESTS_PER_CLIENT', 1200, 0),
+      tokenRequestsPerAddress: integer(env, 'TOKEN_REQUESTS_PER_ADDRESS', 600, 0),
+    }),
   });
 }
 

@@ -12,6 +12,7 @@ import { RegistrationError, registerClient, removeClient } from './oauth/registr
 import { migrate, openStore, type Store } from './store/database.ts';
 import { listClients } from './store/clients.ts';
 import { purgeExpired } from './store/purge.ts';
+import { openServices } from './services.ts';
 import { findUserByUsername, listUsers } from './store/users.ts';
 
 const HELP = `Usage: gatehouse <command> [options]
@@ -75,9 +76,17 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'serve') return serve(config);
 
   const store = openStore(config.database);
+  let closeServices = async () => {};
   try {
     await migrate(store);
-    const ctx: OAuthContext = { config, db: store.db, now: Date.now, onGrantsRevoked: () => {} };
+    // Revocations made here reach running instances' WebSockets through the same fan-out.
+    const services = await openServices(config, store, { warn: (object, message) => console.error(message, object) });
+    const published: Promise<void>[] = [];
+    const ctx: OAuthContext = { config, db: store.db, now: Date.now, onGrantsRevoked: (grantIds) => void published.push(services.bus.publish(grantIds)) };
+    closeServices = async () => {
+      await Promise.all(published);
+      await services.close();
+    };
     const print = (json: unknown, text: string) => console.log(options.json ? JSON.stringify(json) : text);
     switch (`${command} ${sub ?? ''}`.trim()) {
       case 'migrate':
@@ -134,6 +143,7 @@ async function main(argv: string[]): Promise<number> {
         throw new UsageError(`unknown command "${[command, sub].filter(Boolean).join(' ')}"; see gatehouse --help`);
     }
   } finally {
+    await closeServices();
     await store.close();
   }
 }

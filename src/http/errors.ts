@@ -8,6 +8,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import fp from 'fastify-plugin';
 import { InvalidClient } from '../oauth/client-auth.ts';
 import { OAuthError } from '../oauth/errors.ts';
+import { Throttled } from '../throttle.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -34,6 +35,7 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: O
   if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
     reply.header('WWW-Authenticate', `Bearer realm="gatehouse", error="${error.error}", error_description="${error.description.replace(/["\\]/g, '')}"`);
   }
+  if (error instanceof Throttled) reply.header('Retry-After', String(error.retryAfter));
   reply.header('Cache-Control', 'no-store');
   if (request.routeOptions.config.page) {
     return reply.code(error.status).view('error.eta', { title: 'Something went wrong', message: error.description });

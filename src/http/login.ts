@@ -4,6 +4,7 @@ import { decoyHash, verifyPassword } from '../accounts/passwords.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { findUserByLogin } from '../store/users.ts';
+import { Throttled } from '../throttle.ts';
 import { requireFormBody } from './helpers.ts';
 import { currentUser, endSession, safeNext, startSession } from './session.ts';
 
@@ -31,21 +32,27 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const login = (single(body, 'username') ?? '').trim();
     const password = single(body, 'password') ?? '';
     const next = safeNext(single(body, 'next'), ctx);
+    const refuse = (status: number, error: string) => {
+      reply.header('Cache-Control', 'no-store');
+      return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null });
+    };
+    const { throttle } = app.services;
+    try {
+      await throttle.checkLogin(login, request.ip);
+    } catch (error) {
+      if (!(error instanceof Throttled)) throw error;
+      reply.header('Retry-After', String(error.retryAfter));
+      return refuse(429, `Too many failed attempts. Try again in ${Math.ceil(error.retryAfter / 60)} minute(s).`);
+    }
     const user = login === '' || login.length > 320 ? undefined : await findUserByLogin(ctx.db, login);
     // Unknown users cost a password check too, so timing does not tell which names exist.
     const valid = await verifyPassword(password, user?.password_hash ?? (await decoyHash()));
     if (!user || !valid || user.disabled) {
       request.log.info({ event: 'login_failed' }, 'login failed');
-      reply.header('Cache-Control', 'no-store');
-      return reply.code(401).view('login.eta', {
-        title: 'Log in',
-        next,
-        csrfToken: reply.generateCsrf(),
-        username: login,
-        error: 'Wrong username or password.',
-        current: null,
-      });
+      await throttle.loginFailed(login, request.ip);
+      return refuse(401, 'Wrong username or password.');
     }
+    await throttle.loginSucceeded(login);
     await endSession(request, reply, ctx); // never keep a session id across a login
     await startSession(reply, ctx, user);
     request.log.info({ event: 'login', user: user.id }, 'logged in');

@@ -16,7 +16,7 @@ import {
   type AuthorizationRequest,
   type AuthorizationTarget,
 } from '../oauth/authorize.ts';
-import { authenticateClient } from '../oauth/client-auth.ts';
+import { authenticateClient, claimedClientId } from '../oauth/client-auth.ts';
 import type { OAuthContext } from '../oauth/context.ts';
 import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { GRANTS } from '../oauth/grants/index.ts';
@@ -165,6 +165,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (grantType === undefined) throw invalidRequest('the "grant_type" parameter is missing');
     const grant = GRANTS.get(grantType);
     if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...GRANTS.keys()].join(', ')}`);
+    await app.services.throttle.tokenRequest(claimedClientId(request.headers.authorization, params), request.ip);
     const client = await authenticateClient(ctx.db, request.headers.authorization, params);
     return grant(params, client, ctx);
   });

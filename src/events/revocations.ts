@@ -1,0 +1,103 @@
+/**
+ * Revocation fan-out: when grants stop being valid on one instance, every instance learns
+ * it at once, so live WebSockets using them close (SPEC §4.4). Carried by an existing
+ * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY — never by
+ * polling. With SQLite there is one instance, and delivery stays in the process.
+ *
+ * The database remains the source of truth: bearer checks read it on every request, so a
+ * lost message can delay a socket's close, never make a revoked token work.
+ */
+import type { Redis } from 'ioredis';
+import { sql } from 'kysely';
+import pg from 'pg';
+import type { Config } from '../config.ts';
+import type { Store } from '../store/database.ts';
+
+const CHANNEL = 'gatehouse_revocations';
+/** PostgreSQL NOTIFY payloads stop at 8000 bytes: send grant ids (36 characters each) in chunks. */
+const IDS_PER_MESSAGE = 150;
+
+export type RevocationListener = (grantIds: readonly string[]) => void;
+
+export interface RevocationBus {
+  /** Tells every instance, this one included (at once, before the message travels). */
+  publish(grantIds: readonly string[]): Promise<void>;
+  subscribe(listener: RevocationListener): void;
+  close(): Promise<void>;
+}
+
+interface Transport {
+  send(payload: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface BusLogger {
+  warn(object: object, message: string): void;
+}
+
+export async function openRevocationBus(config: Config, store: Store, redis: { publisher: Redis; subscriber: Redis } | null, log: BusLogger): Promise<RevocationBus> {
+  const listeners = new Set<RevocationListener>();
+  const deliver = (grantIds: readonly string[]) => listeners.forEach((listener) => listener(grantIds));
+  const receive = (payload: string) => {
+    try {
+      const ids: unknown = JSON.parse(payload);
+      if (Array.isArray(ids) && ids.every((id) => typeof id === 'string')) deliver(ids);
+    } catch {
+      log.warn({ channel: CHANNEL }, 'ignored a malformed revocation message');
+    }
+  };
+
+  let transport: Transport | null = null;
+  if (redis) transport = await redisTransport(redis, receive);
+  else if (config.database.kind === 'postgres') transport = await postgresTransport(config.database.url, store, receive, log);
+
+  return {
+    async publish(grantIds) {
+      if (grantIds.length === 0) return;
+      deliver(grantIds);
+      for (let i = 0; transport && i < grantIds.length; i += IDS_PER_MESSAGE) {
+        await transport.send(JSON.stringify(grantIds.slice(i, i + IDS_PER_MESSAGE)));
+      }
+    },
+    subscribe: (listener) => void listeners.add(listener),
+    close: async () => {
+      listeners.clear();
+      await transport?.close();
+    },
+  };
+}
+
+async function redisTransport({ publisher, subscriber }: { publisher: Redis; subscriber: Redis }, receive: (payload: string) => void): Promise<Transport> {
+  subscriber.on('message', (channel: string, payload: string) => channel === CHANNEL && receive(payload));
+  await subscriber.subscribe(CHANNEL);
+  return {
+    send: async (payload) => void (await publisher.publish(CHANNEL, payload)),
+    close: async () => void (await subscriber.unsubscribe(CHANNEL)),
+  };
+}
+
+/** A dedicated connection LISTENs (pooled ones cannot); it reconnects after a failure. */
+async function postgresTransport(url: string, store: Store, receive: (payload: string) => void, log: BusLogger): Promise<Transport> {
+  let closed = false;
+  let listener: pg.Client | null = null;
+  const connect = async (): Promise<void> => {
+    const client = new pg.Client({ connectionString: url });
+    client.on('notification', (message) => message.channel === CHANNEL && message.payload !== undefined && receive(message.payload));
+    client.on('error', (error) => {
+      log.warn({ err: error.message }, 'revocation listener lost its PostgreSQL connection; reconnecting');
+      client.end().catch(() => {});
+      if (!closed) setTimeout(() => void connect().catch(() => {}), 1000).unref();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${CHANNEL}`);
+    listener = client;
+  };
+  await connect();
+  return {
+    send: async (payload) => void (await sql`select pg_notify(${CHANNEL}, ${payload})`.execute(store.db)),
+    close: async () => {
+      closed = true;
+      await listener?.end();
+    },
+  };
+}

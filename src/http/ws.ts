@@ -1,0 +1,99 @@
+/**
+ * The real-time API: a WebSocket at /ws (SPEC §4.4). The access token is checked before
+ * the upgrade, so an invalid one gets a plain 401. A socket lives no longer than its token:
+ * it is closed with code 4001 when the token expires, or as soon as its grant is revoked on
+ * any instance (the revocation bus delivers that here).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import websocket from '@fastify/websocket';
+import type { WebSocket } from 'ws';
+import { authority } from '../config.ts';
+import type { RevocationBus } from '../events/revocations.ts';
+import { authenticateAccessToken, bearerToken } from '../oauth/bearer.ts';
+import type { OAuthContext } from '../oauth/context.ts';
+import { invalidRequest } from '../oauth/errors.ts';
+import { single, type RawParams } from '../oauth/params.ts';
+import type { AccessTokenInfo } from '../store/grants.ts';
+
+/** Close code for "your token is no longer valid": the client should refresh and reconnect. */
+export const TOKEN_INVALID_CLOSE_CODE = 4001;
+const HEARTBEAT_MS = 30_000;
+
+export default async function wsRoutes(app: FastifyInstance, { ctx, bus }: { ctx: OAuthContext; bus: RevocationBus }) {
+  await app.register(websocket, { options: { maxPayload: 64 * 1024 } });
+  const accountDomain = authority(ctx.config);
+  const socketsByGrant = new Map<string, Set<WebSocket>>();
+  const tokens = new WeakMap<FastifyRequest, AccessTokenInfo>();
+
+  bus.subscribe((grantIds) => {
+    for (const grantId of grantIds) {
+      for (const socket of socketsByGrant.get(grantId) ?? []) socket.close(TOKEN_INVALID_CLOSE_CODE, 'token revoked');
+    }
+  });
+
+  // Protocol-level pings find dead peers, so their sockets do not pile up.
+  const alive = new WeakSet<WebSocket>();
+  const heartbeat = setInterval(() => {
+    for (const sockets of socketsByGrant.values()) {
+      for (const socket of sockets) {
+        if (!alive.has(socket)) socket.terminate();
+        else {
+          alive.delete(socket);
+          socket.ping();
+        }
+      }
+    }
+  }, HEARTBEAT_MS).unref();
+  app.addHook('onClose', async () => clearInterval(heartbeat));
+
+  app.get(
+    '/ws',
+    {
+      websocket: true,
+      preValidation: async (request) => {
+        const query = request.query as RawParams;
+        const fromQuery = single(query, 'access_token');
+        const fromHeader = bearerToken(request.headers.authorization);
+        if (fromQuery !== undefined && fromHeader !== undefined) throw invalidRequest('send the access token once: in the Authorization header or the access_token parameter');
+        tokens.set(request, await authenticateAccessToken(ctx, fromHeader ?? fromQuery));
+      },
+    },
+    (socket, request) => {
+      const token = tokens.get(request)!;
+      let sockets = socketsByGrant.get(token.grant_id);
+      if (!sockets) socketsByGrant.set(token.grant_id, (sockets = new Set()));
+      sockets.add(socket);
+      alive.add(socket);
+
+      const expiry = setTimeout(() => socket.close(TOKEN_INVALID_CLOSE_CODE, 'token expired'), Math.max(0, token.expires_at - ctx.now()));
+      socket.on('pong', () => alive.add(socket));
+      socket.on('close', () => {
+        clearTimeout(expiry);
+        sockets.delete(socket);
+        if (sockets.size === 0) socketsByGrant.delete(token.grant_id);
+      });
+      socket.on('message', (data, isBinary) => {
+        const message = isBinary ? null : parseMessage(String(data));
+        if (message?.type === 'whoami') {
+          const userid = token.username === null ? null : `acct:${token.username}@${accountDomain}`;
+          socket.send(JSON.stringify({ type: 'whoyouare', reply_to: message.id, ok: true, userid }));
+        } else if (message?.type === 'ping') {
+          socket.send(JSON.stringify({ type: 'pong', reply_to: message.id, ok: true }));
+        } else {
+          socket.send(JSON.stringify({ type: 'error', reply_to: message?.id, ok: false, error: { message: 'unsupported message: send {"type":"whoami","id":1}' } }));
+        }
+      });
+    },
+  );
+}
+
+function parseMessage(text: string): { type: unknown; id: unknown } | null {
+  try {
+    const value: unknown = JSON.parse(text);
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return null;
+    const { type, id } = value as Record<string, unknown>;
+    return { type, id: typeof id === 'number' || typeof id === 'string' ? id : undefined };
+  } catch {
+    return null;
+  }
+}

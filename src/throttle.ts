@@ -1,0 +1,103 @@
+/**
+ * Throttling of password guessing and token endpoint floods (SPEC §4.5, issue 4), counted
+ * in Redis when REDIS_URL is set — so every instance sees the same counts — and in process
+ * memory otherwise. Counters are keyed on the account and on the client address, IPv6
+ * grouped by /64 (one host usually holds a whole /64). If the counter store fails, requests
+ * are refused (fail closed) rather than let through unthrottled.
+ */
+import type { Redis } from 'ioredis';
+import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type { Config } from './config.ts';
+import { OAuthError } from './oauth/errors.ts';
+
+/** 429 with the seconds to wait, for the `Retry-After` header. */
+export class Throttled extends OAuthError {
+  readonly retryAfter: number;
+  constructor(retryAfterMs: number) {
+    super('temporarily_unavailable', 'too many requests: try again later', undefined, 429);
+    this.retryAfter = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  }
+}
+
+export interface Throttle {
+  /** Refuses a login attempt while the account or the address has too many recent failures. */
+  checkLogin(account: string, address: string): Promise<void>;
+  loginFailed(account: string, address: string): Promise<void>;
+  /** A successful login clears the account's failures (not the address's). */
+  loginSucceeded(account: string): Promise<void>;
+  /** Counts a token endpoint request; refuses it over the limit. */
+  tokenRequest(clientId: string | undefined, address: string): Promise<void>;
+}
+
+export function createThrottle(config: Config, redis: Redis | null): Throttle {
+  const limiter = (name: string, points: number, duration: number): RateLimiterAbstract | null => {
+    if (points === 0) return null;
+    const options = { keyPrefix: `gatehouse:${name}`, points, duration };
+    return redis ? new RateLimiterRedis({ ...options, storeClient: redis }) : new RateLimiterMemory(options);
+  };
+  const { throttle } = config;
+  const loginAccount = limiter('login:account', throttle.loginFailuresPerAccount, throttle.loginWindowSeconds);
+  const loginAddress = limiter('login:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
+  const tokenClient = limiter('token:client', throttle.tokenRequestsPerClient, 60);
+  const tokenAddress = limiter('token:address', throttle.tokenRequestsPerAddress, 60);
+
+  const blocked = async (counter: RateLimiterAbstract | null, key: string) => {
+    if (!counter) return;
+    const state = await failClosed(() => counter.get(key));
+    if (state && state.consumedPoints >= counter.points) throw new Throttled(state.msBeforeNext);
+  };
+  const consume = async (counter: RateLimiterAbstract | null, key: string, refuse: boolean) => {
+    if (!counter) return;
+    try {
+      await counter.consume(key);
+    } catch (error) {
+      if (!(error instanceof RateLimiterRes)) throw unavailable(error);
+      if (refuse) throw new Throttled(error.msBeforeNext);
+    }
+  };
+
+  return {
+    async checkLogin(account, address) {
+      await blocked(loginAccount, accountKey(account));
+      await blocked(loginAddress, addressKey(address));
+    },
+    async loginFailed(account, address) {
+      await consume(loginAccount, accountKey(account), false);
+      await consume(loginAddress, addressKey(address), false);
+    },
+    async loginSucceeded(account) {
+      if (loginAccount) await failClosed(() => loginAccount.delete(accountKey(account)));
+    },
+    async tokenRequest(clientId, address) {
+      await consume(tokenAddress, addressKey(address), true);
+      if (clientId !== undefined) await consume(tokenClient, clientId, true);
+    },
+  };
+}
+
+async function failClosed<T>(operation: () => Promise<T>): Promise<T> {
+  try {
+    return await operation();
+  } catch (error) {
+    throw unavailable(error);
+  }
+}
+
+function unavailable(error: unknown): OAuthError {
+  return new OAuthError('temporarily_unavailable', 'the service is temporarily unavailable', `throttle store failed: ${(error as Error).message}`);
+}
+
+function accountKey(login: string): string {
+  return login.normalize('NFKC').toLowerCase();
+}
+
+/** IPv4 as is (also when IPv4-mapped); IPv6 reduced to its /64 prefix. */
+export function addressKey(ip: string): string {
+  if (ip.startsWith('::ffff:') && ip.includes('.')) return ip.slice(7);
+  if (!ip.includes(':')) return ip;
+  const [head = '', tail = ''] = ip.split('%')[0]!.split('::');
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === '' ? [] : tail.split(':');
+  const groups = ip.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
+  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '').toLowerCase()).join(':')}::/64`;
+}
