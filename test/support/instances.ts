@@ -1,0 +1,83 @@
+/**
+ * Several real `gatehouse serve` processes on one PostgreSQL database, as behind a load
+ * balancer: they share PUBLIC_URL (the issuer) and differ only in the port they listen on.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { createAccount } from '../../src/accounts/users.ts';
+import { loadConfig } from '../../src/config.ts';
+import { registerClient, type RegisteredClient } from '../../src/oauth/registration.ts';
+import { migrate, openStore, type Store } from '../../src/store/database.ts';
+import { postgres } from './backends.ts';
+import { freePort, PASSWORD } from './server.ts';
+
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+
+export interface Instance {
+  url: string;
+  process: ChildProcess;
+}
+
+export interface Cluster {
+  instances: Instance[];
+  /** The issuer all instances announce. */
+  publicUrl: string;
+  store: Store;
+  createUser(username: string): Promise<void>;
+  createClient(): Promise<RegisteredClient>;
+  close(): Promise<void>;
+}
+
+async function waitUntilUp(url: string, child: ChildProcess, output: string[]): Promise<void> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    if (child.exitCode !== null) throw new Error(`instance exited with ${child.exitCode}: ${output.join('')}`);
+    try {
+      if ((await fetch(`${url}/_status`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error(`instance at ${url} did not come up: ${output.join('')}`);
+}
+
+export async function startCluster(count: number, env: Record<string, string> = {}): Promise<Cluster> {
+  const database = await postgres.create();
+  const store = openStore(loadConfig({ DATABASE_URL: database.url }).database);
+  await migrate(store);
+  const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
+  const publicUrl = `http://127.0.0.1:${ports[0]}`;
+  const instances = await Promise.all(
+    ports.map(async (port) => {
+      const output: string[] = [];
+      const child = spawn(process.execPath, [MAIN, 'serve'], {
+        env: { ...process.env, DATABASE_URL: database.url, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: publicUrl, LOG_LEVEL: 'warn', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      child.stdout!.on('data', (chunk) => output.push(String(chunk)));
+      child.stderr!.on('data', (chunk) => output.push(String(chunk)));
+      const url = `http://127.0.0.1:${port}`;
+      await waitUntilUp(url, child, output);
+      return { url, process: child };
+    }),
+  );
+  return {
+    instances,
+    publicUrl,
+    store,
+    createUser: async (username) => void (await createAccount(store.db, { username, email: `${username}@example.com`, password: PASSWORD, isAdmin: false }, Date.now())),
+    createClient: () =>
+      registerClient(
+        store.db,
+        { name: 'Cluster app', grantType: 'authorization_code', redirectUri: 'http://127.0.0.1:8765/callback', confidential: false, trusted: false, requirePkce: false, scope: '' },
+        Date.now(),
+      ),
+    async close() {
+      await Promise.all(
+        instances.map(({ process: child }) => new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGTERM'))))),
+      );
+      await store.close();
+      await database.drop();
+    },
+  };
+}
