@@ -61,8 +61,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       },
     },
     bodyLimit: 64 * 1024,
-    maxParamLength: 200,
-    querystringParser: (text) => parseForm(text) as Record<string, string | string[]>,
+    routerOptions: {
+      maxParamLength: 200,
+      querystringParser: (text) => parseForm(text) as Record<string, string | string[]>,
+    },
     trustProxy: false,
     return503OnClosing: true,
   });
@@ -105,11 +107,12 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     strictTransportSecurity: isHttps(ctx) ? { maxAge: 31536000, includeSubDomains: true } : false,
     crossOriginResourcePolicy: false, // the CORS endpoints are meant to be read cross-origin
     crossOriginOpenerPolicy: false, // the popup flow needs window.opener across origins
+    xFrameOptions: { action: 'deny' }, // frame-ancestors 'none' for browsers without CSP 2
   });
   await app.register(cors, {
     delegator: (request, callback) => {
       const path = (request.url ?? '').split('?')[0] ?? '';
-      callback(null, CORS_PATHS.has(path) ? { origin: '*', methods: ['GET', 'POST'], allowedHeaders: ['Authorization', 'Content-Type'], maxAge: 600 } : { origin: false });
+      callback(null, CORS_PATHS.has(path) ? { origin: '*', methods: ['GET', 'POST'], allowedHeaders: ['Authorization', 'Content-Type'], exposedHeaders: ['WWW-Authenticate', 'Retry-After'], maxAge: 600 } : { origin: false });
     },
   });
   await app.register(view, {
