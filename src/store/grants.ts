@@ -24,8 +24,17 @@ export interface NewGrant {
   scopes: string;
 }
 
+/** How an attempt to rotate a refresh token ended: only the first rotation issues anything. */
+export type Rotation = 'rotated' | 'already_rotated' | 'grant_revoked';
+
 /** Thrown inside a transaction to roll it back when its conditional write lost the race. */
-class LostRace extends Error {}
+class LostRace extends Error {
+  readonly outcome: Exclude<Rotation, 'rotated'> | 'code_consumed';
+  constructor(outcome: LostRace['outcome']) {
+    super(outcome);
+    this.outcome = outcome;
+  }
+}
 
 async function insertTokens(trx: Transaction<Database>, grantId: string, tokens: IssuedTokens, now: number): Promise<void> {
   await trx
@@ -94,7 +103,7 @@ export async function exchangeCode(
         .where('hash', '=', codeHash)
         .where('consumed_at', 'is', null)
         .executeTakeFirst();
-      if (consumed.numUpdatedRows !== 1n) throw new LostRace();
+      if (consumed.numUpdatedRows !== 1n) throw new LostRace('code_consumed');
       await insertTokens(trx, grant.id, tokens, now);
     });
     return true;
@@ -199,35 +208,41 @@ export async function findRefreshToken(db: Kysely<Database>, hash: string): Prom
 
 /**
  * Marks the refresh token rotated, records its successor (and the sealed successor pair
- * for the grace window), and stores the new tokens, all or nothing. Returns false when the
- * token had already been rotated, by an earlier or a concurrent request.
+ * for the grace window), and stores the new tokens, all or nothing. Issues nothing when the
+ * token had already been rotated, by an earlier or a concurrent request, or when its grant
+ * has been revoked meanwhile.
  */
 export async function rotateRefreshToken(
   db: Kysely<Database>,
   refresh: { hash: string; grantId: string },
   successor: IssuedTokens & { box: string | null },
   now: number,
-): Promise<boolean> {
+): Promise<Rotation> {
   try {
     await db.transaction().execute(async (trx) => {
+      // The grant row first: revocation writes that same row, so the two serialize on it. A
+      // rotation ordered after a revocation sees it here and issues nothing (rather than
+      // answering with tokens that are dead on arrival); one ordered before has its new
+      // tokens revoked with the rest.
+      const live = await trx
+        .updateTable('grants')
+        .set({ last_used_at: now, expires_at: grantExpiry(successor) })
+        .where('id', '=', refresh.grantId)
+        .where('revoked_at', 'is', null)
+        .executeTakeFirst();
+      if (live.numUpdatedRows !== 1n) throw new LostRace('grant_revoked');
       const rotated = await trx
         .updateTable('refresh_tokens')
         .set({ rotated_at: now, successor_hash: successor.refreshHash, successor_box: successor.box })
         .where('hash', '=', refresh.hash)
         .where('rotated_at', 'is', null)
         .executeTakeFirst();
-      if (rotated.numUpdatedRows !== 1n) throw new LostRace();
+      if (rotated.numUpdatedRows !== 1n) throw new LostRace('already_rotated');
       await insertTokens(trx, refresh.grantId, successor, now);
-      await trx
-        .updateTable('grants')
-        .set({ last_used_at: now, expires_at: grantExpiry(successor) })
-        .where('id', '=', refresh.grantId)
-        .where('revoked_at', 'is', null)
-        .execute();
     });
-    return true;
+    return 'rotated';
   } catch (error) {
-    if (error instanceof LostRace) return false;
+    if (error instanceof LostRace && error.outcome !== 'code_consumed') return error.outcome;
     throw error;
   }
 }

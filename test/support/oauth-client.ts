@@ -58,17 +58,41 @@ export async function obtainTokens(app: App, agent: UserAgent, username = 'alice
   return oauth.processAuthorizationCodeResponse(app.as, app.client, response);
 }
 
-/** A code, straight from the redirect, for tests that exchange it by hand. */
-export async function obtainCode(app: App, agent: UserAgent, params: Record<string, string> = {}): Promise<{ code: string; verifier: string }> {
+/** The validated authorization response, for tests that send the code exchange themselves (possibly many times). */
+export async function obtainCallback(app: App, agent: UserAgent, params: Record<string, string> = {}): Promise<{ callback: URLSearchParams; verifier: string }> {
   const authorization = await authorizationUrl(app, params);
   const outcome = await agent.authorize(authorization.url);
-  const callback = oauth.validateAuthResponse(app.as, app.client, outcome.redirect!, authorization.state);
-  return { code: callback.get('code')!, verifier: authorization.verifier };
+  return { callback: oauth.validateAuthResponse(app.as, app.client, outcome.redirect!, authorization.state), verifier: authorization.verifier };
+}
+
+/** A code, straight from the redirect, for tests that exchange it by hand. */
+export async function obtainCode(app: App, agent: UserAgent, params: Record<string, string> = {}): Promise<{ code: string; verifier: string }> {
+  const { callback, verifier } = await obtainCallback(app, agent, params);
+  return { code: callback.get('code')!, verifier };
+}
+
+/** The code exchange as the library sends it, unprocessed: for tests that expect refusals. */
+export function exchangeRequest(app: App, authorized: { callback: URLSearchParams; verifier: string }): Promise<Response> {
+  return oauth.authorizationCodeGrantRequest(app.as, app.client, app.auth, authorized.callback, app.redirectUri, authorized.verifier, insecure);
+}
+
+/** The refresh request as the library sends it, unprocessed: for tests that expect refusals. */
+export function refreshRequest(app: App, refreshToken: string): Promise<Response> {
+  return oauth.refreshTokenGrantRequest(app.as, app.client, app.auth, refreshToken, insecure);
+}
+
+/** A token endpoint answer as the tests read it: a token response or an RFC 6749 §5.2 error. */
+export interface TokenResult {
+  status: number;
+  body: { access_token?: string; refresh_token?: string; error?: string; error_description?: string };
+}
+
+export async function tokenResult(response: Response): Promise<TokenResult> {
+  return { status: response.status, body: (await response.json()) as TokenResult['body'] };
 }
 
 export async function refresh(app: App, refreshToken: string): Promise<oauth.TokenEndpointResponse> {
-  const response = await oauth.refreshTokenGrantRequest(app.as, app.client, app.auth, refreshToken, insecure);
-  return oauth.processRefreshTokenResponse(app.as, app.client, response);
+  return oauth.processRefreshTokenResponse(app.as, app.client, await refreshRequest(app, refreshToken));
 }
 
 export async function revokeToken(app: App, token: string): Promise<void> {

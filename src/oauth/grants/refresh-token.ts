@@ -36,7 +36,7 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
   if (client !== null && client.grant_type !== 'authorization_code') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
   }
-  if (token.revoked_at !== null) throw invalidGrant('the refresh token has been revoked', 'refresh token of a revoked grant');
+  if (token.revoked_at !== null) throw revokedGrant();
   if (token.expires_at <= now) throw invalidGrant('the refresh token has expired', 'expired refresh token');
 
   const grantScopes = splitScopes(token.scopes);
@@ -49,9 +49,9 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;
-    if (await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id }, { ...pair.stored, box }, now)) {
-      return pair.response;
-    }
+    const rotation = await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id }, { ...pair.stored, box }, now);
+    if (rotation === 'rotated') return pair.response;
+    if (rotation === 'grant_revoked') throw revokedGrant(); // revoked since we read the token
   }
   // Rotated already, earlier or concurrently: re-read what the winner recorded.
   const rotated = await findRefreshToken(ctx.db, token.hash);
@@ -60,6 +60,8 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
   await revoke(ctx, { grantId: token.grant_id }, 'refresh_reuse');
   throw invalidGrant('the refresh token has already been used', 'refresh token reuse: grant revoked');
 }
+
+const revokedGrant = () => invalidGrant('the refresh token has been revoked', 'refresh token of a revoked grant');
 
 /**
  * The same successor pair again, when `token` is the immediate predecessor of an unused
