@@ -6,11 +6,18 @@ import { single, type RawParams } from '../oauth/params.ts';
 import { findUserByLogin } from '../store/users.ts';
 import { Throttled } from '../throttle.ts';
 import { requireFormBody } from './helpers.ts';
+import { pendingAuthorization } from './popup.ts';
 import { currentUser, endSession, safeNext, startSession } from './session.ts';
 
 const page = { config: { page: true } } as const;
 
 export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+  /** Which application the login is for, and in a popup what closing it posts (SPEC §4.1). */
+  async function loginContext(next: string) {
+    const pending = await pendingAuthorization(next, ctx);
+    return { application: pending?.clientName ?? null, popup: pending?.popup ?? null };
+  }
+
   app.get('/', page, async (request, reply) => {
     const user = await currentUser(request, ctx);
     if (!user) return reply.redirect('/login');
@@ -24,7 +31,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     // Already signed in, and not asked to switch account: carry on.
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
     reply.header('Cache-Control', 'no-store');
-    return reply.view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: '', error: null, current: user });
+    return reply.view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: '', error: null, current: user, ...(await loginContext(next)) });
   });
 
   app.post('/login', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
@@ -32,9 +39,9 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const login = (single(body, 'username') ?? '').trim();
     const password = single(body, 'password') ?? '';
     const next = safeNext(single(body, 'next'), ctx);
-    const refuse = (status: number, error: string) => {
+    const refuse = async (status: number, error: string) => {
       reply.header('Cache-Control', 'no-store');
-      return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null });
+      return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null, ...(await loginContext(next)) });
     };
     const { throttle } = app.services;
     try {

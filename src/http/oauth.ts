@@ -26,6 +26,7 @@ import { revokeToken } from '../oauth/revocation.ts';
 import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
 import type { User } from '../store/schema.ts';
 import { requireFormBody, rejectOtherMethods } from './helpers.ts';
+import { popupCancel } from './popup.ts';
 import { currentUser } from './session.ts';
 
 const tokenResponseSchema = {
@@ -124,7 +125,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
       scopes: authorization.scopes.map((scope) => ({ scope, description: SCOPE_DESCRIPTIONS[scope] })),
       hidden,
       csrfToken: reply.generateCsrf(),
-      popup: authorization.responseMode === 'web_message' ? popupData(authorization, {}) : null,
+      popup: authorization.responseMode === 'web_message' ? popupCancel(authorization) : null,
       switchNext: here.pathname + here.search,
       redirectHost: new URL(authorization.redirectUri).host,
     });
@@ -151,11 +152,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
       error === 'access_denied'
         ? { type: 'authorization_canceled', state: target.state }
         : { type: 'authorization_response', ...(code ? { code } : { error, error_description }), state: target.state };
-    return {
-      origin: originOf(target.redirectUri),
-      message: JSON.stringify(message),
-      canceled: JSON.stringify({ type: 'authorization_canceled', state: target.state }),
-    };
+    return { origin: originOf(target.redirectUri), message: JSON.stringify(message) };
   }
 
   app.post('/api/token', { schema: { response: tokenResponseSchema } }, async (request, reply) => {
