@@ -13,6 +13,8 @@ import { UserAgent } from './user-agent.ts';
 export interface Setup {
   server: TestServer;
   app: App;
+  /** The application's client secret, when it is confidential. */
+  secret: string | null;
   /** alice's browser; logged in after the first authorization, so later ones are quick. */
   agent: UserAgent;
 }
@@ -22,7 +24,7 @@ export async function startWithApp(backend: Backend, env: Record<string, string>
   await server.createUser('alice');
   const registered = await server.createClient(client);
   const app = await discover(server, registered.client.id, { secret: registered.secret });
-  return { server, app, agent: new UserAgent(server.url) };
+  return { server, app, secret: registered.secret, agent: new UserAgent(server.url) };
 }
 
 export interface HeldTokens {
