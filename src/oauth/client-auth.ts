@@ -25,6 +25,14 @@ export class InvalidClient extends OAuthError {
   }
 }
 
+/**
+ * `invalid_client` for a request that needed the client's secret and did not carry it
+ * (RFC 6749 §5.2: "no client authentication included").
+ */
+export function secretRequired(usedBasic = false): InvalidClient {
+  return new InvalidClient('this client must authenticate with its secret', usedBasic);
+}
+
 interface Credentials {
   clientId: string;
   secret: string | undefined;
@@ -82,7 +90,7 @@ export async function authenticateClient(db: Kysely<Database>, authorization: st
     if (secret !== undefined && secret !== '') throw new InvalidClient('this is a public client: it has no secret to send', usedBasic);
     return client;
   }
-  if (secret === undefined || secret === '') throw new InvalidClient('this client must authenticate with its secret', usedBasic);
+  if (secret === undefined || secret === '') throw secretRequired(usedBasic);
   if (!constantTimeEqual(hashToken(secret), client.secret_hash)) {
     throw new InvalidClient('client authentication failed', usedBasic, `wrong secret for client ${client.id}`);
   }

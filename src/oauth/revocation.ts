@@ -5,6 +5,7 @@
 import { findLiveAccessToken, findRefreshToken, revokeGrants } from '../store/grants.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
+import { secretRequired } from './client-auth.ts';
 import type { OAuthContext, RevocationReason } from './context.ts';
 import { OAuthError } from './errors.ts';
 import { readParams, type RawParams } from './params.ts';
@@ -25,7 +26,8 @@ export async function revokeToken(raw: RawParams, client: Client | null, ctx: OA
   const params = readParams(raw, ['token'], ['token_type_hint']);
   const owner = await findTokenGrant(ctx, params.token, params.token_type_hint);
   if (owner === null) return;
-  if (client === null ? owner.clientConfidential : owner.clientId !== client.id) {
+  if (client === null && owner.clientConfidential) throw secretRequired();
+  if (client !== null && owner.clientId !== client.id) {
     throw new OAuthError('unauthorized_client', 'the token was not issued to this client', 'revocation refused: token of another client');
   }
   await revoke(ctx, { grantId: owner.grantId }, 'revoked');

@@ -16,8 +16,11 @@ import { revoke } from '../revocation.ts';
 export const grantType = 'authorization_code';
 
 export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<TokenResponse> {
-  const params = readParams(raw, ['code'], ['redirect_uri', 'code_verifier']);
-  if (client === null) throw invalidRequest('the "client_id" parameter is missing');
+  // A client sending no credentials must at least name itself (RFC 6749 §4.1.3): its
+  // missing client_id is reported together with any other missing parameter.
+  const required = client === null ? (['code', 'client_id'] as const) : (['code'] as const);
+  const params = readParams(raw, required, ['redirect_uri', 'code_verifier']);
+  if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
   if (client.grant_type !== 'authorization_code') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
   }

@@ -2,8 +2,9 @@
 import { randomUUID } from 'node:crypto';
 import { insertGrant } from '../../store/grants.ts';
 import type { Client } from '../../store/schema.ts';
+import { secretRequired } from '../client-auth.ts';
 import type { OAuthContext } from '../context.ts';
-import { OAuthError, invalidRequest } from '../errors.ts';
+import { OAuthError } from '../errors.ts';
 import { mintTokens, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { grantableScopes, joinScopes, splitScopes } from '../scopes.ts';
@@ -12,7 +13,7 @@ export const grantType = 'client_credentials';
 
 export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<TokenResponse> {
   const params = readParams(raw, [], ['scope']);
-  if (client === null) throw invalidRequest('the client must authenticate');
+  if (client === null) throw secretRequired();
   if (client.secret_hash === null || client.grant_type !== 'client_credentials') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the client_credentials grant');
   }

@@ -9,6 +9,7 @@
 import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
 import { findRefreshToken, refreshRotatedAt, rotateRefreshToken, type RefreshTokenInfo } from '../../store/grants.ts';
 import type { Client } from '../../store/schema.ts';
+import { secretRequired } from '../client-auth.ts';
 import type { OAuthContext } from '../context.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
 import { mintTokens, secondsUntil, type TokenResponse } from '../issue.ts';
@@ -30,9 +31,9 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
   const hash = hashIfWellFormed('refresh', params.refresh_token);
   const token = hash === null ? undefined : await findRefreshToken(ctx.db, hash);
   if (!token) throw invalidGrant('the refresh token is invalid', 'unknown refresh token');
-  if (client === null ? token.client_confidential === 1 : token.client_id !== client.id) {
-    throw invalidGrant('the refresh token is invalid', 'refresh token belongs to another client or needs client authentication');
-  }
+  // RFC 6749 §6: the refresh token of a confidential client is only good with its secret.
+  if (client === null && token.client_confidential === 1) throw secretRequired();
+  if (client !== null && token.client_id !== client.id) throw invalidGrant('the refresh token is invalid', 'refresh token belongs to another client');
   if (client !== null && client.grant_type !== 'authorization_code') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
   }
