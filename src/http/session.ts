@@ -60,5 +60,8 @@ export function safeNext(next: string | undefined, ctx: OAuthContext): string {
   if (next === undefined || !next.startsWith('/') || next.startsWith('//') || /[\\\x00-\x1f]/.test(next)) return '/';
   const base = new URL(ctx.config.publicUrl);
   const url = new URL(next, base);
-  return url.origin === base.origin ? url.pathname + url.search : '/';
+  const path = url.pathname + url.search;
+  // Parsing collapses dot segments ("/.//evil.example" becomes "//evil.example"), so the
+  // result is checked again: a path starting with "//" is a URL on another host.
+  return url.origin === base.origin && !path.startsWith('//') ? path : '/';
 }

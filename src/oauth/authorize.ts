@@ -70,7 +70,8 @@ export async function resolveTarget(raw: RawParams, ctx: OAuthContext): Promise<
 
 /** Checks 3 onwards; errors here go back to the client's redirect URL. */
 export function checkRequest(raw: RawParams, target: AuthorizationTarget, config: Config): AuthorizationRequest {
-  const params = readParams(raw, ['response_type'], AUTHORIZATION_PARAMETERS);
+  const optional = AUTHORIZATION_PARAMETERS.filter((name) => name !== 'response_type');
+  const params = readParams(raw, ['response_type'], optional);
   if (params.response_type !== 'code') {
     throw new OAuthError('unsupported_response_type', 'only "response_type=code" is supported');
   }

@@ -19,6 +19,13 @@ export function formFields(html: string, action: string): URLSearchParams {
   return fields;
 }
 
+/** The `data-*` attributes of the element with this id, decoded as the page's script reads them from `dataset`. */
+export function dataAttributes(html: string, id: string): Record<string, string> {
+  const element = new RegExp(`<[a-z]+[^>]*\\bid="${id}"[^>]*>`).exec(html);
+  if (!element) throw new Error(`no element with id "${id}" in the page`);
+  return Object.fromEntries([...element[0].matchAll(/\bdata-([a-z-]+)="([^"]*)"/g)].map((m) => [m[1]!, unescape(m[2]!)]));
+}
+
 export interface Outcome {
   /** The final response, when the flow ended on a Gatehouse page. */
   response: Response;
