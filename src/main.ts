@@ -4,7 +4,6 @@
  */
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
-import { buildApp } from './app.ts';
 import { AccountError, createAccount, disableAccount, setPassword } from './accounts/users.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import type { OAuthContext } from './oauth/context.ts';
@@ -223,6 +222,8 @@ function prompt(question: string): Promise<string> {
 async function serve(config: Config): Promise<number> {
   const store = openStore(config.database);
   await migrate(store);
+  // Loaded here only: the HTTP stack is most of the start-up time of the other commands.
+  const { buildApp } = await import('./app.ts');
   const app = await buildApp(config, store);
   const purge = async () => {
     try {

@@ -40,8 +40,12 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/**
+ * With `env.DATABASE_URL` the server opens that existing database (say, one the CLI works
+ * on too) and leaves it in place on close; otherwise it gets a fresh one, dropped on close.
+ */
 export async function startServer(backend: Backend, env: Record<string, string> = {}): Promise<TestServer> {
-  const database = await backend.create();
+  const database = env.DATABASE_URL ? { url: env.DATABASE_URL, drop: async () => {} } : await backend.create();
   const port = await freePort();
   const config = loadConfig({ DATABASE_URL: database.url, PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'info', PURGE_INTERVAL_SECONDS: '0', ...env });
   const store = openStore(config.database);

@@ -32,21 +32,28 @@ export interface HeldTokens {
   refresh_token?: string;
 }
 
-/** Every access token gets 401 at the profile and every refresh token `invalid_grant`. */
-export async function assertDead({ server, app }: Setup, held: readonly HeldTokens[]): Promise<void> {
+/**
+ * Every access token gets 401 at the profile and every refresh token `refusal` — normally
+ * `invalid_grant`; `invalid_client` once the client itself is gone.
+ */
+export async function assertDead(
+  { server, app }: Pick<Setup, 'server' | 'app'>,
+  held: readonly HeldTokens[],
+  refusal: readonly [number, string] = [400, 'invalid_grant'],
+): Promise<void> {
   const access = new Set(held.flatMap((t) => t.access_token ?? []));
   const refresh = new Set(held.flatMap((t) => t.refresh_token ?? []));
   await Promise.all([
     ...[...access].map(async (token) => assert.equal((await profile(server, token)).status, 401, 'an access token is still accepted')),
     ...[...refresh].map(async (token) => {
       const result = await tokenResult(await refreshRequest(app, token));
-      assert.deepEqual([result.status, result.body.error], [400, 'invalid_grant'], 'a refresh token is still accepted');
+      assert.deepEqual([result.status, result.body.error], refusal, 'a refresh token is still accepted');
     }),
   ]);
 }
 
 /** The pair works: the access token opens the profile, and the refresh token refreshes (which rotates it). */
-export async function assertWorks({ server, app }: Setup, pair: HeldTokens): Promise<void> {
+export async function assertWorks({ server, app }: Pick<Setup, 'server' | 'app'>, pair: HeldTokens): Promise<void> {
   assert.equal((await profile(server, pair.access_token!)).status, 200);
   assert.equal((await tokenResult(await refreshRequest(app, pair.refresh_token!))).status, 200);
 }

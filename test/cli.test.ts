@@ -1,0 +1,237 @@
+/**
+ * The `gatehouse` command line (SPEC §2), run as an operator runs it: the real command in a
+ * child process, with DATABASE_URL pointing at a database that a real server shares, so
+ * what the commands do is checked where users notice it — logins, tokens, sessions.
+ *
+ * Within a backend the tests read as one operator session: the users and clients the first
+ * commands create are the ones the later commands disable and delete.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import * as oauth from 'oauth4webapi';
+import { migrate, openStore } from '../src/store/database.ts';
+import { parseDatabaseUrl } from '../src/config.ts';
+import { BACKENDS, backendOptions } from './support/backends.ts';
+import { discover, insecure, obtainCode, obtainTokens, profile, refresh } from './support/oauth-client.ts';
+import { PASSWORD, startServer, type TestServer } from './support/server.ts';
+import { assertDead, assertWorks } from './support/token-checks.ts';
+import { UserAgent } from './support/user-agent.ts';
+
+const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `gatehouse …` with only the given settings in its environment, feeding `input` to stdin. */
+function gatehouse(args: string[], env: Record<string, string>, input = ''): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    // The timeout stops a command that wrongly goes on to serve instead of failing.
+    const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: 30_000 });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+    child.stdin.end(input);
+  });
+}
+
+/** It succeeded and printed one JSON document. */
+function json(run: Run): unknown {
+  assert.equal(run.code, 0, `exit ${run.code}: ${run.stderr}`);
+  return JSON.parse(run.stdout);
+}
+
+/** It failed, printing nothing on stdout and one line on stderr matching `message`. */
+function assertRefused(run: Run, message: RegExp): void {
+  assert.notEqual(run.code, 0);
+  assert.equal(run.stdout, '');
+  assert.equal(run.stderr.trimEnd().split('\n').length, 1, `more than one line on stderr:\n${run.stderr}`);
+  assert.match(run.stderr, message);
+}
+
+describe('the command line, before any database', () => {
+  test('--help prints the usage of every command', async () => {
+    const run = await gatehouse(['--help'], {});
+    assert.equal(run.code, 0);
+    assert.match(run.stdout, /^Usage: gatehouse <command>/);
+    for (const command of ['serve', 'migrate', 'user create', 'user list', 'user disable', 'user set-password', 'client create', 'client list', 'client delete', 'purge']) {
+      assert.ok(run.stdout.includes(command), `--help does not mention "${command}"`);
+    }
+  });
+
+  test('an invalid setting stops start-up with one line naming it', async () => {
+    const [port, database] = await Promise.all([
+      gatehouse(['serve'], { PORT: 'abc', DATABASE_URL: 'sqlite::memory:' }),
+      gatehouse(['serve'], { DATABASE_URL: 'mysql://localhost/gatehouse' }),
+    ]);
+    assertRefused(port, /^gatehouse: PORT\b.*"abc"/);
+    assertRefused(database, /^gatehouse: DATABASE_URL\b/);
+  });
+});
+
+for (const backend of BACKENDS) {
+  describe(`the command line (${backend.name})`, backendOptions(backend), () => {
+    let database: { url: string; drop(): Promise<void> };
+    let server: TestServer;
+    const cli = (args: string[], input?: string) => gatehouse(args, { DATABASE_URL: database.url }, input);
+    /** The ids the session's `client create` commands printed. */
+    const clients = { public: '', confidential: '' };
+
+    before(async () => {
+      database = await backend.create();
+      server = await startServer(backend, { DATABASE_URL: database.url });
+    });
+    after(async () => {
+      await server?.close();
+      await database?.drop();
+    });
+
+    test('migrate sets up a fresh database, and running it again changes nothing', async () => {
+      const fresh = await backend.create();
+      try {
+        const env = { DATABASE_URL: fresh.url };
+        assert.deepEqual(json(await gatehouse(['migrate', '--json'], env)), { migrated: true });
+        assert.deepEqual(json(await gatehouse(['migrate', '--json'], env)), { migrated: true });
+        const store = openStore(parseDatabaseUrl(fresh.url));
+        try {
+          assert.deepEqual(await migrate(store), [], 'no migration was left to apply');
+          const tables = (await store.db.introspection.getTables()).map((t) => t.name);
+          for (const table of ['users', 'clients', 'grants', 'access_tokens', 'refresh_tokens']) assert.ok(tables.includes(table), `no ${table} table`);
+        } finally {
+          await store.close();
+        }
+      } finally {
+        await fresh.drop();
+      }
+    });
+
+    test('user create takes the password from stdin, and the user can log in with it', async () => {
+      const [alice, bob] = await Promise.all([
+        cli(['user', 'create', 'alice', '--email', 'alice@example.com', '--admin', '--password-stdin', '--json'], `${PASSWORD}\n`),
+        cli(['user', 'create', 'bob', '--email', 'bob@example.com', '--password-stdin', '--json'], `${PASSWORD}\n`),
+      ]);
+      assert.deepEqual({ ...(json(alice) as object), id: '' }, { id: '', username: 'alice', email: 'alice@example.com', admin: true });
+      assert.equal((json(bob) as { admin: boolean }).admin, false);
+      assert.ok(!alice.stdout.includes(PASSWORD) && !alice.stderr.includes(PASSWORD), 'the password is echoed');
+
+      const [list, duplicate] = await Promise.all([
+        cli(['user', 'list', '--json']),
+        cli(['user', 'create', 'ALICE', '--email', 'other@example.com', '--password-stdin'], `${PASSWORD}\n`),
+      ]);
+      assert.deepEqual(json(list), [
+        { username: 'alice', email: 'alice@example.com', admin: true, disabled: false },
+        { username: 'bob', email: 'bob@example.com', admin: false, disabled: false },
+      ]);
+      assertRefused(duplicate, /^gatehouse: username "ALICE" is taken/);
+
+      const login = await new UserAgent(server.url).login('alice');
+      assert.equal(login.response.status, 200, 'alice logs in with the password given on stdin');
+    });
+
+    test('client create prints the client_id, and the secret of a confidential client once', async () => {
+      const [publicClient, confidential] = await Promise.all([
+        cli(['client', 'create', '--name', 'Annotator', '--redirect-uri', REDIRECT_URI, '--json']),
+        cli(['client', 'create', '--name', 'Indexer', '--grant-type', 'client_credentials', '--confidential', '--scope', 'annotation:read', '--json']),
+      ]);
+      const created = json(publicClient) as { client_id: string };
+      assert.deepEqual(Object.keys(created), ['client_id']);
+      const withSecret = json(confidential) as { client_id: string; client_secret: string };
+      assert.deepEqual(Object.keys(withSecret).sort(), ['client_id', 'client_secret']);
+      clients.public = created.client_id;
+      clients.confidential = withSecret.client_id;
+
+      // The secret printed is the one that works.
+      const app = await discover(server, withSecret.client_id, { secret: withSecret.client_secret });
+      const response = await oauth.clientCredentialsGrantRequest(app.as, app.client, app.auth, {}, insecure);
+      const tokens = await oauth.processClientCredentialsResponse(app.as, app.client, response);
+      assert.equal(tokens.scope, 'annotation:read');
+
+      const list = await cli(['client', 'list', '--json']);
+      assert.ok(!list.stdout.includes(withSecret.client_secret), 'client list shows the secret');
+      const listed = (json(list) as Array<Record<string, unknown>>).map((c) => [c.name, c.client_id, c.confidential, Object.keys(c).some((key) => /secret/.test(key))]);
+      assert.deepEqual(listed.sort(), [
+        ['Annotator', created.client_id, false, false],
+        ['Indexer', withSecret.client_id, true, false],
+      ]);
+    });
+
+    test('client create refuses bad input with one clear line, and registers nothing', async () => {
+      const create = (...extra: string[]) => cli(['client', 'create', '--name', 'Broken', '--json', ...extra]);
+      const [scheme, insecureHost, grantType, scope] = await Promise.all([
+        create('--redirect-uri', 'ftp://example.com/callback'),
+        create('--redirect-uri', 'http://example.com/callback'),
+        create('--redirect-uri', REDIRECT_URI, '--grant-type', 'password'),
+        create('--redirect-uri', REDIRECT_URI, '--scope', 'annotation:read admin'),
+      ]);
+      assertRefused(scheme, /^gatehouse: Redirect URL /);
+      assertRefused(insecureHost, /^gatehouse: Redirect URL /);
+      assertRefused(grantType, /^gatehouse: Grant type must be one of authorization_code, client_credentials/);
+      assertRefused(scope, /^gatehouse: Unknown scope admin/);
+      const names = (await server.store.db.selectFrom('clients').select('name').execute()).map((c) => c.name);
+      assert.deepEqual(names.sort(), ['Annotator', 'Indexer']);
+    });
+
+    test('user disable ends the user’s sessions and kills their tokens', async () => {
+      const app = await discover(server, clients.public);
+      const agent = new UserAgent(server.url);
+      const tokens = await obtainTokens(app, agent, 'bob');
+      assert.equal((await agent.fetch('/')).status, 200, 'bob is logged in');
+      assert.equal((await profile(server, tokens.access_token)).status, 200);
+
+      assert.deepEqual(json(await cli(['user', 'disable', 'bob', '--json'])), { username: 'bob', disabled: true });
+      await assertDead({ server, app }, [tokens]);
+      const home = await agent.fetch('/');
+      assert.equal(home.status, 302);
+      assert.equal(home.headers.get('location'), '/login', 'the session has ended');
+      assert.equal((await new UserAgent(server.url).login('bob')).response.status, 401, 'a disabled user cannot log in');
+    });
+
+    test('client delete revokes everything issued to the client', async () => {
+      const app = await discover(server, clients.public);
+      const tokens = await obtainTokens(app, new UserAgent(server.url), 'alice');
+      const refreshed = await refresh(app, tokens.refresh_token!);
+
+      assert.deepEqual(json(await cli(['client', 'delete', clients.public, '--json'])), { client_id: clients.public, deleted: true });
+      // The client is gone, so its refresh tokens now fail client authentication first.
+      await assertDead({ server, app }, [tokens, refreshed], [401, 'invalid_client']);
+      const [list, again] = await Promise.all([cli(['client', 'list', '--json']), cli(['client', 'delete', clients.public])]);
+      assert.deepEqual((json(list) as Array<{ client_id: string }>).map((c) => c.client_id), [clients.confidential]);
+      assertRefused(again, /^gatehouse: no client with id /);
+    });
+
+    test('purge deletes expired codes, tokens, sessions and consents, and nothing live', async () => {
+      // Separate applications, so that the live authorization does not renew the old consent.
+      const [old, current] = await Promise.all([server.createClient({ name: 'Old' }), server.createClient({ name: 'Current' })]);
+      const oldApp = await discover(server, old.client.id);
+      const app = await discover(server, current.client.id);
+      // Rows made two years ago have all expired by the real clock `purge` goes by.
+      server.advance(-2 * 365 * 86_400);
+      const past = new UserAgent(server.url);
+      const stale = await obtainTokens(oldApp, past, 'alice');
+      await refresh(oldApp, stale.refresh_token!); // a rotated token with a sealed successor pair
+      await obtainCode(oldApp, past); // a code never exchanged
+      server.advance(2 * 365 * 86_400);
+      const live = await obtainTokens(app, new UserAgent(server.url), 'alice');
+
+      const counts = json(await cli(['purge', '--json'])) as Record<string, number>;
+      for (const table of ['auth_codes', 'access_tokens', 'refresh_tokens', 'grants', 'sessions', 'consents']) {
+        assert.ok(counts[table]! > 0, `nothing purged from ${table}`);
+        const expired = await server.store.db
+          .selectFrom(table as 'grants')
+          .select((eb) => eb.fn.countAll<number>().as('n'))
+          .where('expires_at', '<=', Date.now())
+          .executeTakeFirstOrThrow();
+        assert.equal(Number(expired.n), 0, `expired rows left in ${table}`);
+      }
+      await assertWorks({ server, app }, live);
+    });
+  });
+}
