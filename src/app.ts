@@ -16,6 +16,8 @@ import type { Config } from './config.ts';
 import type { OAuthContext } from './oauth/context.ts';
 import { openServices, type Services } from './services.ts';
 import type { Store } from './store/database.ts';
+import accountRoutes from './http/account.ts';
+import adminRoutes from './http/admin.ts';
 import apiRoutes from './http/api.ts';
 import errorHandling from './http/errors.ts';
 import { parseForm } from './http/forms.ts';
@@ -23,6 +25,7 @@ import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
 import { isHttps } from './http/session.ts';
+import setupRoutes from './http/setup.ts';
 import wsRoutes from './http/ws.ts';
 
 declare module 'fastify' {
@@ -126,6 +129,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(oauthRoutes, { ctx });
   await app.register(apiRoutes, { ctx });
   await app.register(loginRoutes, { ctx });
+  await app.register(setupRoutes, { ctx });
+  await app.register(accountRoutes, { ctx });
+  await app.register(adminRoutes, { ctx });
   await app.register(opsRoutes, { store });
   await app.register(wsRoutes, { ctx, bus: services.bus });
 

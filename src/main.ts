@@ -4,6 +4,7 @@
  */
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
+import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
 import { AccountError, createAccount, disableAccount, setPassword } from './accounts/users.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import type { OAuthContext } from './oauth/context.ts';
@@ -236,6 +237,9 @@ async function serve(config: Config): Promise<number> {
   const timer = config.purgeIntervalSeconds > 0 ? setInterval(purge, config.purgeIntervalSeconds * 1000).unref() : null;
   await app.listen({ port: config.port, host: config.host });
   app.log.info(`Gatehouse is listening on ${config.publicUrl} (database: ${config.database.kind})`);
+  const setupLink = await firstRunSetupLink(app.gatehouse);
+  // On stderr, apart from the JSON log on stdout: the link is for the person at the terminal, not a log event.
+  if (setupLink) console.error(`\nNo administrator exists yet. Open this link within ${SETUP_LINK_TTL / 60} minutes to create the first one (it works once):\n\n  ${setupLink}\n\nOr from the command line: gatehouse user create <username> --email <email> --admin\n`);
 
   return new Promise((resolve) => {
     const stop = async (signal: string) => {

@@ -2,12 +2,20 @@
 // opener that the authorization was canceled, posted to the origin the server named (the
 // client's registered redirect URL's). Submitting a form — logging in, Authorize, Deny,
 // switching account — is not closing it: the next page takes over.
+//
+// Chromium runs only `beforeunload` handlers when a window is closed (a closing renderer
+// may be ended before `pagehide`); mobile browsers may skip `beforeunload` but fire
+// `pagehide`. Listening to both, the message is posted once.
 (function () {
   var element = document.querySelector('[data-canceled]');
   if (!element || !window.opener) return;
-  var leaving = false;
-  document.addEventListener('submit', function () { leaving = true; });
-  window.addEventListener('pagehide', function () {
-    if (!leaving) window.opener.postMessage(JSON.parse(element.dataset.canceled), element.dataset.origin);
-  });
+  var done = false;
+  document.addEventListener('submit', function () { done = true; });
+  function cancel() {
+    if (done) return;
+    done = true;
+    window.opener.postMessage(JSON.parse(element.dataset.canceled), element.dataset.origin);
+  }
+  window.addEventListener('beforeunload', cancel);
+  window.addEventListener('pagehide', cancel);
 })();

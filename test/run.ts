@@ -1,9 +1,10 @@
 /**
- * `npm test` after the type check: finds the services the suites need (PostgreSQL, Redis),
+ * `npm test` after the type check: finds the services the suites need (PostgreSQL, Redis, Chromium),
  * says loudly which suites cannot run without them, and runs every test file with Node's
  * test runner. Under CI (CI=true) a missing service is a failure, not a skip.
  */
 import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { connect } from 'node:net';
 import pg from 'pg';
 
@@ -41,20 +42,29 @@ function redisProblem(): Promise<string | null> {
   });
 }
 
-const missing = { postgres: await postgresProblem(), redis: await redisProblem() };
+/** The browser suites drive Debian's Chromium; a browser is never downloaded. */
+const chromiumPath = '/usr/bin/chromium';
+const chromiumProblem = existsSync(chromiumPath) ? null : `${chromiumPath} is missing (install it with: apt-get install -y chromium)`;
+
+const missing = { postgres: await postgresProblem(), redis: await redisProblem(), chromium: chromiumProblem };
+const NEEDED_BY: Record<keyof typeof missing, string> = {
+  postgres: 'every PostgreSQL-backend suite and the multi-instance suites',
+  redis: 'the Redis-backed multi-instance suites',
+  chromium: 'the browser suites (test/browser)',
+};
 const env: NodeJS.ProcessEnv = { ...process.env };
 if (missing.postgres) env.GATEHOUSE_TEST_POSTGRES_MISSING = missing.postgres;
 else env.GATEHOUSE_TEST_POSTGRES = postgresUrl;
 if (missing.redis) env.GATEHOUSE_TEST_REDIS_MISSING = missing.redis;
 else env.GATEHOUSE_TEST_REDIS = redisUrl;
+if (missing.chromium) env.GATEHOUSE_TEST_CHROMIUM_MISSING = missing.chromium;
 
 const problems = Object.entries(missing).filter(([, problem]) => problem !== null);
 if (problems.length > 0) {
   const banner = '!'.repeat(78);
   console.error(`\n${banner}`);
   for (const [service, problem] of problems) {
-    const suites = service === 'postgres' ? 'every PostgreSQL-backend suite and the multi-instance suites' : 'the Redis-backed multi-instance suites';
-    console.error(`!! NOT RUN: ${suites}: ${problem}`);
+    console.error(`!! NOT RUN: ${NEEDED_BY[service as keyof typeof missing]}: ${problem}`);
   }
   console.error(`!! Set TEST_POSTGRES_URL / TEST_REDIS_URL to point the tests at your servers.`);
   console.error(`${banner}\n`);

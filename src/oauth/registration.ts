@@ -2,11 +2,12 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { SCOPES } from '../config.ts';
-import { deleteClient, insertClient, updateClient } from '../store/clients.ts';
+import { deleteClient, insertClient, liveGrantsOfClient, updateClient } from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 import type { OAuthContext } from './context.ts';
 import { redirectUriProblem } from './redirect-uri.ts';
+import { revoke } from './revocation.ts';
 import { isScope, joinScopes } from './scopes.ts';
 
 export const GRANT_TYPES = ['authorization_code', 'client_credentials'] as const;
@@ -77,6 +78,37 @@ export async function registerClient(db: Kysely<Database>, input: ClientInput, n
   };
   await insertClient(db, client);
   return { client, secret: secret?.token ?? null };
+}
+
+/** What an administrator may change after registration: not the grant type nor the client type. */
+export type ClientChanges = Pick<ClientInput, 'name' | 'redirectUri' | 'trusted' | 'requirePkce' | 'scope'>;
+
+/** Validates the changes against the client's own grant and client type; every problem by field. */
+export function clientChangeProblems(client: Client, changes: ClientChanges): Record<string, string> {
+  return clientInputProblems({ ...changes, grantType: client.grant_type, confidential: client.secret_hash !== null });
+}
+
+/**
+ * Changes the client's settings. Taking a scope away also revokes the grants that hold it,
+ * so that no token keeps a scope the client may no longer have (their users are asked
+ * again next time).
+ */
+export async function changeClient(ctx: OAuthContext, client: Client, changes: ClientChanges): Promise<void> {
+  const problem = firstProblem(clientChangeProblems(client, changes));
+  if (problem) throw problem;
+  const requested = changes.scope.split(' ').filter((s) => s !== '');
+  const scopes = joinScopes(requested.length === 0 ? SCOPES : requested);
+  await updateClient(ctx.db, client.id, {
+    name: changes.name.trim(),
+    redirect_uri: changes.redirectUri === '' ? null : changes.redirectUri,
+    trusted: changes.trusted ? 1 : 0,
+    require_pkce: changes.requirePkce ? 1 : 0,
+    scopes,
+  });
+  const kept = scopes.split(' ');
+  for (const grant of await liveGrantsOfClient(ctx.db, client.id)) {
+    if (!grant.scopes.split(' ').every((s) => kept.includes(s))) await revoke(ctx, { grantId: grant.id }, 'revoked');
+  }
 }
 
 /** Replaces the client's secret; the old one stops working at once. */

@@ -22,6 +22,11 @@ export async function updateClient(
   return result.numUpdatedRows > 0n;
 }
 
+/** The client's grants that are not revoked, with their scopes. */
+export async function liveGrantsOfClient(db: Kysely<Database>, id: string): Promise<Array<{ id: string; scopes: string }>> {
+  return db.selectFrom('grants').select(['id', 'scopes']).where('client_id', '=', id).where('revoked_at', 'is', null).execute();
+}
+
 /**
  * Deletes the client; its grants, tokens, codes and consents go with it (foreign keys
  * cascade), so nothing issued to it stays valid. Returns the ids of the grants that were

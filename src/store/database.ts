@@ -10,6 +10,7 @@ import pg from 'pg';
 import type { DatabaseLocation } from '../config.ts';
 import type { Database } from './schema.ts';
 import * as initial from './migrations/20261122_001_initial.ts';
+import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -19,6 +20,7 @@ export interface Store {
 
 const migrations: Record<string, Migration> = {
   '20261122_001_initial': initial,
+  '20261122_002_setup_tokens': setupTokens,
 };
 
 /**

@@ -9,6 +9,7 @@ const EXPIRING: Record<string, string[]> = {
   grants: ['id'],
   sessions: ['id_hash'],
   consents: ['user_id', 'client_id'],
+  setup_tokens: ['hash'],
 };
 
 export type PurgeCounts = Record<string, number>;

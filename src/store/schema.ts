@@ -97,6 +97,13 @@ export interface ConsentsTable {
   expires_at: number;
 }
 
+/** A first-run setup link (SPEC §1): the SHA-256 of its token, deleted when used. */
+export interface SetupTokensTable {
+  hash: Immutable<string>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
@@ -106,6 +113,7 @@ export interface Database {
   access_tokens: AccessTokensTable;
   refresh_tokens: RefreshTokensTable;
   consents: ConsentsTable;
+  setup_tokens: SetupTokensTable;
 }
 
 export type User = Selectable<UsersTable>;

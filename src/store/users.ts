@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Database, NewUser, User } from './schema.ts';
 
 /** Usernames and emails compare case-insensitively and after Unicode normalization. */
@@ -30,6 +30,22 @@ export async function findUserByLogin(db: Kysely<Database>, login: string): Prom
 
 export async function listUsers(db: Kysely<Database>): Promise<User[]> {
   return db.selectFrom('users').selectAll().orderBy('username_key').execute();
+}
+
+/**
+ * Users whose username or email contains `text`, compared as lookup keys, in username order;
+ * at most `limit`. LIKE's wildcards in `text` match literally.
+ */
+export async function searchUsers(db: Kysely<Database>, text: string, limit: number): Promise<User[]> {
+  const pattern = `%${lookupKey(text).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const contains = (column: 'username_key' | 'email_key') => sql<boolean>`${sql.ref(column)} like ${pattern} escape '\\'`;
+  return db
+    .selectFrom('users')
+    .selectAll()
+    .where((eb) => eb.or([contains('username_key'), contains('email_key')]))
+    .orderBy('username_key')
+    .limit(limit)
+    .execute();
 }
 
 export async function countAdmins(db: Kysely<Database>): Promise<number> {

@@ -1,0 +1,63 @@
+/**
+ * First-run setup (SPEC §1): while no enabled administrator exists, `gatehouse serve`
+ * prints a one-time link that lets the person who started the server create the first
+ * administrator in the browser. `gatehouse user create <name> --email <e> --admin` does
+ * the same from the command line.
+ *
+ * The link carries a setup token (256 bits from the CSPRNG, see tokens.ts) in its query
+ * string, which the request log never records; the database keeps only its SHA-256. It
+ * expires after SETUP_LINK_TTL, works once, and stops working as soon as any administrator
+ * exists, so a link left in a terminal's scrollback is worth nothing later.
+ */
+import type { OAuthContext } from '../oauth/context.ts';
+import type { User } from '../store/schema.ts';
+import { consumeSetupToken, deleteSetupTokens, insertSetupToken, isLiveSetupToken } from '../store/setup-tokens.ts';
+import { countAdmins } from '../store/users.ts';
+import { hashIfWellFormed, mintToken } from '../tokens.ts';
+import { createAccount } from './users.ts';
+
+/** Seconds a setup link stays valid. */
+export const SETUP_LINK_TTL = 3600;
+
+/** Thrown when the link is unknown, expired, already used, or an administrator exists. */
+export class SetupLinkInvalid extends Error {
+  override name = 'SetupLinkInvalid';
+}
+
+/** A new setup link when there is no enabled administrator; null when there is one. */
+export async function firstRunSetupLink(ctx: OAuthContext): Promise<string | null> {
+  if ((await countAdmins(ctx.db)) > 0) return null;
+  const setup = mintToken('setup');
+  const now = ctx.now();
+  await insertSetupToken(ctx.db, { hash: setup.hash, now, expiresAt: now + SETUP_LINK_TTL * 1000 });
+  return `${ctx.config.publicUrl}/setup?${new URLSearchParams({ token: setup.token })}`;
+}
+
+/** Throws SetupLinkInvalid unless `token` opens the setup page now. */
+export async function checkSetupToken(ctx: OAuthContext, token: string | undefined): Promise<void> {
+  const hash = token === undefined ? null : hashIfWellFormed('setup', token);
+  if (hash === null || !(await isLiveSetupToken(ctx.db, hash, ctx.now())) || (await countAdmins(ctx.db)) > 0) {
+    throw new SetupLinkInvalid('This setup link has expired or has already been used.');
+  }
+}
+
+/**
+ * Creates the first administrator and uses the link up, in one transaction: invalid input
+ * (an AccountError) leaves the link usable, and of two concurrent submissions only one
+ * creates an account.
+ */
+export async function createFirstAdministrator(
+  ctx: OAuthContext,
+  token: string | undefined,
+  account: { username: string; email: string; password: string },
+): Promise<User> {
+  await checkSetupToken(ctx, token);
+  const hash = hashIfWellFormed('setup', token!)!;
+  const now = ctx.now();
+  const user = await ctx.db.transaction().execute(async (trx) => {
+    if (!(await consumeSetupToken(trx, hash, now))) throw new SetupLinkInvalid('This setup link has expired or has already been used.');
+    return createAccount(trx, { ...account, isAdmin: true }, now);
+  });
+  await deleteSetupTokens(ctx.db); // any other links printed meanwhile are void too
+  return user;
+}

@@ -1,0 +1,282 @@
+/**
+ * The admin console (SPEC §4.5): OAuth clients and users. Every route here is for enabled
+ * administrators only — the guard below runs before anything else, so a form posted by
+ * anyone else changes nothing — and every form is CSRF-protected. Pages are `no-store`:
+ * some show a client secret, which must not outlive the page in a cache.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { SCOPES } from '../config.ts';
+import { AccountError, createAccount, disableAccount } from '../accounts/users.ts';
+import { isClientId } from '../oauth/client-auth.ts';
+import type { OAuthContext } from '../oauth/context.ts';
+import { OAuthError } from '../oauth/errors.ts';
+import { single, type RawParams } from '../oauth/params.ts';
+import {
+  GRANT_TYPES,
+  changeClient,
+  clientChangeProblems,
+  clientInputProblems,
+  registerClient,
+  removeClient,
+  rotateClientSecret,
+  type ClientChanges,
+  type ClientInput,
+} from '../oauth/registration.ts';
+import { SCOPE_DESCRIPTIONS, splitScopes } from '../oauth/scopes.ts';
+import { findClient, listClients } from '../store/clients.ts';
+import type { Client, User } from '../store/schema.ts';
+import { findUserById, searchUsers, updateUser } from '../store/users.ts';
+import { requireFormBody } from './helpers.ts';
+import { field, formatTime, navigation, page, sentence, ticked, tickedValues, toLogin } from './pages.ts';
+import { currentUser } from './session.ts';
+
+/** At most this many users are listed at once; the search narrows the list. */
+const USER_LIST_LIMIT = 200;
+
+const NOTICES: Record<string, string> = {
+  deleted: 'The client was deleted and everything issued to it was revoked.',
+  saved: 'Changes saved.',
+  created: 'User created.',
+  disabled: 'User disabled: their sessions ended and every access they gave was revoked.',
+  promoted: 'User promoted to administrator.',
+};
+
+const SCOPE_CHOICES = SCOPES.map((scope) => ({ scope, description: SCOPE_DESCRIPTIONS[scope] }));
+
+/** The form's fields, as typed: redisplayed with the errors so nothing has to be typed again. */
+interface ClientFormValues {
+  name: string;
+  grant_type: string;
+  redirect_uri: string;
+  client_type: string;
+  trusted: boolean;
+  require_pkce: boolean;
+  scopes: string[];
+}
+
+function clientFormValues(body: RawParams): ClientFormValues {
+  return {
+    name: field(body, 'name'),
+    grant_type: field(body, 'grant_type'),
+    redirect_uri: field(body, 'redirect_uri').trim(),
+    client_type: field(body, 'client_type'),
+    trusted: ticked(body, 'trusted'),
+    require_pkce: ticked(body, 'require_pkce'),
+    scopes: tickedValues(body, 'scope'),
+  };
+}
+
+function changesFrom(values: ClientFormValues): ClientChanges {
+  return { name: values.name, redirectUri: values.redirect_uri, trusted: values.trusted, requirePkce: values.require_pkce, scope: values.scopes.join(' ') };
+}
+
+/** Problems the form adds to the registration rules: on a form, no scope ticked is a mistake, not "all". */
+function formProblems(values: ClientFormValues): Record<string, string> {
+  const problems: Record<string, string> = {};
+  if (values.client_type !== 'public' && values.client_type !== 'confidential') problems.client_type = 'Choose public or confidential';
+  if (values.scopes.length === 0) problems.scope = 'Choose at least one scope';
+  return problems;
+}
+
+function clientRow(client: Client) {
+  return {
+    id: client.id,
+    name: client.name,
+    grantType: client.grant_type,
+    redirectUri: client.redirect_uri,
+    confidential: client.secret_hash !== null,
+    trusted: client.trusted === 1,
+    requirePkce: client.require_pkce === 1,
+    scopes: splitScopes(client.scopes),
+    created: formatTime(client.created_at),
+  };
+}
+
+function notice(request: FastifyRequest): string | null {
+  const done = (request.query as RawParams).done;
+  return typeof done === 'string' ? (NOTICES[done] ?? null) : null;
+}
+
+export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+  const admins = new WeakMap<FastifyRequest, User>();
+
+  // Encapsulated in this plugin: runs for every /admin route, before the body is even read.
+  app.addHook('onRequest', async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    const user = await currentUser(request, ctx);
+    if (!user) return toLogin(request, reply, '/admin');
+    if (user.is_admin !== 1) {
+      request.log.info({ event: 'admin_refused', user: user.id }, 'not an administrator');
+      navigation(request, reply, user);
+      return reply.code(403).view('forbidden.eta', { title: 'Administrators only', username: user.username, switchUrl: `/login?${new URLSearchParams({ switch: '1', next: request.method === 'GET' ? request.url : '/admin' })}` });
+    }
+    admins.set(request, user);
+    navigation(request, reply, user);
+  });
+
+  const admin = (request: FastifyRequest) => admins.get(request)!;
+  const post = { ...page, preHandler: app.csrfProtection };
+
+  async function clientOr404(request: FastifyRequest): Promise<Client> {
+    const { id } = request.params as { id: string };
+    const client = isClientId(id) ? await findClient(ctx.db, id) : undefined;
+    if (!client) throw new OAuthError('invalid_request', 'There is no OAuth client with this ID.', undefined, 404);
+    return client;
+  }
+
+  function clientForm(reply: FastifyReply, data: { client: Client | null; values: ClientFormValues; errors: Record<string, string>; notice?: string | null }) {
+    const editing = data.client !== null;
+    return reply.view('admin-client-form.eta', {
+      title: editing ? `Edit ${data.client!.name}` : 'Register a new OAuth client',
+      client: editing ? clientRow(data.client!) : null,
+      values: data.values,
+      errors: data.errors,
+      notice: data.notice ?? null,
+      grantTypes: GRANT_TYPES,
+      scopeChoices: SCOPE_CHOICES,
+      csrfToken: reply.generateCsrf(),
+    });
+  }
+
+  app.get('/admin', page, async (_request, reply) => reply.redirect('/admin/oauthclients'));
+
+  app.get('/admin/oauthclients', page, async (request, reply) => {
+    const clients = (await listClients(ctx.db)).map(clientRow);
+    return reply.view('admin-clients.eta', { title: 'OAuth clients', wide: true, clients, notice: notice(request) });
+  });
+
+  app.get('/admin/oauthclients/new', page, async (_request, reply) => {
+    const values: ClientFormValues = {
+      name: '',
+      grant_type: 'authorization_code',
+      redirect_uri: '',
+      client_type: 'public',
+      trusted: false,
+      require_pkce: true,
+      scopes: [...SCOPES],
+    };
+    return clientForm(reply, { client: null, values, errors: {} });
+  });
+
+  app.post('/admin/oauthclients', post, async (request, reply) => {
+    const values = clientFormValues(requireFormBody(request));
+    const input: ClientInput = { ...changesFrom(values), grantType: values.grant_type, confidential: values.client_type === 'confidential' };
+    const errors = { ...clientInputProblems(input), ...formProblems(values) };
+    if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client: null, values, errors });
+    const { client, secret } = await registerClient(ctx.db, input, ctx.now());
+    request.log.info({ event: 'admin_client_registered', admin: admin(request).id, client: client.id }, 'client registered');
+    return reply.view('admin-client-registered.eta', { title: `Registered ${client.name}`, client: clientRow(client), secret, rotated: false });
+  });
+
+  app.get('/admin/oauthclients/:id', page, async (request, reply) => {
+    const client = await clientOr404(request);
+    const row = clientRow(client);
+    const values: ClientFormValues = {
+      name: client.name,
+      grant_type: client.grant_type,
+      redirect_uri: client.redirect_uri ?? '',
+      client_type: row.confidential ? 'confidential' : 'public',
+      trusted: row.trusted,
+      require_pkce: row.requirePkce,
+      scopes: row.scopes,
+    };
+    return clientForm(reply, { client, values, errors: {}, notice: notice(request) });
+  });
+
+  app.post('/admin/oauthclients/:id', post, async (request, reply) => {
+    const client = await clientOr404(request);
+    const values = { ...clientFormValues(requireFormBody(request)), grant_type: client.grant_type, client_type: client.secret_hash === null ? 'public' : 'confidential' };
+    const errors = { ...clientChangeProblems(client, changesFrom(values)), ...formProblems(values) };
+    if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client, values, errors });
+    await changeClient(ctx, client, changesFrom(values));
+    request.log.info({ event: 'admin_client_changed', admin: admin(request).id, client: client.id }, 'client changed');
+    return reply.redirect(`/admin/oauthclients/${client.id}?done=saved`, 303);
+  });
+
+  app.post('/admin/oauthclients/:id/secret', post, async (request, reply) => {
+    const client = await clientOr404(request);
+    requireFormBody(request);
+    if (client.secret_hash === null) throw new OAuthError('invalid_request', 'This is a public client: it has no secret.');
+    const secret = await rotateClientSecret(ctx.db, client);
+    request.log.info({ event: 'admin_client_secret_rotated', admin: admin(request).id, client: client.id }, 'client secret rotated');
+    return reply.view('admin-client-registered.eta', { title: `New secret for ${client.name}`, client: clientRow(client), secret, rotated: true });
+  });
+
+  app.get('/admin/oauthclients/:id/delete', page, async (request, reply) => {
+    const client = await clientOr404(request);
+    return reply.view('admin-client-delete.eta', { title: `Delete ${client.name}`, client: clientRow(client), csrfToken: reply.generateCsrf() });
+  });
+
+  app.post('/admin/oauthclients/:id/delete', post, async (request, reply) => {
+    const client = await clientOr404(request);
+    requireFormBody(request);
+    await removeClient(ctx, client.id);
+    request.log.info({ event: 'admin_client_deleted', admin: admin(request).id, client: client.id }, 'client deleted');
+    return reply.redirect('/admin/oauthclients?done=deleted', 303);
+  });
+
+  async function usersPage(request: FastifyRequest, reply: FastifyReply, form: { values: { username: string; email: string; admin: boolean }; errors: Record<string, string> }) {
+    const query = (single(request.query as RawParams, 'q') ?? '').trim().slice(0, 100);
+    const users = await searchUsers(ctx.db, query, USER_LIST_LIMIT);
+    const self = admin(request);
+    return reply.view('admin-users.eta', {
+      title: 'Users',
+      wide: true,
+      query,
+      limited: users.length === USER_LIST_LIMIT,
+      users: users.map((u) => ({
+        id: u.id,
+        username: u.username,
+        email: u.email,
+        admin: u.is_admin === 1,
+        disabled: u.disabled === 1,
+        self: u.id === self.id,
+        created: formatTime(u.created_at),
+      })),
+      notice: notice(request),
+      csrfToken: reply.generateCsrf(),
+      ...form,
+    });
+  }
+
+  app.get('/admin/users', page, async (request, reply) => usersPage(request, reply, { values: { username: '', email: '', admin: false }, errors: {} }));
+
+  app.post('/admin/users', post, async (request, reply) => {
+    const body = requireFormBody(request);
+    const values = { username: field(body, 'username').trim(), email: field(body, 'email').trim(), admin: ticked(body, 'admin') };
+    try {
+      const user = await createAccount(ctx.db, { username: values.username, email: values.email, password: field(body, 'password'), isAdmin: values.admin }, ctx.now());
+      request.log.info({ event: 'admin_user_created', admin: admin(request).id, user: user.id }, 'user created');
+    } catch (error) {
+      if (!(error instanceof AccountError)) throw error;
+      return usersPage(request, reply.code(400), { values, errors: { [error.field]: sentence(error.message) } });
+    }
+    return reply.redirect('/admin/users?done=created', 303);
+  });
+
+  async function userOr404(request: FastifyRequest): Promise<User> {
+    const { id } = request.params as { id: string };
+    const user = isClientId(id) ? await findUserById(ctx.db, id) : undefined; // both are UUIDs
+    if (!user) throw new OAuthError('invalid_request', 'There is no user with this ID.', undefined, 404);
+    return user;
+  }
+
+  app.post('/admin/users/:id/disable', post, async (request, reply) => {
+    const user = await userOr404(request);
+    requireFormBody(request);
+    // Disabling oneself would lock the last administrator out as easily as anyone else.
+    if (user.id === admin(request).id) throw new OAuthError('invalid_request', 'You cannot disable your own account.');
+    await disableAccount(ctx, user);
+    request.log.info({ event: 'admin_user_disabled', admin: admin(request).id, user: user.id }, 'user disabled');
+    return reply.redirect('/admin/users?done=disabled', 303);
+  });
+
+  app.post('/admin/users/:id/promote', post, async (request, reply) => {
+    const user = await userOr404(request);
+    requireFormBody(request);
+    if (user.disabled === 1) throw new OAuthError('invalid_request', 'A disabled account cannot be made an administrator.');
+    await updateUser(ctx.db, user.id, { is_admin: 1 });
+    request.log.info({ event: 'admin_user_promoted', admin: admin(request).id, user: user.id }, 'user promoted');
+    return reply.redirect('/admin/users?done=promoted', 303);
+  });
+}
