@@ -3,7 +3,7 @@
  * by `gatehouse serve` and by the tests.
  */
 import { fileURLToPath } from 'node:url';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import csrf from '@fastify/csrf-protection';
@@ -12,7 +12,10 @@ import helmet from '@fastify/helmet';
 import fastifyStatic from '@fastify/static';
 import view from '@fastify/view';
 import { Eta } from 'eta';
+import { randomUUID } from 'node:crypto';
+import { auditTrail } from './audit.ts';
 import type { Config } from './config.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
 import type { OAuthContext } from './oauth/context.ts';
 import { openServices, type Services } from './services.ts';
 import type { Store } from './store/database.ts';
@@ -46,11 +49,26 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** Redis / LISTEN-NOTIFY backed throttling and revocation fan-out. */
     services: Services;
+    /** The Prometheus registry behind GET /metrics. */
+    metrics: Metrics;
+  }
+}
+
+/** A request id from the load balancer is kept when it is short and plain; otherwise one is made. */
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
+
+/** One log line per request (SPEC §4.6), written when it is answered, instead of Fastify's two. */
+class OneLinePerRequest extends LogController {
+  override incomingRequest(): void {}
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    const line = { req: request, res: reply, responseTime: Math.round(reply.elapsedTime * 10) / 10 };
+    if (error) reply.log.error({ ...line, err: error }, 'request errored');
+    else reply.log.info(line, 'request completed');
   }
 }
 
 /** The endpoints browser-based clients call from other origins (SPEC §4.4). */
-const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server']);
+const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server']);
 
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
@@ -70,16 +88,31 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     },
     trustProxy: false,
     return503OnClosing: true,
+    genReqId: (request) => {
+      const given = request.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    logController: new OneLinePerRequest(),
+  });
+  const metrics = createMetrics(store.db);
+  app.decorate('metrics', metrics);
+  app.addHook('onRequest', async (request, reply) => void reply.header('X-Request-Id', request.id));
+  app.addHook('onResponse', async (request, reply) => {
+    // The route pattern, not the URL: bounded label values, and no code or token from a query string.
+    metrics.request(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
   });
 
   const services = await openServices(config, store, app.log);
   app.addHook('onClose', () => services.close());
+  const now = options.now ?? Date.now;
   const ctx: OAuthContext = {
     config,
     db: store.db,
-    now: options.now ?? Date.now,
+    now,
+    audit: auditTrail(store.db, config, now, app.log, metrics.event),
     onGrantsRevoked: (grantIds, reason) => {
       app.log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
+      metrics.grantsRevoked(grantIds.length, reason);
       services.bus.publish(grantIds).catch((error: Error) => app.log.error({ err: error }, 'revocation fan-out failed'));
     },
   };
@@ -132,7 +165,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(setupRoutes, { ctx });
   await app.register(accountRoutes, { ctx });
   await app.register(adminRoutes, { ctx });
-  await app.register(opsRoutes, { store });
+  await app.register(opsRoutes, { ctx, store });
   await app.register(wsRoutes, { ctx, bus: services.bus });
 
   app.decorate('gatehouse', ctx);

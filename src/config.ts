@@ -31,6 +31,8 @@ export interface Config {
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Seconds between background purges of expired rows; 0 disables the schedule. */
   readonly purgeIntervalSeconds: number;
+  /** Days an audit event is kept before purge removes it. */
+  readonly auditRetentionDays: number;
   /** Throttling; a limit of 0 turns that counter off. */
   readonly throttle: {
     /** Failed logins allowed per account, and per client address, within `loginWindowSeconds`. */
@@ -129,6 +131,7 @@ export function loadConfig(env: Env = process.env): Config {
     requirePkce: boolean(env, 'REQUIRE_PKCE', false),
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     purgeIntervalSeconds: integer(env, 'PURGE_INTERVAL_SECONDS', 600, 0),
+    auditRetentionDays: integer(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36_500),
     throttle: Object.freeze({
       loginFailuresPerAccount: integer(env, 'LOGIN_FAILURES_PER_ACCOUNT', 10, 0),
       loginFailuresPerAddress: integer(env, 'LOGIN_FAILURES_PER_ADDRESS', 100, 0),

@@ -11,7 +11,9 @@ import type { OAuthContext } from './oauth/context.ts';
 import { RegistrationError, registerClient, removeClient } from './oauth/registration.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
 import { listClients } from './store/clients.ts';
-import { purgeExpired } from './store/purge.ts';
+import { auditTrail } from './audit.ts';
+import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from './store/audit.ts';
+import { purgeOnce } from './store/purge.ts';
 import { openServices } from './services.ts';
 import { findUserByUsername, listUsers } from './store/users.ts';
 
@@ -28,7 +30,9 @@ Commands:
                 [--confidential] [--trusted] [--require-pkce] [--scope "<s1 s2>"]
   client list
   client delete <client_id>               also revokes everything issued to the client
-  purge                                   delete expired codes, tokens, sessions and consents
+  purge                                   delete expired codes, tokens, sessions, consents and audit events
+  audit [--user <username>] [--client <client_id>] [--type <event type>] [--limit <n>]
+                                          the newest security events (default 50, newest first)
 
 Options:
   --json     print machine-readable JSON
@@ -38,7 +42,9 @@ Passwords are prompted for (without echo) unless --password-stdin is given.
 Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
 PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL,
 REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
-REDIS_URL, LOG_LEVEL. See README.md.`;
+AUDIT_RETENTION_DAYS, REDIS_URL, LOG_LEVEL. See README.md.
+
+Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
 
 class UsageError extends Error {}
 
@@ -55,6 +61,10 @@ const OPTIONS = {
   trusted: { type: 'boolean' },
   'require-pkce': { type: 'boolean' },
   scope: { type: 'string' },
+  user: { type: 'string' },
+  client: { type: 'string' },
+  type: { type: 'string' },
+  limit: { type: 'string' },
 } as const;
 
 type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
@@ -82,7 +92,14 @@ async function main(argv: string[]): Promise<number> {
     // Revocations made here reach running instances' WebSockets through the same fan-out.
     const services = await openServices(config, store, { warn: (object, message) => console.error(message, object) });
     const published: Promise<void>[] = [];
-    const ctx: OAuthContext = { config, db: store.db, now: Date.now, onGrantsRevoked: (grantIds) => void published.push(services.bus.publish(grantIds)) };
+    const ctx: OAuthContext = {
+      config,
+      db: store.db,
+      now: Date.now,
+      onGrantsRevoked: (grantIds) => void published.push(services.bus.publish(grantIds)),
+      // Changes made here are recorded like the admin pages' ones, with no address: the command line.
+      audit: auditTrail(store.db, config, Date.now, { error: (object, message) => console.error(`gatehouse: ${message}`, object) }),
+    };
     closeServices = async () => {
       await Promise.all(published);
       await services.close();
@@ -93,10 +110,16 @@ async function main(argv: string[]): Promise<number> {
         print({ migrated: true }, 'Database is up to date.');
         return 0;
       case 'purge': {
-        const counts = await purgeExpired(store.db, Date.now(), config.refreshGraceSeconds * 1000);
+        const counts = await purgeOnce(store, Date.now(), config.refreshGraceSeconds * 1000);
+        if (counts === null) {
+          print({ skipped: 'another instance is purging right now' }, 'Another instance is purging right now; nothing to do.');
+          return 0;
+        }
         print(counts, Object.entries(counts).map(([table, n]) => `${table}: ${n} deleted`).join('\n'));
         return 0;
       }
+      case 'audit':
+        return await auditCommand(ctx, [sub, ...rest].filter((a) => a !== undefined), options, print);
       case 'user create':
         return await userCreate(ctx, rest, options, print);
       case 'user list': {
@@ -107,6 +130,7 @@ async function main(argv: string[]): Promise<number> {
       case 'user disable': {
         const user = await requireUser(ctx, rest);
         await disableAccount(ctx, user);
+        await ctx.audit({ type: 'user_disabled', userId: user.id });
         print({ username: user.username, disabled: true }, `Disabled ${user.username}; their tokens and sessions are revoked.`);
         return 0;
       }
@@ -136,6 +160,7 @@ async function main(argv: string[]): Promise<number> {
         const [clientId, ...extra] = rest;
         if (clientId === undefined || extra.length > 0) throw new UsageError('usage: gatehouse client delete <client_id>');
         if (!(await removeClient(ctx, clientId))) throw new UsageError(`no client with id ${clientId}`);
+        await ctx.audit({ type: 'client_deleted', clientId });
         print({ client_id: clientId, deleted: true }, `Deleted client ${clientId} and revoked everything issued to it.`);
         return 0;
       }
@@ -164,6 +189,7 @@ async function userCreate(ctx: OAuthContext, rest: string[], options: Options, p
   if (options.email === undefined) throw new UsageError('--email is required');
   const password = await readPassword(options);
   const user = await createAccount(ctx.db, { username, email: options.email, password, isAdmin: options.admin ?? false }, ctx.now());
+  await ctx.audit({ type: 'user_created', userId: user.id, detail: { admin: user.is_admin === 1 } });
   print({ id: user.id, username: user.username, email: user.email, admin: user.is_admin === 1 }, `Created user ${user.username}${user.is_admin ? ' (administrator)' : ''}.`);
   return 0;
 }
@@ -186,10 +212,59 @@ async function clientCreate(ctx: OAuthContext, rest: string[], options: Options,
     },
     ctx.now(),
   );
+  await ctx.audit({ type: 'client_created', clientId: client.id, detail: { grant_type: client.grant_type, confidential: secret !== null } });
   print(
     { client_id: client.id, ...(secret === null ? {} : { client_secret: secret }) },
     `Created client "${client.name}".\nclient_id: ${client.id}${secret === null ? '' : `\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`}`,
   );
+  return 0;
+}
+
+/** `gatehouse audit`: the newest events matching the filters, newest first. */
+async function auditCommand(ctx: OAuthContext, rest: string[], options: Options, print: Print): Promise<number> {
+  if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
+  const filter: AuditFilter = { limit: 50 };
+  if (options.limit !== undefined) {
+    if (!/^\d{1,5}$/.test(options.limit) || Number(options.limit) < 1) throw new UsageError('--limit must be a whole number from 1 to 99999');
+    filter.limit = Number(options.limit);
+  }
+  if (options.type !== undefined) {
+    if (!isAuditEventType(options.type)) throw new UsageError(`unknown event type "${options.type}"; the types are ${AUDIT_EVENT_TYPES.join(', ')}`);
+    filter.type = options.type;
+  }
+  if (options.user !== undefined) {
+    const user = await findUserByUsername(ctx.db, options.user);
+    if (!user) throw new UsageError(`no user named ${options.user}`);
+    filter.userId = user.id;
+  }
+  if (options.client !== undefined) filter.clientId = options.client;
+  const events = await listAuditEvents(ctx.db, filter);
+  const json = events.map((e) => ({
+    id: e.id,
+    at: new Date(e.at).toISOString(),
+    type: e.type,
+    actor_id: e.actor_id,
+    actor: e.actor_username,
+    user_id: e.user_id,
+    username: e.username,
+    client_id: e.client_id,
+    client_name: e.client_name,
+    address: e.address,
+    detail: e.detail,
+  }));
+  const line = (e: (typeof json)[number]) =>
+    [
+      e.at,
+      e.type,
+      e.username ?? e.user_id ? `user=${e.username ?? e.user_id}` : null,
+      e.client_id ? `client=${e.client_id}` : null,
+      e.actor ?? e.actor_id ? `by=${e.actor ?? e.actor_id}` : null,
+      `from=${e.address ?? 'command-line'}`,
+      ...Object.entries(e.detail ?? {}).map(([name, value]) => `${name}=${value}`),
+    ]
+      .filter((part) => part !== null)
+      .join('  ');
+  print(json, json.map(line).join('\n') || 'No matching events.');
   return 0;
 }
 
@@ -225,16 +300,7 @@ async function serve(config: Config): Promise<number> {
   await migrate(store);
   // Loaded here only: the HTTP stack is most of the start-up time of the other commands.
   const { buildApp } = await import('./app.ts');
-  const app = await buildApp(config, store);
-  const purge = async () => {
-    try {
-      const counts = await purgeExpired(store.db, Date.now(), config.refreshGraceSeconds * 1000);
-      app.log.info({ event: 'purge', counts }, 'purged expired rows');
-    } catch (error) {
-      app.log.error({ err: error }, 'purge failed');
-    }
-  };
-  const timer = config.purgeIntervalSeconds > 0 ? setInterval(purge, config.purgeIntervalSeconds * 1000).unref() : null;
+  const app = await buildApp(config, store); // which also schedules the purge (src/http/ops.ts)
   await app.listen({ port: config.port, host: config.host });
   app.log.info(`Gatehouse is listening on ${config.publicUrl} (database: ${config.database.kind})`);
   const setupLink = await firstRunSetupLink(app.gatehouse);
@@ -244,7 +310,6 @@ async function serve(config: Config): Promise<number> {
   return new Promise((resolve) => {
     const stop = async (signal: string) => {
       app.log.info(`${signal}: finishing in-flight requests, then exiting`);
-      if (timer) clearInterval(timer);
       await app.close(); // stops accepting, waits for in-flight requests
       await store.close();
       resolve(0);

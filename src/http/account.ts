@@ -45,6 +45,7 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
       await deleteConsent(ctx.db, user.id, clientId);
       await revoke(ctx, { userId: user.id, clientId }, 'access_removed');
       request.log.info({ event: 'access_removed', user: user.id, client: clientId }, 'access removed');
+      await ctx.audit({ type: 'access_removed', userId: user.id, clientId, address: request.ip });
     }
     return reply.redirect(`/account/applications?${new URLSearchParams({ revoked: clientId })}`, 303);
   });

@@ -26,6 +26,7 @@ import { SCOPE_DESCRIPTIONS, splitScopes } from '../oauth/scopes.ts';
 import { findClient, listClients } from '../store/clients.ts';
 import type { Client, User } from '../store/schema.ts';
 import { findUserById, searchUsers, updateUser } from '../store/users.ts';
+import auditRoutes from './audit.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, sentence, ticked, tickedValues, toLogin } from './pages.ts';
 import { currentUser } from './session.ts';
@@ -117,6 +118,9 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   const admin = (request: FastifyRequest) => admins.get(request)!;
   const post = { ...page, preHandler: app.csrfProtection };
 
+  // The audit trail's page, behind the same guard.
+  await app.register(auditRoutes, { ctx });
+
   async function clientOr404(request: FastifyRequest): Promise<Client> {
     const { id } = request.params as { id: string };
     const client = isClientId(id) ? await findClient(ctx.db, id) : undefined;
@@ -165,6 +169,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client: null, values, errors });
     const { client, secret } = await registerClient(ctx.db, input, ctx.now());
     request.log.info({ event: 'admin_client_registered', admin: admin(request).id, client: client.id }, 'client registered');
+    await ctx.audit({ type: 'client_created', actorId: admin(request).id, clientId: client.id, address: request.ip, detail: { grant_type: client.grant_type, confidential: secret !== null } });
     return reply.view('admin-client-registered.eta', { title: `Registered ${client.name}`, client: clientRow(client), secret, rotated: false });
   });
 
@@ -190,6 +195,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client, values, errors });
     await changeClient(ctx, client, changesFrom(values));
     request.log.info({ event: 'admin_client_changed', admin: admin(request).id, client: client.id }, 'client changed');
+    await ctx.audit({ type: 'client_updated', actorId: admin(request).id, clientId: client.id, address: request.ip });
     return reply.redirect(`/admin/oauthclients/${client.id}?done=saved`, 303);
   });
 
@@ -199,6 +205,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (client.secret_hash === null) throw new OAuthError('invalid_request', 'This is a public client: it has no secret.');
     const secret = await rotateClientSecret(ctx.db, client);
     request.log.info({ event: 'admin_client_secret_rotated', admin: admin(request).id, client: client.id }, 'client secret rotated');
+    await ctx.audit({ type: 'client_secret_rotated', actorId: admin(request).id, clientId: client.id, address: request.ip });
     return reply.view('admin-client-registered.eta', { title: `New secret for ${client.name}`, client: clientRow(client), secret, rotated: true });
   });
 
@@ -212,6 +219,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     requireFormBody(request);
     await removeClient(ctx, client.id);
     request.log.info({ event: 'admin_client_deleted', admin: admin(request).id, client: client.id }, 'client deleted');
+    await ctx.audit({ type: 'client_deleted', actorId: admin(request).id, clientId: client.id, address: request.ip });
     return reply.redirect('/admin/oauthclients?done=deleted', 303);
   });
 
@@ -247,6 +255,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     try {
       const user = await createAccount(ctx.db, { username: values.username, email: values.email, password: field(body, 'password'), isAdmin: values.admin }, ctx.now());
       request.log.info({ event: 'admin_user_created', admin: admin(request).id, user: user.id }, 'user created');
+      await ctx.audit({ type: 'user_created', actorId: admin(request).id, userId: user.id, address: request.ip, detail: { admin: user.is_admin === 1 } });
     } catch (error) {
       if (!(error instanceof AccountError)) throw error;
       return usersPage(request, reply.code(400), { values, errors: { [error.field]: sentence(error.message) } });
@@ -268,6 +277,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (user.id === admin(request).id) throw new OAuthError('invalid_request', 'You cannot disable your own account.');
     await disableAccount(ctx, user);
     request.log.info({ event: 'admin_user_disabled', admin: admin(request).id, user: user.id }, 'user disabled');
+    await ctx.audit({ type: 'user_disabled', actorId: admin(request).id, userId: user.id, address: request.ip });
     return reply.redirect('/admin/users?done=disabled', 303);
   });
 
@@ -277,6 +287,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (user.disabled === 1) throw new OAuthError('invalid_request', 'A disabled account cannot be made an administrator.');
     await updateUser(ctx.db, user.id, { is_admin: 1 });
     request.log.info({ event: 'admin_user_promoted', admin: admin(request).id, user: user.id }, 'user promoted');
+    await ctx.audit({ type: 'user_promoted', actorId: admin(request).id, userId: user.id, address: request.ip });
     return reply.redirect('/admin/users?done=promoted', 303);
   });
 }

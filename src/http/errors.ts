@@ -30,6 +30,7 @@ const CLIENT_ERRORS: Record<number, string> = {
 };
 
 export function sendError(request: FastifyRequest, reply: FastifyReply, error: OAuthError): FastifyReply {
+  request.server.metrics.failure(error.error, error.status);
   if (error.detail) request.log.info({ error: error.error, detail: error.detail }, 'request refused');
   if (error instanceof InvalidClient && error.usedBasic) reply.header('WWW-Authenticate', 'Basic realm="gatehouse", charset="UTF-8"');
   if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {

@@ -56,6 +56,10 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const valid = await verifyPassword(password, user?.password_hash ?? (await decoyHash()));
     if (!user || !valid || user.disabled) {
       request.log.info({ event: 'login_failed' }, 'login failed');
+      // What was typed is not recorded for an unknown account: it may be a password typed
+      // into the wrong field.
+      const reason = !user ? 'unknown_account' : !valid ? 'wrong_password' : 'account_disabled';
+      await ctx.audit({ type: 'login_failed', userId: user?.id ?? null, address: request.ip, detail: { reason } });
       await throttle.loginFailed(login, request.ip);
       return refuse(401, 'Wrong username or password.');
     }
@@ -63,12 +67,15 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     await endSession(request, reply, ctx); // never keep a session id across a login
     await startSession(reply, ctx, user);
     request.log.info({ event: 'login', user: user.id }, 'logged in');
+    await ctx.audit({ type: 'login_succeeded', userId: user.id, address: request.ip });
     return reply.redirect(next, 303);
   });
 
   app.post('/logout', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
     const body = requireFormBody(request);
+    const user = await currentUser(request, ctx);
     await endSession(request, reply, ctx);
+    if (user) await ctx.audit({ type: 'logout', userId: user.id, address: request.ip });
     const next = safeNext(single(body, 'next'), ctx);
     return reply.redirect(next === '/' ? '/login' : `/login?${new URLSearchParams({ next })}`, 303);
   });

@@ -22,6 +22,7 @@ import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { GRANTS } from '../oauth/grants/index.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { originOf } from '../oauth/redirect-uri.ts';
+import { introspect } from '../oauth/introspection.ts';
 import { revokeToken } from '../oauth/revocation.ts';
 import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
 import type { User } from '../store/schema.ts';
@@ -43,6 +44,25 @@ const tokenResponseSchema = {
   },
 } as const;
 
+/** Only these fields can leave the introspection endpoint (RFC 7662 §2.2). */
+const introspectionResponseSchema = {
+  200: {
+    type: 'object',
+    required: ['active'],
+    properties: {
+      active: { type: 'boolean' },
+      scope: { type: 'string' },
+      client_id: { type: 'string' },
+      username: { type: 'string' },
+      sub: { type: 'string' },
+      token_type: { type: 'string' },
+      exp: { type: 'integer' },
+      iat: { type: 'integer' },
+      iss: { type: 'string' },
+    },
+  },
+} as const;
+
 export function serverMetadata(ctx: OAuthContext) {
   const base = ctx.config.publicUrl;
   return {
@@ -55,6 +75,8 @@ export function serverMetadata(ctx: OAuthContext) {
     grant_types_supported: ['authorization_code', 'refresh_token', 'client_credentials'],
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
+    introspection_endpoint: `${base}/oauth/introspect`,
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     code_challenge_methods_supported: ['S256'],
     scopes_supported: [...SCOPES],
     prompt_values_supported: ['none', 'login', 'consent'],
@@ -88,7 +110,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
       if (next.kind === 'login') return reply.redirect(loginUrl(request, authorization));
       if (decision === 'deny') return respond(reply, target, { error: 'access_denied', error_description: 'the user denied the request' });
       if (next.kind === 'consent' && decision === null) return consentPage(request, reply, authorization, user!, raw);
-      const code = decision === 'approve' ? await approve(authorization, user!, ctx) : await issueCode(authorization, user!, ctx);
+      const code = decision === 'approve' ? await approve(authorization, user!, ctx, request.ip) : await issueCode(authorization, user!, ctx, request.ip);
       return respond(reply, target, { code });
     } catch (error) {
       if (!(error instanceof OAuthError) || error.status >= 500) throw error;
@@ -164,17 +186,24 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...GRANTS.keys()].join(', ')}`);
     await app.services.throttle.tokenRequest(claimedClientId(request.headers.authorization, params), request.ip);
     const client = await authenticateClient(ctx.db, request.headers.authorization, params);
-    return grant(params, client, ctx);
+    return grant(params, client, ctx, request.ip);
   });
 
   app.post('/oauth/revoke', async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const params = requireFormBody(request);
     const client = await authenticateClient(ctx.db, request.headers.authorization, params);
-    await revokeToken(params, client, ctx);
+    await revokeToken(params, client, ctx, request.ip);
     return {};
   });
 
-  rejectOtherMethods(app, ['/api/token', '/oauth/revoke'], 'POST');
+  app.post('/oauth/introspect', { schema: { response: introspectionResponseSchema } }, async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    const params = requireFormBody(request);
+    const client = await authenticateClient(ctx.db, request.headers.authorization, params);
+    return introspect(params, client, ctx);
+  });
+
+  rejectOtherMethods(app, ['/api/token', '/oauth/revoke', '/oauth/introspect'], 'POST');
   rejectOtherMethods(app, ['/.well-known/oauth-authorization-server'], 'GET');
 }

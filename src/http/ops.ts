@@ -1,12 +1,59 @@
-/** Operations endpoints. */
+/**
+ * Operations: the health check, the Prometheus metrics, and the scheduled purge of
+ * expired rows that every instance runs (SPEC §3, §4.6).
+ */
 import type { FastifyInstance } from 'fastify';
+import type { OAuthContext } from '../oauth/context.ts';
 import type { Store } from '../store/database.ts';
 import { isHealthy } from '../store/database.ts';
+import { purgeOnce } from '../store/purge.ts';
+import { rejectOtherMethods } from './helpers.ts';
 
-export default async function opsRoutes(app: FastifyInstance, { store }: { store: Store }) {
+export default async function opsRoutes(app: FastifyInstance, { ctx, store }: { ctx: OAuthContext; store: Store }) {
   app.get('/_status', async (_request, reply) => {
     reply.header('Cache-Control', 'no-store');
     if (await isHealthy(store)) return { status: 'okay' };
     return reply.code(503).send({ status: 'failure', reason: 'the database does not answer' });
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    reply.header('Cache-Control', 'no-store').type(app.metrics.registry.contentType);
+    return app.metrics.registry.metrics();
+  });
+
+  rejectOtherMethods(app, ['/_status', '/metrics'], 'GET');
+
+  schedulePurge(app, ctx, store);
+}
+
+/**
+ * Every instance purges on its own timer; on PostgreSQL, `purgeOnce` lets only one of them
+ * work at a time. A run still going when the next is due is not doubled, and shutdown
+ * waits for it.
+ */
+function schedulePurge(app: FastifyInstance, ctx: OAuthContext, store: Store): void {
+  const interval = ctx.config.purgeIntervalSeconds * 1000;
+  if (interval === 0) return;
+  let running: Promise<void> | null = null;
+  const run = async () => {
+    try {
+      const counts = await purgeOnce(store, ctx.now(), ctx.config.refreshGraceSeconds * 1000);
+      app.metrics.purge(counts);
+      if (counts === null) app.log.debug({ event: 'purge_skipped' }, 'another instance is purging');
+      else app.log.info({ event: 'purge', counts }, 'purged expired rows');
+    } catch (error) {
+      app.metrics.purge(null, true);
+      app.log.error({ err: error }, 'purge failed');
+    } finally {
+      running = null;
+    }
+  };
+  let timer: NodeJS.Timeout | undefined;
+  app.addHook('onReady', async () => {
+    timer = setInterval(() => void (running ??= run()), interval).unref();
+  });
+  app.addHook('onClose', async () => {
+    clearInterval(timer);
+    await running;
   });
 }

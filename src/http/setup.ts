@@ -45,6 +45,7 @@ export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: 
       }
       const user = await createFirstAdministrator(ctx, token, { ...values, password: field(body, 'password') });
       request.log.info({ event: 'first_administrator_created', user: user.id }, 'first administrator created');
+      await ctx.audit({ type: 'user_created', userId: user.id, address: request.ip, detail: { admin: true, setup_link: true } });
       await endSession(request, reply, ctx);
       await startSession(reply, ctx, user);
       return reply.redirect('/admin/oauthclients', 303);

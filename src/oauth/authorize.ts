@@ -110,17 +110,21 @@ export async function decide(request: AuthorizationRequest, user: User | null, c
   return { kind: 'consent' };
 }
 
-/** Records the user's approval (so it is not asked again) and issues the code. */
-export async function approve(request: AuthorizationRequest, user: User, ctx: OAuthContext): Promise<string> {
+/**
+ * Records the user's approval (so it is not asked again) and issues the code. `address`
+ * is the user's, for the audit trail.
+ */
+export async function approve(request: AuthorizationRequest, user: User, ctx: OAuthContext, address: string): Promise<string> {
   const now = ctx.now();
   const previous = await findConsentScopes(ctx.db, user.id, request.client.id, now);
   const scopes = joinScopes([...request.scopes, ...(previous === undefined ? [] : splitScopes(previous))]);
   await saveConsent(ctx.db, { userId: user.id, clientId: request.client.id, scopes, now, expiresAt: now + ctx.config.consentTtl * 1000 });
-  return issueCode(request, user, ctx);
+  await ctx.audit({ type: 'consent_granted', userId: user.id, clientId: request.client.id, address, detail: { scope: scopes } });
+  return issueCode(request, user, ctx, address);
 }
 
 /** Mints the authorization code, bound to client, user, redirect URL, scopes and PKCE challenge. */
-export async function issueCode(request: AuthorizationRequest, user: User, ctx: OAuthContext): Promise<string> {
+export async function issueCode(request: AuthorizationRequest, user: User, ctx: OAuthContext, address: string): Promise<string> {
   const now = ctx.now();
   const code = mintToken('code');
   await insertCode(ctx.db, {
@@ -133,6 +137,7 @@ export async function issueCode(request: AuthorizationRequest, user: User, ctx: 
     created_at: now,
     expires_at: now + ctx.config.authCodeTtl * 1000,
   });
+  await ctx.audit({ type: 'code_issued', userId: user.id, clientId: request.client.id, address, detail: { scope: joinScopes(request.scopes) } });
   return code.token;
 }
 

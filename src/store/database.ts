@@ -11,6 +11,7 @@ import type { DatabaseLocation } from '../config.ts';
 import type { Database } from './schema.ts';
 import * as initial from './migrations/20261122_001_initial.ts';
 import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
+import * as audit from './migrations/20261122_003_audit.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -21,6 +22,7 @@ export interface Store {
 const migrations: Record<string, Migration> = {
   '20261122_001_initial': initial,
   '20261122_002_setup_tokens': setupTokens,
+  '20261122_003_audit': audit,
 };
 
 /**

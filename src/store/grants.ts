@@ -136,6 +136,7 @@ export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens:
 export interface AccessTokenInfo {
   grant_id: string;
   scopes: string;
+  created_at: number;
   expires_at: number;
   client_id: string;
   client_confidential: number;
@@ -155,6 +156,7 @@ export async function findLiveAccessToken(db: Kysely<Database>, hash: string, no
     .select([
       'access_tokens.grant_id',
       'access_tokens.scopes',
+      'access_tokens.created_at',
       'access_tokens.expires_at',
       'grants.client_id',
       'grants.user_id',
@@ -203,6 +205,35 @@ export async function findRefreshToken(db: Kysely<Database>, hash: string): Prom
       'grants.revoked_at',
     ])
     .where('refresh_tokens.hash', '=', hash)
+    .executeTakeFirst();
+}
+
+/**
+ * A refresh token that can still be used: not expired, not rotated, its grant not revoked,
+ * its user (if any) not disabled. In the shape of an access token's, for introspection.
+ */
+export async function findLiveRefreshToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
+  return db
+    .selectFrom('refresh_tokens')
+    .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
+    .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .leftJoin('users', 'users.id', 'grants.user_id')
+    .select(sql<number>`case when clients.secret_hash is null then 0 else 1 end`.as('client_confidential'))
+    .select([
+      'refresh_tokens.grant_id',
+      'grants.scopes',
+      'refresh_tokens.created_at',
+      'refresh_tokens.expires_at',
+      'grants.client_id',
+      'grants.user_id',
+      'users.username',
+      'users.display_name',
+    ])
+    .where('refresh_tokens.hash', '=', hash)
+    .where('refresh_tokens.expires_at', '>', now)
+    .where('refresh_tokens.rotated_at', 'is', null)
+    .where('grants.revoked_at', 'is', null)
+    .where((eb) => eb.or([eb('grants.user_id', 'is', null), eb('users.disabled', '=', 0)]))
     .executeTakeFirst();
 }
 
@@ -326,4 +357,24 @@ export async function listAuthorizedApplications(db: Kysely<Database>, userId: s
     });
   }
   return [...byClient.values()];
+}
+
+export interface TokenOwner {
+  grant_id: string;
+  client_id: string;
+  user_id: string | null;
+  client_confidential: number;
+  revoked_at: number | null;
+}
+
+/** The grant and client a token was issued under, expired or not: what revocation needs. */
+export async function findTokenOwner(db: Kysely<Database>, table: 'access_tokens' | 'refresh_tokens', hash: string): Promise<TokenOwner | undefined> {
+  return db
+    .selectFrom(table)
+    .innerJoin('grants', 'grants.id', `${table}.grant_id`)
+    .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at'])
+    .select(sql<number>`case when clients.secret_hash is null then 0 else 1 end`.as('client_confidential'))
+    .where(`${table}.hash`, '=', hash)
+    .executeTakeFirst();
 }

@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import type { Store } from './database.ts';
 import type { Database } from './schema.ts';
 
 /** Every table whose rows expire, with the key that identifies a row. */
@@ -10,6 +11,7 @@ const EXPIRING: Record<string, string[]> = {
   sessions: ['id_hash'],
   consents: ['user_id', 'client_id'],
   setup_tokens: ['hash'],
+  audit_events: ['id'],
 };
 
 export type PurgeCounts = Record<string, number>;
@@ -40,4 +42,27 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
     .executeTakeFirst();
   counts.successor_boxes = Number(wiped.numUpdatedRows);
   return counts;
+}
+
+/** Names Gatehouse's purge among the PostgreSQL database's advisory locks (any fixed number would do). */
+const PURGE_LOCK = 7_463_289_001;
+
+/**
+ * One purge run, as the schedule on every instance and `gatehouse purge` do it. On
+ * PostgreSQL the run holds a session advisory lock, taken without waiting: while one
+ * instance purges, the others skip their turn (null) instead of racing it over the same
+ * rows. The lock belongs to the connection, so a crashed instance cannot leave it held.
+ * SQLite serves one instance, and serializes writers itself.
+ */
+export async function purgeOnce(store: Store, now: number, graceMs: number, batchSize?: number): Promise<PurgeCounts | null> {
+  if (store.kind !== 'postgres') return purgeExpired(store.db, now, graceMs, batchSize);
+  return store.db.connection().execute(async (connection) => {
+    const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${PURGE_LOCK}) as locked`.execute(connection);
+    if (rows[0]?.locked !== true) return null;
+    try {
+      return await purgeExpired(connection, now, graceMs, batchSize);
+    } finally {
+      await sql`select pg_advisory_unlock(${PURGE_LOCK})`.execute(connection);
+    }
+  });
 }

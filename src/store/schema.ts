@@ -104,6 +104,23 @@ export interface SetupTokensTable {
   expires_at: Immutable<number>;
 }
 
+/**
+ * One security event (SPEC §4.6). `actor_id` is the administrator who made a change;
+ * `user_id` and `client_id` are who the event is about. `detail` is JSON of plain facts
+ * (scopes, reasons, grant ids): never a token, code, secret or password.
+ */
+export interface AuditEventsTable {
+  id: ColumnType<number, never, never>;
+  at: Immutable<number>;
+  type: Immutable<string>;
+  actor_id: Immutable<string | null>;
+  user_id: Immutable<string | null>;
+  client_id: Immutable<string | null>;
+  address: Immutable<string | null>;
+  detail: Immutable<string | null>;
+  expires_at: Immutable<number>;
+}
+
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
@@ -114,6 +131,7 @@ export interface Database {
   refresh_tokens: RefreshTokensTable;
   consents: ConsentsTable;
   setup_tokens: SetupTokensTable;
+  audit_events: AuditEventsTable;
 }
 
 export type User = Selectable<UsersTable>;

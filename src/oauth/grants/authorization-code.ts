@@ -3,7 +3,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { exchangeCode, findCode } from '../../store/grants.ts';
-import type { Client } from '../../store/schema.ts';
+import type { AuthCode, Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { OAuthContext } from '../context.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
@@ -15,7 +15,7 @@ import { revoke } from '../revocation.ts';
 
 export const grantType = 'authorization_code';
 
-export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<TokenResponse> {
+export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext, address: string): Promise<TokenResponse> {
   // A client sending no credentials must at least name itself (RFC 6749 §4.1.3): its
   // missing client_id is reported together with any other missing parameter.
   const required = client === null ? (['code', 'client_id'] as const) : (['code'] as const);
@@ -32,7 +32,7 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
   if (!code) throw invalidGrant('the authorization code is invalid', 'unknown code');
   if (code.client_id !== client.id) throw invalidGrant('the authorization code is invalid', 'code was issued to another client');
   if (code.consumed_at !== null) {
-    await revokeIssuedFrom(code.grant_id, ctx);
+    await replayed(code, code.grant_id, ctx, address);
     throw invalidGrant('the authorization code has already been used', 'code replay: revoked what it issued');
   }
   if (code.expires_at <= now) throw invalidGrant('the authorization code has expired', 'expired code');
@@ -48,13 +48,21 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
   if (!(await exchangeCode(ctx.db, code.hash, grant, pair.stored, now))) {
     // A concurrent request consumed the code first: that is a replay too.
     const winner = await findCode(ctx.db, code.hash);
-    await revokeIssuedFrom(winner?.grant_id ?? null, ctx);
+    await replayed(code, winner?.grant_id ?? null, ctx, address);
     throw invalidGrant('the authorization code has already been used', 'concurrent code replay: revoked what it issued');
   }
+  await ctx.audit({
+    type: 'token_issued',
+    userId: code.user_id,
+    clientId: client.id,
+    address,
+    detail: { grant_type: grantType, grant_id: grant.id, scope: code.scopes },
+  });
   return pair.response;
 }
 
 /** RFC 6749 §4.1.2: a reused code SHOULD revoke every token issued from it. */
-async function revokeIssuedFrom(grantId: string | null, ctx: OAuthContext): Promise<void> {
+async function replayed(code: AuthCode, grantId: string | null, ctx: OAuthContext, address: string): Promise<void> {
   if (grantId !== null) await revoke(ctx, { grantId }, 'code_replay');
+  await ctx.audit({ type: 'code_replay_detected', userId: code.user_id, clientId: code.client_id, address, detail: { grant_id: grantId } });
 }

@@ -11,7 +11,7 @@ import { grantableScopes, joinScopes, splitScopes } from '../scopes.ts';
 
 export const grantType = 'client_credentials';
 
-export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<TokenResponse> {
+export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext, address: string): Promise<TokenResponse> {
   const params = readParams(raw, [], ['scope']);
   if (client === null) throw secretRequired();
   if (client.secret_hash === null || client.grant_type !== 'client_credentials') {
@@ -19,6 +19,8 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
   }
   const scopes = grantableScopes(params.scope, splitScopes(client.scopes));
   const pair = mintTokens(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
-  await insertGrant(ctx.db, { id: randomUUID(), clientId: client.id, userId: null, scopes: joinScopes(scopes) }, pair.stored, ctx.now());
+  const grant = { id: randomUUID(), clientId: client.id, userId: null, scopes: joinScopes(scopes) };
+  await insertGrant(ctx.db, grant, pair.stored, ctx.now());
+  await ctx.audit({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: grantType, grant_id: grant.id, scope: grant.scopes } });
   return pair.response;
 }

@@ -7,7 +7,8 @@ import * as authorizationCode from './authorization-code.ts';
 import * as clientCredentials from './client-credentials.ts';
 import * as refreshToken from './refresh-token.ts';
 
-export type GrantHandler = (params: RawParams, client: Client | null, ctx: OAuthContext) => Promise<TokenResponse>;
+/** `address` is the client's, for the audit trail. */
+export type GrantHandler = (params: RawParams, client: Client | null, ctx: OAuthContext, address: string) => Promise<TokenResponse>;
 
 export const GRANTS: ReadonlyMap<string, GrantHandler> = new Map(
   [authorizationCode, refreshToken, clientCredentials].map((grant) => [grant.grantType, grant.handle]),

@@ -25,7 +25,7 @@ interface SealedSuccessor {
   accessExpiresAt: number;
 }
 
-export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<TokenResponse> {
+export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext, address: string): Promise<TokenResponse> {
   const params = readParams(raw, ['refresh_token'], ['scope']);
   const now = ctx.now();
   const hash = hashIfWellFormed('refresh', params.refresh_token);
@@ -40,6 +40,7 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
   if (token.revoked_at !== null) throw revokedGrant();
   if (token.expires_at <= now) throw invalidGrant('the refresh token has expired', 'expired refresh token');
 
+  const about = { userId: token.user_id, clientId: token.client_id, address };
   const grantScopes = splitScopes(token.scopes);
   const scopes = params.scope === undefined ? grantScopes : parseScope(params.scope);
   const wider = scopes.filter((s) => !grantScopes.includes(s));
@@ -51,14 +52,21 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;
     const rotation = await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id }, { ...pair.stored, box }, now);
-    if (rotation === 'rotated') return pair.response;
+    if (rotation === 'rotated') {
+      await ctx.audit({ ...about, type: 'token_refreshed', detail: { grant_id: token.grant_id, scope: pair.response.scope } });
+      return pair.response;
+    }
     if (rotation === 'grant_revoked') throw revokedGrant(); // revoked since we read the token
   }
   // Rotated already, earlier or concurrently: re-read what the winner recorded.
   const rotated = await findRefreshToken(ctx.db, token.hash);
   const repeat = rotated ? await replayWithinGrace(rotated, params.refresh_token, ctx, now) : null;
-  if (repeat) return repeat;
+  if (repeat) {
+    await ctx.audit({ ...about, type: 'token_refreshed', detail: { grant_id: token.grant_id, scope: repeat.scope, repeated_within_grace: true } });
+    return repeat;
+  }
   await revoke(ctx, { grantId: token.grant_id }, 'refresh_reuse');
+  await ctx.audit({ ...about, type: 'refresh_reuse_detected', detail: { grant_id: token.grant_id } });
   throw invalidGrant('the refresh token has already been used', 'refresh token reuse: grant revoked');
 }
 

@@ -1,0 +1,86 @@
+/**
+ * Prometheus metrics (SPEC §4.6), served at `GET /metrics`. One registry per app, so that
+ * several apps in one process (the tests) keep separate counts. Protocol events are
+ * counted from the audit trail's events, so the counters and the trail cannot disagree.
+ */
+import { sql, type Kysely } from 'kysely';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { RevocationReason } from './oauth/context.ts';
+import type { AuditEvent } from './store/audit.ts';
+import type { Database } from './store/schema.ts';
+import type { PurgeCounts } from './store/purge.ts';
+
+/** The tables whose row counts are reported. */
+const TABLES = ['users', 'clients', 'sessions', 'grants', 'auth_codes', 'access_tokens', 'refresh_tokens', 'consents', 'setup_tokens', 'audit_events'] as const;
+
+export interface Metrics {
+  readonly registry: Registry;
+  /** One finished HTTP request; `route` is the route pattern, never the raw URL (which may carry a code). */
+  request(method: string, route: string, status: number, seconds: number): void;
+  /** An error answered to a client, by its OAuth error code. */
+  failure(error: string, status: number): void;
+  /** A security event, as recorded in the audit trail. */
+  event(event: AuditEvent): void;
+  grantsRevoked(count: number, reason: RevocationReason): void;
+  /** One scheduled or manual purge run: its counts, or null when another instance held the lock. */
+  purge(counts: PurgeCounts | null, failed?: boolean): void;
+}
+
+export function createMetrics(db: Kysely<Database>): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const registers = [registry];
+
+  const requests = new Counter({ name: 'gatehouse_http_requests_total', help: 'HTTP requests answered, by route and status', labelNames: ['method', 'route', 'status'], registers });
+  const latency = new Histogram({
+    name: 'gatehouse_http_request_duration_seconds',
+    help: 'Time to answer an HTTP request, by route',
+    labelNames: ['method', 'route'],
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
+    registers,
+  });
+  const failures = new Counter({ name: 'gatehouse_request_failures_total', help: 'Requests refused or failed, by OAuth error code', labelNames: ['error', 'status'], registers });
+  const issued = new Counter({ name: 'gatehouse_tokens_issued_total', help: 'Token responses issued, by grant type', labelNames: ['grant_type'], registers });
+  const refreshed = new Counter({ name: 'gatehouse_tokens_refreshed_total', help: 'Refresh token rotations (including repeats within the grace window)', registers });
+  const revoked = new Counter({ name: 'gatehouse_grants_revoked_total', help: 'Grants revoked (each takes all its tokens), by reason', labelNames: ['reason'], registers });
+  const reuse = new Counter({ name: 'gatehouse_refresh_reuse_detected_total', help: 'Refresh token reuse detections (each revokes a grant)', registers });
+  const replays = new Counter({ name: 'gatehouse_code_replays_detected_total', help: 'Authorization code replays detected', registers });
+  const logins = new Counter({ name: 'gatehouse_logins_total', help: 'Login attempts, by outcome', labelNames: ['outcome'], registers });
+  const purgeRuns = new Counter({ name: 'gatehouse_purge_runs_total', help: 'Purge runs, by outcome (skipped: another instance was purging)', labelNames: ['outcome'], registers });
+  const purged = new Counter({ name: 'gatehouse_purged_rows_total', help: 'Expired rows deleted by purge, by table', labelNames: ['table'], registers });
+  new Gauge({
+    name: 'gatehouse_table_rows',
+    help: 'Rows per table, counted when scraped',
+    labelNames: ['table'],
+    registers,
+    async collect() {
+      const counts = sql.join(TABLES.map((table) => sql`select ${table} as name, count(*) as n from ${sql.table(table)}`), sql` union all `);
+      const { rows } = await sql<{ name: string; n: number | string }>`${counts}`.execute(db);
+      for (const row of rows) this.set({ table: row.name }, Number(row.n));
+    },
+  });
+
+  const eventCounters: Partial<Record<AuditEvent['type'], (event: AuditEvent) => void>> = {
+    token_issued: (event) => issued.inc({ grant_type: String(event.detail?.grant_type ?? 'unknown') }),
+    token_refreshed: () => refreshed.inc(),
+    refresh_reuse_detected: () => reuse.inc(),
+    code_replay_detected: () => replays.inc(),
+    login_succeeded: () => logins.inc({ outcome: 'succeeded' }),
+    login_failed: () => logins.inc({ outcome: 'failed' }),
+  };
+
+  return {
+    registry,
+    request: (method, route, status, seconds) => {
+      requests.inc({ method, route, status });
+      latency.observe({ method, route }, seconds);
+    },
+    failure: (error, status) => failures.inc({ error, status }),
+    event: (event) => eventCounters[event.type]?.(event),
+    grantsRevoked: (count, reason) => revoked.inc({ reason }, count),
+    purge(counts, failed = false) {
+      purgeRuns.inc({ outcome: failed ? 'failed' : counts === null ? 'skipped' : 'completed' });
+      for (const [table, n] of Object.entries(counts ?? {})) if (n > 0) purged.inc({ table }, n);
+    },
+  };
+}

@@ -1,0 +1,73 @@
+/**
+ * Token introspection for resource servers, which authenticate as confidential clients.
+ * A live access or refresh token is described; anything else — unknown, malformed,
+ * expired, revoked, rotated, of a disabled user — is just `{"active": false}`, with no
+ * hint of which (RFC 7662 §2.2).
+ *
+ * @see RFC 7662 §2.1 (request), §2.2 (response), §4 (security considerations)
+ */
+import { authority } from '../config.ts';
+import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from '../store/grants.ts';
+import type { Client } from '../store/schema.ts';
+import { hashIfWellFormed } from '../tokens.ts';
+import { InvalidClient } from './client-auth.ts';
+import type { OAuthContext } from './context.ts';
+import { readParams, type RawParams } from './params.ts';
+
+export interface Introspection {
+  active: boolean;
+  scope?: string;
+  client_id?: string;
+  username?: string;
+  sub?: string;
+  token_type?: 'Bearer' | 'refresh_token';
+  exp?: number;
+  iat?: number;
+  iss?: string;
+}
+
+/**
+ * `POST /oauth/introspect`. Only confidential clients may ask: anyone else gets
+ * `invalid_client`, so the endpoint cannot be used to probe tokens anonymously (RFC 7662 §4).
+ * The Basic challenge is sent even to a caller that sent no credentials: the endpoint
+ * requires them (RFC 7235 §3.1).
+ */
+export async function introspect(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<Introspection> {
+  if (client === null) throw new InvalidClient('authenticate as a confidential client to introspect tokens', true);
+  if (client.secret_hash === null) throw new InvalidClient('only confidential clients may introspect tokens', true);
+  const params = readParams(raw, ['token'], ['token_type_hint']);
+  const now = ctx.now();
+  const lookups = {
+    access_token: async () => {
+      const hash = hashIfWellFormed('access', params.token);
+      const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, now);
+      return info ? describe(info, 'Bearer', ctx) : null;
+    },
+    refresh_token: async () => {
+      const hash = hashIfWellFormed('refresh', params.token);
+      const info = hash === null ? undefined : await findLiveRefreshToken(ctx.db, hash, now);
+      return info ? describe(info, 'refresh_token', ctx) : null;
+    },
+  };
+  // The hint only orders the lookups; an unknown or wrong hint still finds the token (RFC 7662 §2.1).
+  const order = params.token_type_hint === 'refresh_token' ? [lookups.refresh_token, lookups.access_token] : [lookups.access_token, lookups.refresh_token];
+  for (const lookup of order) {
+    const found = await lookup();
+    if (found) return found;
+  }
+  return { active: false };
+}
+
+function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', ctx: OAuthContext): Introspection {
+  return {
+    active: true,
+    scope: info.scopes,
+    client_id: info.client_id,
+    // The user's id on the API (SPEC §3); a client_credentials token acts as its client.
+    ...(info.username === null ? { sub: info.client_id } : { username: info.username, sub: `acct:${info.username}@${authority(ctx.config)}` }),
+    token_type: tokenType,
+    exp: Math.floor(info.expires_at / 1000),
+    iat: Math.floor(info.created_at / 1000),
+    iss: ctx.config.publicUrl,
+  };
+}

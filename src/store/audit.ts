@@ -1,0 +1,105 @@
+/** The audit trail's rows: written one event at a time, read newest first with filters. */
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.ts';
+
+/** Every kind of event the trail records; the admin page and the CLI filter by these names. */
+export const AUDIT_EVENT_TYPES = [
+  'login_succeeded',
+  'login_failed',
+  'logout',
+  'consent_granted',
+  'code_issued',
+  'token_issued',
+  'token_refreshed',
+  'token_revoked',
+  'access_removed',
+  'refresh_reuse_detected',
+  'code_replay_detected',
+  'user_created',
+  'user_disabled',
+  'user_promoted',
+  'client_created',
+  'client_updated',
+  'client_deleted',
+  'client_secret_rotated',
+] as const;
+export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
+
+export function isAuditEventType(value: string): value is AuditEventType {
+  return (AUDIT_EVENT_TYPES as readonly string[]).includes(value);
+}
+
+/** Plain facts about an event. Typed as scalars so that nothing structured (a request, a token response) slips in whole. */
+export type AuditDetail = Readonly<Record<string, string | number | boolean | null>>;
+
+export interface AuditEvent {
+  type: AuditEventType;
+  /** The administrator who made a change (null: the command line, or not an admin change). */
+  actorId?: string | null;
+  /** The user the event is about. */
+  userId?: string | null;
+  /** The OAuth client the event is about. */
+  clientId?: string | null;
+  /** The client address of the request that caused it (null: the command line). */
+  address?: string | null;
+  detail?: AuditDetail;
+}
+
+export async function insertAuditEvent(db: Kysely<Database>, event: AuditEvent, at: number, expiresAt: number): Promise<void> {
+  await db
+    .insertInto('audit_events')
+    .values({
+      at,
+      type: event.type,
+      actor_id: event.actorId ?? null,
+      user_id: event.userId ?? null,
+      client_id: event.clientId ?? null,
+      address: event.address ?? null,
+      detail: event.detail === undefined ? null : JSON.stringify(event.detail),
+      expires_at: expiresAt,
+    })
+    .execute();
+}
+
+export interface AuditFilter {
+  /** Events about this user, or made by them as an administrator. */
+  userId?: string;
+  clientId?: string;
+  type?: AuditEventType;
+  /** Only events older than this id: the next page. */
+  beforeId?: number;
+  limit: number;
+}
+
+export interface AuditRow {
+  id: number;
+  at: number;
+  type: string;
+  actor_id: string | null;
+  actor_username: string | null;
+  user_id: string | null;
+  username: string | null;
+  client_id: string | null;
+  client_name: string | null;
+  address: string | null;
+  detail: AuditDetail | null;
+}
+
+/** The newest events matching the filter, newest first, with the names of the users and clients they mention. */
+export async function listAuditEvents(db: Kysely<Database>, filter: AuditFilter): Promise<AuditRow[]> {
+  let query = db
+    .selectFrom('audit_events as e')
+    .leftJoin('users as u', 'u.id', 'e.user_id')
+    .leftJoin('users as a', 'a.id', 'e.actor_id')
+    .leftJoin('clients as c', 'c.id', 'e.client_id')
+    .select(['e.id', 'e.at', 'e.type', 'e.actor_id', 'a.username as actor_username', 'e.user_id', 'u.username', 'e.client_id', 'c.name as client_name', 'e.address', 'e.detail'])
+    .orderBy('e.id', 'desc')
+    .limit(filter.limit);
+  const { userId, clientId, type, beforeId } = filter;
+  if (userId !== undefined) query = query.where((eb) => eb.or([eb('e.user_id', '=', userId), eb('e.actor_id', '=', userId)]));
+  if (clientId !== undefined) query = query.where('e.client_id', '=', clientId);
+  if (type !== undefined) query = query.where('e.type', '=', type);
+  if (beforeId !== undefined) query = query.where('e.id', '<', beforeId);
+  const rows = await query.execute();
+  return rows.map((row) => ({ ...row, detail: row.detail === null ? null : (JSON.parse(row.detail) as AuditDetail) }));
+}

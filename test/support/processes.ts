@@ -1,0 +1,63 @@
+/**
+ * `gatehouse` as an operator runs it: the real command in a child process. For the
+ * operations suites (audit, purge, crash safety), which share a database with a test
+ * server or restart a server on the same database.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { Config } from '../../src/config.ts';
+
+const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** The DATABASE_URL a command needs to work on this server's database. */
+export function databaseUrl(config: Config): string {
+  return config.database.kind === 'sqlite' ? `sqlite:${config.database.path}` : config.database.url;
+}
+
+/** Runs `gatehouse …` to completion with these settings. */
+export function gatehouse(args: string[], env: Record<string, string>): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: 30_000, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (chunk) => (stdout += chunk));
+    child.stderr!.on('data', (chunk) => (stderr += chunk));
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+export interface Serving {
+  url: string;
+  process: ChildProcess;
+  /** Everything it printed so far (JSON log lines on stdout, the setup link on stderr). */
+  output: string[];
+  /** Resolves with the exit code (null when killed by a signal). */
+  exited: Promise<number | null>;
+}
+
+/** Starts `gatehouse serve` and waits until /_status answers. */
+export async function serve(env: Record<string, string>): Promise<Serving> {
+  const child = spawn(process.execPath, [MAIN, 'serve'], { env: { PATH: process.env.PATH, HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const output: string[] = [];
+  child.stdout!.on('data', (chunk) => output.push(String(chunk)));
+  child.stderr!.on('data', (chunk) => output.push(String(chunk)));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const url = `http://127.0.0.1:${env.PORT}`;
+  for (let attempt = 0; ; attempt++) {
+    if (child.exitCode !== null) throw new Error(`gatehouse serve exited with ${child.exitCode}: ${output.join('')}`);
+    try {
+      if ((await fetch(`${url}/_status`)).ok) return { url, process: child, output, exited };
+    } catch {
+      // not listening yet
+    }
+    if (attempt > 150) throw new Error(`gatehouse serve did not come up: ${output.join('')}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
