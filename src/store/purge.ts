@@ -45,7 +45,7 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
 }
 
 /** Names Gatehouse's purge among the PostgreSQL database's advisory locks (any fixed number would do). */
-const PURGE_LOCK = 7_463_289_001;
+export const PURGE_LOCK = 7_463_289_001;
 
 /**
  * One purge run, as the schedule on every instance and `gatehouse purge` do it. On
