@@ -9,7 +9,7 @@
     button.hidden = false;
     button.addEventListener('click', function () {
       var text = source.textContent.trim();
-      var copied = function () { status.textContent = button.textContent.replace(/^Copy /, '') + ' copied to the clipboard.'; };
+      var copied = function () { status.textContent = 'Copied to the clipboard.'; };
       // Outside a secure context there is no clipboard API: select the text for Ctrl+C instead.
       var select = function () {
         var range = document.createRange();
