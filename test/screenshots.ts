@@ -1,0 +1,109 @@
+/**
+ * `npm run screenshots`: saves a picture of every page people use into docs/screenshots/,
+ * for the README. Drives Debian's Chromium (/usr/bin/chromium) through a throw-away server
+ * with made-up data, its clock set to a fixed date; rerun it whenever a page changes.
+ */
+import { mkdirSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { BrowserContext, Page } from 'playwright-core';
+import { firstRunSetupLink } from '../src/accounts/setup.ts';
+import { sqlite } from './support/backends.ts';
+import { launchBrowser, logIn, startClientSite } from './support/browser.ts';
+import { authorizationUrl, discover, obtainTokens } from './support/oauth-client.ts';
+import { PASSWORD, startServer } from './support/server.ts';
+import { UserAgent } from './support/user-agent.ts';
+
+const folder = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
+mkdirSync(folder, { recursive: true });
+
+const [server, site, browser] = await Promise.all([startServer(sqlite), startClientSite(), launchBrowser()]);
+server.advance((Date.parse('2026-11-22T09:30:00Z') - Date.now()) / 1000);
+const at = (path: string) => new URL(path, server.url).href;
+const contexts: BrowserContext[] = [];
+
+async function browse(size: { width: number; height: number } = { width: 1000, height: 700 }): Promise<Page> {
+  const context = await browser.browser.newContext({ viewport: size });
+  contexts.push(context);
+  return context.newPage();
+}
+
+async function shoot(page: Page, name: string): Promise<void> {
+  await page.screenshot({ path: `${folder}${name}.png`, fullPage: true });
+  console.log(`docs/screenshots/${name}.png`);
+}
+
+try {
+  // First start: no administrator yet.
+  const setup = await browse();
+  await setup.goto((await firstRunSetupLink(server.app.gatehouse))!);
+  await shoot(setup, 'setup');
+  await setup.getByLabel('Username').fill('admin');
+  await setup.getByLabel('Email').fill('admin@example.com');
+  await setup.getByLabel('Password', { exact: true }).fill(PASSWORD);
+  await setup.getByLabel('Repeat the password').fill(PASSWORD);
+  await setup.getByRole('button', { name: 'Create administrator' }).click();
+  await setup.getByRole('heading', { name: 'OAuth clients' }).waitFor();
+  const admin = setup;
+
+  // Registering a client, with a mistake first.
+  await admin.getByRole('link', { name: 'Register a new OAuth client' }).click();
+  await admin.getByLabel('Name').fill('Annotator');
+  await admin.getByLabel('Redirect URL').fill('http://annotator.example.com/oauth/callback');
+  await admin.getByLabel('Confidential').check();
+  await admin.getByRole('button', { name: 'Register client' }).click();
+  await admin.getByRole('alert').waitFor();
+  await shoot(admin, 'admin-client-form');
+  await admin.getByLabel('Redirect URL').fill(site.redirectUri);
+  await admin.getByRole('button', { name: 'Register client' }).click();
+  await admin.getByRole('heading', { name: 'Client registered' }).waitFor();
+  await shoot(admin, 'admin-client-registered');
+  const clientId = (await admin.locator('#client-id').textContent())!;
+  const secret = (await admin.locator('#client-secret').textContent())!;
+
+  const { client: spa } = await server.createClient({ name: 'Notes (single-page app)', redirectUri: site.redirectUri, requirePkce: true });
+  await server.createClient({ name: 'Nightly export', grantType: 'client_credentials', redirectUri: '', confidential: true, scope: 'annotation:read' });
+  await admin.goto(at('/admin/oauthclients'));
+  await shoot(admin, 'admin-clients');
+  await admin.goto(at(`/admin/oauthclients/${clientId}`));
+  await shoot(admin, 'admin-client-edit');
+  await admin.goto(at(`/admin/oauthclients/${clientId}/delete`));
+  await shoot(admin, 'admin-client-delete');
+
+  for (const name of ['alice', 'bob', 'carol']) await server.createUser(name);
+  await admin.goto(at('/admin/users'));
+  await shoot(admin, 'admin-users');
+
+  // A user authorizing the client: login, then consent.
+  const app = await discover(server, clientId, { secret, redirectUri: site.redirectUri });
+  const user = await browse();
+  await user.goto((await authorizationUrl(app)).url.href);
+  await shoot(user, 'login');
+  await logIn(user, 'alice');
+  await user.getByRole('button', { name: 'Authorize' }).waitFor();
+  await shoot(user, 'consent');
+  await user.getByRole('button', { name: 'Authorize' }).click();
+  await user.getByText('Back at the application.').waitFor();
+  await obtainTokens(await discover(server, spa.id, { redirectUri: site.redirectUri }), new UserAgent(server.url), 'alice', { scope: 'annotation:read' });
+  await user.goto(at('/account/applications'));
+  await shoot(user, 'account-applications');
+  await user.goto(at('/admin/oauthclients'));
+  await shoot(user, 'forbidden');
+
+  // The popup flow, and a phone.
+  const opener = await browse();
+  await opener.goto(site.popupOpener((await authorizationUrl(await discover(server, spa.id, { redirectUri: site.redirectUri }), { response_mode: 'web_message' })).url));
+  const [popup] = await Promise.all([opener.waitForEvent('popup'), opener.getByRole('button', { name: 'Sign in with Gatehouse' }).click()]);
+  await popup.setViewportSize({ width: 480, height: 560 });
+  await popup.getByRole('button', { name: 'Log in' }).waitFor();
+  await shoot(popup, 'login-popup');
+  const phone = await browse({ width: 390, height: 760 });
+  await phone.goto((await authorizationUrl(app, { prompt: 'consent' })).url.href);
+  await logIn(phone, 'bob');
+  await phone.getByRole('button', { name: 'Authorize' }).waitFor();
+  await shoot(phone, 'consent-phone');
+} finally {
+  await Promise.all(contexts.map((context) => context.close()));
+  await browser.close();
+  await site.close();
+  await server.close();
+}
