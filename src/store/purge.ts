@@ -14,6 +14,12 @@ const EXPIRING: Record<string, string[]> = {
   audit_events: ['id'],
 };
 
+/**
+ * Expired access tokens are kept a day longer: a client that logs out by revoking an access
+ * token that has just expired must still revoke its grant (SPEC §4.3: nothing left alive).
+ */
+const KEEP_AFTER_EXPIRY_MS: Partial<Record<string, number>> = { access_tokens: 24 * 3600 * 1000 };
+
 export type PurgeCounts = Record<string, number>;
 
 /**
@@ -24,11 +30,12 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
   const counts: PurgeCounts = {};
   for (const [table, key] of Object.entries(EXPIRING)) {
     const columns = sql.join(key.map((column) => sql.ref(column)));
+    const cutoff = now - (KEEP_AFTER_EXPIRY_MS[table] ?? 0);
     counts[table] = 0;
     for (;;) {
       const result = await sql`
         delete from ${sql.table(table)} where (${columns}) in
-          (select ${columns} from ${sql.table(table)} where expires_at <= ${now} limit ${batchSize})`.execute(db);
+          (select ${columns} from ${sql.table(table)} where expires_at <= ${cutoff} limit ${batchSize})`.execute(db);
       const deleted = Number(result.numAffectedRows ?? 0n);
       counts[table] += deleted;
       if (deleted < batchSize) break;

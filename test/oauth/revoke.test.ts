@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
+import { purgeExpired } from '../../src/store/purge.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { authorizationUrl, discover, insecure, obtainTokens, postForm, profile, type App } from '../support/oauth-client.ts';
 import { assertNoSecretsLogged, assertNoStore, assertOAuthError } from '../support/responses.ts';
@@ -118,6 +119,14 @@ for (const backend of BACKENDS) {
         const third = await oauth.processRefreshTokenResponse(app.as, app.client, await refreshRequest(app, second.refresh_token!));
         await revoke(app, first.access_token); // the oldest token still alive
         await assertRevoked(app, [first, second, third]);
+      });
+
+      test('revoking an access token that has expired still ends the grant, even after a purge', async () => {
+        const tokens = await obtainTokens(app, agent);
+        server.advance(server.config.accessTokenTtl + 60);
+        await purgeExpired(server.store.db, server.app.gatehouse.now(), 0);
+        await revoke(app, tokens.access_token);
+        await assertOAuthError(await refreshRequest(app, tokens.refresh_token!), 400, 'invalid_grant', 'the refresh token has been revoked');
       });
 
       test("revoking does not forget the user's consent", async () => {
