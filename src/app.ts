@@ -17,12 +17,13 @@ import { auditTrail } from './audit.ts';
 import type { Config } from './config.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import type { OAuthContext } from './oauth/context.ts';
+import { OAuthError } from './oauth/errors.ts';
 import { openServices, type Services } from './services.ts';
 import type { Store } from './store/database.ts';
 import accountRoutes from './http/account.ts';
 import adminRoutes from './http/admin.ts';
 import apiRoutes from './http/api.ts';
-import errorHandling from './http/errors.ts';
+import errorHandling, { sendError } from './http/errors.ts';
 import { parseForm } from './http/forms.ts';
 import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
@@ -93,6 +94,12 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     logController: new OneLinePerRequest(),
+    // A path Fastify cannot route (bad percent-encoding, an over-long segment) is answered like
+    // every other bad request, and without quoting the URL back.
+    frameworkErrors: (error, request, reply) => {
+      const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
+      sendError(request, reply, new OAuthError('invalid_request', tooLong ? 'the request URL is too long' : 'the request URL is malformed', error.code, tooLong ? 414 : 400));
+    },
   });
   const metrics = createMetrics(store.db);
   app.decorate('metrics', metrics);
