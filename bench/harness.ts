@@ -1,0 +1,398 @@
+/**
+ * What `npm run bench` and `npm run bench:scale` share: throw-away databases, Gatehouse and
+ * the bare-Node ceiling as separate processes, the `gatehouse` CLI, and a load generator
+ * (autocannon, in this process) that hands every request fresh input and counts every
+ * response that is not the expected one.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { cpus, loadavg, release, tmpdir, totalmem, type } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import autocannon from 'autocannon';
+import pg from 'pg';
+
+export const ROOT = fileURLToPath(new URL('..', import.meta.url));
+export const DEFAULT_POSTGRES_URL = process.env.BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+
+// ---------------------------------------------------------------------------------------
+// Clean-up that also runs on Ctrl-C, so an interrupted run leaves no database or process.
+
+const cleanups = new Set<() => Promise<void>>();
+
+/** Runs `fn` at the end of the run or on SIGINT/SIGTERM, whichever comes first; returns a function that runs it now. */
+export function onCleanup(fn: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | null = null;
+  const once = () => {
+    cleanups.delete(once);
+    done ??= fn().catch((error: unknown) => console.error(`clean-up failed: ${(error as Error).message}`));
+    return done;
+  };
+  cleanups.add(once);
+  return once;
+}
+
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    console.error(`\n${signal}: cleaning up`);
+    void Promise.all([...cleanups].map((fn) => fn())).then(() => process.exit(130));
+  });
+}
+
+// ---------------------------------------------------------------------------------------
+// Databases
+
+export type BackendName = 'sqlite' | 'postgres';
+
+export interface BenchDatabase {
+  kind: BackendName;
+  url: string;
+  drop(): Promise<void>;
+}
+
+/** Why PostgreSQL cannot be used at `adminUrl`, or null when it answers. */
+export async function postgresProblem(adminUrl: string): Promise<string | null> {
+  const client = new pg.Client({ connectionString: adminUrl, connectionTimeoutMillis: 3000 });
+  try {
+    await client.connect();
+    await client.query('select 1');
+    return null;
+  } catch (error) {
+    return `cannot connect to ${new URL(adminUrl).host} (${(error as Error).message || (error as { code?: string }).code})`;
+  } finally {
+    await client.end().catch(() => {});
+  }
+}
+
+/** Prints a banner nobody can miss. */
+export function shout(lines: string[]): void {
+  const banner = '!'.repeat(78);
+  console.error(`\n${banner}\n${lines.map((line) => `!! ${line}`).join('\n')}\n${banner}\n`);
+}
+
+/** A fresh, empty database of `kind`, dropped by `drop()` or when the run is interrupted. */
+export async function createDatabase(kind: BackendName, postgresAdminUrl: string): Promise<BenchDatabase> {
+  if (kind === 'sqlite') {
+    const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-'));
+    const drop = onCleanup(async () => rmSync(dir, { recursive: true, force: true }));
+    return { kind, url: `sqlite:${join(dir, 'gatehouse.db')}`, drop };
+  }
+  const name = `gatehouse_bench_${randomBytes(6).toString('hex')}`;
+  const admin = async (statement: string) => {
+    const client = new pg.Client({ connectionString: postgresAdminUrl });
+    await client.connect();
+    try {
+      await client.query(statement);
+    } finally {
+      await client.end();
+    }
+  };
+  await admin(`create database ${name}`);
+  const drop = onCleanup(() => admin(`drop database if exists ${name} with (force)`));
+  const url = new URL(postgresAdminUrl);
+  url.pathname = `/${name}`;
+  return { kind, url: url.href, drop };
+}
+
+// ---------------------------------------------------------------------------------------
+// Processes
+
+/** Runs `gatehouse <args>` against `databaseUrl`; resolves with its standard output. */
+export function gatehouse(databaseUrl: string, args: string[], input = ''): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['src/main.ts', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: databaseUrl } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk) => (stdout += chunk));
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`gatehouse ${args.slice(0, 2).join(' ')} exited with ${code}: ${stderr.trim()}`))));
+    child.stdin.end(input);
+  });
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+export interface Memory {
+  /** Resident set size now, MiB. */
+  rssMiB: number;
+  /** The highest resident set size so far, MiB. */
+  peakMiB: number;
+}
+
+export interface ServerProcess {
+  url: string;
+  pid: number;
+  /** The V8 inspector's WebSocket URL, when started with `inspect`. */
+  inspectorUrl: string | null;
+  memory(): Memory;
+  /** SIGTERM, then SIGKILL if it has not exited within 10 s. */
+  stop(): Promise<void>;
+}
+
+/** The process's memory from /proc (Linux). */
+export function processMemory(pid: number): Memory {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024 };
+}
+
+/**
+ * Starts `node <args>` and waits until `GET <url><readyPath>` answers 200. The last few
+ * kilobytes of its stderr are kept, to explain a failed start.
+ */
+async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string, readyPath: string, options: { inspect: boolean; quiet: boolean }): Promise<ServerProcess> {
+  const { inspect, quiet } = options;
+  const child: ChildProcess = spawn(process.execPath, [...(inspect ? ['--inspect=127.0.0.1:0'] : []), ...args], {
+    cwd: ROOT,
+    env,
+    stdio: ['ignore', quiet ? 'ignore' : 'inherit', 'pipe'],
+  });
+  let stderr = '';
+  let exited: string | null = null;
+  child.stderr!.on('data', (chunk) => {
+    const text = String(chunk);
+    stderr = (stderr + text).slice(-4096);
+    // The inspector's own chatter is expected; anything else the server says goes through.
+    const rest = text.split('\n').filter((line) => line !== '' && !/^(Debugger (listening|attached|ending)|For help, see|Waiting for the debugger)/.test(line));
+    if (rest.length > 0) process.stderr.write(`[server] ${rest.join('\n[server] ')}\n`);
+  });
+  const exit = new Promise<void>((resolve) => child.once('exit', (code, signal) => ((exited = `exited with ${signal ?? code}`), resolve())));
+  const stop = onCleanup(async () => {
+    if (exited !== null) return;
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+    await exit;
+    clearTimeout(timer);
+  });
+
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (exited !== null) throw new Error(`${args[0]} ${exited} before it was ready:\n${stderr}`);
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`${args[0]} did not answer on ${url}${readyPath} within 30 s:\n${stderr}`);
+    }
+    const ready = await fetch(url + readyPath).then((response) => response.status === 200, () => false);
+    if (ready && (!inspect || /ws:\/\/\S+/.test(stderr))) break;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return {
+    url,
+    pid: child.pid!,
+    inspectorUrl: inspect ? /ws:\/\/\S+/.exec(stderr)![0] : null,
+    memory: () => processMemory(child.pid!),
+    stop,
+  };
+}
+
+/**
+ * `gatehouse serve` on a free loopback port, without its purge schedule. At the default
+ * LOG_LEVEL=warn its log (stdout) comes through; below that — one line per request — it is
+ * thrown away, so that measuring the cost of logging does not also measure this terminal.
+ */
+export async function startGatehouse(databaseUrl: string, options: { inspect?: boolean; logLevel?: string } = {}): Promise<ServerProcess> {
+  const logLevel = options.logLevel ?? 'warn';
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const env = {
+    ...process.env,
+    DATABASE_URL: databaseUrl,
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    PUBLIC_URL: url,
+    LOG_LEVEL: logLevel,
+    // The bench purges when it means to (bench:scale), not in the middle of a phase.
+    PURGE_INTERVAL_SECONDS: '0',
+    // All the load comes from one address and one client: keep the token endpoint's
+    // counters running (their cost is part of every request) but far above what we send.
+    TOKEN_REQUESTS_PER_CLIENT: '1000000000',
+    TOKEN_REQUESTS_PER_ADDRESS: '1000000000',
+  };
+  const quiet = ['info', 'debug', 'trace'].includes(logLevel);
+  return startProcess(['src/main.ts', 'serve'], env, url, '/_status', { inspect: options.inspect ?? false, quiet });
+}
+
+/** The ceiling: a bare `node:http` server answering a tiny JSON body (bench/ceiling.ts). */
+export async function startCeiling(): Promise<ServerProcess> {
+  const port = await freePort();
+  return startProcess(['bench/ceiling.ts', String(port)], process.env, `http://127.0.0.1:${port}`, '/', { inspect: false, quiet: false });
+}
+
+// ---------------------------------------------------------------------------------------
+// Load
+
+export interface RequestSpec {
+  method?: 'GET' | 'POST';
+  path: string;
+  headers?: Record<string, string>;
+  /** Sent as application/x-www-form-urlencoded. */
+  form?: Record<string, string>;
+}
+
+export interface LoadOptions {
+  url: string;
+  connections: number;
+  /** Exactly this many requests; without it the load runs until `stop()`. */
+  amount?: number;
+  /** Called once per request, just before it is sent: fresh input every time. */
+  next: () => RequestSpec;
+  /** The status every response must have. */
+  expect: number;
+  /** Further checks of a response with the expected status (and a place to collect what it returns). */
+  check?: (body: string, headers: Record<string, string | string[] | undefined>) => boolean;
+}
+
+export interface LoadResult {
+  requests: number;
+  seconds: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  max: number;
+  /** Responses with another status, by status; responses that failed `check` as "rejected". */
+  unexpected: Record<string, number>;
+  /** Connection errors and timeouts. */
+  errors: number;
+  /** The start of the first unexpected response body, to explain a failure (error JSON, never a token). */
+  sample: string | null;
+  /** Per response: when it finished (`performance.now()`) and how long it took (ms). */
+  finishedAt: number[];
+  latencies: number[];
+}
+
+export interface Load {
+  result: Promise<LoadResult>;
+  stop(): void;
+}
+
+/** Nearest-rank percentile of `values` (not sorted in place). */
+export function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = Float64Array.from(values).sort();
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+
+export function startLoad(options: LoadOptions): Load {
+  const latencies: number[] = [];
+  const finishedAt: number[] = [];
+  const unexpected: Record<string, number> = {};
+  let sample: string | null = null;
+  const start = performance.now();
+
+  const request: autocannon.Request = {
+    setupRequest: (defaults) => {
+      const spec = options.next();
+      const headers: Record<string, string> = { ...spec.headers };
+      let body: string | undefined;
+      if (spec.form) {
+        body = new URLSearchParams(spec.form).toString();
+        headers['content-type'] = 'application/x-www-form-urlencoded';
+      }
+      return { ...defaults, method: spec.method ?? 'GET', path: spec.path, headers, body };
+    },
+    onResponse: (status, body, _context, headers) => {
+      if (status === options.expect && (options.check?.(body, headers ?? {}) ?? true)) return;
+      const key = status === options.expect ? 'rejected' : String(status);
+      unexpected[key] = (unexpected[key] ?? 0) + 1;
+      sample ??= `${status} ${body.slice(0, 200)}`;
+    },
+  };
+  let instance!: autocannon.Instance;
+  const finished = new Promise<autocannon.Result>((resolve, reject) => {
+    instance = autocannon(
+      {
+        url: options.url,
+        connections: options.connections,
+        ...(options.amount === undefined ? { duration: 24 * 3600 } : { amount: options.amount }),
+        timeout: 30,
+        requests: [request],
+      },
+      (error, done) => (error ? reject(error as Error) : resolve(done)),
+    );
+  });
+  instance.on('response', (_client, _status, _bytes, responseTime) => {
+    latencies.push(responseTime);
+    finishedAt.push(performance.now());
+  });
+  const result = finished.then((done): LoadResult => {
+    const seconds = ((finishedAt.at(-1) ?? performance.now()) - start) / 1000;
+    return {
+      requests: latencies.length,
+      seconds,
+      rps: latencies.length / seconds,
+      p50: percentile(latencies, 50),
+      p99: percentile(latencies, 99),
+      max: latencies.reduce((a, b) => Math.max(a, b), 0),
+      unexpected,
+      errors: done.errors + done.timeouts,
+      sample,
+      finishedAt,
+      latencies,
+    };
+  });
+  return { result, stop: () => instance.stop() };
+}
+
+export function runLoad(options: LoadOptions & { amount: number }): Promise<LoadResult> {
+  return startLoad(options).result;
+}
+
+/** How many requests did not get what they should have (wrong status, failed check, error). */
+export function failures(result: LoadResult): number {
+  return Object.values(result.unexpected).reduce((a, b) => a + b, 0) + result.errors;
+}
+
+/** A one-line account of what went wrong, or null. */
+export function failureReport(result: LoadResult): string | null {
+  if (failures(result) === 0) return null;
+  const statuses = Object.entries(result.unexpected).map(([status, n]) => `${n}× ${status}`);
+  if (result.errors > 0) statuses.push(`${result.errors}× connection error or timeout`);
+  return `${statuses.join(', ')}${result.sample ? ` (first: ${result.sample})` : ''}`;
+}
+
+// ---------------------------------------------------------------------------------------
+// Reporting
+
+export function machine() {
+  const cpu = cpus();
+  return {
+    cpu: cpu[0]?.model ?? 'unknown',
+    cores: cpu.length,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    os: `${type()} ${release()}`,
+    node: process.version,
+    loadAverageAtStart: loadavg().map((n) => Math.round(n * 100) / 100),
+  };
+}
+
+/** Writes bench/results/<name>.json and returns its path relative to the repository. */
+export function saveResults(name: string, data: unknown): string {
+  const dir = join(ROOT, 'bench', 'results');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, `${name}.json`), `${JSON.stringify(data, null, 2)}\n`);
+  return `bench/results/${name}.json`;
+}
+
+export function timestamp(): string {
+  return new Date().toISOString().replace(/[:.]/g, '-');
+}
+
+/** A Markdown table; the first `textColumns` columns are left-aligned, the numbers right-aligned. */
+export function markdownTable(headers: string[], rows: Array<Array<string | number>>, textColumns = 2): string {
+  const line = (cells: Array<string | number>) => `| ${cells.join(' | ')} |`;
+  return [line(headers), line(headers.map((_, i) => (i < textColumns ? '---' : '---:'))), ...rows.map(line)].join('\n');
+}
+
+export const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : '-');
