@@ -189,6 +189,14 @@ for (const backend of BACKENDS) {
       assert.ok(auditRows(second.html).length >= 5);
     });
 
+    test('gatehouse --help lists the audit command, its filters and the event types', async () => {
+      const help = await gatehouse(['--help'], {});
+      assert.equal(help.code, 0);
+      assert.match(help.stdout, /audit \[--user <username>\] \[--client <client_id>\] \[--type <event type>\] \[--limit <n>\]/);
+      assert.match(help.stdout, /AUDIT_RETENTION_DAYS/);
+      assert.match(help.stdout, /refresh_reuse_detected/);
+    });
+
     test('gatehouse audit refuses bad options with one clear line', async () => {
       for (const [args, message] of [
         [['--limit', '0'], /--limit must be a whole number/],
