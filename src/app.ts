@@ -28,6 +28,7 @@ import { parseForm } from './http/forms.ts';
 import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
+import openapi from './http/openapi.ts';
 import { isHttps } from './http/session.ts';
 import setupRoutes from './http/setup.ts';
 import wsRoutes from './http/ws.ts';
@@ -69,7 +70,7 @@ class OneLinePerRequest extends LogController {
 }
 
 /** The endpoints browser-based clients call from other origins (SPEC §4.4). */
-const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server']);
+const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server', '/openapi.json']);
 
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
@@ -166,6 +167,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   });
   await app.register(fastifyStatic, { root: fileURLToPath(new URL('../static', import.meta.url)), prefix: '/static/', maxAge: 3600 * 1000 });
 
+  await app.register(openapi, { publicUrl: config.publicUrl }); // before the routes: it collects their schemas
   await app.register(oauthRoutes, { ctx });
   await app.register(apiRoutes, { ctx });
   await app.register(loginRoutes, { ctx });

@@ -5,9 +5,11 @@ import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bea
 import type { OAuthContext } from '../oauth/context.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { rejectOtherMethods } from './helpers.ts';
+import { TAGS, oauthError } from './openapi.ts';
 
 const profileSchema = {
   200: {
+    description: "The token's user (`null` for a client-credentials token), client and scopes",
     type: 'object',
     properties: {
       userid: { type: ['string', 'null'] },
@@ -19,6 +21,27 @@ const profileSchema = {
   },
 } as const;
 
+const bearerErrors = {
+  401: oauthError('`invalid_token`: missing, unknown, expired or revoked (with `WWW-Authenticate: Bearer`, RFC 6750 §3.1)', ['invalid_token']),
+  403: oauthError('`insufficient_scope`: the token lacks `annotation:read`', ['insufficient_scope']),
+} as const;
+
+const profileRouteSchema = {
+  tags: [TAGS.resource],
+  summary: "The profile of the access token's user",
+  security: [{ bearer: [] }],
+  response: { ...profileSchema, ...bearerErrors },
+};
+
+const linksSchema = {
+  200: {
+    description: 'Absolute URLs of the authorization, revocation and WebSocket endpoints',
+    type: 'object',
+    required: ['oauth.authorize', 'oauth.revoke', 'websocket'],
+    properties: { 'oauth.authorize': { type: 'string' }, 'oauth.revoke': { type: 'string' }, websocket: { type: 'string' } },
+  },
+} as const;
+
 export function websocketUrl(ctx: OAuthContext): string {
   return `${ctx.config.publicUrl.replace(/^http/, 'ws')}/ws`;
 }
@@ -26,7 +49,7 @@ export function websocketUrl(ctx: OAuthContext): string {
 export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
   const accountDomain = authority(ctx.config);
 
-  app.get('/api/profile', { schema: { response: profileSchema } }, async (request, reply) => {
+  app.get('/api/profile', { schema: profileRouteSchema }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const token = await authenticateAccessToken(ctx, bearerToken(request.headers.authorization));
     requireScope(token, 'annotation:read');
@@ -39,7 +62,7 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: OA
     };
   });
 
-  app.get('/api/links', async () => ({
+  app.get('/api/links', { schema: { tags: [TAGS.discovery], summary: 'Endpoint discovery for clients that read links', response: linksSchema } }, async () => ({
     'oauth.authorize': `${ctx.config.publicUrl}/oauth/authorize`,
     'oauth.revoke': `${ctx.config.publicUrl}/oauth/revoke`,
     websocket: websocketUrl(ctx),

@@ -8,15 +8,31 @@ import type { Store } from '../store/database.ts';
 import { isHealthy } from '../store/database.ts';
 import { purgeOnce } from '../store/purge.ts';
 import { rejectOtherMethods } from './helpers.ts';
+import { TAGS } from './openapi.ts';
+
+const statusSchema = {
+  tags: [TAGS.operations],
+  summary: 'Health check for load balancers',
+  response: {
+    200: { description: 'The database answers', type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['okay'] } } },
+    503: { description: 'The database does not answer', type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['failure'] }, reason: { type: 'string' } } },
+  },
+} as const;
+
+const metricsSchema = {
+  tags: [TAGS.operations],
+  summary: 'Prometheus metrics (expose to your monitoring only)',
+  response: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } } },
+} as const;
 
 export default async function opsRoutes(app: FastifyInstance, { ctx, store }: { ctx: OAuthContext; store: Store }) {
-  app.get('/_status', async (_request, reply) => {
+  app.get('/_status', { schema: statusSchema }, async (_request, reply) => {
     reply.header('Cache-Control', 'no-store');
     if (await isHealthy(store)) return { status: 'okay' };
     return reply.code(503).send({ status: 'failure', reason: 'the database does not answer' });
   });
 
-  app.get('/metrics', async (_request, reply) => {
+  app.get('/metrics', { schema: metricsSchema }, async (_request, reply) => {
     reply.header('Cache-Control', 'no-store').type(app.metrics.registry.contentType);
     return app.metrics.registry.metrics();
   });

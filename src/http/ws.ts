@@ -11,13 +11,30 @@ import { authority } from '../config.ts';
 import type { RevocationBus } from '../events/revocations.ts';
 import { authenticateAccessToken, bearerToken } from '../oauth/bearer.ts';
 import type { OAuthContext } from '../oauth/context.ts';
-import { invalidRequest } from '../oauth/errors.ts';
+import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import type { AccessTokenInfo } from '../store/grants.ts';
+import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './openapi.ts';
 
 /** Close code for "your token is no longer valid": the client should refresh and reconnect. */
 export const TOKEN_INVALID_CLOSE_CODE = 4001;
 const HEARTBEAT_MS = 30_000;
+
+const websocketSchema = {
+  tags: [TAGS.resource],
+  summary: 'The real-time API (WebSocket)',
+  description:
+    'Upgrade with the access token in `Authorization: Bearer` or, from browsers, `access_token`. JSON messages: `{"type":"whoami","id":1}` ' +
+    'answers `{"type":"whoyouare","reply_to":1,"ok":true,"userid":…}`. Closed with code 4001 when the token expires or is revoked.',
+  security: [{ bearer: [] }, {}],
+  querystring: { type: 'object', properties: { access_token: { type: 'string', description: 'the access token, for clients that cannot send headers' } } },
+  response: {
+    101: { description: 'Switching Protocols: the WebSocket is open', type: 'null' },
+    400: oauthError('`invalid_request`: the token was sent twice', ['invalid_request']),
+    401: oauthError('`invalid_token`: missing, unknown, expired or revoked; refused before the upgrade', ['invalid_token']),
+    426: oauthError('`invalid_request`: a plain GET, not a WebSocket upgrade', ['invalid_request']),
+  },
+} as const;
 
 export default async function wsRoutes(app: FastifyInstance, { ctx, bus }: { ctx: OAuthContext; bus: RevocationBus }) {
   await app.register(websocket, { options: { maxPayload: 64 * 1024 } });
@@ -46,19 +63,23 @@ export default async function wsRoutes(app: FastifyInstance, { ctx, bus }: { ctx
   }, HEARTBEAT_MS).unref();
   app.addHook('onClose', async () => clearInterval(heartbeat));
 
-  app.get(
-    '/ws',
-    {
-      websocket: true,
-      preValidation: async (request) => {
-        const query = request.query as RawParams;
-        const fromQuery = single(query, 'access_token');
-        const fromHeader = bearerToken(request.headers.authorization);
-        if (fromQuery !== undefined && fromHeader !== undefined) throw invalidRequest('send the access token once: in the Authorization header or the access_token parameter');
-        tokens.set(request, await authenticateAccessToken(ctx, fromHeader ?? fromQuery));
-      },
+  app.route({
+    method: 'GET',
+    url: '/ws',
+    schema: websocketSchema,
+    ...PARAMETERS_CHECKED_BY_PROTOCOL,
+    preValidation: async (request) => {
+      const query = request.query as RawParams;
+      const fromQuery = single(query, 'access_token');
+      const fromHeader = bearerToken(request.headers.authorization);
+      if (fromQuery !== undefined && fromHeader !== undefined) throw invalidRequest('send the access token once: in the Authorization header or the access_token parameter');
+      tokens.set(request, await authenticateAccessToken(ctx, fromHeader ?? fromQuery));
     },
-    (socket, request) => {
+    // Only an upgrade opens a socket: a plain GET is told so (426), not sent a 404.
+    handler: async () => {
+      throw new OAuthError('invalid_request', 'connect with a WebSocket upgrade', undefined, 426);
+    },
+    wsHandler: (socket, request) => {
       const token = tokens.get(request)!;
       let sockets = socketsByGrant.get(token.grant_id);
       if (!sockets) socketsByGrant.set(token.grant_id, (sockets = new Set()));
@@ -84,7 +105,7 @@ export default async function wsRoutes(app: FastifyInstance, { ctx, bus }: { ctx
         }
       });
     },
-  );
+  });
 }
 
 function parseMessage(text: string): { type: unknown; id: unknown } | null {
