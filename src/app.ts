@@ -72,6 +72,11 @@ class OneLinePerRequest extends LogController {
 /** The endpoints browser-based clients call from other origins (SPEC §4.4). */
 const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server', '/openapi.json']);
 
+/** Trusts the nearest `hops` proxies (Fastify types a hop count only as this function). */
+function hopsToTrust(hops: number) {
+  return (_address: string, hop: number) => hop < hops;
+}
+
 export async function buildApp(config: Config, store: Store, options: AppOptions = {}): Promise<FastifyInstance> {
   const app = Fastify({
     logger: {
@@ -88,7 +93,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       maxParamLength: 200,
       querystringParser: (text) => parseForm(text) as Record<string, string | string[]>,
     },
-    trustProxy: false,
+    trustProxy: typeof config.trustProxy === 'number' ? hopsToTrust(config.trustProxy) : config.trustProxy,
     return503OnClosing: true,
     genReqId: (request) => {
       const given = request.headers['x-request-id'];

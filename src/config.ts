@@ -19,6 +19,13 @@ export interface Config {
   readonly publicUrl: string;
   readonly database: DatabaseLocation;
   readonly redisUrl: string | null;
+  /**
+   * Which proxies may tell us the client's address (X-Forwarded-For): false (none), a hop
+   * count, or a list of proxy addresses / CIDR ranges. Throttling and the audit trail key on
+   * the client address, so behind a load balancer this must name it; trusting everyone
+   * would let any client pick its own address.
+   */
+  readonly trustProxy: false | number | string[];
   /** Lifetimes, in seconds. */
   readonly accessTokenTtl: number;
   readonly refreshTokenTtl: number;
@@ -114,6 +121,17 @@ function redisUrl(env: Env): string | null {
   return raw;
 }
 
+function trustProxy(env: Env): false | number | string[] {
+  const raw = env.TRUST_PROXY;
+  if (raw === undefined || raw === '' || /^(0|false|no|off)$/i.test(raw)) return false;
+  if (/^\d+$/.test(raw)) return Number(raw);
+  const entries = raw.split(',').map((entry) => entry.trim());
+  if (entries.some((entry) => !/^[0-9a-fA-F:.]+(\/\d{1,3})?$/.test(entry))) {
+    throw new ConfigError(`TRUST_PROXY must be a hop count or a comma-separated list of proxy addresses or CIDR ranges, got "${raw}"`);
+  }
+  return entries;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, 'PORT', 5000, 0, 65535);
   return Object.freeze({
@@ -122,6 +140,7 @@ export function loadConfig(env: Env = process.env): Config {
     publicUrl: publicUrl(env, port),
     database: parseDatabaseUrl(env.DATABASE_URL || 'sqlite:./data/gatehouse.db'),
     redisUrl: redisUrl(env),
+    trustProxy: trustProxy(env),
     accessTokenTtl: integer(env, 'ACCESS_TOKEN_TTL', 3600, 1),
     refreshTokenTtl: integer(env, 'REFRESH_TOKEN_TTL', 2_592_000, 1),
     authCodeTtl: integer(env, 'AUTH_CODE_TTL', 600, 1, 3600),
