@@ -65,6 +65,8 @@ const FILLER_USERS = 1000;
 /** Grants per INSERT statement: 8 columns × 1000 stays far below both databases' parameter limits. */
 const BATCH = 1000;
 const BATCHES_PER_TRANSACTION = 5;
+/** The baseline before the purge and the look after it, ms. */
+const WINDOW_MS = 5000;
 const HOUR = 3600_000;
 const DAY = 24 * HOUR;
 
@@ -349,12 +351,12 @@ async function purgeUnderLoad(server: ServerProcess, databaseUrl: string, owners
   });
 
   const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-  await pause(5000);
+  await pause(2 * WINDOW_MS); // the first half warms the server up; the second is the baseline
   console.log('  purging (gatehouse purge) under load…');
   const purgeStart = performance.now();
   const deleted = JSON.parse(await gatehouse(databaseUrl, ['purge', '--json'])) as Record<string, number>;
   const purgeEnd = performance.now();
-  await pause(3000);
+  await pause(WINDOW_MS);
   bearer.stop();
   refresh.stop();
   const results = { 'bearer GET /api/profile': await bearer.result, refresh: await refresh.result };
@@ -365,9 +367,9 @@ async function purgeUnderLoad(server: ServerProcess, databaseUrl: string, owners
     const problem = failureReport(result);
     if (problem) failures.push(`${load}: ${problem}`);
     const spans = [
-      ['before purge', -Infinity, purgeStart],
+      ['before purge', purgeStart - WINDOW_MS, purgeStart],
       ['during purge', purgeStart, purgeEnd],
-      ['after purge', purgeEnd, Infinity],
+      ['after purge', purgeEnd, purgeEnd + WINDOW_MS],
     ] as const;
     for (const [window, from, to] of spans) {
       const latencies = result.latencies.filter((_, i) => result.finishedAt[i]! >= from && result.finishedAt[i]! < to);
@@ -375,6 +377,13 @@ async function purgeUnderLoad(server: ServerProcess, databaseUrl: string, owners
     }
   }
   return { expiredRowsInserted: expiredRows, seconds: (purgeEnd - purgeStart) / 1000, deleted, windows, failures };
+}
+
+/** What `gatehouse purge --json` reported, in words (rows deleted through cascades are not counted by it). */
+function describeDeleted(counts: Record<string, number>): string {
+  const { successor_boxes: wiped = 0, ...tables } = counts;
+  const deleted = Object.entries(tables).filter(([, n]) => n > 0);
+  return `${deleted.map(([table, n]) => `${n.toLocaleString('en')} ${table}`).join(', ') || 'nothing'} deleted, ${wiped.toLocaleString('en')} sealed successor pairs wiped`;
 }
 
 interface BackendReport {
@@ -417,7 +426,7 @@ async function scaleBackend(backend: BackendName, options: Options): Promise<Bac
       const probes = await insertGrants(store.db, owners, options.connections * 4, probeRows, 'probes', true);
       server = await startGatehouse(database.url);
       report.purge = await purgeUnderLoad(server, database.url, owners, probes, expiredGrants * 3, options);
-      console.log(`  purged ${Object.values(report.purge.deleted).reduce((a, b) => a + b, 0).toLocaleString('en')} rows in ${fixed(report.purge.seconds, 1)} s`);
+      console.log(`  purged in ${fixed(report.purge.seconds, 1)} s: ${describeDeleted(report.purge.deleted)}`);
       if (report.purge.failures.length > 0) throw new Error(`requests failed during the purge: ${report.purge.failures.join('; ')}`);
     }
     return report;
@@ -469,7 +478,7 @@ async function main(): Promise<number> {
   if (purgeRows.length > 0) {
     console.log(`\n${markdownTable(['backend', 'load', 'window', 'requests', 'p50 ms', 'p99 ms', 'max ms'], purgeRows, 3)}`);
     for (const r of reports) {
-      if (r.purge) console.log(`- ${r.backend}: gatehouse purge deleted ${Object.entries(r.purge.deleted).filter(([, n]) => n > 0).map(([t, n]) => `${n.toLocaleString('en')} ${t}`).join(', ')} in ${fixed(r.purge.seconds, 1)} s`);
+      if (r.purge) console.log(`- ${r.backend}: gatehouse purge took ${fixed(r.purge.seconds, 1)} s: ${describeDeleted(r.purge.deleted)}`);
     }
   }
   for (const r of reports) if (r.status !== 'measured') console.log(`- ${r.backend} ${r.status.toUpperCase()}: ${r.reason}`);
