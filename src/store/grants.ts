@@ -84,19 +84,7 @@ export async function exchangeCode(
 ): Promise<boolean> {
   try {
     await db.transaction().execute(async (trx) => {
-      await trx
-        .insertInto('grants')
-        .values({
-          id: grant.id,
-          client_id: grant.clientId,
-          user_id: grant.userId,
-          scopes: grant.scopes,
-          created_at: now,
-          last_used_at: now,
-          revoked_at: null,
-          expires_at: grantExpiry(tokens),
-        })
-        .execute();
+      await insertGrantWithTokens(trx, grant, tokens, now);
       const consumed = await trx
         .updateTable('auth_codes')
         .set({ consumed_at: now, grant_id: grant.id })
@@ -104,7 +92,6 @@ export async function exchangeCode(
         .where('consumed_at', 'is', null)
         .executeTakeFirst();
       if (consumed.numUpdatedRows !== 1n) throw new LostRace('code_consumed');
-      await insertTokens(trx, grant.id, tokens, now);
     });
     return true;
   } catch (error) {
@@ -115,22 +102,24 @@ export async function exchangeCode(
 
 /** A grant with its first tokens, for grants that start without a code (client_credentials). */
 export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<void> {
-  await db.transaction().execute(async (trx) => {
-    await trx
-      .insertInto('grants')
-      .values({
-        id: grant.id,
-        client_id: grant.clientId,
-        user_id: grant.userId,
-        scopes: grant.scopes,
-        created_at: now,
-        last_used_at: now,
-        revoked_at: null,
-        expires_at: grantExpiry(tokens),
-      })
-      .execute();
-    await insertTokens(trx, grant.id, tokens, now);
-  });
+  await db.transaction().execute((trx) => insertGrantWithTokens(trx, grant, tokens, now));
+}
+
+async function insertGrantWithTokens(trx: Transaction<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<void> {
+  await trx
+    .insertInto('grants')
+    .values({
+      id: grant.id,
+      client_id: grant.clientId,
+      user_id: grant.userId,
+      scopes: grant.scopes,
+      created_at: now,
+      last_used_at: now,
+      revoked_at: null,
+      expires_at: grantExpiry(tokens),
+    })
+    .execute();
+  await insertTokens(trx, grant.id, tokens, now);
 }
 
 export interface AccessTokenInfo {
