@@ -1,6 +1,7 @@
 /** The audit trail's rows: written one event at a time, read newest first with filters. */
-import type { Kysely } from 'kysely';
-import type { Database } from './schema.ts';
+import type { Kysely, Selectable } from 'kysely';
+import { prepare } from './prepared.ts';
+import type { AuditEventsTable, Database } from './schema.ts';
 
 /** Every kind of event the trail records; the admin page and the CLI filter by these names. */
 export const AUDIT_EVENT_TYPES = [
@@ -45,20 +46,30 @@ export interface AuditEvent {
   detail?: AuditDetail;
 }
 
+const insertAuditRow = prepare((db, p: Omit<Selectable<AuditEventsTable>, 'id'>) =>
+  db.insertInto('audit_events').values({
+    at: p.at,
+    type: p.type,
+    actor_id: p.actor_id,
+    user_id: p.user_id,
+    client_id: p.client_id,
+    address: p.address,
+    detail: p.detail,
+    expires_at: p.expires_at,
+  }),
+);
+
 export async function insertAuditEvent(db: Kysely<Database>, event: AuditEvent, at: number, expiresAt: number): Promise<void> {
-  await db
-    .insertInto('audit_events')
-    .values({
-      at,
-      type: event.type,
-      actor_id: event.actorId ?? null,
-      user_id: event.userId ?? null,
-      client_id: event.clientId ?? null,
-      address: event.address ?? null,
-      detail: event.detail === undefined ? null : JSON.stringify(event.detail),
-      expires_at: expiresAt,
-    })
-    .execute();
+  await insertAuditRow.execute(db, {
+    at,
+    type: event.type,
+    actor_id: event.actorId ?? null,
+    user_id: event.userId ?? null,
+    client_id: event.clientId ?? null,
+    address: event.address ?? null,
+    detail: event.detail === undefined ? null : JSON.stringify(event.detail),
+    expires_at: expiresAt,
+  });
 }
 
 export interface AuditFilter {

@@ -1,12 +1,15 @@
 import type { Kysely } from 'kysely';
+import { prepare } from './prepared.ts';
 import type { Client, Database, NewClient } from './schema.ts';
 
 export async function insertClient(db: Kysely<Database>, client: NewClient): Promise<void> {
   await db.insertInto('clients').values(client).execute();
 }
 
+const clientById = prepare((db, p: { id: string }) => db.selectFrom('clients').selectAll().where('id', '=', p.id));
+
 export async function findClient(db: Kysely<Database>, id: string): Promise<Client | undefined> {
-  return db.selectFrom('clients').selectAll().where('id', '=', id).executeTakeFirst();
+  return clientById.first(db, { id });
 }
 
 export async function listClients(db: Kysely<Database>): Promise<Client[]> {

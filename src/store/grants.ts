@@ -6,6 +6,7 @@
  * revocation that commits at any point of a concurrent rotation still leaves nothing alive.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { prepare } from './prepared.ts';
 import type { AuthCode, Database } from './schema.ts';
 
 export interface IssuedTokens {
@@ -36,40 +37,60 @@ class LostRace extends Error {
   }
 }
 
-async function insertTokens(trx: Transaction<Database>, grantId: string, tokens: IssuedTokens, now: number): Promise<void> {
-  await trx
-    .insertInto('access_tokens')
-    .values({ hash: tokens.accessHash, grant_id: grantId, scopes: tokens.scopes, created_at: now, expires_at: tokens.accessExpiresAt })
-    .execute();
-  if (tokens.refreshHash !== null) {
-    await trx
-      .insertInto('refresh_tokens')
-      .values({ hash: tokens.refreshHash, grant_id: grantId, created_at: now, expires_at: tokens.refreshExpiresAt })
-      .execute();
-  }
+const insertAccessToken = prepare((db, p: { hash: string; grantId: string; scopes: string; now: number; expiresAt: number }) =>
+  db.insertInto('access_tokens').values({ hash: p.hash, grant_id: p.grantId, scopes: p.scopes, created_at: p.now, expires_at: p.expiresAt }),
+);
+
+const insertRefreshToken = prepare((db, p: { hash: string; grantId: string; now: number; expiresAt: number }) =>
+  db.insertInto('refresh_tokens').values({ hash: p.hash, grant_id: p.grantId, created_at: p.now, expires_at: p.expiresAt }),
+);
+
+async function insertTokens(db: Kysely<Database>, trx: Transaction<Database>, grantId: string, tokens: IssuedTokens, now: number): Promise<void> {
+  const { accessHash, refreshHash, scopes } = tokens;
+  await insertAccessToken.execute(db, { hash: accessHash, grantId, scopes, now, expiresAt: tokens.accessExpiresAt }, trx);
+  if (refreshHash !== null) await insertRefreshToken.execute(db, { hash: refreshHash, grantId, now, expiresAt: tokens.refreshExpiresAt }, trx);
 }
 
 function grantExpiry(tokens: IssuedTokens): number {
   return Math.max(tokens.accessExpiresAt, tokens.refreshHash === null ? 0 : tokens.refreshExpiresAt);
 }
 
-export async function insertCode(
-  db: Kysely<Database>,
-  code: Omit<AuthCode, 'consumed_at' | 'grant_id'>,
-): Promise<void> {
-  await db.insertInto('auth_codes').values(code).execute();
+type NewCode = Omit<AuthCode, 'consumed_at' | 'grant_id'>;
+
+const insertCodeRow = prepare((db, p: NewCode) =>
+  db.insertInto('auth_codes').values({
+    hash: p.hash,
+    client_id: p.client_id,
+    user_id: p.user_id,
+    redirect_uri: p.redirect_uri,
+    scopes: p.scopes,
+    code_challenge: p.code_challenge,
+    created_at: p.created_at,
+    expires_at: p.expires_at,
+  }),
+);
+
+export async function insertCode(db: Kysely<Database>, code: NewCode): Promise<void> {
+  await insertCodeRow.execute(db, code);
 }
 
-/** The code row whatever its state, with whether its user is disabled: the caller checks each. */
-export async function findCode(db: Kysely<Database>, hash: string): Promise<(AuthCode & { user_disabled: number }) | undefined> {
-  return db
+const codeByHash = prepare((db, p: { hash: string }) =>
+  db
     .selectFrom('auth_codes')
     .innerJoin('users', 'users.id', 'auth_codes.user_id')
     .selectAll('auth_codes')
     .select('users.disabled as user_disabled')
-    .where('auth_codes.hash', '=', hash)
-    .executeTakeFirst();
+    .where('auth_codes.hash', '=', p.hash),
+);
+
+/** The code row whatever its state, with whether its user is disabled: the caller checks each. */
+export async function findCode(db: Kysely<Database>, hash: string): Promise<(AuthCode & { user_disabled: number }) | undefined> {
+  return codeByHash.first(db, { hash });
 }
+
+const consumeCode = prepare((db, p: { hash: string; grantId: string; now: number }) =>
+  db.updateTable('auth_codes').set({ consumed_at: p.now, grant_id: p.grantId }).where('hash', '=', p.hash).where('consumed_at', 'is', null),
+);
 
 /**
  * Consumes the code and creates its grant and first tokens, all or nothing. Returns false
@@ -84,14 +105,9 @@ export async function exchangeCode(
 ): Promise<boolean> {
   try {
     await db.transaction().execute(async (trx) => {
-      await insertGrantWithTokens(trx, grant, tokens, now);
-      const consumed = await trx
-        .updateTable('auth_codes')
-        .set({ consumed_at: now, grant_id: grant.id })
-        .where('hash', '=', codeHash)
-        .where('consumed_at', 'is', null)
-        .executeTakeFirst();
-      if (consumed.numUpdatedRows !== 1n) throw new LostRace('code_consumed');
+      await insertGrantWithTokens(db, trx, grant, tokens, now);
+      const consumed = await consumeCode.affected(db, { hash: codeHash, grantId: grant.id, now }, trx);
+      if (consumed !== 1n) throw new LostRace('code_consumed');
     });
     return true;
   } catch (error) {
@@ -102,24 +118,25 @@ export async function exchangeCode(
 
 /** A grant with its first tokens, for grants that start without a code (client_credentials). */
 export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<void> {
-  await db.transaction().execute((trx) => insertGrantWithTokens(trx, grant, tokens, now));
+  await db.transaction().execute((trx) => insertGrantWithTokens(db, trx, grant, tokens, now));
 }
 
-async function insertGrantWithTokens(trx: Transaction<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<void> {
-  await trx
-    .insertInto('grants')
-    .values({
-      id: grant.id,
-      client_id: grant.clientId,
-      user_id: grant.userId,
-      scopes: grant.scopes,
-      created_at: now,
-      last_used_at: now,
-      revoked_at: null,
-      expires_at: grantExpiry(tokens),
-    })
-    .execute();
-  await insertTokens(trx, grant.id, tokens, now);
+const insertGrantRow = prepare((db, p: NewGrant & { now: number; expiresAt: number }) =>
+  db.insertInto('grants').values({
+    id: p.id,
+    client_id: p.clientId,
+    user_id: p.userId,
+    scopes: p.scopes,
+    created_at: p.now,
+    last_used_at: p.now,
+    revoked_at: null,
+    expires_at: p.expiresAt,
+  }),
+);
+
+async function insertGrantWithTokens(db: Kysely<Database>, trx: Transaction<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<void> {
+  await insertGrantRow.execute(db, { ...grant, now, expiresAt: grantExpiry(tokens) }, trx);
+  await insertTokens(db, trx, grant.id, tokens, now);
 }
 
 export interface AccessTokenInfo {
@@ -134,9 +151,8 @@ export interface AccessTokenInfo {
   display_name: string | null;
 }
 
-/** A live access token: not expired, its grant not revoked, its user (if any) not disabled. */
-export async function findLiveAccessToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
-  return db
+const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
+  db
     .selectFrom('access_tokens')
     .innerJoin('grants', 'grants.id', 'access_tokens.grant_id')
     .innerJoin('clients', 'clients.id', 'grants.client_id')
@@ -152,11 +168,15 @@ export async function findLiveAccessToken(db: Kysely<Database>, hash: string, no
       'users.username',
       'users.display_name',
     ])
-    .where('access_tokens.hash', '=', hash)
-    .where('access_tokens.expires_at', '>', now)
+    .where('access_tokens.hash', '=', p.hash)
+    .where('access_tokens.expires_at', '>', p.now)
     .where('grants.revoked_at', 'is', null)
-    .where((eb) => eb.or([eb('grants.user_id', 'is', null), eb('users.disabled', '=', 0)]))
-    .executeTakeFirst();
+    .where((eb) => eb.or([eb('grants.user_id', 'is', null), eb('users.disabled', '=', 0)])),
+);
+
+/** A live access token: not expired, its grant not revoked, its user (if any) not disabled. */
+export async function findLiveAccessToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
+  return liveAccessToken.first(db, { hash, now });
 }
 
 export interface RefreshTokenInfo {
@@ -174,9 +194,8 @@ export interface RefreshTokenInfo {
   revoked_at: number | null;
 }
 
-/** The refresh token row and its grant, whatever their state. */
-export async function findRefreshToken(db: Kysely<Database>, hash: string): Promise<RefreshTokenInfo | undefined> {
-  return db
+const refreshTokenByHash = prepare((db, p: { hash: string }) =>
+  db
     .selectFrom('refresh_tokens')
     .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
     .innerJoin('clients', 'clients.id', 'grants.client_id')
@@ -193,8 +212,12 @@ export async function findRefreshToken(db: Kysely<Database>, hash: string): Prom
       'grants.scopes',
       'grants.revoked_at',
     ])
-    .where('refresh_tokens.hash', '=', hash)
-    .executeTakeFirst();
+    .where('refresh_tokens.hash', '=', p.hash),
+);
+
+/** The refresh token row and its grant, whatever their state. */
+export async function findRefreshToken(db: Kysely<Database>, hash: string): Promise<RefreshTokenInfo | undefined> {
+  return refreshTokenByHash.first(db, { hash });
 }
 
 /**
@@ -226,6 +249,18 @@ export async function findLiveRefreshToken(db: Kysely<Database>, hash: string, n
     .executeTakeFirst();
 }
 
+const useGrant = prepare((db, p: { id: string; now: number; expiresAt: number }) =>
+  db.updateTable('grants').set({ last_used_at: p.now, expires_at: p.expiresAt }).where('id', '=', p.id).where('revoked_at', 'is', null),
+);
+
+const markRotated = prepare((db, p: { hash: string; now: number; successorHash: string | null; successorBox: string | null }) =>
+  db
+    .updateTable('refresh_tokens')
+    .set({ rotated_at: p.now, successor_hash: p.successorHash, successor_box: p.successorBox })
+    .where('hash', '=', p.hash)
+    .where('rotated_at', 'is', null),
+);
+
 /**
  * Marks the refresh token rotated, records its successor (and the sealed successor pair
  * for the grace window), and stores the new tokens, all or nothing. Issues nothing when the
@@ -244,21 +279,11 @@ export async function rotateRefreshToken(
       // rotation ordered after a revocation sees it here and issues nothing (rather than
       // answering with tokens that are dead on arrival); one ordered before has its new
       // tokens revoked with the rest.
-      const live = await trx
-        .updateTable('grants')
-        .set({ last_used_at: now, expires_at: grantExpiry(successor) })
-        .where('id', '=', refresh.grantId)
-        .where('revoked_at', 'is', null)
-        .executeTakeFirst();
-      if (live.numUpdatedRows !== 1n) throw new LostRace('grant_revoked');
-      const rotated = await trx
-        .updateTable('refresh_tokens')
-        .set({ rotated_at: now, successor_hash: successor.refreshHash, successor_box: successor.box })
-        .where('hash', '=', refresh.hash)
-        .where('rotated_at', 'is', null)
-        .executeTakeFirst();
-      if (rotated.numUpdatedRows !== 1n) throw new LostRace('already_rotated');
-      await insertTokens(trx, refresh.grantId, successor, now);
+      const live = await useGrant.affected(db, { id: refresh.grantId, now, expiresAt: grantExpiry(successor) }, trx);
+      if (live !== 1n) throw new LostRace('grant_revoked');
+      const rotated = await markRotated.affected(db, { hash: refresh.hash, now, successorHash: successor.refreshHash, successorBox: successor.box }, trx);
+      if (rotated !== 1n) throw new LostRace('already_rotated');
+      await insertTokens(db, trx, refresh.grantId, successor, now);
     });
     return 'rotated';
   } catch (error) {
@@ -291,14 +316,12 @@ export async function revokeGrants(
   return rows.map((r) => r.id);
 }
 
+const consentScopes = prepare((db, p: { userId: string; clientId: string; now: number }) =>
+  db.selectFrom('consents').select('scopes').where('user_id', '=', p.userId).where('client_id', '=', p.clientId).where('expires_at', '>', p.now),
+);
+
 export async function findConsentScopes(db: Kysely<Database>, userId: string, clientId: string, now: number): Promise<string | undefined> {
-  const row = await db
-    .selectFrom('consents')
-    .select('scopes')
-    .where('user_id', '=', userId)
-    .where('client_id', '=', clientId)
-    .where('expires_at', '>', now)
-    .executeTakeFirst();
+  const row = await consentScopes.first(db, { userId, clientId, now });
   return row?.scopes;
 }
 
@@ -356,14 +379,19 @@ export interface TokenOwner {
   revoked_at: number | null;
 }
 
+const ownerOf = (table: 'access_tokens' | 'refresh_tokens') =>
+  prepare((db, p: { hash: string }) =>
+    db
+      .selectFrom(table)
+      .innerJoin('grants', 'grants.id', `${table}.grant_id`)
+      .innerJoin('clients', 'clients.id', 'grants.client_id')
+      .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at'])
+      .select(sql<number>`case when clients.secret_hash is null then 0 else 1 end`.as('client_confidential'))
+      .where(`${table}.hash`, '=', p.hash),
+  );
+const tokenOwners = { access_tokens: ownerOf('access_tokens'), refresh_tokens: ownerOf('refresh_tokens') };
+
 /** The grant and client a token was issued under, expired or not: what revocation needs. */
 export async function findTokenOwner(db: Kysely<Database>, table: 'access_tokens' | 'refresh_tokens', hash: string): Promise<TokenOwner | undefined> {
-  return db
-    .selectFrom(table)
-    .innerJoin('grants', 'grants.id', `${table}.grant_id`)
-    .innerJoin('clients', 'clients.id', 'grants.client_id')
-    .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at'])
-    .select(sql<number>`case when clients.secret_hash is null then 0 else 1 end`.as('client_confidential'))
-    .where(`${table}.hash`, '=', hash)
-    .executeTakeFirst();
+  return tokenOwners[table].first(db, { hash });
 }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { prepare } from './prepared.ts';
 import type { Database, User } from './schema.ts';
 
 export async function insertSession(db: Kysely<Database>, session: { idHash: string; userId: string; now: number; expiresAt: number }): Promise<void> {
@@ -8,16 +9,19 @@ export async function insertSession(db: Kysely<Database>, session: { idHash: str
     .execute();
 }
 
-/** The user behind a live session; undefined when the session is unknown, expired, or its user disabled. */
-export async function findSessionUser(db: Kysely<Database>, idHash: string, now: number): Promise<User | undefined> {
-  return db
+const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
+  db
     .selectFrom('sessions')
     .innerJoin('users', 'users.id', 'sessions.user_id')
     .selectAll('users')
-    .where('sessions.id_hash', '=', idHash)
-    .where('sessions.expires_at', '>', now)
-    .where('users.disabled', '=', 0)
-    .executeTakeFirst();
+    .where('sessions.id_hash', '=', p.idHash)
+    .where('sessions.expires_at', '>', p.now)
+    .where('users.disabled', '=', 0),
+);
+
+/** The user behind a live session; undefined when the session is unknown, expired, or its user disabled. */
+export async function findSessionUser(db: Kysely<Database>, idHash: string, now: number): Promise<User | undefined> {
+  return sessionUser.first(db, { idHash, now });
 }
 
 export async function deleteSession(db: Kysely<Database>, idHash: string): Promise<void> {

@@ -1,0 +1,65 @@
+/**
+ * Queries compiled once and run many times. Building a query through Kysely's builder and
+ * compiling it costs more CPU than a hot lookup spends in the database, so the token paths
+ * compile each fixed query shape once per database (the SQL differs between dialects: `?`
+ * or `$1` placeholders, quoting) and run the compiled text with each request's parameters.
+ * The builder stays the only source of the SQL: a prepared query is written with Kysely as
+ * usual, with its inputs taken from a placeholder object instead of real values.
+ */
+import { CompiledQuery, type Compilable, type Kysely, type QueryResult } from 'kysely';
+import type { Database } from './schema.ts';
+
+/** Stands in for an argument while the query is compiled; replaced by its value on each run. */
+class Placeholder {
+  readonly name: string;
+  constructor(name: string) {
+    this.name = name;
+  }
+}
+
+interface Compiled {
+  sql: string;
+  parameters: readonly unknown[];
+}
+
+export interface PreparedQuery<A, O> {
+  /**
+   * Runs the query with `args`. `db` is the database the query is compiled for (once); pass
+   * the transaction as `trx` to run it on the transaction's connection.
+   */
+  execute(db: Kysely<Database>, args: A, trx?: Kysely<Database>): Promise<QueryResult<O>>;
+  /** The first row, if any. */
+  first(db: Kysely<Database>, args: A, trx?: Kysely<Database>): Promise<O | undefined>;
+  /** How many rows an INSERT, UPDATE or DELETE changed. */
+  affected(db: Kysely<Database>, args: A, trx?: Kysely<Database>): Promise<bigint>;
+}
+
+/**
+ * A query whose inputs are the properties of `args`, e.g.
+ * `prepare((db, p: { id: string }) => db.selectFrom('clients').selectAll().where('id', '=', p.id))`.
+ * Only values may depend on the arguments; a change of shape (another table, an optional
+ * condition) is another prepared query.
+ */
+export function prepare<A extends object, O>(build: (db: Kysely<Database>, args: A) => Compilable<O>): PreparedQuery<A, O> {
+  const placeholders = new Proxy({}, { get: (_, name) => new Placeholder(String(name)) }) as A;
+  const byDatabase = new WeakMap<Kysely<Database>, Compiled>();
+  const compiled = (db: Kysely<Database>): Compiled => {
+    let entry = byDatabase.get(db);
+    if (!entry) {
+      const { sql, parameters } = build(db, placeholders).compile();
+      entry = { sql, parameters };
+      byDatabase.set(db, entry);
+    }
+    return entry;
+  };
+  const execute = (db: Kysely<Database>, args: A, trx: Kysely<Database> = db): Promise<QueryResult<O>> => {
+    const { sql, parameters } = compiled(db);
+    const values = parameters.map((value) => (value instanceof Placeholder ? (args as Record<string, unknown>)[value.name] : value));
+    return trx.executeQuery(CompiledQuery.raw(sql, values) as CompiledQuery<O>);
+  };
+  return {
+    execute,
+    first: async (db, args, trx) => (await execute(db, args, trx)).rows[0],
+    affected: async (db, args, trx) => (await execute(db, args, trx)).numAffectedRows ?? 0n,
+  };
+}
