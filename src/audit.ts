@@ -4,16 +4,31 @@
  * `OAuthContext.audit`; this module stamps the time and the retention, stores it, and
  * lets the metrics count it.
  *
- * An event is recorded after the change it describes has committed. A failed write is
+ * Most events are recorded after the change they describe has committed. A failed write is
  * logged, never thrown: the change has happened, and the client must get the answer that
- * matches it.
+ * matches it. The events of code exchange and refresh rotation are written instead inside
+ * the transaction of their change (`Audit.pending`): the event commits exactly when the
+ * change does — no issued token without its event, no event for a rotation that lost its
+ * race — and the operation commits once rather than twice. A failure to write such an
+ * event rolls the change back with it, so the answer still matches what is stored.
  */
 import type { Kysely } from 'kysely';
 import type { Config } from './config.ts';
-import { insertAuditEvent, type AuditEvent } from './store/audit.ts';
+import { auditEventRow, insertAuditEvent, type AuditEvent, type AuditEventRow } from './store/audit.ts';
 import type { Database } from './store/schema.ts';
 
-export type Audit = (event: AuditEvent) => Promise<void>;
+export interface Audit {
+  /** Records the event, after the change it describes has committed. Never throws. */
+  (event: AuditEvent): Promise<void>;
+  /** The event as a row for the transaction of its change; call `committed` once that transaction has committed. */
+  pending(event: AuditEvent): PendingAuditEvent;
+}
+
+export interface PendingAuditEvent {
+  readonly row: AuditEventRow;
+  /** Counts the event in the metrics: only events whose change committed are counted. */
+  committed(): void;
+}
 
 export interface AuditLogger {
   error(object: object, message: string): void;
@@ -21,13 +36,19 @@ export interface AuditLogger {
 
 export function auditTrail(db: Kysely<Database>, config: Config, now: () => number, log: AuditLogger, observe?: (event: AuditEvent) => void): Audit {
   const retentionMs = config.auditRetentionDays * 86_400_000;
-  return async (event) => {
-    observe?.(event);
+  const stamped = (event: AuditEvent) => {
     const at = now();
+    return auditEventRow(event, at, at + retentionMs);
+  };
+  const record = async (event: AuditEvent) => {
+    observe?.(event);
     try {
-      await insertAuditEvent(db, event, at, at + retentionMs);
+      await insertAuditEvent(db, stamped(event));
     } catch (error) {
       log.error({ err: error, audit: event.type }, 'could not record an audit event');
     }
   };
+  return Object.assign(record, {
+    pending: (event: AuditEvent): PendingAuditEvent => ({ row: stamped(event), committed: () => observe?.(event) }),
+  });
 }

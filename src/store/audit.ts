@@ -46,7 +46,23 @@ export interface AuditEvent {
   detail?: AuditDetail;
 }
 
-const insertAuditRow = prepare((db, p: Omit<Selectable<AuditEventsTable>, 'id'>) =>
+/** An event as stored: stamped with its time and the end of its retention. */
+export type AuditEventRow = Omit<Selectable<AuditEventsTable>, 'id'>;
+
+export function auditEventRow(event: AuditEvent, at: number, expiresAt: number): AuditEventRow {
+  return {
+    at,
+    type: event.type,
+    actor_id: event.actorId ?? null,
+    user_id: event.userId ?? null,
+    client_id: event.clientId ?? null,
+    address: event.address ?? null,
+    detail: event.detail === undefined ? null : JSON.stringify(event.detail),
+    expires_at: expiresAt,
+  };
+}
+
+const insertAuditRow = prepare((db, p: AuditEventRow) =>
   db.insertInto('audit_events').values({
     at: p.at,
     type: p.type,
@@ -59,17 +75,9 @@ const insertAuditRow = prepare((db, p: Omit<Selectable<AuditEventsTable>, 'id'>)
   }),
 );
 
-export async function insertAuditEvent(db: Kysely<Database>, event: AuditEvent, at: number, expiresAt: number): Promise<void> {
-  await insertAuditRow.execute(db, {
-    at,
-    type: event.type,
-    actor_id: event.actorId ?? null,
-    user_id: event.userId ?? null,
-    client_id: event.clientId ?? null,
-    address: event.address ?? null,
-    detail: event.detail === undefined ? null : JSON.stringify(event.detail),
-    expires_at: expiresAt,
-  });
+/** Inserts the row, on `trx`'s connection when given: inside the transaction of the change it describes. */
+export async function insertAuditEvent(db: Kysely<Database>, row: AuditEventRow, trx?: Kysely<Database>): Promise<void> {
+  await insertAuditRow.execute(db, row, trx);
 }
 
 export interface AuditFilter {

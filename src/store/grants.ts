@@ -4,8 +4,10 @@
  * not application code, decides which of several concurrent requests wins. A token is live
  * only while its grant is not revoked, and every validity check joins the grant, so a
  * revocation that commits at any point of a concurrent rotation still leaves nothing alive.
+ * Both steps write their audit event in the same transaction, so it commits with the change.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { insertAuditEvent, type AuditEventRow } from './audit.ts';
 import { prepare } from './prepared.ts';
 import type { AuthCode, Database } from './schema.ts';
 
@@ -93,8 +95,9 @@ const consumeCode = prepare((db, p: { hash: string; grantId: string; now: number
 );
 
 /**
- * Consumes the code and creates its grant and first tokens, all or nothing. Returns false
- * when the code was already consumed — by an earlier or a concurrent request.
+ * Consumes the code and creates its grant and first tokens, with the audit event `issued`,
+ * all or nothing. Returns false when the code was already consumed — by an earlier or a
+ * concurrent request.
  */
 export async function exchangeCode(
   db: Kysely<Database>,
@@ -102,12 +105,14 @@ export async function exchangeCode(
   grant: NewGrant,
   tokens: IssuedTokens,
   now: number,
+  issued: AuditEventRow,
 ): Promise<boolean> {
   try {
     await db.transaction().execute(async (trx) => {
       await insertGrantWithTokens(db, trx, grant, tokens, now);
       const consumed = await consumeCode.affected(db, { hash: codeHash, grantId: grant.id, now }, trx);
       if (consumed !== 1n) throw new LostRace('code_consumed');
+      await insertAuditEvent(db, issued, trx);
     });
     return true;
   } catch (error) {
@@ -263,7 +268,8 @@ const markRotated = prepare((db, p: { hash: string; now: number; successorHash: 
 
 /**
  * Marks the refresh token rotated, records its successor (and the sealed successor pair
- * for the grace window), and stores the new tokens, all or nothing. Issues nothing when the
+ * for the grace window), and stores the new tokens with the audit event `refreshed`, all or
+ * nothing. Issues nothing when the
  * token had already been rotated, by an earlier or a concurrent request, or when its grant
  * has been revoked meanwhile.
  */
@@ -272,6 +278,7 @@ export async function rotateRefreshToken(
   refresh: { hash: string; grantId: string },
   successor: IssuedTokens & { box: string | null },
   now: number,
+  refreshed: AuditEventRow,
 ): Promise<Rotation> {
   try {
     await db.transaction().execute(async (trx) => {
@@ -284,6 +291,7 @@ export async function rotateRefreshToken(
       const rotated = await markRotated.affected(db, { hash: refresh.hash, now, successorHash: successor.refreshHash, successorBox: successor.box }, trx);
       if (rotated !== 1n) throw new LostRace('already_rotated');
       await insertTokens(db, trx, refresh.grantId, successor, now);
+      await insertAuditEvent(db, refreshed, trx);
     });
     return 'rotated';
   } catch (error) {

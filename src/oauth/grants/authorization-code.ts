@@ -45,19 +45,20 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
   const scopes = splitScopes(code.scopes);
   const pair = mintTokens(ctx, scopes, true);
   const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, scopes: code.scopes };
-  if (!(await exchangeCode(ctx.db, code.hash, grant, pair.stored, now))) {
-    // A concurrent request consumed the code first: that is a replay too.
-    const winner = await findCode(ctx.db, code.hash);
-    await replayed(code, winner?.grant_id ?? null, ctx, address);
-    throw invalidGrant('the authorization code has already been used', 'concurrent code replay: revoked what it issued');
-  }
-  await ctx.audit({
+  const issued = ctx.audit.pending({
     type: 'token_issued',
     userId: code.user_id,
     clientId: client.id,
     address,
     detail: { grant_type: grantType, grant_id: grant.id, scope: code.scopes },
   });
+  if (!(await exchangeCode(ctx.db, code.hash, grant, pair.stored, now, issued.row))) {
+    // A concurrent request consumed the code first: that is a replay too.
+    const winner = await findCode(ctx.db, code.hash);
+    await replayed(code, winner?.grant_id ?? null, ctx, address);
+    throw invalidGrant('the authorization code has already been used', 'concurrent code replay: revoked what it issued');
+  }
+  issued.committed();
   return pair.response;
 }
 

@@ -51,9 +51,10 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;
-    const rotation = await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id }, { ...pair.stored, box }, now);
+    const refreshed = ctx.audit.pending({ ...about, type: 'token_refreshed', detail: { grant_id: token.grant_id, scope: pair.response.scope } });
+    const rotation = await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id }, { ...pair.stored, box }, now, refreshed.row);
     if (rotation === 'rotated') {
-      await ctx.audit({ ...about, type: 'token_refreshed', detail: { grant_id: token.grant_id, scope: pair.response.scope } });
+      refreshed.committed();
       return pair.response;
     }
     if (rotation === 'grant_revoked') throw revokedGrant(); // revoked since we read the token
