@@ -4,7 +4,7 @@
  * (autocannon, in this process) that hands every request fresh input and counts every
  * response that is not the expected one.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -364,6 +364,14 @@ export function failureReport(result: LoadResult): string | null {
 
 // ---------------------------------------------------------------------------------------
 // Reporting
+
+/** The commit measured, with "+modified" when src/ differs from it (others may be editing it). */
+export function revision(): string {
+  const git = (...args: string[]) => spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' });
+  const head = git('rev-parse', '--short', 'HEAD');
+  if (head.status !== 0) return 'unknown (not a git checkout)';
+  return `${head.stdout.trim()}${git('status', '--porcelain', '--', 'src').stdout.trim() === '' ? '' : '+modified'}`;
+}
 
 export function machine() {
   const cpu = cpus();

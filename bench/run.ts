@@ -24,6 +24,7 @@ import {
   markdownTable,
   percentile,
   postgresProblem,
+  revision,
   runLoad,
   saveResults,
   shout,
@@ -525,10 +526,11 @@ async function main(): Promise<number> {
   }
 
   const startedAt = new Date().toISOString();
+  const measured = revision();
   const notes: string[] = [];
   const reports: BackendReport[] = [];
   console.log(
-    `Gatehouse bench: ${options.connections} connections, ${options.requests} requests per token phase, LOG_LEVEL=${options.logLevel}${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}`,
+    `Gatehouse bench at ${measured}: ${options.connections} connections, ${options.requests} requests per token phase, LOG_LEVEL=${options.logLevel}${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}`,
   );
 
   for (const backend of options.backends) {
@@ -545,7 +547,7 @@ async function main(): Promise<number> {
   }
 
   const name = timestamp();
-  const file = saveResults(name, { kind: 'bench', startedAt, machine: machine(), options, notes, backends: reports });
+  const file = saveResults(name, { kind: 'bench', startedAt, revision: measured, machine: machine(), options, notes, backends: reports });
 
   const rows = reports.flatMap((report) =>
     report.phases.map((p) => [

@@ -23,6 +23,7 @@ import {
   markdownTable,
   percentile,
   postgresProblem,
+  revision,
   runLoad,
   saveResults,
   shout,
@@ -453,7 +454,8 @@ async function main(): Promise<number> {
     return 0;
   }
   const startedAt = new Date().toISOString();
-  console.log(`Gatehouse scale bench: levels ${options.levels.map((l) => l.toLocaleString('en')).join(' → ')} grants, ${options.connections} connections`);
+  const measured = revision();
+  console.log(`Gatehouse scale bench at ${measured}: levels ${options.levels.map((l) => l.toLocaleString('en')).join(' → ')} grants, ${options.connections} connections`);
   const reports: BackendReport[] = [];
   for (const backend of options.backends) {
     if (backend === 'postgres') {
@@ -467,7 +469,7 @@ async function main(): Promise<number> {
     reports.push(await scaleBackend(backend, options));
   }
 
-  const file = saveResults(`scale-${timestamp()}`, { kind: 'scale', startedAt, machine: machine(), options, backends: reports });
+  const file = saveResults(`scale-${timestamp()}`, { kind: 'scale', startedAt, revision: measured, machine: machine(), options, backends: reports });
   const levelRows = reports.flatMap((r) =>
     r.levels.map((l) => [r.backend, l.operation, l.grants.toLocaleString('en'), fixed(l.rps, 0), `${fixed(l.ofCeiling * 100, 1)} %`, fixed(l.p50Ms, 2), fixed(l.p99Ms, 2), fixed(l.rssMiB, 0)]),
   );
