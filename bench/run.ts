@@ -36,6 +36,7 @@ import {
   type Memory,
   type ServerProcess,
 } from './harness.ts';
+import { measureWebsockets } from './websockets.ts';
 import { connectProfiler, formatSummary, summarise, type ProfileSummary, type ProfilerSession } from './profile.ts';
 
 const HELP = `Usage: npm run bench -- [options]
@@ -63,6 +64,8 @@ Options:
   --cpu-prof-dir <dir>  where the .cpuprofile files go (default: a new directory in the temp dir)
   --log-level <level>   the server's LOG_LEVEL (default warn: no per-request lines); info
                         measures the cost of the one-line-per-request log (written to /dev/null)
+  --no-websockets       skip the closing WebSocket load (2000 concurrent sockets over 200
+                        grants, then every grant revoked at once: npm run bench:ws alone)
   -h, --help            show this text
 
 Writes bench/results/<timestamp>.json and prints a Markdown table at the end.`;
@@ -113,6 +116,8 @@ interface Options {
   postgresUrl: string;
   cpuProfileDir: string | null;
   logLevel: string;
+  /** Whether to close with the WebSocket load of bench/websockets.ts. */
+  websockets: boolean;
 }
 
 function readOptions(argv: string[]): Options | null {
@@ -126,6 +131,7 @@ function readOptions(argv: string[]): Options | null {
       'cpu-prof': { type: 'boolean' },
       'cpu-prof-dir': { type: 'string' },
       'log-level': { type: 'string' },
+      'no-websockets': { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -145,6 +151,7 @@ function readOptions(argv: string[]): Options | null {
     postgresUrl: values['postgres-url'] ?? DEFAULT_POSTGRES_URL,
     cpuProfileDir: values['cpu-prof'] || values['cpu-prof-dir'] ? (values['cpu-prof-dir'] ?? join(tmpdir(), `gatehouse-profiles-${timestamp()}`)) : null,
     logLevel: values['log-level'] ?? 'warn',
+    websockets: !values['no-websockets'],
   };
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(options.logLevel)) throw new Error(`--log-level: unknown level "${options.logLevel}"`);
   if (options.requests < options.connections * 4) throw new Error(`--requests must be at least 4 × --connections (${options.connections * 4}): the warm-up round gets a quarter`);
@@ -571,6 +578,10 @@ async function main(): Promise<number> {
     for (const { report, p } of profiled) console.log(`\n${formatSummary(`${report.backend} ${p.label}`, p.cpuProfile!.summary)}`);
   }
   console.log(`\nResults: ${file}`);
+  if (options.websockets) {
+    console.log('\nWebSocket load: concurrent sockets, then a mass revocation (bench/websockets.ts)');
+    await measureWebsockets(reports.filter((report) => report.status !== 'failed').map((report) => report.backend));
+  }
   return reports.some((report) => report.status === 'failed') ? 1 : 0;
 }
 

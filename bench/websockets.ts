@@ -15,26 +15,17 @@ const HELP = `Usage: npm run bench:ws -- [--sockets N] [--grants N] [--concurren
 Opens N WebSockets (default 2000) over G grants (default 200), C handshakes at a time
 (default 100), then revokes every grant at once and times until all sockets are closed.`;
 
-const { values: flags } = parseArgs({
-  options: {
-    sockets: { type: 'string', default: '2000' },
-    grants: { type: 'string', default: '200' },
-    concurrency: { type: 'string', default: '100' },
-    backend: { type: 'string', default: 'sqlite' },
-    help: { type: 'boolean' },
-  },
-});
-if (flags.help) {
-  console.log(HELP);
-  process.exit(0);
+export interface WebsocketLoadOptions {
+  sockets: number;
+  grants: number;
+  concurrency: number;
 }
-const SOCKETS = Number(flags.sockets);
-const GRANTS = Number(flags.grants);
-const CONCURRENCY = Number(flags.concurrency);
+
+export const DEFAULT_WEBSOCKET_LOAD: WebsocketLoadOptions = { sockets: 2000, grants: 200, concurrency: 100 };
 const PASSWORD = 'bench password 1234';
 const REDIRECT_URI = 'http://127.0.0.1:9/callback';
 
-interface Result {
+export interface WebsocketResult {
   backend: BackendName;
   sockets: number;
   grants: number;
@@ -69,7 +60,8 @@ async function mintTokens(url: string, clientId: string, grants: number): Promis
   return tokens;
 }
 
-async function run(backend: BackendName): Promise<Result> {
+/** One backend's run: G grants, N sockets over them, then every grant revoked at once. */
+export async function websocketLoad(backend: BackendName, { sockets: SOCKETS, grants: GRANTS, concurrency: CONCURRENCY }: WebsocketLoadOptions = DEFAULT_WEBSOCKET_LOAD): Promise<WebsocketResult> {
   const database = await createDatabase(backend, DEFAULT_POSTGRES_URL);
   try {
     await gatehouse(database.url, ['user', 'create', 'bench', '--email', 'bench@example.com', '--password-stdin'], PASSWORD);
@@ -141,20 +133,41 @@ async function run(backend: BackendName): Promise<Result> {
   }
 }
 
-const backends: BackendName[] = flags.backend === 'both' ? ['sqlite', 'postgres'] : [flags.backend as BackendName];
-if (backends.includes('postgres')) {
-  const problem = await postgresProblem(DEFAULT_POSTGRES_URL);
-  if (problem) {
-    shout([`PostgreSQL not measured: ${problem}`]);
-    backends.splice(backends.indexOf('postgres'), 1);
-  }
+/** Measures each backend and prints the table; returns the results (saved under bench/results/). */
+export async function measureWebsockets(backends: BackendName[], options: WebsocketLoadOptions = DEFAULT_WEBSOCKET_LOAD): Promise<WebsocketResult[]> {
+  const results: WebsocketResult[] = [];
+  for (const backend of backends) results.push(await websocketLoad(backend, options));
+  const file = saveResults(`websockets-${timestamp()}`, { ...options, results });
+  console.log(
+    `\n${markdownTable(
+      ['backend', 'sockets', 'connects/s', 'p50 ms', 'p99 ms', 'RSS before MiB', 'RSS after MiB', 'KiB/socket', 'all closed after ms'],
+      results.map((r) => [r.backend, r.sockets, fixed(r.connectPerSecond, 0), fixed(r.connectP50Ms), fixed(r.connectP99Ms), fixed(r.rssBeforeMiB), fixed(r.rssAfterMiB), fixed(r.kibPerSocket), fixed(r.closeAllMs, 0)]),
+    )}\nWebSocket results: ${file}`,
+  );
+  return results;
 }
-const results: Result[] = [];
-for (const backend of backends) results.push(await run(backend));
-const file = saveResults(`websockets-${timestamp()}`, { sockets: SOCKETS, grants: GRANTS, concurrency: CONCURRENCY, results });
-console.log(
-  `\n${markdownTable(
-    ['backend', 'sockets', 'connects/s', 'p50 ms', 'p99 ms', 'RSS before MiB', 'RSS after MiB', 'KiB/socket', 'all closed after ms'],
-    results.map((r) => [r.backend, r.sockets, fixed(r.connectPerSecond, 0), fixed(r.connectP50Ms), fixed(r.connectP99Ms), fixed(r.rssBeforeMiB), fixed(r.rssAfterMiB), fixed(r.kibPerSocket), fixed(r.closeAllMs, 0)]),
-  )}\nResults: ${file}`,
-);
+
+if (import.meta.main) {
+  const { values: flags } = parseArgs({
+    options: {
+      sockets: { type: 'string', default: String(DEFAULT_WEBSOCKET_LOAD.sockets) },
+      grants: { type: 'string', default: String(DEFAULT_WEBSOCKET_LOAD.grants) },
+      concurrency: { type: 'string', default: String(DEFAULT_WEBSOCKET_LOAD.concurrency) },
+      backend: { type: 'string', default: 'sqlite' },
+      help: { type: 'boolean' },
+    },
+  });
+  if (flags.help) {
+    console.log(HELP);
+    process.exit(0);
+  }
+  const backends: BackendName[] = flags.backend === 'both' ? ['sqlite', 'postgres'] : [flags.backend as BackendName];
+  if (backends.includes('postgres')) {
+    const problem = await postgresProblem(DEFAULT_POSTGRES_URL);
+    if (problem) {
+      shout([`PostgreSQL not measured: ${problem}`]);
+      backends.splice(backends.indexOf('postgres'), 1);
+    }
+  }
+  await measureWebsockets(backends, { sockets: Number(flags.sockets), grants: Number(flags.grants), concurrency: Number(flags.concurrency) });
+}
