@@ -72,13 +72,20 @@ const pgTypes = {
   },
 };
 
+function postgresPool(url: string): pg.Pool {
+  const pool = new pg.Pool({ connectionString: url, max: 10, types: pgTypes });
+  // An idle connection that dies (a database restart, an administrator's kill) is reported
+  // here; without a listener it would crash the process. The pool has already dropped it and
+  // opens a fresh one on demand, and the next query that fails says so where it matters.
+  pool.on('error', () => {});
+  return pool;
+}
+
 export function openStore(location: DatabaseLocation): Store {
   const db =
     location.kind === 'sqlite'
       ? new Kysely<Database>({ dialect: new SqliteDialect({ database: nodeSqlite(location.path) }) })
-      : new Kysely<Database>({
-          dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: location.url, max: 10, types: pgTypes }) }),
-        });
+      : new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url) }) });
   return { db, kind: location.kind, close: () => db.destroy() };
 }
 
