@@ -19,7 +19,8 @@ import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { browserOptions, launchBrowser, logIn, type TestBrowser } from '../support/browser.ts';
 import { postForm } from '../support/oauth-client.ts';
 import { databaseUrl } from '../support/processes.ts';
-import { freePort, startServer, type TestServer } from '../support/server.ts';
+import { freePort } from '../support/ports.ts';
+import { startServer, type TestServer } from '../support/server.ts';
 
 const EXAMPLE = fileURLToPath(new URL('../../examples/webapp/server.ts', import.meta.url));
 /** Short enough to expire during a test, long enough to finish a sign-in on a slow machine. */

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { browserOptions, launchBrowser, type TestBrowser } from '../support/browser.ts';
-import { freePort } from '../support/server.ts';
+import { freePort } from '../support/ports.ts';
 
 /** Starts `gatehouse serve` on a fresh SQLite database; resolves with what it printed on stderr once listening. */
 async function serve(): Promise<{ process: ChildProcess; url: string; stderr: () => string; directory: string }> {

@@ -16,7 +16,8 @@ import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, exchangeRequest, obtainCallback, profile, refreshRequest, type App } from '../support/oauth-client.ts';
 import { serve, type Serving } from '../support/processes.ts';
-import { freePort, PASSWORD, type TestServer } from '../support/server.ts';
+import { freePort } from '../support/ports.ts';
+import { PASSWORD, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
 interface TokenBody {

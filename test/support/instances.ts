@@ -9,7 +9,8 @@ import { loadConfig } from '../../src/config.ts';
 import { registerClient, type RegisteredClient } from '../../src/oauth/registration.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import { postgres } from './backends.ts';
-import { freePort, PASSWORD } from './server.ts';
+import { freePort } from './ports.ts';
+import { PASSWORD } from './server.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 

@@ -2,7 +2,6 @@
  * A real Gatehouse HTTP server on a loopback port, built by the same `buildApp` as
  * `gatehouse serve`, over a fresh database of the chosen backend.
  */
-import { createServer } from 'node:net';
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
@@ -12,6 +11,7 @@ import { registerClient, type ClientInput, type RegisteredClient } from '../../s
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import type { User } from '../../src/store/schema.ts';
 import type { Backend } from './backends.ts';
+import { freePort } from './ports.ts';
 
 export interface TestServer {
   url: string;
@@ -29,16 +29,6 @@ export interface TestServer {
 
 export const PASSWORD = 'correct horse battery staple';
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 /**
  * With `env.DATABASE_URL` the server opens that existing database (say, one the CLI works
