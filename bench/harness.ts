@@ -22,7 +22,10 @@ export const DEFAULT_POSTGRES_URL = process.env.BENCH_POSTGRES_URL || 'postgres:
 
 const cleanups = new Set<() => Promise<void>>();
 
-/** Runs `fn` at the end of the run or on SIGINT/SIGTERM, whichever comes first; returns a function that runs it now. */
+/**
+ * Runs `fn` when the caller calls the returned function, or on SIGINT/SIGTERM, whichever
+ * comes first (once).
+ */
 export function onCleanup(fn: () => Promise<void>): () => Promise<void> {
   let done: Promise<void> | null = null;
   const once = () => {
@@ -34,11 +37,28 @@ export function onCleanup(fn: () => Promise<void>): () => Promise<void> {
   return once;
 }
 
+let interrupted: Promise<void> | null = null;
+
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.once(signal, () => {
     console.error(`\n${signal}: cleaning up`);
-    void Promise.all([...cleanups].map((fn) => fn())).then(() => process.exit(130));
+    interrupted = (async () => {
+      // Last registered first (a server before its database), one at a time; whatever the run
+      // was still starting registers its clean-up too, so keep going until none is left.
+      while (cleanups.size > 0) await [...cleanups].at(-1)!();
+      process.exit(130);
+    })();
   });
+}
+
+/** Exits with `code`; after an interrupt, only once everything is cleaned up (then with 130). */
+export async function exit(code: number): Promise<never> {
+  await interrupted;
+  process.exit(code);
+}
+
+function refuseAfterInterrupt(): void {
+  if (interrupted) throw new Error('interrupted');
 }
 
 // ---------------------------------------------------------------------------------------
@@ -74,6 +94,7 @@ export function shout(lines: string[]): void {
 
 /** A fresh, empty database of `kind`, dropped by `drop()` or when the run is interrupted. */
 export async function createDatabase(kind: BackendName, postgresAdminUrl: string): Promise<BenchDatabase> {
+  refuseAfterInterrupt();
   if (kind === 'sqlite') {
     const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-'));
     const drop = onCleanup(async () => rmSync(dir, { recursive: true, force: true }));
@@ -89,8 +110,13 @@ export async function createDatabase(kind: BackendName, postgresAdminUrl: string
       await client.end();
     }
   };
-  await admin(`create database ${name}`);
-  const drop = onCleanup(() => admin(`drop database if exists ${name} with (force)`));
+  const created = admin(`create database ${name}`);
+  // Registered before the creation finishes, so that an interrupt meanwhile still drops it.
+  const drop = onCleanup(async () => {
+    await created.catch(() => {});
+    await admin(`drop database if exists ${name} with (force)`);
+  });
+  await created;
   const url = new URL(postgresAdminUrl);
   url.pathname = `/${name}`;
   return { kind, url: url.href, drop };
@@ -131,9 +157,14 @@ export interface ServerProcess {
   stop(): Promise<void>;
 }
 
-/** The process's memory from /proc (Linux). */
+/** The process's memory from /proc (Linux); NaN once it has exited. */
 export function processMemory(pid: number): Memory {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  let status = '';
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  } catch {
+    // gone
+  }
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
   return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024 };
 }
@@ -143,6 +174,7 @@ export function processMemory(pid: number): Memory {
  * kilobytes of its stderr are kept, to explain a failed start.
  */
 async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string, readyPath: string, options: { inspect: boolean; quiet: boolean }): Promise<ServerProcess> {
+  refuseAfterInterrupt();
   const { inspect, quiet } = options;
   const child: ChildProcess = spawn(process.execPath, [...(inspect ? ['--inspect=127.0.0.1:0'] : []), ...args], {
     cwd: ROOT,

@@ -16,6 +16,7 @@ import { UserAgent } from '../test/support/user-agent.ts';
 import {
   DEFAULT_POSTGRES_URL,
   createDatabase,
+  exit,
   failureReport,
   failures,
   fixed,
@@ -585,10 +586,7 @@ async function main(): Promise<number> {
   return reports.some((report) => report.status === 'failed') ? 1 : 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(`bench: ${(error as Error).stack ?? error}`);
-    process.exit(1);
-  },
-);
+main().then(exit, (error: unknown) => {
+  console.error(`bench: ${(error as Error).stack ?? error}`);
+  return exit(1);
+});

@@ -16,11 +16,13 @@ import { mintToken } from '../src/tokens.ts';
 import {
   DEFAULT_POSTGRES_URL,
   createDatabase,
+  exit,
   failureReport,
   fixed,
   gatehouse,
   machine,
   markdownTable,
+  onCleanup,
   percentile,
   postgresProblem,
   revision,
@@ -401,6 +403,7 @@ async function scaleBackend(backend: BackendName, options: Options): Promise<Bac
   const report: BackendReport = { backend, status: 'measured', fill: [], levels: [] };
   const database = await createDatabase(backend, options.postgresUrl);
   const store = openStore(parseDatabaseUrl(database.url));
+  const closeStore = onCleanup(() => store.close());
   // The filler's own connection only: a page cache that holds the indexes keeps millions of
   // random-key inserts from re-reading pages. The server keeps its own settings.
   if (backend === 'sqlite') await sql`pragma cache_size = -1048576`.execute(store.db);
@@ -436,7 +439,7 @@ async function scaleBackend(backend: BackendName, options: Options): Promise<Bac
     return { ...report, status: 'failed', reason: (error as Error).message };
   } finally {
     await server?.stop();
-    await store.close();
+    await closeStore();
     await database.drop();
   }
 }
@@ -488,10 +491,7 @@ async function main(): Promise<number> {
   return reports.some((r) => r.status === 'failed') ? 1 : 0;
 }
 
-main().then(
-  (code) => process.exit(code),
-  (error: unknown) => {
-    console.error(`bench:scale: ${(error as Error).stack ?? error}`);
-    process.exit(1);
-  },
-);
+main().then(exit, (error: unknown) => {
+  console.error(`bench:scale: ${(error as Error).stack ?? error}`);
+  return exit(1);
+});
