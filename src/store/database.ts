@@ -12,6 +12,7 @@ import type { Database } from './schema.ts';
 import * as initial from './migrations/20261122_001_initial.ts';
 import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
 import * as audit from './migrations/20261122_003_audit.ts';
+import * as successorBoxIndex from './migrations/20261122_004_successor_box_index.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -23,6 +24,7 @@ const migrations: Record<string, Migration> = {
   '20261122_001_initial': initial,
   '20261122_002_setup_tokens': setupTokens,
   '20261122_003_audit': audit,
+  '20261122_004_successor_box_index': successorBoxIndex,
 };
 
 /**
