@@ -8,7 +8,7 @@ import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
 import { AccountError, createAccount, disableAccount, setPassword } from './accounts/users.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import type { OAuthContext } from './oauth/context.ts';
-import { RegistrationError, registerClient, removeClient } from './oauth/registration.ts';
+import { RegistrationError, describeClient, registerClient, removeClient } from './oauth/registration.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
 import { listClients } from './store/clients.ts';
 import { auditTrail } from './audit.ts';
@@ -143,16 +143,7 @@ async function main(argv: string[]): Promise<number> {
       case 'client create':
         return await clientCreate(ctx, rest, options, print);
       case 'client list': {
-        const clients = (await listClients(store.db)).map((c) => ({
-          client_id: c.id,
-          name: c.name,
-          grant_type: c.grant_type,
-          redirect_uri: c.redirect_uri,
-          confidential: c.secret_hash !== null,
-          trusted: c.trusted === 1,
-          require_pkce: c.require_pkce === 1,
-          scope: c.scopes,
-        }));
+        const clients = (await listClients(store.db)).map(describeClient);
         print(clients, clients.map((c) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uri ?? '-'}`).join('\n') || 'No clients.');
         return 0;
       }

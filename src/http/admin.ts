@@ -16,13 +16,14 @@ import {
   changeClient,
   clientChangeProblems,
   clientInputProblems,
+  describeClient,
   registerClient,
   removeClient,
   rotateClientSecret,
   type ClientChanges,
   type ClientInput,
 } from '../oauth/registration.ts';
-import { SCOPE_DESCRIPTIONS, splitScopes } from '../oauth/scopes.ts';
+import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
 import { findClient, listClients } from '../store/clients.ts';
 import type { Client, User } from '../store/schema.ts';
 import { findUserById, searchUsers, updateUser } from '../store/users.ts';
@@ -80,17 +81,7 @@ function formProblems(values: ClientFormValues): Record<string, string> {
 }
 
 function clientRow(client: Client) {
-  return {
-    id: client.id,
-    name: client.name,
-    grantType: client.grant_type,
-    redirectUri: client.redirect_uri,
-    confidential: client.secret_hash !== null,
-    trusted: client.trusted === 1,
-    requirePkce: client.require_pkce === 1,
-    scopes: splitScopes(client.scopes),
-    created: formatTime(client.created_at),
-  };
+  return { ...describeClient(client), created: formatTime(client.created_at) };
 }
 
 function notice(request: FastifyRequest): string | null {
@@ -182,7 +173,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
       redirect_uri: client.redirect_uri ?? '',
       client_type: row.confidential ? 'confidential' : 'public',
       trusted: row.trusted,
-      require_pkce: row.requirePkce,
+      require_pkce: row.require_pkce,
       scopes: row.scopes,
     };
     return clientForm(reply, { client, values, errors: {}, notice: notice(request) });

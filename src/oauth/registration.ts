@@ -8,7 +8,7 @@ import { mintToken } from '../tokens.ts';
 import type { OAuthContext } from './context.ts';
 import { redirectUriProblem } from './redirect-uri.ts';
 import { revoke } from './revocation.ts';
-import { isScope, joinScopes } from './scopes.ts';
+import { isScope, joinScopes, splitScopes } from './scopes.ts';
 
 export const GRANT_TYPES = ['authorization_code', 'client_credentials'] as const;
 export type GrantType = (typeof GRANT_TYPES)[number];
@@ -37,6 +37,21 @@ export interface RegisteredClient {
   client: Client;
   /** Only for confidential clients, and only now: it is stored hashed. */
   secret: string | null;
+}
+
+/** What may be shown of a client anywhere — the CLI, the admin pages: never its secret hash. */
+export function describeClient(client: Client) {
+  return {
+    client_id: client.id,
+    name: client.name,
+    grant_type: client.grant_type,
+    redirect_uri: client.redirect_uri,
+    confidential: client.secret_hash !== null,
+    trusted: client.trusted === 1,
+    require_pkce: client.require_pkce === 1,
+    scopes: splitScopes(client.scopes),
+    created_at: client.created_at,
+  };
 }
 
 /** Validates the input; returns every problem by field, or an empty object. */
