@@ -3,7 +3,7 @@
  * by `gatehouse serve` and by the tests.
  */
 import { fileURLToPath } from 'node:url';
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import cookie from '@fastify/cookie';
 import cors from '@fastify/cors';
 import csrf from '@fastify/csrf-protection';
@@ -13,17 +13,14 @@ import fastifyStatic from '@fastify/static';
 import view from '@fastify/view';
 import { Eta } from 'eta';
 import { randomUUID } from 'node:crypto';
-import { auditTrail } from './audit.ts';
 import type { Config } from './config.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
-import type { OAuthContext } from './oauth/context.ts';
+import { openContext, type AppContext } from './context.ts';
 import { OAuthError } from './oauth/errors.ts';
-import { openServices, type Services } from './services.ts';
 import type { Store } from './store/database.ts';
 import accountRoutes from './http/account.ts';
 import adminRoutes from './http/admin.ts';
 import apiRoutes from './http/api.ts';
-import errorHandling, { sendError } from './http/errors.ts';
+import errorHandling from './http/errors.ts';
 import { parseForm } from './http/forms.ts';
 import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
@@ -35,8 +32,11 @@ import wsRoutes from './http/ws.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The protocol context the routes share. */
-    gatehouse: OAuthContext;
+    /**
+     * The application context, for the code that built the app (`gatehouse serve`, the
+     * tests). Routes never read it from here: each gets it as its plugin option `ctx`.
+     */
+    gatehouse: AppContext;
   }
 }
 
@@ -45,15 +45,6 @@ export interface AppOptions {
   now?: () => number;
   /** Pino destination stream, for tests that read the logs. */
   logStream?: NodeJS.WritableStream;
-}
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** Redis / LISTEN-NOTIFY backed throttling and revocation fan-out. */
-    services: Services;
-    /** The Prometheus registry behind GET /metrics. */
-    metrics: Metrics;
-  }
 }
 
 /** A request id from the load balancer is kept when it is short and plain; otherwise one is made. */
@@ -106,35 +97,23 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     // every other bad request, and without quoting the URL back.
     frameworkErrors: (error, request, reply) => {
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
-      sendError(request, reply, new OAuthError('invalid_request', tooLong ? 'the request URL is too long' : 'the request URL is malformed', error.code, tooLong ? 414 : 400));
+      // Answered by the same error handler as every other refusal (src/http/errors.ts).
+      void app.errorHandler(new OAuthError('invalid_request', tooLong ? 'the request URL is too long' : 'the request URL is malformed', error.code, tooLong ? 414 : 400) as unknown as FastifyError, request, reply as FastifyReply);
     },
   });
-  const metrics = createMetrics(store.db);
-  app.decorate('metrics', metrics);
+  const ctx = await openContext(config, store, app.log, options.now);
+  app.addHook('onClose', () => ctx.close());
+  const { metrics } = ctx;
   app.addHook('onRequest', async (request, reply) => void reply.header('X-Request-Id', request.id));
   app.addHook('onResponse', async (request, reply) => {
     // The route pattern, not the URL: bounded label values, and no code or token from a query string.
     metrics.request(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
   });
 
-  const services = await openServices(config, store, app.log);
-  app.addHook('onClose', () => services.close());
-  const now = options.now ?? Date.now;
-  const ctx: OAuthContext = {
-    config,
-    db: store.db,
-    now,
-    audit: auditTrail(store.db, config, now, app.log, metrics.event),
-    onGrantsRevoked: (grantIds, reason) => {
-      app.log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
-      metrics.grantsRevoked(grantIds.length, reason);
-      services.bus.publish(grantIds).catch((error: Error) => app.log.error({ err: error }, 'revocation fan-out failed'));
-    },
-  };
 
   app.removeAllContentTypeParsers(); // only forms are accepted; anything else is a 400
   await app.register(formbody, { parser: (text) => parseForm(text) });
-  await app.register(errorHandling);
+  await app.register(errorHandling, { ctx });
   await app.register(cookie);
   await app.register(csrf, {
     cookieKey: 'gatehouse_csrf',
@@ -191,10 +170,9 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(setupRoutes, { ctx });
   await app.register(accountRoutes, { ctx });
   await app.register(adminRoutes, { ctx });
-  await app.register(opsRoutes, { ctx, store });
-  await app.register(wsRoutes, { ctx, bus: services.bus });
+  await app.register(opsRoutes, { ctx });
+  await app.register(wsRoutes, { ctx });
 
   app.decorate('gatehouse', ctx);
-  app.decorate('services', services);
   return app;
 }

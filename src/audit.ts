@@ -1,7 +1,7 @@
 /**
  * The audit trail's writer (SPEC §4.6). The protocol code and the admin actions describe
  * each security event as an `AuditEvent` — who, what, from which address — and hand it to
- * `OAuthContext.audit`; this module stamps the time and the retention, stores it, and
+ * `AppContext.audit`; this module stamps the time and the retention, stores it, and
  * lets the metrics count it.
  *
  * Most events are recorded after the change they describe has committed. A failed write is

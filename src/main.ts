@@ -7,14 +7,12 @@ import { parseArgs } from 'node:util';
 import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
 import { AccountError, createAccount, disableAccount, setPassword } from './accounts/users.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
-import type { OAuthContext } from './oauth/context.ts';
+import { openContext, type AppContext, type ContextLogger } from './context.ts';
 import { RegistrationError, describeClient, registerClient, removeClient } from './oauth/registration.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
 import { listClients } from './store/clients.ts';
-import { auditTrail } from './audit.ts';
 import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from './store/audit.ts';
 import { purgeOnce } from './store/purge.ts';
-import { openServices } from './services.ts';
 import { findUserByUsername, listUsers } from './store/users.ts';
 
 const HELP = `Usage: gatehouse <command> [options]
@@ -47,6 +45,13 @@ AUDIT_RETENTION_DAYS, REDIS_URL, TRUST_PROXY, LOG_LEVEL. See README.md.
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
 
 class UsageError extends Error {}
+
+/** The CLI's own diagnostics go to stderr; routine events (a revocation's fan-out) stay quiet. */
+const cliLog: ContextLogger = {
+  info: () => {},
+  warn: (object, message) => console.error(`gatehouse: ${message}`, object),
+  error: (object, message) => console.error(`gatehouse: ${message}`, object),
+};
 
 const OPTIONS = {
   json: { type: 'boolean' },
@@ -86,24 +91,13 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'serve') return serve(config);
 
   const store = openStore(config.database);
-  let closeServices = async () => {};
+  let closeContext = async () => {};
   try {
     await migrate(store);
-    // Revocations made here reach running instances' WebSockets through the same fan-out.
-    const services = await openServices(config, store, { warn: (object, message) => console.error(message, object) });
-    const published: Promise<void>[] = [];
-    const ctx: OAuthContext = {
-      config,
-      db: store.db,
-      now: Date.now,
-      onGrantsRevoked: (grantIds) => void published.push(services.bus.publish(grantIds)),
-      // Changes made here are recorded like the admin pages' ones, with no address: the command line.
-      audit: auditTrail(store.db, config, Date.now, { error: (object, message) => console.error(`gatehouse: ${message}`, object) }),
-    };
-    closeServices = async () => {
-      await Promise.all(published);
-      await services.close();
-    };
+    // Revocations made here reach running instances' WebSockets through the same fan-out, and
+    // changes are audited like the admin pages' ones, with no address: the command line.
+    const ctx = await openContext(config, store, cliLog);
+    closeContext = () => ctx.close();
     const print = (json: unknown, text: string) => console.log(options.json ? JSON.stringify(json) : text);
     switch (`${command} ${sub ?? ''}`.trim()) {
       case 'migrate':
@@ -159,14 +153,14 @@ async function main(argv: string[]): Promise<number> {
         throw new UsageError(`unknown command "${[command, sub].filter(Boolean).join(' ')}"; see gatehouse --help`);
     }
   } finally {
-    await closeServices();
+    await closeContext();
     await store.close();
   }
 }
 
 type Print = (json: unknown, text: string) => void;
 
-async function requireUser(ctx: OAuthContext, rest: string[]) {
+async function requireUser(ctx: AppContext, rest: string[]) {
   const [username, ...extra] = rest;
   if (username === undefined || extra.length > 0) throw new UsageError('name exactly one user');
   const user = await findUserByUsername(ctx.db, username);
@@ -174,7 +168,7 @@ async function requireUser(ctx: OAuthContext, rest: string[]) {
   return user;
 }
 
-async function userCreate(ctx: OAuthContext, rest: string[], options: Options, print: Print): Promise<number> {
+async function userCreate(ctx: AppContext, rest: string[], options: Options, print: Print): Promise<number> {
   const [username, ...extra] = rest;
   if (username === undefined || extra.length > 0) throw new UsageError('usage: gatehouse user create <username> --email <e> [--admin] [--password-stdin]');
   if (options.email === undefined) throw new UsageError('--email is required');
@@ -185,7 +179,7 @@ async function userCreate(ctx: OAuthContext, rest: string[], options: Options, p
   return 0;
 }
 
-async function clientCreate(ctx: OAuthContext, rest: string[], options: Options, print: Print): Promise<number> {
+async function clientCreate(ctx: AppContext, rest: string[], options: Options, print: Print): Promise<number> {
   if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
   if (options.name === undefined) throw new UsageError('--name is required');
   const grantType = options['grant-type'] ?? 'authorization_code';
@@ -212,7 +206,7 @@ async function clientCreate(ctx: OAuthContext, rest: string[], options: Options,
 }
 
 /** `gatehouse audit`: the newest events matching the filters, newest first. */
-async function auditCommand(ctx: OAuthContext, rest: string[], options: Options, print: Print): Promise<number> {
+async function auditCommand(ctx: AppContext, rest: string[], options: Options, print: Print): Promise<number> {
   if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
   const filter: AuditFilter = { limit: 50 };
   if (options.limit !== undefined) {

@@ -9,7 +9,7 @@
  * expires after SETUP_LINK_TTL, works once, and stops working as soon as any administrator
  * exists, so a link left in a terminal's scrollback is worth nothing later.
  */
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import type { User } from '../store/schema.ts';
 import { consumeSetupToken, deleteSetupTokens, insertSetupToken, isLiveSetupToken } from '../store/setup-tokens.ts';
 import { countAdmins } from '../store/users.ts';
@@ -25,7 +25,7 @@ export class SetupLinkInvalid extends Error {
 }
 
 /** A new setup link when there is no enabled administrator; null when there is one. */
-export async function firstRunSetupLink(ctx: OAuthContext): Promise<string | null> {
+export async function firstRunSetupLink(ctx: AppContext): Promise<string | null> {
   if ((await countAdmins(ctx.db)) > 0) return null;
   const setup = mintToken('setup');
   const now = ctx.now();
@@ -34,7 +34,7 @@ export async function firstRunSetupLink(ctx: OAuthContext): Promise<string | nul
 }
 
 /** Throws SetupLinkInvalid unless `token` opens the setup page now. */
-export async function checkSetupToken(ctx: OAuthContext, token: string | undefined): Promise<void> {
+export async function checkSetupToken(ctx: AppContext, token: string | undefined): Promise<void> {
   const hash = token === undefined ? null : hashIfWellFormed('setup', token);
   if (hash === null || !(await isLiveSetupToken(ctx.db, hash, ctx.now())) || (await countAdmins(ctx.db)) > 0) {
     throw new SetupLinkInvalid('This setup link has expired or has already been used.');
@@ -47,7 +47,7 @@ export async function checkSetupToken(ctx: OAuthContext, token: string | undefin
  * creates an account.
  */
 export async function createFirstAdministrator(
-  ctx: OAuthContext,
+  ctx: AppContext,
   token: string | undefined,
   account: { username: string; email: string; password: string },
 ): Promise<User> {

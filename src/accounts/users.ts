@@ -5,7 +5,7 @@ import { deleteUserSessions } from '../store/sessions.ts';
 import { findUserByLogin, findUserByUsername, insertUser, lookupKey, updateUser } from '../store/users.ts';
 import type { Database, User } from '../store/schema.ts';
 import { revoke } from '../oauth/revocation.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { hashPassword, passwordProblem } from './passwords.ts';
 
 export class AccountError extends Error {
@@ -68,7 +68,7 @@ export async function setPassword(db: Kysely<Database>, user: User, password: st
 }
 
 /** Disables the account: its sessions end and every grant it gave is revoked. */
-export async function disableAccount(ctx: OAuthContext, user: User): Promise<void> {
+export async function disableAccount(ctx: AppContext, user: User): Promise<void> {
   await updateUser(ctx.db, user.id, { disabled: 1 });
   await deleteUserSessions(ctx.db, user.id);
   await revoke(ctx, { userId: user.id }, 'user_disabled');

@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { isClientId } from '../oauth/client-auth.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { SCOPE_DESCRIPTIONS, splitScopes } from '../oauth/scopes.ts';
@@ -16,7 +16,7 @@ import { requireFormBody } from './helpers.ts';
 import { formatTime, navigation, page, toLogin } from './pages.ts';
 import { currentUser } from './session.ts';
 
-export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/account/applications', page, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const user = await currentUser(request, ctx);

@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SCOPES } from '../config.ts';
 import { AccountError, createAccount, disableAccount } from '../accounts/users.ts';
 import { isClientId } from '../oauth/client-auth.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import {
@@ -89,7 +89,7 @@ function notice(request: FastifyRequest): string | null {
   return typeof done === 'string' ? (NOTICES[done] ?? null) : null;
 }
 
-export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   const admins = new WeakMap<FastifyRequest, User>();
 
   // Encapsulated in this plugin: runs for every /admin route, before the body is even read.

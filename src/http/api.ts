@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { authority } from '../config.ts';
 import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bearer.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { rejectOtherMethods } from './helpers.ts';
 import { TAGS, oauthError } from './openapi.ts';
@@ -42,11 +42,11 @@ const linksSchema = {
   },
 } as const;
 
-export function websocketUrl(ctx: OAuthContext): string {
+export function websocketUrl(ctx: AppContext): string {
   return `${ctx.config.publicUrl.replace(/^http/, 'ws')}/ws`;
 }
 
-export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   const accountDomain = authority(ctx.config);
 
   app.get('/api/profile', { schema: profileRouteSchema }, async (request, reply) => {

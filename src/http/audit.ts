@@ -5,7 +5,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { isClientId } from '../oauth/client-auth.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../store/audit.ts';
 import { findUserByUsername } from '../store/users.ts';
@@ -13,7 +13,7 @@ import { formatTime, page } from './pages.ts';
 
 const PAGE_SIZE = 100;
 
-export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/admin/audit', page, async (request, reply) => {
     const query = request.query as RawParams;
     const values = {

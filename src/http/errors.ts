@@ -7,6 +7,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { InvalidClient } from '../oauth/client-auth.ts';
+import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { Throttled } from '../throttle.ts';
 
@@ -29,8 +30,8 @@ const CLIENT_ERRORS: Record<number, string> = {
   429: 'too many requests: try again later',
 };
 
-export function sendError(request: FastifyRequest, reply: FastifyReply, error: OAuthError): FastifyReply {
-  request.server.metrics.failure(error.error, error.status);
+function sendError(ctx: AppContext, request: FastifyRequest, reply: FastifyReply, error: OAuthError): FastifyReply {
+  ctx.metrics.failure(error.error, error.status);
   if (error.detail) request.log.info({ error: error.error, detail: error.detail }, 'request refused');
   if (error instanceof InvalidClient && error.usedBasic) reply.header('WWW-Authenticate', 'Basic realm="gatehouse", charset="UTF-8"');
   if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
@@ -44,18 +45,18 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, error: O
   return reply.code(error.status).send(error.toJSON());
 }
 
-export default fp(async function errorHandling(app: FastifyInstance) {
+export default fp(async function errorHandling(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
-    if (error instanceof OAuthError) return sendError(request, reply, error);
+    if (error instanceof OAuthError) return sendError(ctx, request, reply, error);
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       // A wrong content type is a malformed request in RFC 6749's terms: 400 invalid_request.
       const description = CLIENT_ERRORS[status] ?? CLIENT_ERRORS[400]!;
-      return sendError(request, reply, new OAuthError('invalid_request', description, error.code, status === 415 ? 400 : status));
+      return sendError(ctx, request, reply, new OAuthError('invalid_request', description, error.code, status === 415 ? 400 : status));
     }
     request.log.error({ err: error }, 'unexpected error');
-    return sendError(request, reply, new OAuthError('server_error', 'the server could not complete the request'));
+    return sendError(ctx, request, reply, new OAuthError('server_error', 'the server could not complete the request'));
   });
 
-  app.setNotFoundHandler(async (request, reply) => sendError(request, reply, new OAuthError('invalid_request', 'not found', undefined, 404)));
+  app.setNotFoundHandler(async (request, reply) => sendError(ctx, request, reply, new OAuthError('invalid_request', 'not found', undefined, 404)));
 });

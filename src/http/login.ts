@@ -1,7 +1,7 @@
 /** Logging in and out, and the signed-in home page. */
 import type { FastifyInstance } from 'fastify';
 import { decoyHash, verifyPassword } from '../accounts/passwords.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { findUserByLogin } from '../store/users.ts';
 import { Throttled } from '../throttle.ts';
@@ -11,7 +11,7 @@ import { currentUser, endSession, safeNext, startSession } from './session.ts';
 
 const page = { config: { page: true } } as const;
 
-export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   /** Which application the login is for, and in a popup what closing it posts (SPEC §4.1). */
   async function loginContext(next: string) {
     const pending = await pendingAuthorization(next, ctx);
@@ -43,7 +43,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       reply.header('Cache-Control', 'no-store');
       return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null, ...(await loginContext(next)) });
     };
-    const { throttle } = app.services;
+    const { throttle } = ctx.services;
     try {
       await throttle.checkLogin(login, request.ip);
     } catch (error) {

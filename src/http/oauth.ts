@@ -17,7 +17,7 @@ import {
   type AuthorizationTarget,
 } from '../oauth/authorize.ts';
 import { authenticateClient, claimedClientId } from '../oauth/client-auth.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { GRANTS } from '../oauth/grants/index.ts';
 import { single, type RawParams } from '../oauth/params.ts';
@@ -167,7 +167,7 @@ const introspectSchema = {
   response: { ...introspectionResponseSchema, 400: oauthError('A refused request', ['invalid_request']), ...CLIENT_AUTH_ERRORS },
 } as const;
 
-export function serverMetadata(ctx: OAuthContext) {
+export function serverMetadata(ctx: AppContext) {
   const base = ctx.config.publicUrl;
   return {
     issuer: base,
@@ -188,7 +188,7 @@ export function serverMetadata(ctx: OAuthContext) {
   };
 }
 
-export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/.well-known/oauth-authorization-server', { schema: metadataSchema }, async () => serverMetadata(ctx));
 
   app.get('/oauth/authorize', { config: { page: true }, schema: authorizeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
@@ -288,7 +288,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (grantType === undefined) throw invalidRequest('the "grant_type" parameter is missing');
     const grant = GRANTS.get(grantType);
     if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...GRANTS.keys()].join(', ')}`);
-    await app.services.throttle.tokenRequest(claimedClientId(request.headers.authorization, params), request.ip);
+    await ctx.services.throttle.tokenRequest(claimedClientId(request.headers.authorization, params), request.ip);
     const client = await authenticateClient(ctx.db, request.headers.authorization, params);
     return grant(params, client, ctx, request.ip);
   });

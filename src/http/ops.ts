@@ -3,8 +3,7 @@
  * expired rows that every instance runs (SPEC §3, §4.6).
  */
 import type { FastifyInstance } from 'fastify';
-import type { OAuthContext } from '../oauth/context.ts';
-import type { Store } from '../store/database.ts';
+import type { AppContext } from '../context.ts';
 import { isHealthy } from '../store/database.ts';
 import { purgeOnce } from '../store/purge.ts';
 import { rejectOtherMethods } from './helpers.ts';
@@ -25,21 +24,21 @@ const metricsSchema = {
   response: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } } },
 } as const;
 
-export default async function opsRoutes(app: FastifyInstance, { ctx, store }: { ctx: OAuthContext; store: Store }) {
+export default async function opsRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/_status', { schema: statusSchema }, async (_request, reply) => {
     reply.header('Cache-Control', 'no-store');
-    if (await isHealthy(store)) return { status: 'okay' };
+    if (await isHealthy(ctx.store)) return { status: 'okay' };
     return reply.code(503).send({ status: 'failure', reason: 'the database does not answer' });
   });
 
   app.get('/metrics', { schema: metricsSchema }, async (_request, reply) => {
-    reply.header('Cache-Control', 'no-store').type(app.metrics.registry.contentType);
-    return app.metrics.registry.metrics();
+    reply.header('Cache-Control', 'no-store').type(ctx.metrics.registry.contentType);
+    return ctx.metrics.registry.metrics();
   });
 
   rejectOtherMethods(app, ['/_status', '/metrics'], 'GET');
 
-  schedulePurge(app, ctx, store);
+  schedulePurge(app, ctx);
 }
 
 /**
@@ -47,18 +46,18 @@ export default async function opsRoutes(app: FastifyInstance, { ctx, store }: { 
  * work at a time. A run still going when the next is due is not doubled, and shutdown
  * waits for it.
  */
-function schedulePurge(app: FastifyInstance, ctx: OAuthContext, store: Store): void {
+function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
   const interval = ctx.config.purgeIntervalSeconds * 1000;
   if (interval === 0) return;
   let running: Promise<void> | null = null;
   const run = async () => {
     try {
-      const counts = await purgeOnce(store, ctx.now(), ctx.config.refreshGraceSeconds * 1000);
-      app.metrics.purge(counts);
+      const counts = await purgeOnce(ctx.store, ctx.now(), ctx.config.refreshGraceSeconds * 1000);
+      ctx.metrics.purge(counts);
       if (counts === null) app.log.debug({ event: 'purge_skipped' }, 'another instance is purging');
       else app.log.info({ event: 'purge', counts }, 'purged expired rows');
     } catch (error) {
-      app.metrics.purge(null, true);
+      ctx.metrics.purge(null, true);
       app.log.error({ err: error }, 'purge failed');
     } finally {
       running = null;

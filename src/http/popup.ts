@@ -5,7 +5,7 @@
  * never one taken from the request.
  */
 import { resolveTarget, type AuthorizationTarget } from '../oauth/authorize.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { originOf } from '../oauth/redirect-uri.ts';
 import { parseForm } from './forms.ts';
@@ -25,7 +25,7 @@ export function popupCancel(target: AuthorizationTarget): PopupCancel {
  * What the login page shows about the authorization request `next` leads to; null when
  * `next` (already a safe same-site path) is no authorization request of a known client.
  */
-export async function pendingAuthorization(next: string, ctx: OAuthContext): Promise<{ clientName: string; popup: PopupCancel | null } | null> {
+export async function pendingAuthorization(next: string, ctx: AppContext): Promise<{ clientName: string; popup: PopupCancel | null } | null> {
   const url = new URL(next, ctx.config.publicUrl);
   if (url.pathname !== '/oauth/authorize') return null;
   try {

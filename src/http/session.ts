@@ -4,23 +4,23 @@
  * `__Host-` prefixed behind https.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { deleteSession, findSessionUser, insertSession } from '../store/sessions.ts';
 import type { User } from '../store/schema.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 
-export function sessionCookieName(ctx: OAuthContext): string {
+export function sessionCookieName(ctx: AppContext): string {
   return isHttps(ctx) ? '__Host-gatehouse_session' : 'gatehouse_session';
 }
 
-export function isHttps(ctx: OAuthContext): boolean {
+export function isHttps(ctx: AppContext): boolean {
   return ctx.config.publicUrl.startsWith('https:');
 }
 
 const resolved = new WeakMap<FastifyRequest, Promise<User | null>>();
 
 /** The logged-in user of this request, or null; looked up once per request. */
-export function currentUser(request: FastifyRequest, ctx: OAuthContext): Promise<User | null> {
+export function currentUser(request: FastifyRequest, ctx: AppContext): Promise<User | null> {
   let user = resolved.get(request);
   if (!user) {
     const token = request.cookies[sessionCookieName(ctx)];
@@ -31,7 +31,7 @@ export function currentUser(request: FastifyRequest, ctx: OAuthContext): Promise
   return user;
 }
 
-export async function startSession(reply: FastifyReply, ctx: OAuthContext, user: User): Promise<void> {
+export async function startSession(reply: FastifyReply, ctx: AppContext, user: User): Promise<void> {
   const session = mintToken('session');
   const now = ctx.now();
   await insertSession(ctx.db, { idHash: session.hash, userId: user.id, now, expiresAt: now + ctx.config.sessionTtl * 1000 });
@@ -44,7 +44,7 @@ export async function startSession(reply: FastifyReply, ctx: OAuthContext, user:
   });
 }
 
-export async function endSession(request: FastifyRequest, reply: FastifyReply, ctx: OAuthContext): Promise<void> {
+export async function endSession(request: FastifyRequest, reply: FastifyReply, ctx: AppContext): Promise<void> {
   const name = sessionCookieName(ctx);
   const token = request.cookies[name];
   const hash = token === undefined ? null : hashIfWellFormed('session', token);
@@ -56,7 +56,7 @@ export async function endSession(request: FastifyRequest, reply: FastifyReply, c
  * A `next` target we may redirect to after login: a same-origin relative path only.
  * Anything else (absolute URLs, `//host`, backslashes, control characters) falls back to `/`.
  */
-export function safeNext(next: string | undefined, ctx: OAuthContext): string {
+export function safeNext(next: string | undefined, ctx: AppContext): string {
   if (next === undefined || !next.startsWith('/') || next.startsWith('//') || /[\\\x00-\x1f]/.test(next)) return '/';
   const base = new URL(ctx.config.publicUrl);
   const url = new URL(next, base);

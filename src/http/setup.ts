@@ -6,13 +6,13 @@
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { SetupLinkInvalid, checkSetupToken, createFirstAdministrator } from '../accounts/setup.ts';
 import { AccountError } from '../accounts/users.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, page, sentence } from './pages.ts';
 import { endSession, startSession } from './session.ts';
 
-export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: OAuthContext }) {
+export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   function setupPage(reply: FastifyReply, data: { token: string; values: { username: string; email: string }; errors: Record<string, string> }) {
     return reply.view('setup.eta', { title: 'Set up Gatehouse', csrfToken: reply.generateCsrf(), ...data });
   }

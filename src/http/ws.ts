@@ -8,9 +8,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
 import { authority } from '../config.ts';
-import type { RevocationBus } from '../events/revocations.ts';
 import { authenticateAccessToken, bearerToken } from '../oauth/bearer.ts';
-import type { OAuthContext } from '../oauth/context.ts';
+import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import type { AccessTokenInfo } from '../store/grants.ts';
@@ -36,13 +35,13 @@ const websocketSchema = {
   },
 } as const;
 
-export default async function wsRoutes(app: FastifyInstance, { ctx, bus }: { ctx: OAuthContext; bus: RevocationBus }) {
+export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   await app.register(websocket, { options: { maxPayload: 64 * 1024 } });
   const accountDomain = authority(ctx.config);
   const socketsByGrant = new Map<string, Set<WebSocket>>();
   const tokens = new WeakMap<FastifyRequest, AccessTokenInfo>();
 
-  bus.subscribe((grantIds) => {
+  ctx.services.bus.subscribe((grantIds) => {
     for (const grantId of grantIds) {
       for (const socket of socketsByGrant.get(grantId) ?? []) socket.close(TOKEN_INVALID_CLOSE_CODE, 'token revoked');
     }

@@ -11,7 +11,7 @@ import { findConsentScopes, insertCode, saveConsent } from '../store/grants.ts';
 import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 import { isClientId } from './client-auth.ts';
-import type { OAuthContext } from './context.ts';
+import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from './errors.ts';
 import { readParams, single, type RawParams } from './params.ts';
 import { checkChallenge } from './pkce.ts';
@@ -49,7 +49,7 @@ export const AUTHORIZATION_PARAMETERS = [
 ] as const;
 
 /** Check 1 and 2: the client exists and may use this endpoint, and the redirect URL is its own. Errors here render a page. */
-export async function resolveTarget(raw: RawParams, ctx: OAuthContext): Promise<AuthorizationTarget> {
+export async function resolveTarget(raw: RawParams, ctx: AppContext): Promise<AuthorizationTarget> {
   const clientId = single(raw, 'client_id');
   if (clientId === undefined) throw invalidRequest('the "client_id" parameter is missing');
   const client = isClientId(clientId) ? await findClient(ctx.db, clientId) : undefined;
@@ -98,7 +98,7 @@ function parsePrompt(raw: string | undefined): Set<Prompt> {
 export type Decision = { kind: 'login' } | { kind: 'consent' } | { kind: 'issue' };
 
 /** What happens next for this user (null: not logged in). */
-export async function decide(request: AuthorizationRequest, user: User | null, ctx: OAuthContext): Promise<Decision> {
+export async function decide(request: AuthorizationRequest, user: User | null, ctx: AppContext): Promise<Decision> {
   if (user === null || request.prompt.has('login')) {
     if (request.prompt.has('none')) throw new OAuthError('login_required', 'the user is not logged in');
     return { kind: 'login' };
@@ -114,7 +114,7 @@ export async function decide(request: AuthorizationRequest, user: User | null, c
  * Records the user's approval (so it is not asked again) and issues the code. `address`
  * is the user's, for the audit trail.
  */
-export async function approve(request: AuthorizationRequest, user: User, ctx: OAuthContext, address: string): Promise<string> {
+export async function approve(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
   const previous = await findConsentScopes(ctx.db, user.id, request.client.id, now);
   const scopes = joinScopes([...request.scopes, ...(previous === undefined ? [] : splitScopes(previous))]);
@@ -124,7 +124,7 @@ export async function approve(request: AuthorizationRequest, user: User, ctx: OA
 }
 
 /** Mints the authorization code, bound to client, user, redirect URL, scopes and PKCE challenge. */
-export async function issueCode(request: AuthorizationRequest, user: User, ctx: OAuthContext, address: string): Promise<string> {
+export async function issueCode(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
   const code = mintToken('code');
   await insertCode(ctx.db, {

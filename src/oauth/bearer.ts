@@ -2,7 +2,7 @@
 import type { Scope } from '../config.ts';
 import { findLiveAccessToken, type AccessTokenInfo } from '../store/grants.ts';
 import { hashIfWellFormed } from '../tokens.ts';
-import type { OAuthContext } from './context.ts';
+import type { AppContext } from '../context.ts';
 import { OAuthError } from './errors.ts';
 import { splitScopes } from './scopes.ts';
 
@@ -13,7 +13,7 @@ export function bearerToken(authorization: string | undefined): string | undefin
 }
 
 /** The live access token's grant and user; `invalid_token` for a missing, unknown, expired or revoked token. */
-export async function authenticateAccessToken(ctx: OAuthContext, token: string | undefined): Promise<AccessTokenInfo> {
+export async function authenticateAccessToken(ctx: AppContext, token: string | undefined): Promise<AccessTokenInfo> {
   if (token === undefined) throw new OAuthError('invalid_token', 'an access token is required');
   const hash = hashIfWellFormed('access', token);
   const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, ctx.now());

@@ -11,7 +11,7 @@ import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from 
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { InvalidClient } from './client-auth.ts';
-import type { OAuthContext } from './context.ts';
+import type { AppContext } from '../context.ts';
 import { readParams, type RawParams } from './params.ts';
 
 export interface Introspection {
@@ -32,7 +32,7 @@ export interface Introspection {
  * The Basic challenge is sent even to a caller that sent no credentials: the endpoint
  * requires them (RFC 7235 §3.1).
  */
-export async function introspect(raw: RawParams, client: Client | null, ctx: OAuthContext): Promise<Introspection> {
+export async function introspect(raw: RawParams, client: Client | null, ctx: AppContext): Promise<Introspection> {
   if (client === null) throw new InvalidClient('authenticate as a confidential client to introspect tokens', true);
   if (client.secret_hash === null) throw new InvalidClient('only confidential clients may introspect tokens', true);
   const params = readParams(raw, ['token'], ['token_type_hint']);
@@ -58,7 +58,7 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: OAu
   return { active: false };
 }
 
-function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', ctx: OAuthContext): Introspection {
+function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', ctx: AppContext): Introspection {
   return {
     active: true,
     scope: info.scopes,

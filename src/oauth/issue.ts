@@ -2,7 +2,7 @@
 import type { Scope } from '../config.ts';
 import type { IssuedTokens } from '../store/grants.ts';
 import { mintToken } from '../tokens.ts';
-import type { OAuthContext } from './context.ts';
+import type { AppContext } from '../context.ts';
 import { joinScopes } from './scopes.ts';
 
 export interface TokenResponse {
@@ -18,7 +18,7 @@ export interface MintedPair {
   response: TokenResponse;
 }
 
-export function mintTokens(ctx: OAuthContext, scopes: readonly Scope[], withRefresh: boolean): MintedPair {
+export function mintTokens(ctx: AppContext, scopes: readonly Scope[], withRefresh: boolean): MintedPair {
   const now = ctx.now();
   const access = mintToken('access');
   const refresh = withRefresh ? mintToken('refresh') : null;

@@ -5,7 +5,7 @@ import { SCOPES } from '../config.ts';
 import { deleteClient, insertClient, liveGrantsOfClient, updateClient } from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
-import type { OAuthContext } from './context.ts';
+import type { AppContext } from '../context.ts';
 import { redirectUriProblem } from './redirect-uri.ts';
 import { revoke } from './revocation.ts';
 import { isScope, joinScopes, splitScopes } from './scopes.ts';
@@ -108,7 +108,7 @@ export function clientChangeProblems(client: Client, changes: ClientChanges): Re
  * so that no token keeps a scope the client may no longer have (their users are asked
  * again next time).
  */
-export async function changeClient(ctx: OAuthContext, client: Client, changes: ClientChanges): Promise<void> {
+export async function changeClient(ctx: AppContext, client: Client, changes: ClientChanges): Promise<void> {
   const problem = firstProblem(clientChangeProblems(client, changes));
   if (problem) throw problem;
   const requested = changes.scope.split(' ').filter((s) => s !== '');
@@ -134,7 +134,7 @@ export async function rotateClientSecret(db: Kysely<Database>, client: Client): 
 }
 
 /** Deletes the client and everything issued to it. */
-export async function removeClient(ctx: OAuthContext, clientId: string): Promise<boolean> {
+export async function removeClient(ctx: AppContext, clientId: string): Promise<boolean> {
   const { deleted, grantIds } = await deleteClient(ctx.db, clientId);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'client_deleted');
   return deleted;

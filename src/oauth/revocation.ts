@@ -6,12 +6,12 @@ import { findTokenOwner, revokeGrants, type TokenOwner } from '../store/grants.t
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { secretRequired } from './client-auth.ts';
-import type { OAuthContext, RevocationReason } from './context.ts';
+import type { AppContext, RevocationReason } from '../context.ts';
 import { OAuthError } from './errors.ts';
 import { readParams, type RawParams } from './params.ts';
 
 /** Revokes the grants matched by `where` and tells the listeners. */
-export async function revoke(ctx: OAuthContext, where: Parameters<typeof revokeGrants>[1], reason: RevocationReason): Promise<string[]> {
+export async function revoke(ctx: AppContext, where: Parameters<typeof revokeGrants>[1], reason: RevocationReason): Promise<string[]> {
   const revoked = await revokeGrants(ctx.db, where, ctx.now());
   if (revoked.length > 0) ctx.onGrantsRevoked(revoked, reason);
   return revoked;
@@ -22,7 +22,7 @@ export async function revoke(ctx: OAuthContext, where: Parameters<typeof revokeG
  * silently (RFC 7009 §2.2). A token of a confidential client needs that client's
  * credentials; a token may only be revoked by the client it was issued to.
  */
-export async function revokeToken(raw: RawParams, client: Client | null, ctx: OAuthContext, address: string): Promise<void> {
+export async function revokeToken(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<void> {
   const params = readParams(raw, ['token'], ['token_type_hint']);
   const owner = await findTokenGrant(ctx, params.token, params.token_type_hint);
   if (owner === null) return;
@@ -37,7 +37,7 @@ export async function revokeToken(raw: RawParams, client: Client | null, ctx: OA
 }
 
 /** The live grant a token belongs to, looked up by its kind (the hint only picks which kind first). */
-async function findTokenGrant(ctx: OAuthContext, token: string, hint: string | undefined): Promise<TokenOwner | null> {
+async function findTokenGrant(ctx: AppContext, token: string, hint: string | undefined): Promise<TokenOwner | null> {
   const kinds = [
     { kind: 'access', table: 'access_tokens' },
     { kind: 'refresh', table: 'refresh_tokens' },

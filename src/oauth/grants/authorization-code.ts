@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { exchangeCode, findCode } from '../../store/grants.ts';
 import type { AuthCode, Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
-import type { OAuthContext } from '../context.ts';
+import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
 import { mintTokens, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
@@ -15,7 +15,7 @@ import { revoke } from '../revocation.ts';
 
 export const grantType = 'authorization_code';
 
-export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext, address: string): Promise<TokenResponse> {
+export async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   // A client sending no credentials must at least name itself (RFC 6749 §4.1.3): its
   // missing client_id is reported together with any other missing parameter.
   const required = client === null ? (['code', 'client_id'] as const) : (['code'] as const);
@@ -63,7 +63,7 @@ export async function handle(raw: RawParams, client: Client | null, ctx: OAuthCo
 }
 
 /** RFC 6749 §4.1.2: a reused code SHOULD revoke every token issued from it. */
-async function replayed(code: AuthCode, grantId: string | null, ctx: OAuthContext, address: string): Promise<void> {
+async function replayed(code: AuthCode, grantId: string | null, ctx: AppContext, address: string): Promise<void> {
   if (grantId !== null) await revoke(ctx, { grantId }, 'code_replay');
   await ctx.audit({ type: 'code_replay_detected', userId: code.user_id, clientId: code.client_id, address, detail: { grant_id: grantId } });
 }

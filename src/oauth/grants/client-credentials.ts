@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { insertGrant } from '../../store/grants.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
-import type { OAuthContext } from '../context.ts';
+import type { AppContext } from '../../context.ts';
 import { OAuthError } from '../errors.ts';
 import { mintTokens, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
@@ -11,7 +11,7 @@ import { grantableScopes, joinScopes, splitScopes } from '../scopes.ts';
 
 export const grantType = 'client_credentials';
 
-export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext, address: string): Promise<TokenResponse> {
+export async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   const params = readParams(raw, [], ['scope']);
   if (client === null) throw secretRequired();
   if (client.secret_hash === null || client.grant_type !== 'client_credentials') {

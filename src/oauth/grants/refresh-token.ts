@@ -10,7 +10,7 @@ import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts'
 import { findRefreshToken, refreshRotatedAt, rotateRefreshToken, type RefreshTokenInfo } from '../../store/grants.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
-import type { OAuthContext } from '../context.ts';
+import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
 import { mintTokens, secondsUntil, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
@@ -25,7 +25,7 @@ interface SealedSuccessor {
   accessExpiresAt: number;
 }
 
-export async function handle(raw: RawParams, client: Client | null, ctx: OAuthContext, address: string): Promise<TokenResponse> {
+export async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   const params = readParams(raw, ['refresh_token'], ['scope']);
   const now = ctx.now();
   const hash = hashIfWellFormed('refresh', params.refresh_token);
@@ -77,7 +77,7 @@ const revokedGrant = () => invalidGrant('the refresh token has been revoked', 'r
  * The same successor pair again, when `token` is the immediate predecessor of an unused
  * successor and the rotation happened within the grace window; otherwise null.
  */
-async function replayWithinGrace(token: RefreshTokenInfo, presented: string, ctx: OAuthContext, now: number): Promise<TokenResponse | null> {
+async function replayWithinGrace(token: RefreshTokenInfo, presented: string, ctx: AppContext, now: number): Promise<TokenResponse | null> {
   const graceMs = ctx.config.refreshGraceSeconds * 1000;
   if (graceMs === 0 || token.revoked_at !== null || token.rotated_at === null || token.successor_box === null) return null;
   if (now - token.rotated_at > graceMs || token.successor_hash === null) return null;

@@ -1,0 +1,73 @@
+/**
+ * `AppContext`: what every layer below the routes gets — settings, the database, the clock,
+ * the audit trail, the shared engines (throttling, revocation fan-out) and the metrics.
+ * `gatehouse serve` (through buildApp) and the other CLI commands open it the same way, with
+ * `openContext`, so a revocation made from the command line is recorded, counted and fanned
+ * out exactly like one made on a page. Routes receive it as their plugin option `ctx`, and
+ * in no other way.
+ */
+import type { Kysely } from 'kysely';
+import { auditTrail, type Audit } from './audit.ts';
+import type { Config } from './config.ts';
+import { createMetrics, type Metrics } from './metrics.ts';
+import { openServices, type Services } from './services.ts';
+import type { Store } from './store/database.ts';
+import type { Database } from './store/schema.ts';
+
+export interface AppContext {
+  readonly config: Config;
+  readonly store: Store;
+  readonly db: Kysely<Database>;
+  /** Epoch milliseconds; tests inject their own clock. */
+  readonly now: () => number;
+  /** Told about every grant that stops being valid, so live connections can be closed. */
+  readonly onGrantsRevoked: (grantIds: readonly string[], reason: RevocationReason) => void;
+  /**
+   * Records a security event in the audit trail, after the change it describes (never
+   * throws), or with `audit.pending` inside the change's own transaction. The event names
+   * users and clients by id: never a token, code, secret or password.
+   */
+  readonly audit: Audit;
+  /** Throttling counters and the revocation fan-out (Redis, LISTEN/NOTIFY or in-process). */
+  readonly services: Services;
+  readonly metrics: Metrics;
+}
+
+export type RevocationReason = 'revoked' | 'refresh_reuse' | 'code_replay' | 'user_disabled' | 'client_deleted' | 'access_removed';
+
+export interface ContextLogger {
+  info(object: object, message: string): void;
+  warn(object: object, message: string): void;
+  error(object: object, message: string): void;
+}
+
+export interface OpenContext extends AppContext {
+  /** Waits for revocations still being fanned out, then closes the shared engines (not the store). */
+  close(): Promise<void>;
+}
+
+export async function openContext(config: Config, store: Store, log: ContextLogger, now: () => number = Date.now): Promise<OpenContext> {
+  const metrics = createMetrics(store.db);
+  const services = await openServices(config, store, log);
+  const publishing = new Set<Promise<void>>();
+  return {
+    config,
+    store,
+    db: store.db,
+    now,
+    services,
+    metrics,
+    audit: auditTrail(store.db, config, now, log, metrics.event),
+    onGrantsRevoked(grantIds, reason) {
+      log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
+      metrics.grantsRevoked(grantIds.length, reason);
+      const sent = services.bus.publish(grantIds).catch((error: Error) => log.error({ err: error }, 'revocation fan-out failed'));
+      publishing.add(sent);
+      void sent.finally(() => publishing.delete(sent));
+    },
+    async close() {
+      await Promise.all(publishing);
+      await services.close();
+    },
+  };
+}
