@@ -1,0 +1,126 @@
+/** Settings (src/config.ts `loadConfig`): defaults, accepted forms, and that a bad value stops start-up naming the setting. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config.ts';
+
+/** Asserts that `env` is refused with a ConfigError whose message names `setting`. */
+function refuses(env: Record<string, string>, setting: string): void {
+  assert.throws(() => loadConfig(env), (error: unknown) => {
+    assert.ok(error instanceof ConfigError, String(error));
+    assert.ok(error.message.includes(setting), `"${error.message}" should name ${setting}`);
+    return true;
+  });
+}
+
+const INTEGER_SETTINGS = [
+  'PORT',
+  'ACCESS_TOKEN_TTL',
+  'REFRESH_TOKEN_TTL',
+  'AUTH_CODE_TTL',
+  'REFRESH_GRACE_SECONDS',
+  'SESSION_TTL',
+  'CONSENT_TTL',
+  'PURGE_INTERVAL_SECONDS',
+  'AUDIT_RETENTION_DAYS',
+  'LOGIN_FAILURES_PER_ACCOUNT',
+  'LOGIN_FAILURES_PER_ADDRESS',
+  'LOGIN_THROTTLE_WINDOW',
+  'TOKEN_REQUESTS_PER_CLIENT',
+  'TOKEN_REQUESTS_PER_ADDRESS',
+];
+
+describe('loadConfig', () => {
+  test('an empty environment gives working defaults', () => {
+    const config = loadConfig({});
+    assert.equal(config.port, 5000);
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.publicUrl, 'http://localhost:5000');
+    assert.deepEqual(config.database, { kind: 'sqlite', path: './data/gatehouse.db' });
+    assert.equal(config.redisUrl, null);
+    assert.equal(config.trustProxy, false);
+    assert.equal(config.requirePkce, false);
+    assert.equal(config.logLevel, 'info');
+    assert.ok(Object.isFrozen(config) && Object.isFrozen(config.throttle));
+  });
+
+  test('an empty value means the default, not zero', () => {
+    assert.equal(loadConfig({ PORT: '', ACCESS_TOKEN_TTL: '' }).accessTokenTtl, 3600);
+  });
+
+  test('values are read and typed', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      PUBLIC_URL: 'https://id.example/gatehouse///',
+      DATABASE_URL: 'postgresql://u@db.example/gh',
+      REDIS_URL: 'rediss://cache.example:6380',
+      REQUIRE_PKCE: 'yes',
+      LOG_LEVEL: 'debug',
+      LOGIN_FAILURES_PER_ACCOUNT: '0',
+    });
+    assert.equal(config.port, 8080);
+    assert.equal(config.publicUrl, 'https://id.example/gatehouse', 'trailing slashes are dropped');
+    assert.deepEqual(config.database, { kind: 'postgres', url: 'postgresql://u@db.example/gh' });
+    assert.equal(config.redisUrl, 'rediss://cache.example:6380');
+    assert.equal(config.requirePkce, true);
+    assert.equal(config.logLevel, 'debug');
+    assert.equal(config.throttle.loginFailuresPerAccount, 0, '0 turns a throttle counter off');
+  });
+
+  test('TRUST_PROXY: off, a hop count, or a list of addresses and ranges', () => {
+    assert.equal(loadConfig({ TRUST_PROXY: 'false' }).trustProxy, false);
+    assert.equal(loadConfig({ TRUST_PROXY: '0' }).trustProxy, false);
+    assert.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2);
+    assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.0/8, ::1' }).trustProxy, ['10.0.0.0/8', '::1']);
+  });
+
+  test('REQUIRE_PKCE accepts the usual spellings of true and false', () => {
+    for (const value of ['1', 'true', 'TRUE', 'on']) assert.equal(loadConfig({ REQUIRE_PKCE: value }).requirePkce, true, value);
+    for (const value of ['0', 'false', 'No', 'off']) assert.equal(loadConfig({ REQUIRE_PKCE: value }).requirePkce, false, value);
+  });
+
+  for (const setting of INTEGER_SETTINGS) {
+    test(`${setting}: a value that is not a whole number stops start-up, naming it`, () => {
+      for (const value of ['ten', '-1', '1.5', '1e3', ' 5']) refuses({ [setting]: value }, setting);
+    });
+  }
+
+  test('integer settings out of their range stop start-up, naming them', () => {
+    refuses({ PORT: '65536' }, 'PORT');
+    refuses({ AUTH_CODE_TTL: '0' }, 'AUTH_CODE_TTL');
+    refuses({ AUTH_CODE_TTL: '3601' }, 'AUTH_CODE_TTL');
+    refuses({ REFRESH_GRACE_SECONDS: '3601' }, 'REFRESH_GRACE_SECONDS');
+    refuses({ SESSION_TTL: '59' }, 'SESSION_TTL');
+    refuses({ ACCESS_TOKEN_TTL: '0' }, 'ACCESS_TOKEN_TTL');
+    refuses({ AUDIT_RETENTION_DAYS: '36501' }, 'AUDIT_RETENTION_DAYS');
+    refuses({ LOGIN_THROTTLE_WINDOW: '0' }, 'LOGIN_THROTTLE_WINDOW');
+  });
+
+  test('PUBLIC_URL must be an absolute http(s) URL without query or fragment', () => {
+    for (const value of ['id.example', '/gatehouse', 'ftp://id.example', 'https://id.example/?x=1', 'https://id.example/#top']) {
+      refuses({ PUBLIC_URL: value }, 'PUBLIC_URL');
+    }
+  });
+
+  test('DATABASE_URL must be sqlite:<path> or a postgres URL', () => {
+    for (const value of ['sqlite:', 'mysql://db.example/gh', './data/gatehouse.db', 'postgres://[bad']) {
+      refuses({ DATABASE_URL: value }, 'DATABASE_URL');
+    }
+  });
+
+  test('REDIS_URL must be a redis:// or rediss:// URL', () => {
+    refuses({ REDIS_URL: 'http://cache.example' }, 'REDIS_URL');
+    refuses({ REDIS_URL: 'cache.example:6379' }, 'REDIS_URL');
+  });
+
+  test('TRUST_PROXY must not be anything else (trusting everyone would let clients pick their address)', () => {
+    refuses({ TRUST_PROXY: 'true' }, 'TRUST_PROXY');
+    refuses({ TRUST_PROXY: 'proxy.internal' }, 'TRUST_PROXY');
+    refuses({ TRUST_PROXY: '10.0.0.1,' }, 'TRUST_PROXY');
+  });
+
+  test('REQUIRE_PKCE and LOG_LEVEL refuse values they do not know', () => {
+    refuses({ REQUIRE_PKCE: 'maybe' }, 'REQUIRE_PKCE');
+    refuses({ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL');
+    refuses({ LOG_LEVEL: 'INFO' }, 'LOG_LEVEL');
+  });
+});

@@ -1,0 +1,113 @@
+/** Redirect URLs (src/oauth/redirect-uri.ts): what may be registered, and which requested URL matches it. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { originOf, redirectUriMatches, redirectUriProblem } from '../../src/oauth/redirect-uri.ts';
+
+describe('redirectUriProblem (registration)', () => {
+  test('https URLs, with a path and query, may be registered', () => {
+    assert.equal(redirectUriProblem('https://app.example/callback'), null);
+    assert.equal(redirectUriProblem('https://app.example:8443/cb?tenant=a'), null);
+  });
+
+  test('plain http is allowed for loopback hosts only', () => {
+    for (const uri of ['http://127.0.0.1/cb', 'http://127.0.0.1:8080/cb', 'http://[::1]:8080/cb', 'http://localhost:8080/cb']) {
+      assert.equal(redirectUriProblem(uri), null, uri);
+    }
+    for (const uri of ['http://app.example/cb', 'http://10.0.0.1/cb', 'http://localhost.evil.example/cb', 'http://127.0.0.2/cb']) {
+      assert.match(redirectUriProblem(uri) ?? '', /must use https/, uri);
+    }
+  });
+
+  test('a relative or unparsable URL is refused', () => {
+    assert.equal(redirectUriProblem('/callback'), 'must be an absolute URL');
+    assert.equal(redirectUriProblem('https://'), 'must be an absolute URL');
+  });
+
+  test('a fragment is refused, even an empty one (RFC 6749 §3.1.2)', () => {
+    assert.equal(redirectUriProblem('https://app.example/cb#here'), 'must not contain a fragment');
+    assert.equal(redirectUriProblem('https://app.example/cb#'), 'must not contain a fragment');
+  });
+
+  test('user names and passwords are refused', () => {
+    assert.equal(redirectUriProblem('https://user@app.example/cb'), 'must not contain a user name or password');
+    assert.equal(redirectUriProblem('https://user:pw@app.example/cb'), 'must not contain a user name or password');
+  });
+
+  test('other schemes are refused: custom app schemes and script URLs alike', () => {
+    for (const uri of ['com.example.app:/callback', 'javascript:alert(1)', 'data:text/html,hi', 'ftp://app.example/cb']) {
+      assert.equal(redirectUriProblem(uri), 'must use https (or http for loopback hosts)', uri);
+    }
+  });
+});
+
+describe('redirectUriMatches', () => {
+  test('the registered URL matches itself', () => {
+    assert.equal(redirectUriMatches('https://app.example/cb?x=1', 'https://app.example/cb?x=1'), true);
+  });
+
+  test('matching is exact: no path prefix, trailing slash, case, query or port change', () => {
+    const registered = 'https://app.example/cb';
+    for (const requested of [
+      'https://app.example/cb/',
+      'https://app.example/cb/more',
+      'https://app.example/CB',
+      'https://APP.example/cb', // would normalise to the same URL, but matching is to the letter
+      'https://app.example/cb?x=1',
+      'https://app.example:443/cb',
+      'https://app.example:8443/cb',
+      'http://app.example/cb',
+      'https://app.example.evil.example/cb',
+      'https://app.example/cb#x',
+    ]) {
+      assert.equal(redirectUriMatches(registered, requested), false, requested);
+    }
+  });
+
+  test('a registered http://127.0.0.1 URL matches the same URL on any port (RFC 8252 §7.3)', () => {
+    const registered = 'http://127.0.0.1/cb';
+    assert.equal(redirectUriMatches(registered, 'http://127.0.0.1:51234/cb'), true);
+    assert.equal(redirectUriMatches('http://127.0.0.1:8080/cb', 'http://127.0.0.1:51234/cb'), true);
+    assert.equal(redirectUriMatches('http://127.0.0.1:8080/cb', 'http://127.0.0.1/cb'), true);
+  });
+
+  test('the same holds for http://[::1]', () => {
+    assert.equal(redirectUriMatches('http://[::1]/cb', 'http://[::1]:51234/cb'), true);
+    assert.equal(redirectUriMatches('http://[::1]:8080/cb?a=b', 'http://[::1]:9/cb?a=b'), true);
+  });
+
+  test('on loopback only the port may differ: path, query, host, scheme and user info must match', () => {
+    const registered = 'http://127.0.0.1:8080/cb';
+    for (const requested of [
+      'http://127.0.0.1:9090/other',
+      'http://127.0.0.1:9090/cb?x=1',
+      'http://[::1]:9090/cb',
+      'http://localhost:9090/cb',
+      'https://127.0.0.1:9090/cb',
+      'http://evil@127.0.0.1:9090/cb',
+      'http://127.0.0.1:9090/x/../cb', // normalises to /cb, but is not the registered URL to the letter
+      'http://127.0.0.1:80/cb', // the default port spelled out is not the URL the client would be sent to
+      'not a url',
+    ]) {
+      assert.equal(redirectUriMatches(registered, requested), false, requested);
+    }
+  });
+
+  test('https on a loopback address gets no port exception', () => {
+    assert.equal(redirectUriMatches('https://127.0.0.1:8443/cb', 'https://127.0.0.1:9443/cb'), false);
+  });
+
+  test('localhost today: it may be registered over http, but only ever matches exactly', () => {
+    // RFC 8252 §8.3 advises loopback IP literals over "localhost"; the any-port rule is not
+    // extended to it, so a native app registering localhost must always use the same port.
+    assert.equal(redirectUriMatches('http://localhost:8080/cb', 'http://localhost:8080/cb'), true);
+    assert.equal(redirectUriMatches('http://localhost:8080/cb', 'http://localhost:9090/cb'), false);
+    assert.equal(redirectUriMatches('http://localhost/cb', 'http://localhost:9090/cb'), false);
+  });
+});
+
+describe('originOf', () => {
+  test('gives scheme, host and port only', () => {
+    assert.equal(originOf('https://app.example:8443/cb?x=1'), 'https://app.example:8443');
+    assert.equal(originOf('http://[::1]:5000/cb'), 'http://[::1]:5000');
+  });
+});

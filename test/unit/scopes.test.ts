@@ -1,0 +1,82 @@
+/** Scopes (src/oauth/scopes.ts): which scope strings are understood, and what a client may be granted. */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { grantableScopes, isScope, isSubset, joinScopes, normalizeScopes, parseScope, splitScopes } from '../../src/oauth/scopes.ts';
+
+const READ = 'annotation:read';
+const WRITE = 'annotation:write';
+
+describe('parseScope (a requested scope string)', () => {
+  test('known scopes come back sorted and without repeats, whatever the order and spacing', () => {
+    assert.deepEqual(parseScope(`${WRITE} ${READ}`), [READ, WRITE]);
+    assert.deepEqual(parseScope(`  ${READ}   ${READ} `), [READ]);
+  });
+
+  test('an unknown scope is invalid_scope, naming it', () => {
+    assert.throws(() => parseScope(`${READ} admin`), { error: 'invalid_scope', description: /"admin"/ });
+    // Scope names are case-sensitive (RFC 6749 §3.3).
+    assert.throws(() => parseScope('Annotation:Read'), { error: 'invalid_scope' });
+  });
+
+  test('only the space separates scopes (RFC 6749 §3.3): a tab or comma makes one unknown name', () => {
+    assert.throws(() => parseScope(`${READ}\t${WRITE}`), { error: 'invalid_scope' });
+    assert.throws(() => parseScope(`${READ},${WRITE}`), { error: 'invalid_scope' });
+  });
+
+  test('a scope string naming no scope is invalid_scope', () => {
+    assert.throws(() => parseScope(''), { error: 'invalid_scope', description: /names no scope/ });
+    assert.throws(() => parseScope('   '), { error: 'invalid_scope', description: /names no scope/ });
+  });
+});
+
+describe('splitScopes / joinScopes (the stored form)', () => {
+  test('join sorts and removes repeats, so equal sets are stored as equal strings', () => {
+    assert.equal(joinScopes([WRITE, READ, WRITE]), `${READ} ${WRITE}`);
+    assert.equal(joinScopes([]), '');
+  });
+
+  test('split reads the stored form back', () => {
+    assert.deepEqual(splitScopes(`${READ} ${WRITE}`), [READ, WRITE]);
+    assert.deepEqual(splitScopes(''), []);
+  });
+
+  test('a stored scope that is no longer known is dropped, not granted', () => {
+    assert.deepEqual(splitScopes(`retired:scope ${READ}`), [READ]);
+    assert.deepEqual(normalizeScopes(['retired:scope']), []);
+  });
+
+  test('isScope knows exactly the configured scopes', () => {
+    assert.equal(isScope(READ), true);
+    assert.equal(isScope(WRITE), true);
+    assert.equal(isScope('annotation'), false);
+  });
+});
+
+describe('grantableScopes', () => {
+  test('without a scope parameter the client gets everything it is allowed', () => {
+    const allowed = [READ, WRITE] as const;
+    const granted = grantableScopes(undefined, [...allowed]);
+    assert.deepEqual(granted, [READ, WRITE]);
+  });
+
+  test('a requested subset of the allowed scopes is granted as requested', () => {
+    assert.deepEqual(grantableScopes(READ, [READ, WRITE]), [READ]);
+  });
+
+  test('a scope the client is not allowed is invalid_scope, naming it', () => {
+    assert.throws(() => grantableScopes(`${READ} ${WRITE}`, [READ]), { error: 'invalid_scope', description: /"annotation:write" is not allowed/ });
+  });
+
+  test('an empty scope parameter is refused (readParams turns "" into absent before it gets here)', () => {
+    assert.throws(() => grantableScopes(' ', [READ]), { error: 'invalid_scope' });
+  });
+});
+
+describe('isSubset', () => {
+  test('true when every requested scope is allowed, order and repeats aside', () => {
+    assert.equal(isSubset([WRITE, READ, READ], [READ, WRITE]), true);
+    assert.equal(isSubset([], [READ]), true);
+    assert.equal(isSubset([READ, WRITE], [READ]), false);
+    assert.equal(isSubset([READ], []), false);
+  });
+});
