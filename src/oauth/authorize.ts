@@ -10,7 +10,7 @@ import { findClient } from '../store/clients.ts';
 import { findConsentScopes, insertCode, saveConsent } from '../store/grants.ts';
 import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
-import { isClientId } from './client-auth.ts';
+import { isUuid } from './client-auth.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from './errors.ts';
 import { readParams, single, type RawParams } from './params.ts';
@@ -52,7 +52,7 @@ export const AUTHORIZATION_PARAMETERS = [
 export async function resolveTarget(raw: RawParams, ctx: AppContext): Promise<AuthorizationTarget> {
   const clientId = single(raw, 'client_id');
   if (clientId === undefined) throw invalidRequest('the "client_id" parameter is missing');
-  const client = isClientId(clientId) ? await findClient(ctx.db, clientId) : undefined;
+  const client = isUuid(clientId) ? await findClient(ctx.db, clientId) : undefined;
   if (!client) throw invalidRequest('unknown client: check the "client_id" parameter');
   if (client.redirect_uri === null) throw invalidRequest('this client has no redirect URL registered');
   const requested = single(raw, 'redirect_uri');
