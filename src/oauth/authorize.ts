@@ -18,8 +18,10 @@ import { checkChallenge } from './pkce.ts';
 import { redirectUriMatches } from './redirect-uri.ts';
 import { grantableScopes, isSubset, joinScopes, splitScopes } from './scopes.ts';
 
-export type ResponseMode = 'query' | 'web_message';
-export type Prompt = 'none' | 'login' | 'consent';
+export const RESPONSE_MODES = ['query', 'web_message'] as const;
+export const PROMPTS = ['none', 'login', 'consent'] as const;
+export type ResponseMode = (typeof RESPONSE_MODES)[number];
+export type Prompt = (typeof PROMPTS)[number];
 
 /** Where the outcome of an authorization request goes, once the client is known. */
 export interface AuthorizationTarget {
@@ -78,7 +80,7 @@ export function checkRequest(raw: RawParams, target: AuthorizationTarget, config
   if (target.client.grant_type !== 'authorization_code') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
   }
-  if (params.response_mode !== undefined && params.response_mode !== 'query' && params.response_mode !== 'web_message') {
+  if (params.response_mode !== undefined && !(RESPONSE_MODES as readonly string[]).includes(params.response_mode)) {
     throw invalidRequest('"response_mode" must be query or web_message');
   }
   const scopes = grantableScopes(params.scope, splitScopes(target.client.scopes));
@@ -89,7 +91,7 @@ export function checkRequest(raw: RawParams, target: AuthorizationTarget, config
 function parsePrompt(raw: string | undefined): Set<Prompt> {
   const values = new Set((raw ?? '').split(' ').filter((p) => p !== ''));
   for (const value of values) {
-    if (value !== 'none' && value !== 'login' && value !== 'consent') throw invalidRequest(`unsupported "prompt" value "${value}"`);
+    if (!(PROMPTS as readonly string[]).includes(value)) throw invalidRequest(`unsupported "prompt" value "${value}"`);
   }
   if (values.has('none') && values.size > 1) throw invalidRequest('"prompt=none" cannot be combined with other values');
   return values as Set<Prompt>;
