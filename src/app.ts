@@ -21,7 +21,7 @@ import accountRoutes from './http/account.ts';
 import adminRoutes from './http/admin.ts';
 import apiRoutes from './http/api.ts';
 import errorHandling from './http/errors.ts';
-import { parseForm } from './http/forms.ts';
+import { parseForm } from './oauth/params.ts';
 import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';

@@ -5,7 +5,7 @@
  * again.
  */
 import type { FastifyInstance } from 'fastify';
-import { isClientId } from '../oauth/client-auth.ts';
+import { isUuid } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { revoke } from '../oauth/revocation.ts';
@@ -31,7 +31,7 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
     }));
     // Only an id comes back in the URL; the page names the application itself.
     const revokedId = single(request.query as RawParams, 'revoked');
-    const revoked = revokedId !== undefined && isClientId(revokedId) ? ((await findClient(ctx.db, revokedId))?.name ?? null) : null;
+    const revoked = revokedId !== undefined && isUuid(revokedId) ? ((await findClient(ctx.db, revokedId))?.name ?? null) : null;
     return reply.view('account-applications.eta', { title: 'Your applications', wide: true, applications, revoked, csrfToken: reply.generateCsrf() });
   });
 
@@ -40,7 +40,7 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
     if (!user) return toLogin(request, reply, '/account/applications');
     requireFormBody(request);
     const { clientId } = request.params as { clientId: string };
-    if (isClientId(clientId)) {
+    if (isUuid(clientId)) {
       // Forget the consent first: the application must not get back in silently between the two steps.
       await deleteConsent(ctx.db, user.id, clientId);
       await revoke(ctx, { userId: user.id, clientId }, 'access_removed');

@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { SCOPES } from '../config.ts';
 import { AccountError, createAccount, disableAccount } from '../accounts/users.ts';
-import { isClientId } from '../oauth/client-auth.ts';
+import { isUuid } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
@@ -114,7 +114,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   async function clientOr404(request: FastifyRequest): Promise<Client> {
     const { id } = request.params as { id: string };
-    const client = isClientId(id) ? await findClient(ctx.db, id) : undefined;
+    const client = isUuid(id) ? await findClient(ctx.db, id) : undefined;
     if (!client) throw new OAuthError('invalid_request', 'There is no OAuth client with this ID.', undefined, 404);
     return client;
   }
@@ -256,7 +256,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   async function userOr404(request: FastifyRequest): Promise<User> {
     const { id } = request.params as { id: string };
-    const user = isClientId(id) ? await findUserById(ctx.db, id) : undefined; // both are UUIDs
+    const user = isUuid(id) ? await findUserById(ctx.db, id) : undefined; // both are UUIDs
     if (!user) throw new OAuthError('invalid_request', 'There is no user with this ID.', undefined, 404);
     return user;
   }

@@ -5,7 +5,7 @@ import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bea
 import type { AppContext } from '../context.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { rejectOtherMethods } from './helpers.ts';
-import { TAGS, oauthError } from './openapi.ts';
+import { TAGS, oauthError } from './schemas.ts';
 
 const profileSchema = {
   200: {

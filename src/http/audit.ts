@@ -4,7 +4,7 @@
  * plugin (src/http/admin.ts), whose guard admits enabled administrators only.
  */
 import type { FastifyInstance } from 'fastify';
-import { isClientId } from '../oauth/client-auth.ts';
+import { isUuid } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../store/audit.ts';
@@ -30,7 +30,7 @@ export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: 
       else problems.push(`There is no user named "${values.user}".`);
     }
     if (values.client !== '') {
-      if (isClientId(values.client)) filter.clientId = values.client;
+      if (isUuid(values.client)) filter.clientId = values.client;
       else problems.push('A client ID looks like 3f0c2a1e-…: 36 characters.');
     }
     if (values.type !== '') {

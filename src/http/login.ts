@@ -6,7 +6,7 @@ import { single, type RawParams } from '../oauth/params.ts';
 import { findUserByLogin } from '../store/users.ts';
 import { Throttled } from '../throttle.ts';
 import { requireFormBody } from './helpers.ts';
-import { pendingAuthorization } from './popup.ts';
+import { pendingAuthorization } from '../oauth/pending.ts';
 import { currentUser, endSession, safeNext, startSession } from './session.ts';
 
 const page = { config: { page: true } } as const;

@@ -7,7 +7,7 @@ import type { AppContext } from '../context.ts';
 import { isHealthy } from '../store/database.ts';
 import { purgeOnce } from '../store/purge.ts';
 import { rejectOtherMethods } from './helpers.ts';
-import { TAGS } from './openapi.ts';
+import { TAGS } from './schemas.ts';
 
 const statusSchema = {
   tags: [TAGS.operations],

@@ -13,7 +13,7 @@ import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import type { AccessTokenInfo } from '../store/grants.ts';
-import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './openapi.ts';
+import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './schemas.ts';
 
 /** Close code for "your token is no longer valid": the client should refresh and reconnect. */
 export const TOKEN_INVALID_CLOSE_CODE = 4001;

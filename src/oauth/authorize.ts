@@ -1,7 +1,12 @@
 /**
- * The authorization endpoint, as an ordered list of named checks. Until the client and its
- * redirect URL are verified, errors are shown on a page and never redirected (RFC 6749
- * §4.1.2.1, RFC 9700 §4.11: no open redirector); after that, they go back to the client.
+ * The authorization endpoint: the whole decision, from the request's parameters and the
+ * signed-in user (if any) to what happens next — log in, ask for consent, or respond to
+ * the client with a code or an error. The route only parses, calls `authorize` and renders.
+ *
+ * The checks run in order. Until the client and its redirect URL are verified (checks 1
+ * and 2), errors are shown on a page and never redirected (RFC 6749 §4.1.2.1, RFC 9700
+ * §4.11: no open redirector); the errors of the later checks are marked `redirectable`
+ * and go back to the client.
  *
  * @see RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 9207
  */
@@ -10,16 +15,18 @@ import { findClient } from '../store/clients.ts';
 import { findConsentScopes, insertCode, saveConsent } from '../store/grants.ts';
 import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
-import { isClientId } from './client-auth.ts';
+import { isUuid } from './client-auth.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError, invalidRequest } from './errors.ts';
+import { OAuthError, invalidRequest, type OAuthErrorCode } from './errors.ts';
 import { readParams, single, type RawParams } from './params.ts';
 import { checkChallenge } from './pkce.ts';
-import { redirectUriMatches } from './redirect-uri.ts';
+import { originOf, redirectUriMatches } from './redirect-uri.ts';
 import { grantableScopes, isSubset, joinScopes, splitScopes } from './scopes.ts';
 
-export type ResponseMode = 'query' | 'web_message';
-export type Prompt = 'none' | 'login' | 'consent';
+export const RESPONSE_MODES = ['query', 'web_message'] as const;
+export const PROMPTS = ['none', 'login', 'consent'] as const;
+export type ResponseMode = (typeof RESPONSE_MODES)[number];
+export type Prompt = (typeof PROMPTS)[number];
 
 /** Where the outcome of an authorization request goes, once the client is known. */
 export interface AuthorizationTarget {
@@ -48,11 +55,89 @@ export const AUTHORIZATION_PARAMETERS = [
   'prompt',
 ] as const;
 
-/** Check 1 and 2: the client exists and may use this endpoint, and the redirect URL is its own. Errors here render a page. */
+/**
+ * An authorization request as it reached the endpoint: the GET, with the parameters in its
+ * query, or the consent form's POST, with them in the form together with the person's answer.
+ */
+export interface Arrival {
+  /** The path and query the request was sent to. */
+  url: string;
+  params: RawParams;
+  /** The consent form's answer; null for the GET. */
+  decision: 'approve' | 'deny' | null;
+}
+
+/** What the popup page posts to `window.opener` (SPEC §4.1), and to which origin. */
+export interface PopupMessage {
+  /** The target origin of `postMessage`: always the registered redirect URL's, never one taken from the request. */
+  origin: string;
+  /** The message, as JSON. */
+  message: string;
+}
+
+/** The consent page's popup: what to post to the opener if the person closes it. */
+export interface PopupCancel {
+  /** The target origin of `postMessage`, as for `PopupMessage`. */
+  origin: string;
+  /** `{"type":"authorization_canceled","state"}`, as JSON. */
+  canceled: string;
+}
+
+/** The answer to the client (RFC 6749 §4.1.2): a redirect, or in the popup flow a message posted to the opener. */
+export type AuthorizationResponse = { mode: 'query'; redirectTo: string } | { mode: 'web_message'; post: PopupMessage };
+
+export type NextStep =
+  /** Send the person to the login page; once logged in, to `next`. `switchAccount`: even if someone is logged in. */
+  | { kind: 'login'; next: string; switchAccount: boolean }
+  /** Ask `user` to approve `request`; the form carries `fields` back. */
+  | { kind: 'consent'; request: AuthorizationRequest; user: User; fields: { name: string; value: string }[]; popup: PopupCancel | null }
+  /** Answer the client; `refusal` is the error answered, if any, for the log. */
+  | { kind: 'respond'; response: AuthorizationResponse; refusal: OAuthError | null };
+
+/**
+ * The authorization decision. `user` is who is signed in (null: nobody); `address` is the
+ * user's, for the audit trail. Throws the errors that must not go to the client (and any
+ * unexpected one); they render the error page.
+ */
+export async function authorize(arrival: Arrival, user: User | null, ctx: AppContext, address: string): Promise<NextStep> {
+  const target = await resolveTarget(arrival.params, ctx);
+  try {
+    const request = checkRequest(arrival.params, target, ctx.config);
+    if (user === null || request.prompt.has('login')) {
+      if (request.prompt.has('none')) throw redirectableError('login_required', 'the user is not logged in');
+      return { kind: 'login', next: returnAfterLogin(arrival, request.prompt, ctx.config), switchAccount: request.prompt.has('login') };
+    }
+    const approved = await alreadyApproved(request, user, ctx);
+    if (!approved && request.prompt.has('none')) {
+      throw redirectableError('consent_required', 'the user has not approved this application');
+    }
+    if (arrival.decision === 'deny') return respond(target, ctx.config, { error: 'access_denied', error_description: 'the user denied the request' });
+    if (arrival.decision === 'approve') return respond(target, ctx.config, { code: await approve(request, user, ctx, address) });
+    if (!approved) {
+      const popup = request.responseMode === 'web_message' ? popupCancel(request) : null;
+      return { kind: 'consent', request, user, fields: formFields(arrival.params), popup };
+    }
+    return respond(target, ctx.config, { code: await issueCode(request, user, ctx, address) });
+  } catch (error) {
+    // The error itself says whether it may go to the redirect URL; anything else is thrown on.
+    if (error instanceof OAuthError && error.redirectable) return respond(target, ctx.config, error.toJSON(), error);
+    throw error;
+  }
+}
+
+/** An error found once the client and its redirect URL are verified: it goes back to the client. */
+function redirectableError(error: OAuthErrorCode, description: string): OAuthError {
+  return new OAuthError(error, description, undefined, undefined, true);
+}
+
+/**
+ * Checks 1 and 2: the client exists and may use this endpoint, and the redirect URL is its
+ * own. Its errors are not redirectable: they render a page.
+ */
 export async function resolveTarget(raw: RawParams, ctx: AppContext): Promise<AuthorizationTarget> {
   const clientId = single(raw, 'client_id');
   if (clientId === undefined) throw invalidRequest('the "client_id" parameter is missing');
-  const client = isClientId(clientId) ? await findClient(ctx.db, clientId) : undefined;
+  const client = isUuid(clientId) ? await findClient(ctx.db, clientId) : undefined;
   if (!client) throw invalidRequest('unknown client: check the "client_id" parameter');
   if (client.redirect_uri === null) throw invalidRequest('this client has no redirect URL registered');
   const requested = single(raw, 'redirect_uri');
@@ -68,53 +153,53 @@ export async function resolveTarget(raw: RawParams, ctx: AppContext): Promise<Au
   };
 }
 
-/** Checks 3 onwards; errors here go back to the client's redirect URL. */
-export function checkRequest(raw: RawParams, target: AuthorizationTarget, config: Config): AuthorizationRequest {
-  const optional = AUTHORIZATION_PARAMETERS.filter((name) => name !== 'response_type');
-  const params = readParams(raw, ['response_type'], optional);
-  if (params.response_type !== 'code') {
-    throw new OAuthError('unsupported_response_type', 'only "response_type=code" is supported');
+/** Checks 3 onwards. The client and its redirect URL are verified: every error here is redirectable. */
+function checkRequest(raw: RawParams, target: AuthorizationTarget, config: Config): AuthorizationRequest {
+  try {
+    const optional = AUTHORIZATION_PARAMETERS.filter((name) => name !== 'response_type');
+    const params = readParams(raw, ['response_type'], optional);
+    if (params.response_type !== 'code') {
+      throw new OAuthError('unsupported_response_type', 'only "response_type=code" is supported');
+    }
+    if (target.client.grant_type !== 'authorization_code') {
+      throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
+    }
+    if (params.response_mode !== undefined && !(RESPONSE_MODES as readonly string[]).includes(params.response_mode)) {
+      throw invalidRequest('"response_mode" must be query or web_message');
+    }
+    const scopes = grantableScopes(params.scope, splitScopes(target.client.scopes));
+    const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, config.requirePkce || target.client.require_pkce === 1);
+    return { ...target, scopes, codeChallenge, prompt: parsePrompt(params.prompt) };
+  } catch (error) {
+    throw error instanceof OAuthError ? error.toRedirectable() : error;
   }
-  if (target.client.grant_type !== 'authorization_code') {
-    throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
-  }
-  if (params.response_mode !== undefined && params.response_mode !== 'query' && params.response_mode !== 'web_message') {
-    throw invalidRequest('"response_mode" must be query or web_message');
-  }
-  const scopes = grantableScopes(params.scope, splitScopes(target.client.scopes));
-  const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, config.requirePkce || target.client.require_pkce === 1);
-  return { ...target, scopes, codeChallenge, prompt: parsePrompt(params.prompt) };
 }
 
 function parsePrompt(raw: string | undefined): Set<Prompt> {
   const values = new Set((raw ?? '').split(' ').filter((p) => p !== ''));
   for (const value of values) {
-    if (value !== 'none' && value !== 'login' && value !== 'consent') throw invalidRequest(`unsupported "prompt" value "${value}"`);
+    if (!(PROMPTS as readonly string[]).includes(value)) throw invalidRequest(`unsupported "prompt" value "${value}"`);
   }
   if (values.has('none') && values.size > 1) throw invalidRequest('"prompt=none" cannot be combined with other values');
   return values as Set<Prompt>;
 }
 
-export type Decision = { kind: 'login' } | { kind: 'consent' } | { kind: 'issue' };
-
-/** What happens next for this user (null: not logged in). */
-export async function decide(request: AuthorizationRequest, user: User | null, ctx: AppContext): Promise<Decision> {
-  if (user === null || request.prompt.has('login')) {
-    if (request.prompt.has('none')) throw new OAuthError('login_required', 'the user is not logged in');
-    return { kind: 'login' };
-  }
-  if (request.client.trusted === 1 && !request.prompt.has('consent')) return { kind: 'issue' };
-  const remembered = request.prompt.has('consent') ? undefined : await findConsentScopes(ctx.db, user.id, request.client.id, ctx.now());
-  if (remembered !== undefined && isSubset(request.scopes, splitScopes(remembered))) return { kind: 'issue' };
-  if (request.prompt.has('none')) throw new OAuthError('consent_required', 'the user has not approved this application');
-  return { kind: 'consent' };
+/**
+ * Whether the user need not be asked: the client is trusted, or the user approved these
+ * scopes before. `prompt=consent` asks anyway.
+ */
+async function alreadyApproved(request: AuthorizationRequest, user: User, ctx: AppContext): Promise<boolean> {
+  if (request.prompt.has('consent')) return false;
+  if (request.client.trusted === 1) return true;
+  const remembered = await findConsentScopes(ctx.db, user.id, request.client.id, ctx.now());
+  return remembered !== undefined && isSubset(request.scopes, splitScopes(remembered));
 }
 
 /**
  * Records the user's approval (so it is not asked again) and issues the code. `address`
  * is the user's, for the audit trail.
  */
-export async function approve(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
+async function approve(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
   const previous = await findConsentScopes(ctx.db, user.id, request.client.id, now);
   const scopes = joinScopes([...request.scopes, ...(previous === undefined ? [] : splitScopes(previous))]);
@@ -124,7 +209,7 @@ export async function approve(request: AuthorizationRequest, user: User, ctx: Ap
 }
 
 /** Mints the authorization code, bound to client, user, redirect URL, scopes and PKCE challenge. */
-export async function issueCode(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
+async function issueCode(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
   const code = mintToken('code');
   await insertCode(ctx.db, {
@@ -141,14 +226,49 @@ export async function issueCode(request: AuthorizationRequest, user: User, ctx: 
   return code.token;
 }
 
-/** The authorization response parameters, with `state` and `iss` (RFC 9207) added. */
-export function responseParams(target: AuthorizationTarget, config: Config, result: Record<string, string>): Record<string, string> {
-  return { ...result, ...(target.state === undefined ? {} : { state: target.state }), iss: config.publicUrl };
+/**
+ * Where to come back to after logging in: the same request, as a GET (the consent form's
+ * parameters move into the query), without `prompt=login`, or it would ask again.
+ */
+export function returnAfterLogin(arrival: Arrival, prompt: ReadonlySet<Prompt>, config: Config): string {
+  const again = new URL(arrival.url, config.publicUrl);
+  if (arrival.decision !== null) {
+    for (const name of AUTHORIZATION_PARAMETERS) again.searchParams.delete(name);
+    for (const { name, value } of formFields(arrival.params)) again.searchParams.set(name, value);
+  }
+  const kept = [...prompt].filter((p) => p !== 'login');
+  if (kept.length > 0) again.searchParams.set('prompt', kept.join(' '));
+  else again.searchParams.delete('prompt');
+  return again.pathname + again.search;
 }
 
-/** `redirect_uri` with the response parameters added to its query. */
-export function redirectUrl(target: AuthorizationTarget, params: Record<string, string>): string {
+/** The request's parameters, for the consent form to send back. */
+function formFields(raw: RawParams): { name: string; value: string }[] {
+  return AUTHORIZATION_PARAMETERS.flatMap((name) => {
+    const value = raw[name];
+    return typeof value === 'string' ? [{ name, value }] : [];
+  });
+}
+
+/** The answer to the client, with `state` and `iss` (RFC 9207) added. */
+function respond(target: AuthorizationTarget, config: Config, result: Record<string, string>, refusal: OAuthError | null = null): NextStep {
+  const params = { ...result, ...(target.state === undefined ? {} : { state: target.state }), iss: config.publicUrl };
+  if (target.responseMode === 'web_message') return { kind: 'respond', response: { mode: 'web_message', post: popupMessage(target, params) }, refusal };
   const url = new URL(target.redirectUri);
   for (const [name, value] of Object.entries(params)) url.searchParams.append(name, value);
-  return url.href;
+  return { kind: 'respond', response: { mode: 'query', redirectTo: url.href }, refusal };
+}
+
+/** What the popup page posts: the code or the error; a denial is a cancellation. */
+export function popupMessage(target: AuthorizationTarget, params: Record<string, string>): PopupMessage {
+  const { error, error_description, code } = params;
+  const message =
+    error === 'access_denied'
+      ? { type: 'authorization_canceled', state: target.state }
+      : { type: 'authorization_response', ...(code ? { code } : { error, error_description }), state: target.state };
+  return { origin: originOf(target.redirectUri), message: JSON.stringify(message) };
+}
+
+export function popupCancel(target: AuthorizationTarget): PopupCancel {
+  return { origin: originOf(target.redirectUri), canceled: JSON.stringify({ type: 'authorization_canceled', state: target.state }) };
 }

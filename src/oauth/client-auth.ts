@@ -12,7 +12,11 @@ import { single, type RawParams } from './params.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-export function isClientId(value: string): boolean {
+/**
+ * Whether `value` is shaped like the IDs Gatehouse hands out (lowercase UUIDs): client and
+ * user IDs. Checked before a lookup, so a malformed ID is simply unknown.
+ */
+export function isUuid(value: string): boolean {
   return UUID.test(value);
 }
 
@@ -70,7 +74,7 @@ function readCredentials(authorization: string | undefined, params: RawParams): 
 export function claimedClientId(authorization: string | undefined, params: RawParams): string | undefined {
   try {
     const clientId = readCredentials(authorization, params)?.clientId;
-    return clientId !== undefined && isClientId(clientId) ? clientId : undefined;
+    return clientId !== undefined && isUuid(clientId) ? clientId : undefined;
   } catch {
     return undefined; // malformed credentials are refused by authenticateClient
   }
@@ -84,7 +88,7 @@ export async function authenticateClient(db: Kysely<Database>, authorization: st
   const credentials = readCredentials(authorization, params);
   if (credentials === null) return null;
   const { clientId, secret, usedBasic } = credentials;
-  const client = isClientId(clientId) ? await findClient(db, clientId) : undefined;
+  const client = isUuid(clientId) ? await findClient(db, clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
   if (client.secret_hash === null) {
     if (secret !== undefined && secret !== '') throw new InvalidClient('this is a public client: it has no secret to send', usedBasic);

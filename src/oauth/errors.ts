@@ -47,19 +47,33 @@ export class OAuthError extends Error {
   readonly description: string;
   readonly detail: string | undefined;
   readonly status: number;
+  /**
+   * Whether the authorization endpoint may send this error to the client's redirect URL
+   * (RFC 6749 §4.1.2.1). Only errors raised once the client and its redirect URL are
+   * verified are marked so (oauth/authorize.ts); any other error is shown on a page, so
+   * that Gatehouse never redirects to a URL it has not verified (RFC 9700 §4.11).
+   */
+  readonly redirectable: boolean;
 
   /**
    * @param error the RFC error code sent to the client
    * @param description a client-safe explanation: it never quotes a secret
    * @param detail for the log only: why, in terms the operator needs (never a secret either)
    * @param status the HTTP status, when it is not the one the error code implies
+   * @param redirectable see `redirectable`
    */
-  constructor(error: OAuthErrorCode, description: string, detail?: string, status?: number) {
+  constructor(error: OAuthErrorCode, description: string, detail?: string, status?: number, redirectable = false) {
     super(`${error}: ${description}`);
     this.error = error;
     this.description = description;
     this.detail = detail;
     this.status = status ?? STATUS[error];
+    this.redirectable = redirectable;
+  }
+
+  /** The same error, marked as one that may go to the client's verified redirect URL. */
+  toRedirectable(): OAuthError {
+    return new OAuthError(this.error, this.description, this.detail, this.status, true);
   }
 
   toJSON(): { error: OAuthErrorCode; error_description: string } {

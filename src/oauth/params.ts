@@ -7,7 +7,24 @@ import { invalidRequest } from './errors.ts';
 /** A parsed query string or form body: repeated names become arrays. */
 export type RawParams = Readonly<Record<string, string | string[] | undefined>>;
 
-/** U+FFFD stands where the request had bytes that are not UTF-8 (see http/forms.ts). */
+/**
+ * The one parser for query strings and `application/x-www-form-urlencoded` bodies (the
+ * server's, and the login page's reading of a pending authorization request). Repeated
+ * names become arrays, so the readers below can refuse them instead of silently picking
+ * one. Bytes that are not valid UTF-8 (raw or percent-encoded) decode to U+FFFD.
+ */
+export function parseForm(text: string): RawParams {
+  const result: Record<string, string | string[]> = Object.create(null);
+  for (const [name, value] of new URLSearchParams(text)) {
+    const existing = result[name];
+    if (existing === undefined) result[name] = value;
+    else if (Array.isArray(existing)) existing.push(value);
+    else result[name] = [existing, value];
+  }
+  return result;
+}
+
+/** U+FFFD stands where the request had bytes that are not UTF-8 (see parseForm). */
 function checkEncoding(name: string, value: string): string {
   if (value.includes('\uFFFD')) throw invalidRequest(`the "${name}" parameter is not valid UTF-8`);
   return value;

@@ -12,10 +12,19 @@ import { readParams, type RawParams } from '../params.ts';
 import { checkVerifier } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
 import { revoke } from '../revocation.ts';
+import type { Grant } from './index.ts';
 
-export const grantType = 'authorization_code';
+export const authorizationCode: Grant = {
+  type: 'authorization_code',
+  parameters: {
+    code: 'the code from the authorization response',
+    redirect_uri: 'must be the authorization request\'s when sent',
+    code_verifier: 'the PKCE verifier; required when the request had a code_challenge',
+  },
+  handle,
+};
 
-export async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   // A client sending no credentials must at least name itself (RFC 6749 §4.1.3): its
   // missing client_id is reported together with any other missing parameter.
   const required = client === null ? (['code', 'client_id'] as const) : (['code'] as const);
@@ -50,7 +59,7 @@ export async function handle(raw: RawParams, client: Client | null, ctx: AppCont
     userId: code.user_id,
     clientId: client.id,
     address,
-    detail: { grant_type: grantType, grant_id: grant.id, scope: code.scopes },
+    detail: { grant_type: 'authorization_code', grant_id: grant.id, scope: code.scopes },
   });
   if (!(await exchangeCode(ctx.db, code.hash, grant, pair.stored, now, issued.row))) {
     // A concurrent request consumed the code first: that is a replay too.

@@ -8,10 +8,15 @@ import { OAuthError } from '../errors.ts';
 import { mintTokens, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { grantableScopes, joinScopes, splitScopes } from '../scopes.ts';
+import type { Grant } from './index.ts';
 
-export const grantType = 'client_credentials';
+export const clientCredentials: Grant = {
+  type: 'client_credentials',
+  parameters: { scope: 'a subset of the scopes registered for the client' },
+  handle,
+};
 
-export async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   const params = readParams(raw, [], ['scope']);
   if (client === null) throw secretRequired();
   if (client.secret_hash === null || client.grant_type !== 'client_credentials') {
@@ -21,6 +26,6 @@ export async function handle(raw: RawParams, client: Client | null, ctx: AppCont
   const pair = mintTokens(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
   const grant = { id: randomUUID(), clientId: client.id, userId: null, scopes: joinScopes(scopes) };
   await insertGrant(ctx.db, grant, pair.stored, ctx.now());
-  await ctx.audit({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: grantType, grant_id: grant.id, scope: grant.scopes } });
+  await ctx.audit({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes } });
   return pair.response;
 }

@@ -16,8 +16,16 @@ import { mintTokens, secondsUntil, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { parseScope, splitScopes } from '../scopes.ts';
 import { revoke } from '../revocation.ts';
+import type { Grant } from './index.ts';
 
-export const grantType = 'refresh_token';
+export const refreshToken: Grant = {
+  type: 'refresh_token',
+  parameters: {
+    refresh_token: 'the newest refresh token',
+    scope: 'a subset of what was granted',
+  },
+  handle,
+};
 
 /** What the sealed box holds: enough to answer the same response again. */
 interface SealedSuccessor {
@@ -25,7 +33,7 @@ interface SealedSuccessor {
   accessExpiresAt: number;
 }
 
-export async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   const params = readParams(raw, ['refresh_token'], ['scope']);
   const now = ctx.now();
   const hash = hashIfWellFormed('refresh', params.refresh_token);

@@ -1,0 +1,203 @@
+/**
+ * The route schemas, for the OpenAPI description (http/openapi.ts collects them).
+ *
+ * They document; they do not validate. The OAuth routes (and the WebSocket's) are
+ * registered with `...PARAMETERS_CHECKED_BY_PROTOCOL`, so Fastify only attaches its
+ * validation result and the protocol code in src/oauth/ reads and checks every parameter
+ * itself, answering with OAuth's own errors. Changing a schema here changes the document,
+ * never what a request is refused for.
+ */
+import { PROMPTS, RESPONSE_MODES } from '../oauth/authorize.ts';
+import type { OAuthErrorCode } from '../oauth/errors.ts';
+import { GRANTS, GRANT_TYPES } from '../oauth/grants/index.ts';
+
+export const TAGS = {
+  oauth: 'OAuth',
+  discovery: 'Discovery',
+  resource: 'Resource',
+  operations: 'Operations',
+} as const;
+
+/**
+ * Route options for endpoints whose form or query parameters the protocol code reads
+ * itself: it answers with OAuth's own errors (RFC 6749 §5.2), naming every missing
+ * parameter and refusing a repeated one as `invalid_request` — which a schema check would
+ * turn into a bland 400 before the code sees the request (our parser makes a repeated
+ * parameter an array). The schema documents the parameters; `attachValidation` leaves the
+ * verdict to the protocol code.
+ */
+export const PARAMETERS_CHECKED_BY_PROTOCOL = { attachValidation: true } as const;
+
+/** A form body's schema: `application/x-www-form-urlencoded` is the only body Gatehouse reads. */
+export function formBody(properties: Record<string, object>, required: string[] = []) {
+  return { content: { 'application/x-www-form-urlencoded': { schema: { type: 'object', properties, required } } } };
+}
+
+/** The RFC 6749 §5.2 error body every JSON endpoint answers with. */
+export function oauthError(description: string, errors?: readonly OAuthErrorCode[]) {
+  return {
+    description,
+    type: 'object',
+    required: ['error', 'error_description'],
+    properties: {
+      error: { type: 'string', ...(errors ? { enum: errors } : {}), description: 'the error code, for your code' },
+      error_description: { type: 'string', description: 'what went wrong, for people (never contains a token)' },
+    },
+  } as const;
+}
+
+/** What a client-authenticating endpoint can be refused with, besides its own errors. */
+export const CLIENT_AUTH_ERRORS = {
+  401: oauthError('`invalid_client`: unknown client or wrong secret (with `WWW-Authenticate: Basic` when HTTP Basic was used)', ['invalid_client']),
+  429: oauthError('`temporarily_unavailable`: too many requests; `Retry-After` says when to try again', ['temporarily_unavailable']),
+  503: oauthError('`temporarily_unavailable`: a service Gatehouse depends on is unreachable', ['temporarily_unavailable']),
+} as const;
+
+/** Client authentication: HTTP Basic (`client_secret_basic`), or `client_id` (+ `client_secret`) in the body. */
+export const CLIENT_SECURITY: { [scheme: string]: string[] }[] = [{}, { clientSecretBasic: [] }];
+
+export const metadataSchema = {
+  tags: [TAGS.discovery],
+  summary: 'Authorization server metadata (RFC 8414)',
+  response: {
+    200: {
+      description: 'The endpoints and what they support; `issuer` is PUBLIC_URL',
+      type: 'object',
+      additionalProperties: true,
+      properties: { issuer: { type: 'string' }, authorization_endpoint: { type: 'string' }, token_endpoint: { type: 'string' }, revocation_endpoint: { type: 'string' } },
+    },
+  },
+} as const;
+
+export const authorizeSchema = {
+  tags: [TAGS.oauth],
+  summary: 'Authorization request (RFC 6749 §4.1.1, PKCE RFC 7636)',
+  description:
+    'Opened in the person\'s browser (or popup), never fetched. Errors about the client or the redirect URL render a page; ' +
+    'every other answer goes to the redirect URL with `state` and `iss` (RFC 9207), or with `response_mode=web_message` is posted to `window.opener`.',
+  querystring: {
+    type: 'object',
+    required: ['client_id', 'response_type'],
+    properties: {
+      client_id: { type: 'string', description: 'the client ID (a UUID)' },
+      redirect_uri: { type: 'string', description: 'exactly the registered redirect URL; the registered one when left out' },
+      response_type: { type: 'string', enum: ['code'] },
+      state: { type: 'string', description: 'returned unchanged; ties the answer to your request' },
+      scope: { type: 'string', description: 'space-separated scopes; default: all the client may have' },
+      code_challenge: { type: 'string', description: 'BASE64URL(SHA-256(code_verifier)), 43 characters' },
+      code_challenge_method: { type: 'string', enum: ['S256'] },
+      response_mode: { type: 'string', enum: RESPONSE_MODES, description: '`web_message`: the popup flow' },
+      prompt: { type: 'string', description: `space-separated: ${PROMPTS.map((p) => `\`${p}\``).join(', ')}` },
+    },
+  },
+  response: {
+    200: { description: 'A page: login, consent, or (popup flow) the page posting the answer to `window.opener`', content: { 'text/html': { schema: { type: 'string' } } } },
+    302: { description: 'To the login page, or to the redirect URL with `code`, `state`, `iss` (or `error`, `error_description`, `state`, `iss`)', type: 'null' },
+    400: { description: 'An error page: unknown client, or a redirect URL that is not the registered one (never redirected)', content: { 'text/html': { schema: { type: 'string' } } } },
+  },
+} as const;
+
+/**
+ * Each grant's own parameters, as the grant modules declare them; one taken by several
+ * grants (`scope`) says what it means for each.
+ */
+function grantParameters(): Record<string, { type: 'string'; description: string }> {
+  const meanings = new Map<string, string[]>();
+  for (const grant of GRANTS.values()) {
+    for (const [name, description] of Object.entries(grant.parameters)) {
+      meanings.set(name, [...(meanings.get(name) ?? []), `${grant.type}: ${description}`]);
+    }
+  }
+  return Object.fromEntries([...meanings].map(([name, described]) => [name, { type: 'string', description: described.join('; ') }]));
+}
+
+const tokenResponseSchema = {
+  200: {
+    description: 'The tokens (RFC 6749 §5.1), with `Cache-Control: no-store`; no refresh token for client_credentials',
+    type: 'object',
+    required: ['token_type', 'access_token', 'expires_in', 'scope'],
+    properties: {
+      token_type: { type: 'string' },
+      access_token: { type: 'string' },
+      expires_in: { type: 'integer' },
+      refresh_token: { type: 'string' },
+      scope: { type: 'string' },
+    },
+  },
+} as const;
+
+export const tokenSchema = {
+  tags: [TAGS.oauth],
+  summary: 'Token request: code exchange, refresh, client credentials (RFC 6749 §4.1.3, §6, §4.4)',
+  security: CLIENT_SECURITY,
+  body: formBody(
+    {
+      grant_type: { type: 'string', enum: GRANT_TYPES },
+      ...grantParameters(),
+      client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
+      client_secret: { type: 'string', description: 'a confidential client\'s secret (client_secret_post), unless it uses HTTP Basic' },
+    },
+    ['grant_type'],
+  ),
+  response: {
+    ...tokenResponseSchema,
+    400: oauthError('A refused request (RFC 6749 §5.2)', ['invalid_request', 'invalid_grant', 'invalid_scope', 'unauthorized_client', 'unsupported_grant_type']),
+    ...CLIENT_AUTH_ERRORS,
+  },
+} as const;
+
+export const revokeSchema = {
+  tags: [TAGS.oauth],
+  summary: 'Revocation (RFC 7009): revokes the token\'s whole grant, both tokens',
+  security: CLIENT_SECURITY,
+  body: formBody(
+    {
+      token: { type: 'string', description: 'an access or refresh token' },
+      token_type_hint: { type: 'string', description: '`access_token` or `refresh_token`; only decides which is looked up first' },
+      client_id: { type: 'string' },
+      client_secret: { type: 'string' },
+    },
+    ['token'],
+  ),
+  response: {
+    200: { description: 'Revoked, or nothing to revoke (unknown tokens succeed too)', type: 'object', properties: {} },
+    400: oauthError('A refused request; `unauthorized_client` for another client\'s token', ['invalid_request', 'unauthorized_client']),
+    ...CLIENT_AUTH_ERRORS,
+  },
+} as const;
+
+/** Only these fields can leave the introspection endpoint (RFC 7662 §2.2). */
+const introspectionResponseSchema = {
+  200: {
+    description: 'The token\'s state (RFC 7662 §2.2): `{"active":false}` alone for anything not live',
+    type: 'object',
+    required: ['active'],
+    properties: {
+      active: { type: 'boolean' },
+      scope: { type: 'string' },
+      client_id: { type: 'string' },
+      username: { type: 'string' },
+      sub: { type: 'string' },
+      token_type: { type: 'string' },
+      exp: { type: 'integer' },
+      iat: { type: 'integer' },
+      iss: { type: 'string' },
+    },
+  },
+} as const;
+
+export const introspectSchema = {
+  tags: [TAGS.oauth],
+  summary: 'Introspection (RFC 7662), for confidential clients',
+  security: CLIENT_SECURITY,
+  body: formBody(
+    {
+      token: { type: 'string' },
+      token_type_hint: { type: 'string' },
+      client_id: { type: 'string', description: 'with client_secret, when not using HTTP Basic' },
+      client_secret: { type: 'string' },
+    },
+    ['token'],
+  ),
+  response: { ...introspectionResponseSchema, 400: oauthError('A refused request', ['invalid_request']), ...CLIENT_AUTH_ERRORS },
+} as const;

@@ -1,0 +1,27 @@
+/**
+ * The authorization server metadata document: where the endpoints are and what they
+ * support. @see RFC 8414 §2, RFC 9207 §3
+ */
+import { SCOPES, type Config } from '../config.ts';
+import { GRANT_TYPES } from './grants/index.ts';
+
+export function serverMetadata(config: Config) {
+  const base = config.publicUrl;
+  return {
+    issuer: base,
+    authorization_endpoint: `${base}/oauth/authorize`,
+    token_endpoint: `${base}/api/token`,
+    revocation_endpoint: `${base}/oauth/revoke`,
+    response_types_supported: ['code'],
+    response_modes_supported: ['query', 'web_message'],
+    grant_types_supported: GRANT_TYPES,
+    token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
+    revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
+    introspection_endpoint: `${base}/oauth/introspect`,
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    code_challenge_methods_supported: ['S256'],
+    scopes_supported: [...SCOPES],
+    prompt_values_supported: ['none', 'login', 'consent'],
+    authorization_response_iss_parameter_supported: true,
+  };
+}
