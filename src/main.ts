@@ -11,7 +11,7 @@ import { openContext, type AppContext, type ContextLogger } from './context.ts';
 import { RegistrationError, describeClient, registerClient, removeClient } from './oauth/registration.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
 import { listClients } from './store/clients.ts';
-import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from './store/audit.ts';
+import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from './store/audit-events.ts';
 import { purgeOnce } from './store/purge.ts';
 import { findUserByUsername, listUsers } from './store/users.ts';
 

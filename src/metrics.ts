@@ -6,7 +6,7 @@
 import { sql, type Kysely } from 'kysely';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RevocationReason } from './context.ts';
-import type { AuditEvent } from './store/audit.ts';
+import type { AuditEvent } from './store/audit-events.ts';
 import type { Database } from './store/schema.ts';
 import type { PurgeCounts } from './store/purge.ts';
 

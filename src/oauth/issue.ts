@@ -1,6 +1,6 @@
 /** Minting the tokens of a token response. @see RFC 6749 §5.1 */
 import type { Scope } from '../config.ts';
-import type { IssuedTokens } from '../store/grants.ts';
+import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { joinScopes } from './scopes.ts';

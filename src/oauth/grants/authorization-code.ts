@@ -2,7 +2,7 @@
  * `grant_type=authorization_code`. @see RFC 6749 §4.1.3, RFC 7636 §4.6, RFC 9700 §4.2.4
  */
 import { randomUUID } from 'node:crypto';
-import { exchangeCode, findCode } from '../../store/grants.ts';
+import { exchangeCode, findCode } from '../../store/codes.ts';
 import type { AuthCode, Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';

@@ -7,7 +7,8 @@
  * @see RFC 6749 §6, RFC 9700 §4.14.2 (refresh token rotation and reuse detection)
  */
 import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
-import { findRefreshToken, refreshRotatedAt, rotateRefreshToken, type RefreshTokenInfo } from '../../store/grants.ts';
+import { rotateRefreshToken } from '../../store/grants.ts';
+import { findRefreshToken, refreshRotatedAt, type RefreshTokenInfo } from '../../store/tokens.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
