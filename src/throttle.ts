@@ -6,6 +6,7 @@
  * are refused (fail closed) rather than let through unthrottled.
  */
 import type { Redis } from 'ioredis';
+import ipaddr from 'ipaddr.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from './config.ts';
 import { OAuthError } from './oauth/errors.ts';
@@ -91,13 +92,13 @@ function accountKey(login: string): string {
   return login.normalize('NFKC').toLowerCase();
 }
 
-/** IPv4 as is (also when IPv4-mapped); IPv6 reduced to its /64 prefix. */
+/**
+ * The key an address is counted under: IPv4 as is (also when IPv4-mapped), IPv6 reduced to
+ * its /64 prefix. A value that is not an address (a proxy's garbled header) is its own key.
+ */
 export function addressKey(ip: string): string {
-  if (ip.startsWith('::ffff:') && ip.includes('.')) return ip.slice(7);
-  if (!ip.includes(':')) return ip;
-  const [head = '', tail = ''] = ip.split('%')[0]!.split('::');
-  const left = head === '' ? [] : head.split(':');
-  const right = tail === '' ? [] : tail.split(':');
-  const groups = ip.includes('::') ? [...left, ...Array(8 - left.length - right.length).fill('0'), ...right] : left;
-  return `${groups.slice(0, 4).map((g) => g.replace(/^0+(?=.)/, '').toLowerCase()).join(':')}::/64`;
+  if (!ipaddr.isValid(ip)) return ip;
+  const address = ipaddr.process(ip);
+  if (!(address instanceof ipaddr.IPv6)) return address.toString();
+  return `${address.parts.slice(0, 4).map((part) => part.toString(16)).join(':')}::/64`;
 }
