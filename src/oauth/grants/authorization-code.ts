@@ -7,7 +7,7 @@ import type { AuthCode, Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
-import { mintTokens, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { checkVerifier } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
@@ -43,7 +43,7 @@ export async function handle(raw: RawParams, client: Client | null, ctx: AppCont
   if (code.user_disabled) throw invalidGrant('the authorization code is invalid', 'user is disabled');
 
   const scopes = splitScopes(code.scopes);
-  const pair = mintTokens(ctx, scopes, true);
+  const pair = mintTokenResponse(ctx, scopes, true);
   const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, scopes: code.scopes };
   const issued = ctx.audit.pending({
     type: 'token_issued',

@@ -13,9 +13,9 @@ import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
-import { mintTokens, secondsUntil, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, secondsUntil, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
-import { parseScope, splitScopes } from '../scopes.ts';
+import { parseScope, scopesBeyond, splitScopes } from '../scopes.ts';
 import { revoke } from '../revocation.ts';
 
 export const grantType = 'refresh_token';
@@ -44,11 +44,11 @@ export async function handle(raw: RawParams, client: Client | null, ctx: AppCont
   const about = { userId: token.user_id, clientId: token.client_id, address };
   const grantScopes = splitScopes(token.scopes);
   const scopes = params.scope === undefined ? grantScopes : parseScope(params.scope);
-  const wider = scopes.filter((s) => !grantScopes.includes(s));
+  const wider = scopesBeyond(scopes, grantScopes);
   if (wider.length > 0) throw invalidScope(`scope ${wider.map((s) => `"${s}"`).join(', ')} was not granted`);
 
   if (token.rotated_at === null) {
-    const pair = mintTokens(ctx, scopes, true);
+    const pair = mintTokenResponse(ctx, scopes, true);
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;
