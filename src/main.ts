@@ -40,7 +40,7 @@ Passwords are prompted for (without echo) unless --password-stdin is given.
 Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
 PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL,
 REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
-AUDIT_RETENTION_DAYS, REDIS_URL, TRUST_PROXY, LOG_LEVEL. See README.md.
+AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL. See README.md.
 
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
 
