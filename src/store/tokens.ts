@@ -25,7 +25,7 @@ export interface IssuedTokens {
  * not disabled. For queries that join `grants` and left-join `users`.
  */
 function liveToken(table: TokenTable, now: number) {
-  return sql<boolean>`${sql.ref(`${table}.expires_at`)} > ${now} and grants.revoked_at is null and (grants.user_id is null or users.disabled = 0)`;
+  return sql<boolean>`(${sql.ref(`${table}.expires_at`)} > ${now} and grants.revoked_at is null and (grants.user_id is null or users.disabled = 0))`;
 }
 
 const insertAccessToken = prepare((db, p: { hash: string; grantId: string; scopes: string; now: number; expiresAt: number }) =>
