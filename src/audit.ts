@@ -14,7 +14,7 @@
  */
 import type { Kysely } from 'kysely';
 import type { Config } from './config.ts';
-import { auditEventRow, insertAuditEvent, type AuditEvent, type AuditEventRow } from './store/audit.ts';
+import { auditEventRow, insertAuditEvent, type AuditEvent, type AuditEventRow } from './store/audit-events.ts';
 import type { Database } from './store/schema.ts';
 
 export interface Audit {

@@ -40,6 +40,8 @@ export interface Config {
   readonly purgeIntervalSeconds: number;
   /** Days an audit event is kept before purge removes it. */
   readonly auditRetentionDays: number;
+  /** When set, `/metrics` answers only requests carrying it as a Bearer token; null: open. */
+  readonly metricsToken: string | null;
   /** Throttling; a limit of 0 turns that counter off. */
   readonly throttle: {
     /** Failed logins allowed per account, and per client address, within `loginWindowSeconds`. */
@@ -132,6 +134,14 @@ function trustProxy(env: Env): false | number | string[] {
   return entries;
 }
 
+/** Long enough not to be guessed, and sendable as a Bearer token (visible ASCII, no spaces). */
+function metricsToken(env: Env): string | null {
+  const raw = env.METRICS_TOKEN;
+  if (raw === undefined || raw === '') return null;
+  if (!/^[\x21-\x7e]{16,}$/.test(raw)) throw new ConfigError('METRICS_TOKEN must be at least 16 characters of visible ASCII, without spaces');
+  return raw;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, 'PORT', 5000, 0, 65535);
   return Object.freeze({
@@ -151,6 +161,7 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     purgeIntervalSeconds: integer(env, 'PURGE_INTERVAL_SECONDS', 600, 0),
     auditRetentionDays: integer(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36_500),
+    metricsToken: metricsToken(env),
     throttle: Object.freeze({
       loginFailuresPerAccount: integer(env, 'LOGIN_FAILURES_PER_ACCOUNT', 10, 0),
       loginFailuresPerAddress: integer(env, 'LOGIN_FAILURES_PER_ADDRESS', 100, 0),

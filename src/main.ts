@@ -11,7 +11,7 @@ import { openContext, type AppContext, type ContextLogger } from './context.ts';
 import { RegistrationError, describeClient, registerClient, removeClient } from './oauth/registration.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
 import { listClients } from './store/clients.ts';
-import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from './store/audit.ts';
+import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from './store/audit-events.ts';
 import { purgeOnce } from './store/purge.ts';
 import { findUserByUsername, listUsers } from './store/users.ts';
 
@@ -40,7 +40,7 @@ Passwords are prompted for (without echo) unless --password-stdin is given.
 Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
 PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL,
 REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
-AUDIT_RETENTION_DAYS, REDIS_URL, TRUST_PROXY, LOG_LEVEL. See README.md.
+AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL. See README.md.
 
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
 

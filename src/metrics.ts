@@ -2,16 +2,18 @@
  * Prometheus metrics (SPEC §4.6), served at `GET /metrics`. One registry per app, so that
  * several apps in one process (the tests) keep separate counts. Protocol events are
  * counted from the audit trail's events, so the counters and the trail cannot disagree.
+ *
+ * A scrape only reads what is already in memory. Table sizes take a scan of every table, so
+ * they are counted in the background (`countTables`, scheduled by http/ops.ts) and a scrape
+ * reports the last count: many scrapes at once cost the database nothing.
  */
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RevocationReason } from './context.ts';
-import type { AuditEvent } from './store/audit.ts';
-import type { Database } from './store/schema.ts';
+import type { AuditEvent } from './store/audit-events.ts';
 import type { PurgeCounts } from './store/purge.ts';
-
-/** The tables whose row counts are reported. */
-const TABLES = ['users', 'clients', 'sessions', 'grants', 'auth_codes', 'access_tokens', 'refresh_tokens', 'consents', 'setup_tokens', 'audit_events'] as const;
+import type { Database } from './store/schema.ts';
+import { countTableRows } from './store/stats.ts';
 
 export interface Metrics {
   readonly registry: Registry;
@@ -24,6 +26,8 @@ export interface Metrics {
   grantsRevoked(count: number, reason: RevocationReason): void;
   /** One scheduled or manual purge run: its counts, or null when another instance held the lock. */
   purge(counts: PurgeCounts | null, failed?: boolean): void;
+  /** Counts the rows of every table now, for the scrapes until the next count. */
+  countTables(): Promise<void>;
 }
 
 export function createMetrics(db: Kysely<Database>): Metrics {
@@ -48,17 +52,7 @@ export function createMetrics(db: Kysely<Database>): Metrics {
   const logins = new Counter({ name: 'gatehouse_logins_total', help: 'Login attempts, by outcome', labelNames: ['outcome'], registers });
   const purgeRuns = new Counter({ name: 'gatehouse_purge_runs_total', help: 'Purge runs, by outcome (skipped: another instance was purging)', labelNames: ['outcome'], registers });
   const purged = new Counter({ name: 'gatehouse_purged_rows_total', help: 'Expired rows deleted by purge, by table', labelNames: ['table'], registers });
-  new Gauge({
-    name: 'gatehouse_table_rows',
-    help: 'Rows per table, counted when scraped',
-    labelNames: ['table'],
-    registers,
-    async collect() {
-      const counts = sql.join(TABLES.map((table) => sql`select ${table} as name, count(*) as n from ${sql.table(table)}`), sql` union all `);
-      const { rows } = await sql<{ name: string; n: number | string }>`${counts}`.execute(db);
-      for (const row of rows) this.set({ table: row.name }, Number(row.n));
-    },
-  });
+  const tableRows = new Gauge({ name: 'gatehouse_table_rows', help: 'Rows per table, as of the last background count (at most a minute old)', labelNames: ['table'], registers });
 
   const eventCounters: Partial<Record<AuditEvent['type'], (event: AuditEvent) => void>> = {
     token_issued: (event) => issued.inc({ grant_type: String(event.detail?.grant_type ?? 'unknown') }),
@@ -82,5 +76,9 @@ export function createMetrics(db: Kysely<Database>): Metrics {
       purgeRuns.inc({ outcome: failed ? 'failed' : counts === null ? 'skipped' : 'completed' });
       for (const [table, n] of Object.entries(counts ?? {})) if (n > 0) purged.inc({ table }, n);
     },
+    async countTables() {
+      for (const [table, n] of Object.entries(await countTableRows(db))) tableRows.set({ table }, n);
+    },
   };
 }
+

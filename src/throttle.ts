@@ -6,7 +6,7 @@
  * are refused (fail closed) rather than let through unthrottled.
  */
 import type { Redis } from 'ioredis';
-import { isIPv4, isIPv6 } from 'node:net';
+import ipaddr from 'ipaddr.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from './config.ts';
 import { OAuthError } from './oauth/errors.ts';
@@ -93,32 +93,12 @@ function accountKey(login: string): string {
 }
 
 /**
- * IPv4 as is (also when IPv4-mapped, in any spelling); IPv6 reduced to its /64 prefix, the
- * zone ignored; anything that is not an address (a proxy header can say anything) as given.
+ * The key an address is counted under: IPv4 as is (also when IPv4-mapped), IPv6 reduced to
+ * its /64 prefix. A value that is not an address (a proxy's garbled header) is its own key.
  */
 export function addressKey(ip: string): string {
-  const address = ip.split('%')[0]!;
-  if (isIPv4(address)) return address;
-  if (!isIPv6(address)) return ip;
-  const groups = ipv6Groups(address);
-  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
-    return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join('.');
-  }
-  return `${groups.slice(0, 4).map((g) => g.toString(16)).join(':')}::/64`;
-}
-
-/** The eight 16-bit groups of a valid IPv6 address; a dotted IPv4 tail fills the last two. */
-function ipv6Groups(address: string): number[] {
-  const parse = (part: string) =>
-    part === ''
-      ? []
-      : part.split(':').flatMap((group) => {
-          if (!group.includes('.')) return [parseInt(group, 16)];
-          const [a = 0, b = 0, c = 0, d = 0] = group.split('.').map(Number);
-          return [(a << 8) | b, (c << 8) | d];
-        });
-  const [head = '', tail] = address.split('::');
-  const left = parse(head);
-  const right = tail === undefined ? [] : parse(tail);
-  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
+  if (!ipaddr.isValid(ip)) return ip;
+  const address = ipaddr.process(ip);
+  if (!(address instanceof ipaddr.IPv6)) return address.toString();
+  return `${address.parts.slice(0, 4).map((part) => part.toString(16)).join(':')}::/64`;
 }

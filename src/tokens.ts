@@ -47,14 +47,6 @@ export function hashIfWellFormed(kind: TokenKind, token: string): string | null 
   return hashToken(token);
 }
 
-/** The kind of a token by its prefix, or null. */
-export function tokenKind(token: string): TokenKind | null {
-  for (const [kind, prefix] of Object.entries(TOKEN_PREFIX)) {
-    if (token.startsWith(prefix) && token.length === prefix.length + SECRET_LENGTH) return kind as TokenKind;
-  }
-  return null;
-}
-
 export function constantTimeEqual(a: string, b: string): boolean {
   const left = Buffer.from(a);
   const right = Buffer.from(b);

@@ -11,7 +11,7 @@
  */
 import type { AppContext } from '../context.ts';
 import type { User } from '../store/schema.ts';
-import { consumeSetupToken, deleteSetupTokens, insertSetupToken, isLiveSetupToken } from '../store/setup-tokens.ts';
+import { deleteSetupTokens, insertSetupToken, isLiveSetupToken, useSetupToken } from '../store/setup-tokens.ts';
 import { countAdmins } from '../store/users.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 import { createAccount } from './users.ts';
@@ -54,10 +54,8 @@ export async function createFirstAdministrator(
   await checkSetupToken(ctx, token);
   const hash = hashIfWellFormed('setup', token!)!;
   const now = ctx.now();
-  const user = await ctx.db.transaction().execute(async (trx) => {
-    if (!(await consumeSetupToken(trx, hash, now))) throw new SetupLinkInvalid('This setup link has expired or has already been used.');
-    return createAccount(trx, { ...account, isAdmin: true }, now);
-  });
+  const setup = await useSetupToken(ctx.db, hash, now, (trx) => createAccount(trx, { ...account, isAdmin: true }, now));
+  if (!setup.used) throw new SetupLinkInvalid('This setup link has expired or has already been used.');
   await deleteSetupTokens(ctx.db); // any other links printed meanwhile are void too
-  return user;
+  return setup.created;
 }

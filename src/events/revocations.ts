@@ -8,10 +8,9 @@
  * lost message can delay a socket's close, never make a revoked token work.
  */
 import type { Redis } from 'ioredis';
-import { sql } from 'kysely';
-import pg from 'pg';
 import type { Config } from '../config.ts';
 import type { Store } from '../store/database.ts';
+import { listenPostgres } from '../store/notify.ts';
 
 const CHANNEL = 'gatehouse_revocations';
 /** PostgreSQL NOTIFY payloads stop at 8000 bytes: send grant ids (36 characters each) in chunks. */
@@ -49,7 +48,7 @@ export async function openRevocationBus(config: Config, store: Store, redis: { p
 
   let transport: Transport | null = null;
   if (redis) transport = await redisTransport(redis, receive);
-  else if (config.database.kind === 'postgres') transport = await postgresTransport(config.database.url, store, receive, log);
+  else if (config.database.kind === 'postgres') transport = await listenPostgres(config.database.url, store.db, CHANNEL, receive, log);
 
   return {
     async publish(grantIds) {
@@ -73,31 +72,5 @@ async function redisTransport({ publisher, subscriber }: { publisher: Redis; sub
   return {
     send: async (payload) => void (await publisher.publish(CHANNEL, payload)),
     close: async () => void (await subscriber.unsubscribe(CHANNEL)),
-  };
-}
-
-/** A dedicated connection LISTENs (pooled ones cannot); it reconnects after a failure. */
-async function postgresTransport(url: string, store: Store, receive: (payload: string) => void, log: BusLogger): Promise<Transport> {
-  let closed = false;
-  let listener: pg.Client | null = null;
-  const connect = async (): Promise<void> => {
-    const client = new pg.Client({ connectionString: url });
-    client.on('notification', (message) => message.channel === CHANNEL && message.payload !== undefined && receive(message.payload));
-    client.on('error', (error) => {
-      log.warn({ err: error.message }, 'revocation listener lost its PostgreSQL connection; reconnecting');
-      client.end().catch(() => {});
-      if (!closed) setTimeout(() => void connect().catch(() => {}), 1000).unref();
-    });
-    await client.connect();
-    await client.query(`LISTEN ${CHANNEL}`);
-    listener = client;
-  };
-  await connect();
-  return {
-    send: async (payload) => void (await sql`select pg_notify(${CHANNEL}, ${payload})`.execute(store.db)),
-    close: async () => {
-      closed = true;
-      await listener?.end();
-    },
   };
 }

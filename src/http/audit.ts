@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { isUuid } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
-import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../store/audit.ts';
+import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../store/audit-events.ts';
 import { findUserByUsername } from '../store/users.ts';
 import { formatTime, page } from './pages.ts';
 

@@ -1,13 +1,20 @@
 /**
- * Operations: the health check, the Prometheus metrics, and the scheduled purge of
- * expired rows that every instance runs (SPEC §3, §4.6).
+ * Operations: the health check, the Prometheus metrics (behind METRICS_TOKEN when set), and
+ * the background work every instance runs: the purge of expired rows and the count of table
+ * sizes for the metrics (SPEC §1, §3, §4.6).
  */
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
+import { bearerToken } from '../oauth/bearer.ts';
+import { OAuthError } from '../oauth/errors.ts';
 import { isHealthy } from '../store/database.ts';
 import { purgeOnce } from '../store/purge.ts';
+import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { rejectOtherMethods } from './helpers.ts';
-import { TAGS } from './schemas.ts';
+import { TAGS, oauthError } from './schemas.ts';
+
+/** Table sizes are counted at start and then at most this often (SPEC §4.6: at most once a minute). */
+const TABLE_COUNT_INTERVAL_MS = 60_000;
 
 const statusSchema = {
   tags: [TAGS.operations],
@@ -20,8 +27,11 @@ const statusSchema = {
 
 const metricsSchema = {
   tags: [TAGS.operations],
-  summary: 'Prometheus metrics (expose to your monitoring only)',
-  response: { 200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } } },
+  summary: 'Prometheus metrics (expose to your monitoring only; with METRICS_TOKEN set, send it as a Bearer token)',
+  response: {
+    200: { description: 'Prometheus text exposition format', content: { 'text/plain': { schema: { type: 'string' } } } },
+    401: oauthError('`invalid_token`: METRICS_TOKEN is set and the request does not carry it (with `WWW-Authenticate: Bearer`)', ['invalid_token']),
+  },
 } as const;
 
 export default async function opsRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
@@ -31,7 +41,9 @@ export default async function opsRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
     return reply.code(503).send({ status: 'failure', reason: 'the database does not answer' });
   });
 
-  app.get('/metrics', { schema: metricsSchema }, async (_request, reply) => {
+  const checkMetricsAccess = metricsAccess(ctx.config.metricsToken);
+  app.get('/metrics', { schema: metricsSchema }, async (request, reply) => {
+    checkMetricsAccess(request.headers.authorization);
     reply.header('Cache-Control', 'no-store').type(ctx.metrics.registry.contentType);
     return ctx.metrics.registry.metrics();
   });
@@ -39,18 +51,39 @@ export default async function opsRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
   rejectOtherMethods(app, ['/_status', '/metrics'], 'GET');
 
   schedulePurge(app, ctx);
+  inBackground(app, TABLE_COUNT_INTERVAL_MS, true, async () => {
+    try {
+      await ctx.metrics.countTables();
+    } catch (error) {
+      app.log.warn({ err: error }, 'counting table rows failed; the metrics keep the last count');
+    }
+  });
+}
+
+/**
+ * Who may read `/metrics`: anyone when no METRICS_TOKEN is set, else only a request with
+ * `Authorization: Bearer <METRICS_TOKEN>`. The token is compared as SHA-256 digests in
+ * constant time, so timing tells neither its characters nor its length.
+ */
+export function metricsAccess(token: string | null): (authorization: string | undefined) => void {
+  if (token === null) return () => {};
+  const expected = hashToken(token);
+  return (authorization) => {
+    const presented = bearerToken(authorization);
+    if (presented === undefined || !constantTimeEqual(hashToken(presented), expected)) {
+      throw new OAuthError('invalid_token', 'the metrics need the metrics token (Authorization: Bearer)');
+    }
+  };
 }
 
 /**
  * Every instance purges on its own timer; on PostgreSQL, `purgeOnce` lets only one of them
- * work at a time. A run still going when the next is due is not doubled, and shutdown
- * waits for it.
+ * work at a time.
  */
 function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
   const interval = ctx.config.purgeIntervalSeconds * 1000;
   if (interval === 0) return;
-  let running: Promise<void> | null = null;
-  const run = async () => {
+  inBackground(app, interval, false, async () => {
     try {
       const counts = await purgeOnce(ctx.store, ctx.now(), ctx.config.refreshGraceSeconds * 1000);
       ctx.metrics.purge(counts);
@@ -59,13 +92,22 @@ function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
     } catch (error) {
       ctx.metrics.purge(null, true);
       app.log.error({ err: error }, 'purge failed');
-    } finally {
-      running = null;
     }
-  };
+  });
+}
+
+/**
+ * Runs `task` (which handles its own errors) every `intervalMs` once the app is ready, and
+ * at once too when `atStart`. A run still going when the next is due is not doubled; the
+ * timer does not keep the process alive, and shutdown stops it and waits for a run in progress.
+ */
+function inBackground(app: FastifyInstance, intervalMs: number, atStart: boolean, task: () => Promise<void>): void {
+  let running: Promise<void> | null = null;
+  const run = () => void (running ??= task().finally(() => (running = null)));
   let timer: NodeJS.Timeout | undefined;
   app.addHook('onReady', async () => {
-    timer = setInterval(() => void (running ??= run()), interval).unref();
+    timer = setInterval(run, intervalMs).unref();
+    if (atStart) run();
   });
   app.addHook('onClose', async () => {
     clearInterval(timer);

@@ -12,7 +12,7 @@ import { authenticateAccessToken, bearerToken } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
-import type { AccessTokenInfo } from '../store/grants.ts';
+import type { AccessTokenInfo } from '../store/tokens.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './schemas.ts';
 
 /** Close code for "your token is no longer valid": the client should refresh and reconnect. */

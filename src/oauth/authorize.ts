@@ -12,7 +12,8 @@
  */
 import type { Config, Scope } from '../config.ts';
 import { findClient } from '../store/clients.ts';
-import { findConsentScopes, insertCode, saveConsent } from '../store/grants.ts';
+import { insertCode } from '../store/codes.ts';
+import { findConsentScopes, saveConsent } from '../store/consents.ts';
 import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 import { isUuid } from './client-auth.ts';

@@ -1,6 +1,6 @@
 /** Bearer token checks for the resource side. @see RFC 6750 §2.1, §3.1 */
 import type { Scope } from '../config.ts';
-import { findLiveAccessToken, type AccessTokenInfo } from '../store/grants.ts';
+import { findLiveAccessToken, type AccessTokenInfo } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from './errors.ts';

@@ -100,10 +100,3 @@ export async function authenticateClient(db: Kysely<Database>, authorization: st
   }
   return client;
 }
-
-/** Like `authenticateClient`, for endpoints where naming the client is mandatory. */
-export async function requireClient(db: Kysely<Database>, authorization: string | undefined, params: RawParams): Promise<Client> {
-  const client = await authenticateClient(db, authorization, params);
-  if (client === null) throw new InvalidClient('the client is not identified: send "client_id" or HTTP Basic credentials', false);
-  return client;
-}

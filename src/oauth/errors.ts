@@ -83,5 +83,4 @@ export class OAuthError extends Error {
 
 export const invalidRequest = (description: string, detail?: string) => new OAuthError('invalid_request', description, detail);
 export const invalidGrant = (description: string, detail?: string) => new OAuthError('invalid_grant', description, detail);
-export const invalidClient = (description: string, detail?: string) => new OAuthError('invalid_client', description, detail);
 export const invalidScope = (description: string) => new OAuthError('invalid_scope', description);

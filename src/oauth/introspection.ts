@@ -7,7 +7,7 @@
  * @see RFC 7662 §2.1 (request), §2.2 (response), §4 (security considerations)
  */
 import { authority } from '../config.ts';
-import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from '../store/grants.ts';
+import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { InvalidClient } from './client-auth.ts';

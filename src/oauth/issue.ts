@@ -1,6 +1,6 @@
 /** Minting the tokens of a token response. @see RFC 6749 §5.1 */
 import type { Scope } from '../config.ts';
-import type { IssuedTokens } from '../store/grants.ts';
+import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { joinScopes } from './scopes.ts';
@@ -13,12 +13,15 @@ export interface TokenResponse {
   scope: string;
 }
 
-export interface MintedPair {
+export interface MintedTokenResponse {
+  /** The hashes and expiry times the store keeps. */
   stored: IssuedTokens;
+  /** The tokens themselves, for the client, once. */
   response: TokenResponse;
 }
 
-export function mintTokens(ctx: AppContext, scopes: readonly Scope[], withRefresh: boolean): MintedPair {
+/** New tokens for one token response: an access token, and a refresh token when `withRefresh`. */
+export function mintTokenResponse(ctx: AppContext, scopes: readonly Scope[], withRefresh: boolean): MintedTokenResponse {
   const now = ctx.now();
   const access = mintToken('access');
   const refresh = withRefresh ? mintToken('refresh') : null;

@@ -8,7 +8,7 @@ import { mintToken } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { redirectUriProblem } from './redirect-uri.ts';
 import { revoke } from './revocation.ts';
-import { isScope, joinScopes, splitScopes } from './scopes.ts';
+import { isScope, isSubset, joinScopes, splitScopes } from './scopes.ts';
 
 export const GRANT_TYPES = ['authorization_code', 'client_credentials'] as const;
 export type GrantType = (typeof GRANT_TYPES)[number];
@@ -122,7 +122,7 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
   });
   const kept = scopes.split(' ');
   for (const grant of await liveGrantsOfClient(ctx.db, client.id)) {
-    if (!grant.scopes.split(' ').every((s) => kept.includes(s))) await revoke(ctx, { grantId: grant.id }, 'revoked');
+    if (!isSubset(grant.scopes.split(' '), kept)) await revoke(ctx, { grantId: grant.id }, 'revoked');
   }
 }
 

@@ -2,7 +2,8 @@
  * Revocation. Revoking any token revokes its whole grant: the access token, every
  * generation of the refresh chain. @see RFC 7009 §2.1
  */
-import { findTokenOwner, revokeGrants, type TokenOwner } from '../store/grants.ts';
+import { revokeGrants } from '../store/grants.ts';
+import { findTokenOwner, type TokenOwner } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { secretRequired } from './client-auth.ts';

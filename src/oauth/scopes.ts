@@ -28,8 +28,13 @@ export function joinScopes(scopes: readonly string[]): string {
   return normalizeScopes(scopes).join(' ');
 }
 
+/** The scopes of `requested` that `allowed` lacks: the one subset check. */
+export function scopesBeyond<S extends string>(requested: readonly S[], allowed: readonly string[]): S[] {
+  return requested.filter((s) => !allowed.includes(s));
+}
+
 export function isSubset(requested: readonly string[], allowed: readonly string[]): boolean {
-  return requested.every((s) => allowed.includes(s));
+  return scopesBeyond(requested, allowed).length === 0;
 }
 
 /**
@@ -39,7 +44,7 @@ export function isSubset(requested: readonly string[], allowed: readonly string[
 export function grantableScopes(requested: string | undefined, allowed: readonly Scope[]): Scope[] {
   if (requested === undefined) return [...allowed];
   const scopes = parseScope(requested);
-  const refused = scopes.filter((s) => !allowed.includes(s));
+  const refused = scopesBeyond(scopes, allowed);
   if (refused.length > 0) throw invalidScope(`scope ${refused.map((s) => `"${s}"`).join(', ')} is not allowed for this client`);
   return scopes;
 }

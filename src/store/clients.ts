@@ -1,6 +1,12 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { prepare } from './prepared.ts';
 import type { Client, Database, NewClient } from './schema.ts';
+
+/**
+ * `client_confidential`: 1 when the client (joined as `clients`) has a secret, else 0. A
+ * confidential client must authenticate wherever its tokens are presented.
+ */
+export const clientConfidential = sql<number>`case when clients.secret_hash is null then 0 else 1 end`.as('client_confidential');
 
 export async function insertClient(db: Kysely<Database>, client: NewClient): Promise<void> {
   await db.insertInto('clients').values(client).execute();

@@ -138,6 +138,4 @@ export type User = Selectable<UsersTable>;
 export type NewUser = Insertable<UsersTable>;
 export type Client = Selectable<ClientsTable>;
 export type NewClient = Insertable<ClientsTable>;
-export type Grant = Selectable<GrantsTable>;
 export type AuthCode = Selectable<AuthCodesTable>;
-export type RefreshToken = Selectable<RefreshTokensTable>;

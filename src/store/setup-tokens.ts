@@ -12,12 +12,22 @@ export async function isLiveSetupToken(db: Kysely<Database>, hash: string, now: 
 }
 
 /**
- * Uses the link up: one conditional DELETE, so of several concurrent submissions exactly one
- * gets true. Inside the transaction that creates the administrator, a failure rolls it back.
+ * Uses the link up and runs `create` (which makes the administrator) in one transaction.
+ * Using it up is one conditional DELETE, so of several concurrent submissions exactly one
+ * gets to `create`; the others get `{ used: false }`. A failure of `create` rolls the use
+ * back, and the link stays usable.
  */
-export async function consumeSetupToken(db: Kysely<Database>, hash: string, now: number): Promise<boolean> {
-  const result = await db.deleteFrom('setup_tokens').where('hash', '=', hash).where('expires_at', '>', now).executeTakeFirst();
-  return result.numDeletedRows === 1n;
+export async function useSetupToken<T>(
+  db: Kysely<Database>,
+  hash: string,
+  now: number,
+  create: (trx: Kysely<Database>) => Promise<T>,
+): Promise<{ used: true; created: T } | { used: false }> {
+  return db.transaction().execute(async (trx) => {
+    const result = await trx.deleteFrom('setup_tokens').where('hash', '=', hash).where('expires_at', '>', now).executeTakeFirst();
+    if (result.numDeletedRows !== 1n) return { used: false };
+    return { used: true, created: await create(trx) };
+  });
 }
 
 /** Once an administrator exists, no setup link may create another. */

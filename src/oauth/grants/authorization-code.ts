@@ -2,12 +2,12 @@
  * `grant_type=authorization_code`. @see RFC 6749 §4.1.3, RFC 7636 §4.6, RFC 9700 §4.2.4
  */
 import { randomUUID } from 'node:crypto';
-import { exchangeCode, findCode } from '../../store/grants.ts';
+import { exchangeCode, findCode } from '../../store/codes.ts';
 import type { AuthCode, Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
-import { mintTokens, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { checkVerifier } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
@@ -52,7 +52,7 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   if (code.user_disabled) throw invalidGrant('the authorization code is invalid', 'user is disabled');
 
   const scopes = splitScopes(code.scopes);
-  const pair = mintTokens(ctx, scopes, true);
+  const pair = mintTokenResponse(ctx, scopes, true);
   const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, scopes: code.scopes };
   const issued = ctx.audit.pending({
     type: 'token_issued',

@@ -5,7 +5,7 @@ import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError } from '../errors.ts';
-import { mintTokens, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { grantableScopes, joinScopes, splitScopes } from '../scopes.ts';
 import type { Grant } from './index.ts';
@@ -23,7 +23,7 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
     throw new OAuthError('unauthorized_client', 'this client is not registered for the client_credentials grant');
   }
   const scopes = grantableScopes(params.scope, splitScopes(client.scopes));
-  const pair = mintTokens(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
+  const pair = mintTokenResponse(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
   const grant = { id: randomUUID(), clientId: client.id, userId: null, scopes: joinScopes(scopes) };
   await insertGrant(ctx.db, grant, pair.stored, ctx.now());
   await ctx.audit({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes } });

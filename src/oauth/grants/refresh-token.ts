@@ -7,14 +7,15 @@
  * @see RFC 6749 §6, RFC 9700 §4.14.2 (refresh token rotation and reuse detection)
  */
 import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
-import { findRefreshToken, refreshRotatedAt, rotateRefreshToken, type RefreshTokenInfo } from '../../store/grants.ts';
+import { rotateRefreshToken } from '../../store/grants.ts';
+import { findRefreshToken, refreshRotatedAt, type RefreshTokenInfo } from '../../store/tokens.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
-import { mintTokens, secondsUntil, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, secondsUntil, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
-import { parseScope, splitScopes } from '../scopes.ts';
+import { parseScope, scopesBeyond, splitScopes } from '../scopes.ts';
 import { revoke } from '../revocation.ts';
 import type { Grant } from './index.ts';
 
@@ -51,11 +52,11 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   const about = { userId: token.user_id, clientId: token.client_id, address };
   const grantScopes = splitScopes(token.scopes);
   const scopes = params.scope === undefined ? grantScopes : parseScope(params.scope);
-  const wider = scopes.filter((s) => !grantScopes.includes(s));
+  const wider = scopesBeyond(scopes, grantScopes);
   if (wider.length > 0) throw invalidScope(`scope ${wider.map((s) => `"${s}"`).join(', ')} was not granted`);
 
   if (token.rotated_at === null) {
-    const pair = mintTokens(ctx, scopes, true);
+    const pair = mintTokenResponse(ctx, scopes, true);
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;

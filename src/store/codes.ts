@@ -1,0 +1,74 @@
+/**
+ * Authorization codes. A code is used at most once: `exchangeCode` consumes it with one
+ * conditional UPDATE in the transaction that creates its grant (see grants.ts).
+ */
+import type { Kysely } from 'kysely';
+import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
+import { insertGrantWithTokens, LostRace, type NewGrant } from './grants.ts';
+import { prepare } from './prepared.ts';
+import type { AuthCode, Database } from './schema.ts';
+import type { IssuedTokens } from './tokens.ts';
+
+type NewCode = Omit<AuthCode, 'consumed_at' | 'grant_id'>;
+
+const insertCodeRow = prepare((db, p: NewCode) =>
+  db.insertInto('auth_codes').values({
+    hash: p.hash,
+    client_id: p.client_id,
+    user_id: p.user_id,
+    redirect_uri: p.redirect_uri,
+    scopes: p.scopes,
+    code_challenge: p.code_challenge,
+    created_at: p.created_at,
+    expires_at: p.expires_at,
+  }),
+);
+
+export async function insertCode(db: Kysely<Database>, code: NewCode): Promise<void> {
+  await insertCodeRow.execute(db, code);
+}
+
+const codeByHash = prepare((db, p: { hash: string }) =>
+  db
+    .selectFrom('auth_codes')
+    .innerJoin('users', 'users.id', 'auth_codes.user_id')
+    .selectAll('auth_codes')
+    .select('users.disabled as user_disabled')
+    .where('auth_codes.hash', '=', p.hash),
+);
+
+/** The code row whatever its state, with whether its user is disabled: the caller checks each. */
+export async function findCode(db: Kysely<Database>, hash: string): Promise<(AuthCode & { user_disabled: number }) | undefined> {
+  return codeByHash.first(db, { hash });
+}
+
+const consumeCode = prepare((db, p: { hash: string; grantId: string; now: number }) =>
+  db.updateTable('auth_codes').set({ consumed_at: p.now, grant_id: p.grantId }).where('hash', '=', p.hash).where('consumed_at', 'is', null),
+);
+
+/**
+ * Consumes the code and creates its grant and first tokens, with the audit event `issued`,
+ * all or nothing. Returns false when the code was already consumed — by an earlier or a
+ * concurrent request.
+ */
+export async function exchangeCode(
+  db: Kysely<Database>,
+  codeHash: string,
+  grant: NewGrant,
+  tokens: IssuedTokens,
+  now: number,
+  issued: AuditEventRow,
+): Promise<boolean> {
+  try {
+    await db.transaction().execute(async (trx) => {
+      await insertGrantWithTokens(db, trx, grant, tokens, now);
+      const consumed = await consumeCode.affected(db, { hash: codeHash, grantId: grant.id, now }, trx);
+      if (consumed !== 1n) throw new LostRace('code_consumed');
+      await insertAuditEvent(db, issued, trx);
+    });
+    return true;
+  } catch (error) {
+    if (error instanceof LostRace) return false;
+    throw error;
+  }
+}

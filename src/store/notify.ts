@@ -1,0 +1,43 @@
+/**
+ * PostgreSQL LISTEN/NOTIFY on one channel: what the revocation bus (events/revocations.ts)
+ * uses to reach the other instances when there is no Redis. Notifications go out through the
+ * pool; listening needs a dedicated connection (pooled ones cannot), which reconnects after
+ * a failure.
+ */
+import { sql, type Kysely } from 'kysely';
+import pg from 'pg';
+import type { Database } from './schema.ts';
+
+export interface NotifyChannel {
+  send(payload: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface ListenerLogger {
+  warn(object: object, message: string): void;
+}
+
+export async function listenPostgres(url: string, db: Kysely<Database>, channel: string, receive: (payload: string) => void, log: ListenerLogger): Promise<NotifyChannel> {
+  let closed = false;
+  let listener: pg.Client | null = null;
+  const connect = async (): Promise<void> => {
+    const client = new pg.Client({ connectionString: url });
+    client.on('notification', (message) => message.channel === channel && message.payload !== undefined && receive(message.payload));
+    client.on('error', (error) => {
+      log.warn({ err: error.message, channel }, 'the LISTEN connection to PostgreSQL was lost; reconnecting');
+      client.end().catch(() => {});
+      if (!closed) setTimeout(() => void connect().catch(() => {}), 1000).unref();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${channel}`);
+    listener = client;
+  };
+  await connect();
+  return {
+    send: async (payload) => void (await sql`select pg_notify(${channel}, ${payload})`.execute(db)),
+    close: async () => {
+      closed = true;
+      await listener?.end();
+    },
+  };
+}

@@ -1,0 +1,204 @@
+/**
+ * Access and refresh tokens: their rows and every lookup of them. A token is live only
+ * while its grant is not revoked (`liveToken`): every validity check joins the grant, so a
+ * revocation ends all of a grant's tokens at once. The writes that change a grant together
+ * with its tokens — issuing, rotating — are in grants.ts.
+ */
+import { sql, type Kysely, type Transaction } from 'kysely';
+import { clientConfidential } from './clients.ts';
+import { prepare } from './prepared.ts';
+import type { Database } from './schema.ts';
+
+type TokenTable = 'access_tokens' | 'refresh_tokens';
+
+export interface IssuedTokens {
+  accessHash: string;
+  accessExpiresAt: number;
+  /** Null for grants without refresh tokens (client_credentials). */
+  refreshHash: string | null;
+  refreshExpiresAt: number;
+  scopes: string;
+}
+
+/**
+ * The one rule for a usable token: not expired, its grant not revoked, its user (if any)
+ * not disabled. For queries that join `grants` and left-join `users`.
+ */
+function liveToken(table: TokenTable, now: number) {
+  return sql<boolean>`(${sql.ref(`${table}.expires_at`)} > ${now} and grants.revoked_at is null and (grants.user_id is null or users.disabled = 0))`;
+}
+
+const insertAccessToken = prepare((db, p: { hash: string; grantId: string; scopes: string; now: number; expiresAt: number }) =>
+  db.insertInto('access_tokens').values({ hash: p.hash, grant_id: p.grantId, scopes: p.scopes, created_at: p.now, expires_at: p.expiresAt }),
+);
+
+const insertRefreshToken = prepare((db, p: { hash: string; grantId: string; now: number; expiresAt: number }) =>
+  db.insertInto('refresh_tokens').values({ hash: p.hash, grant_id: p.grantId, created_at: p.now, expires_at: p.expiresAt }),
+);
+
+/** Stores the grant's new tokens, inside the transaction that creates or extends the grant. */
+export async function insertTokens(db: Kysely<Database>, trx: Transaction<Database>, grantId: string, tokens: IssuedTokens, now: number): Promise<void> {
+  const { accessHash, refreshHash, scopes } = tokens;
+  await insertAccessToken.execute(db, { hash: accessHash, grantId, scopes, now, expiresAt: tokens.accessExpiresAt }, trx);
+  if (refreshHash !== null) await insertRefreshToken.execute(db, { hash: refreshHash, grantId, now, expiresAt: tokens.refreshExpiresAt }, trx);
+}
+
+export interface AccessTokenInfo {
+  grant_id: string;
+  scopes: string;
+  created_at: number;
+  expires_at: number;
+  client_id: string;
+  client_confidential: number;
+  user_id: string | null;
+  username: string | null;
+  display_name: string | null;
+}
+
+const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
+  db
+    .selectFrom('access_tokens')
+    .innerJoin('grants', 'grants.id', 'access_tokens.grant_id')
+    .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .leftJoin('users', 'users.id', 'grants.user_id')
+    .select(clientConfidential)
+    .select([
+      'access_tokens.grant_id',
+      'access_tokens.scopes',
+      'access_tokens.created_at',
+      'access_tokens.expires_at',
+      'grants.client_id',
+      'grants.user_id',
+      'users.username',
+      'users.display_name',
+    ])
+    .where('access_tokens.hash', '=', p.hash)
+    .where(liveToken('access_tokens', p.now)),
+);
+
+/** A live access token: not expired, its grant not revoked, its user (if any) not disabled. */
+export async function findLiveAccessToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
+  return liveAccessToken.first(db, { hash, now });
+}
+
+export interface RefreshTokenInfo {
+  hash: string;
+  grant_id: string;
+  expires_at: number;
+  rotated_at: number | null;
+  successor_hash: string | null;
+  successor_box: string | null;
+  client_id: string;
+  /** 1 when the owning client is confidential, so presenting the token requires its secret. */
+  client_confidential: number;
+  user_id: string | null;
+  scopes: string;
+  revoked_at: number | null;
+}
+
+const refreshTokenByHash = prepare((db, p: { hash: string }) =>
+  db
+    .selectFrom('refresh_tokens')
+    .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
+    .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .select(clientConfidential)
+    .select([
+      'refresh_tokens.hash',
+      'refresh_tokens.grant_id',
+      'refresh_tokens.expires_at',
+      'refresh_tokens.rotated_at',
+      'refresh_tokens.successor_hash',
+      'refresh_tokens.successor_box',
+      'grants.client_id',
+      'grants.user_id',
+      'grants.scopes',
+      'grants.revoked_at',
+    ])
+    .where('refresh_tokens.hash', '=', p.hash),
+);
+
+/** The refresh token row and its grant, whatever their state. */
+export async function findRefreshToken(db: Kysely<Database>, hash: string): Promise<RefreshTokenInfo | undefined> {
+  return refreshTokenByHash.first(db, { hash });
+}
+
+const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
+  db
+    .selectFrom('refresh_tokens')
+    .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
+    .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .leftJoin('users', 'users.id', 'grants.user_id')
+    .select(clientConfidential)
+    .select([
+      'refresh_tokens.grant_id',
+      'grants.scopes',
+      'refresh_tokens.created_at',
+      'refresh_tokens.expires_at',
+      'grants.client_id',
+      'grants.user_id',
+      'users.username',
+      'users.display_name',
+    ])
+    .where('refresh_tokens.hash', '=', p.hash)
+    .where('refresh_tokens.rotated_at', 'is', null)
+    .where(liveToken('refresh_tokens', p.now)),
+);
+
+/**
+ * A refresh token that can still be used: not expired, not rotated, its grant not revoked,
+ * its user (if any) not disabled. In the shape of an access token's, for introspection.
+ */
+export async function findLiveRefreshToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
+  return liveRefreshToken.first(db, { hash, now });
+}
+
+const markRotated = prepare((db, p: { hash: string; now: number; successorHash: string | null; successorBox: string | null }) =>
+  db
+    .updateTable('refresh_tokens')
+    .set({ rotated_at: p.now, successor_hash: p.successorHash, successor_box: p.successorBox })
+    .where('hash', '=', p.hash)
+    .where('rotated_at', 'is', null),
+);
+
+/**
+ * Marks the refresh token rotated and records its successor, inside the rotation's
+ * transaction; 1n when this call rotated it, 0n when it had been rotated already.
+ */
+export async function markRefreshTokenRotated(
+  db: Kysely<Database>,
+  trx: Transaction<Database>,
+  rotation: { hash: string; now: number; successorHash: string | null; successorBox: string | null },
+): Promise<bigint> {
+  return markRotated.affected(db, rotation, trx);
+}
+
+/** Whether the refresh token with this hash has been rotated itself (null if unknown). */
+export async function refreshRotatedAt(db: Kysely<Database>, hash: string): Promise<number | null | undefined> {
+  const row = await db.selectFrom('refresh_tokens').select('rotated_at').where('hash', '=', hash).executeTakeFirst();
+  return row?.rotated_at;
+}
+
+export interface TokenOwner {
+  grant_id: string;
+  client_id: string;
+  user_id: string | null;
+  client_confidential: number;
+  revoked_at: number | null;
+}
+
+const ownerOf = (table: TokenTable) =>
+  prepare((db, p: { hash: string }) =>
+    db
+      .selectFrom(table)
+      .innerJoin('grants', 'grants.id', `${table}.grant_id`)
+      .innerJoin('clients', 'clients.id', 'grants.client_id')
+      .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at'])
+      .select(clientConfidential)
+      .where(`${table}.hash`, '=', p.hash),
+  );
+const tokenOwners = { access_tokens: ownerOf('access_tokens'), refresh_tokens: ownerOf('refresh_tokens') };
+
+/** The grant and client a token was issued under, expired or not: what revocation needs. */
+export async function findTokenOwner(db: Kysely<Database>, table: TokenTable, hash: string): Promise<TokenOwner | undefined> {
+  return tokenOwners[table].first(db, { hash });
+}
