@@ -1,8 +1,9 @@
 /**
- * The audit trail's writer (SPEC §4.6). The protocol code and the admin actions describe
+ * The audit trail's writer (SPEC §4.6). The protocol code and the domain actions describe
  * each security event as an `AuditEvent` — who, what, from which address — and hand it to
  * `AppContext.audit`; this module stamps the time and the retention, stores it, and
- * lets the metrics count it.
+ * lets the metrics count it. A domain action records its own event: its callers (the
+ * pages, the command line) only say who they act for, as an `Actor`.
  *
  * Most events are recorded after the change they describe has committed. A failed write is
  * logged, never thrown: the change has happened, and the client must get the answer that
@@ -16,6 +17,21 @@ import type { Kysely } from 'kysely';
 import type { Config } from './config.ts';
 import { auditEventRow, insertAuditEvent, type AuditEvent, type AuditEventRow } from './store/audit-events.ts';
 import type { Database } from './store/schema.ts';
+
+/** Who makes a change: the signed-in administrator and the address of their request. */
+export interface Actor {
+  readonly userId: string | null;
+  /** null: the command line. */
+  readonly address: string | null;
+}
+
+/** Changes made with the `gatehouse` command: no user, no address. */
+export const COMMAND_LINE: Actor = { userId: null, address: null };
+
+/** An actor's part of an event about a change they made. */
+export function madeBy(actor: Actor): Pick<AuditEvent, 'actorId' | 'address'> {
+  return { actorId: actor.userId, address: actor.address };
+}
 
 export interface Audit {
   /** Records the event, after the change it describes has committed. Never throws. */
@@ -52,3 +68,6 @@ export function auditTrail(db: Kysely<Database>, config: Config, now: () => numb
     pending: (event: AuditEvent): PendingAuditEvent => ({ row: stamped(event), committed: () => observe?.(event) }),
   });
 }
+
+// The trail as its readers (the admin page, `gatehouse audit`) ask for it.
+export { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from './store/audit-events.ts';

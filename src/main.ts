@@ -5,15 +5,14 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
-import { AccountError, createAccount, disableAccount, setPassword } from './accounts/users.ts';
+import { AccountError, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
+import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, type AuditFilter } from './audit.ts';
+import { ClientInputError, describeClient, listClients, registerClient, removeClient } from './clients/clients.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
-import { RegistrationError, describeClient, registerClient, removeClient } from './oauth/registration.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
-import { listClients } from './store/clients.ts';
-import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from './store/audit-events.ts';
 import { purgeOnce } from './store/purge.ts';
-import { findUserByUsername, listUsers } from './store/users.ts';
+import { listUsers } from './store/users.ts';
 
 const HELP = `Usage: gatehouse <command> [options]
 
@@ -95,7 +94,7 @@ async function main(argv: string[]): Promise<number> {
   try {
     await migrate(store);
     // Revocations made here reach running instances' WebSockets through the same fan-out, and
-    // changes are audited like the admin pages' ones, with no address: the command line.
+    // changes are audited like the admin pages' ones, made by COMMAND_LINE: no user, no address.
     const ctx = await openContext(config, store, cliLog);
     closeContext = () => ctx.close();
     const print = (json: unknown, text: string) => console.log(options.json ? JSON.stringify(json) : text);
@@ -123,8 +122,7 @@ async function main(argv: string[]): Promise<number> {
       }
       case 'user disable': {
         const user = await requireUser(ctx, rest);
-        await disableAccount(ctx, user);
-        await ctx.audit({ type: 'user_disabled', userId: user.id });
+        await disableUser(ctx, user, COMMAND_LINE);
         print({ username: user.username, disabled: true }, `Disabled ${user.username}; their tokens and sessions are revoked.`);
         return 0;
       }
@@ -137,15 +135,14 @@ async function main(argv: string[]): Promise<number> {
       case 'client create':
         return await clientCreate(ctx, rest, options, print);
       case 'client list': {
-        const clients = (await listClients(store.db)).map(describeClient);
+        const clients = (await listClients(ctx)).map(describeClient);
         print(clients, clients.map((c) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uri ?? '-'}`).join('\n') || 'No clients.');
         return 0;
       }
       case 'client delete': {
         const [clientId, ...extra] = rest;
         if (clientId === undefined || extra.length > 0) throw new UsageError('usage: gatehouse client delete <client_id>');
-        if (!(await removeClient(ctx, clientId))) throw new UsageError(`no client with id ${clientId}`);
-        await ctx.audit({ type: 'client_deleted', clientId });
+        if (!(await removeClient(ctx, clientId, COMMAND_LINE))) throw new UsageError(`no client with id ${clientId}`);
         print({ client_id: clientId, deleted: true }, `Deleted client ${clientId} and revoked everything issued to it.`);
         return 0;
       }
@@ -163,7 +160,7 @@ type Print = (json: unknown, text: string) => void;
 async function requireUser(ctx: AppContext, rest: string[]) {
   const [username, ...extra] = rest;
   if (username === undefined || extra.length > 0) throw new UsageError('name exactly one user');
-  const user = await findUserByUsername(ctx.db, username);
+  const user = await findUserNamed(ctx, username);
   if (!user) throw new UsageError(`no user named ${username}`);
   return user;
 }
@@ -173,8 +170,7 @@ async function userCreate(ctx: AppContext, rest: string[], options: Options, pri
   if (username === undefined || extra.length > 0) throw new UsageError('usage: gatehouse user create <username> --email <e> [--admin] [--password-stdin]');
   if (options.email === undefined) throw new UsageError('--email is required');
   const password = await readPassword(options);
-  const user = await createAccount(ctx.db, { username, email: options.email, password, isAdmin: options.admin ?? false }, ctx.now());
-  await ctx.audit({ type: 'user_created', userId: user.id, detail: { admin: user.is_admin === 1 } });
+  const user = await createUser(ctx, { username, email: options.email, password, isAdmin: options.admin ?? false }, COMMAND_LINE);
   print({ id: user.id, username: user.username, email: user.email, admin: user.is_admin === 1 }, `Created user ${user.username}${user.is_admin ? ' (administrator)' : ''}.`);
   return 0;
 }
@@ -185,7 +181,7 @@ async function clientCreate(ctx: AppContext, rest: string[], options: Options, p
   const grantType = options['grant-type'] ?? 'authorization_code';
   if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
   const { client, secret } = await registerClient(
-    ctx.db,
+    ctx,
     {
       name: options.name,
       grantType,
@@ -195,9 +191,8 @@ async function clientCreate(ctx: AppContext, rest: string[], options: Options, p
       requirePkce: options['require-pkce'] ?? false,
       scope: options.scope ?? '',
     },
-    ctx.now(),
+    COMMAND_LINE,
   );
-  await ctx.audit({ type: 'client_created', clientId: client.id, detail: { grant_type: client.grant_type, confidential: secret !== null } });
   print(
     { client_id: client.id, ...(secret === null ? {} : { client_secret: secret }) },
     `Created client "${client.name}".\nclient_id: ${client.id}${secret === null ? '' : `\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`}`,
@@ -218,7 +213,7 @@ async function auditCommand(ctx: AppContext, rest: string[], options: Options, p
     filter.type = options.type;
   }
   if (options.user !== undefined) {
-    const user = await findUserByUsername(ctx.db, options.user);
+    const user = await findUserNamed(ctx, options.user);
     if (!user) throw new UsageError(`no user named ${options.user}`);
     filter.userId = user.id;
   }
@@ -307,7 +302,7 @@ async function serve(config: Config): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const known = error instanceof ConfigError || error instanceof UsageError || error instanceof AccountError || error instanceof RegistrationError;
+    const known = error instanceof ConfigError || error instanceof UsageError || error instanceof AccountError || error instanceof ClientInputError;
     console.error(`gatehouse: ${known ? (error as Error).message : `unexpected error: ${(error as Error).message}`}`);
     process.exit(known ? 2 : 1);
   },

@@ -10,6 +10,7 @@ import ipaddr from 'ipaddr.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import type { Config } from './config.ts';
 import { OAuthError } from './oauth/errors.ts';
+import { lookupKey } from './store/users.ts';
 
 /** 429 with the seconds to wait, for the `Retry-After` header. */
 export class Throttled extends OAuthError {
@@ -59,15 +60,15 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
 
   return {
     async checkLogin(account, address) {
-      await blocked(loginAccount, accountKey(account));
+      await blocked(loginAccount, lookupKey(account));
       await blocked(loginAddress, addressKey(address));
     },
     async loginFailed(account, address) {
-      await consume(loginAccount, accountKey(account), false);
+      await consume(loginAccount, lookupKey(account), false);
       await consume(loginAddress, addressKey(address), false);
     },
     async loginSucceeded(account) {
-      if (loginAccount) await failClosed(() => loginAccount.delete(accountKey(account)));
+      if (loginAccount) await failClosed(() => loginAccount.delete(lookupKey(account)));
     },
     async tokenRequest(clientId, address) {
       await consume(tokenAddress, addressKey(address), true);
@@ -86,10 +87,6 @@ async function failClosed<T>(operation: () => Promise<T>): Promise<T> {
 
 function unavailable(error: unknown): OAuthError {
   return new OAuthError('temporarily_unavailable', 'the service is temporarily unavailable', `throttle store failed: ${(error as Error).message}`);
-}
-
-function accountKey(login: string): string {
-  return login.normalize('NFKC').toLowerCase();
 }
 
 /**

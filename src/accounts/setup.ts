@@ -10,11 +10,10 @@
  * exists, so a link left in a terminal's scrollback is worth nothing later.
  */
 import type { AppContext } from '../context.ts';
-import type { User } from '../store/schema.ts';
 import { deleteSetupTokens, insertSetupToken, isLiveSetupToken, useSetupToken } from '../store/setup-tokens.ts';
 import { countAdmins } from '../store/users.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
-import { createAccount } from './users.ts';
+import { createAccount, type User } from './users.ts';
 
 /** Seconds a setup link stays valid. */
 export const SETUP_LINK_TTL = 3600;
@@ -44,12 +43,13 @@ export async function checkSetupToken(ctx: AppContext, token: string | undefined
 /**
  * Creates the first administrator and uses the link up, in one transaction: invalid input
  * (an AccountError) leaves the link usable, and of two concurrent submissions only one
- * creates an account.
+ * creates an account. `address` is the request's, for the audit trail.
  */
 export async function createFirstAdministrator(
   ctx: AppContext,
   token: string | undefined,
   account: { username: string; email: string; password: string },
+  address: string,
 ): Promise<User> {
   await checkSetupToken(ctx, token);
   const hash = hashIfWellFormed('setup', token!)!;
@@ -57,5 +57,6 @@ export async function createFirstAdministrator(
   const setup = await useSetupToken(ctx.db, hash, now, (trx) => createAccount(trx, { ...account, isAdmin: true }, now));
   if (!setup.used) throw new SetupLinkInvalid('This setup link has expired or has already been used.');
   await deleteSetupTokens(ctx.db); // any other links printed meanwhile are void too
+  await ctx.audit({ type: 'user_created', userId: setup.created.id, address, detail: { admin: true, setup_link: true } });
   return setup.created;
 }

@@ -1,12 +1,26 @@
-/** Creating and changing user accounts, shared by the CLI and the admin pages. */
+/**
+ * User accounts: creating, finding, disabling and promoting them, shared by the CLI and the
+ * admin pages. The changes record their own audit events, made by the given actor.
+ */
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { deleteUserSessions } from '../store/sessions.ts';
-import { findUserByLogin, findUserByUsername, insertUser, lookupKey, updateUser } from '../store/users.ts';
-import type { Database, User } from '../store/schema.ts';
-import { revoke } from '../oauth/revocation.ts';
+import { madeBy, type Actor } from '../audit.ts';
+import { authority, type Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
+import { isUuid } from '../oauth/client-auth.ts';
+import { OAuthError } from '../oauth/errors.ts';
+import { revoke } from '../oauth/revocation.ts';
+import { deleteUserSessions } from '../store/sessions.ts';
+import { findUserById, findUserByLogin, findUserByUsername, insertUser, lookupKey, searchUsers, updateUser } from '../store/users.ts';
+import type { Database, User } from '../store/schema.ts';
 import { hashPassword, passwordProblem } from './passwords.ts';
+
+export type { User };
+
+/** The user id other services know a user by: `acct:<username>@<authority>`. */
+export function userId(username: string, config: Config): string {
+  return `acct:${username}@${authority(config)}`;
+}
 
 export class AccountError extends Error {
   override name = 'AccountError';
@@ -36,6 +50,11 @@ export interface NewAccount {
   isAdmin: boolean;
 }
 
+/**
+ * Validates and stores a new account, recording nothing: for a caller that records the
+ * event itself within a larger change (first-run setup), and for test fixtures. Everyone
+ * else calls `createUser`.
+ */
 export async function createAccount(db: Kysely<Database>, account: NewAccount, now: number): Promise<User> {
   const problems: Array<[string, string | null]> = [
     ['username', usernameProblem(account.username)],
@@ -61,6 +80,28 @@ export async function createAccount(db: Kysely<Database>, account: NewAccount, n
   return user;
 }
 
+/** Creates the account (an AccountError names the field at fault) and records who did. */
+export async function createUser(ctx: AppContext, account: NewAccount, actor: Actor): Promise<User> {
+  const user = await createAccount(ctx.db, account, ctx.now());
+  await ctx.audit({ type: 'user_created', ...madeBy(actor), userId: user.id, detail: { admin: user.is_admin === 1 } });
+  return user;
+}
+
+/** The user with this id; undefined for an unknown or malformed one. */
+export async function findUser(ctx: AppContext, id: string): Promise<User | undefined> {
+  return isUuid(id) ? findUserById(ctx.db, id) : undefined; // both are UUIDs
+}
+
+/** The user with this username (compared as the login form compares it). */
+export async function findUserNamed(ctx: AppContext, username: string): Promise<User | undefined> {
+  return findUserByUsername(ctx.db, username);
+}
+
+/** Users whose username or email contains `text`, in username order; at most `limit`. */
+export async function findUsers(ctx: AppContext, text: string, limit: number): Promise<User[]> {
+  return searchUsers(ctx.db, text, limit);
+}
+
 export async function setPassword(db: Kysely<Database>, user: User, password: string): Promise<void> {
   const problem = passwordProblem(password);
   if (problem) throw new AccountError('password', `password ${problem}`);
@@ -68,8 +109,17 @@ export async function setPassword(db: Kysely<Database>, user: User, password: st
 }
 
 /** Disables the account: its sessions end and every grant it gave is revoked. */
-export async function disableAccount(ctx: AppContext, user: User): Promise<void> {
+export async function disableUser(ctx: AppContext, user: User, actor: Actor): Promise<void> {
+  // Disabling oneself would lock the last administrator out as easily as anyone else.
+  if (user.id === actor.userId) throw new OAuthError('invalid_request', 'You cannot disable your own account.');
   await updateUser(ctx.db, user.id, { disabled: 1 });
   await deleteUserSessions(ctx.db, user.id);
   await revoke(ctx, { userId: user.id }, 'user_disabled');
+  await ctx.audit({ type: 'user_disabled', ...madeBy(actor), userId: user.id });
+}
+
+export async function promoteUser(ctx: AppContext, user: User, actor: Actor): Promise<void> {
+  if (user.disabled === 1) throw new OAuthError('invalid_request', 'A disabled account cannot be made an administrator.');
+  await updateUser(ctx.db, user.id, { is_admin: 1 });
+  await ctx.audit({ type: 'user_promoted', ...madeBy(actor), userId: user.id });
 }

@@ -5,29 +5,29 @@
  * some show a client secret, which must not outlive the page in a cache.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { SCOPES } from '../config.ts';
-import { AccountError, createAccount, disableAccount } from '../accounts/users.ts';
-import { isUuid } from '../oauth/client-auth.ts';
-import type { AppContext } from '../context.ts';
-import { OAuthError } from '../oauth/errors.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { AccountError, createUser, disableUser, findUser, findUsers, promoteUser, type User } from '../accounts/users.ts';
+import type { Actor } from '../audit.ts';
 import {
   GRANT_TYPES,
   changeClient,
   clientChangeProblems,
   clientInputProblems,
   describeClient,
+  findClient,
+  listClients,
   registerClient,
   removeClient,
   rotateClientSecret,
+  type Client,
   type ClientChanges,
   type ClientInput,
-} from '../oauth/registration.ts';
+} from '../clients/clients.ts';
+import { SCOPES } from '../config.ts';
+import type { AppContext } from '../context.ts';
+import { OAuthError } from '../oauth/errors.ts';
+import { single, type RawParams } from '../oauth/params.ts';
 import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
-import { findClient, listClients } from '../store/clients.ts';
-import type { Client, User } from '../store/schema.ts';
-import { findUserById, searchUsers, updateUser } from '../store/users.ts';
-import auditRoutes from './audit.ts';
+import auditRoutes from './admin-audit.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, sentence, ticked, tickedValues, toLogin } from './pages.ts';
 import { currentUser } from './session.ts';
@@ -107,6 +107,8 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   });
 
   const admin = (request: FastifyRequest) => admins.get(request)!;
+  /** Who the changes of this request are recorded as made by. */
+  const actor = (request: FastifyRequest): Actor => ({ userId: admin(request).id, address: request.ip });
   const post = { ...page, preHandler: app.csrfProtection };
 
   // The audit trail's page, behind the same guard.
@@ -114,7 +116,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   async function clientOr404(request: FastifyRequest): Promise<Client> {
     const { id } = request.params as { id: string };
-    const client = isUuid(id) ? await findClient(ctx.db, id) : undefined;
+    const client = await findClient(ctx, id);
     if (!client) throw new OAuthError('invalid_request', 'There is no OAuth client with this ID.', undefined, 404);
     return client;
   }
@@ -136,7 +138,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.get('/admin', page, async (_request, reply) => reply.redirect('/admin/oauthclients'));
 
   app.get('/admin/oauthclients', page, async (request, reply) => {
-    const clients = (await listClients(ctx.db)).map(clientRow);
+    const clients = (await listClients(ctx)).map(clientRow);
     return reply.view('admin-clients.eta', { title: 'OAuth clients', wide: true, clients, notice: notice(request) });
   });
 
@@ -158,9 +160,8 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const input: ClientInput = { ...changesFrom(values), grantType: values.grant_type, confidential: values.client_type === 'confidential' };
     const errors = { ...clientInputProblems(input), ...formProblems(values) };
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client: null, values, errors });
-    const { client, secret } = await registerClient(ctx.db, input, ctx.now());
+    const { client, secret } = await registerClient(ctx, input, actor(request));
     request.log.info({ event: 'admin_client_registered', admin: admin(request).id, client: client.id }, 'client registered');
-    await ctx.audit({ type: 'client_created', actorId: admin(request).id, clientId: client.id, address: request.ip, detail: { grant_type: client.grant_type, confidential: secret !== null } });
     return reply.view('admin-client-registered.eta', { title: `Registered ${client.name}`, client: clientRow(client), secret, rotated: false });
   });
 
@@ -184,19 +185,16 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const values = { ...clientFormValues(requireFormBody(request)), grant_type: client.grant_type, client_type: client.secret_hash === null ? 'public' : 'confidential' };
     const errors = { ...clientChangeProblems(client, changesFrom(values)), ...formProblems(values) };
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client, values, errors });
-    await changeClient(ctx, client, changesFrom(values));
+    await changeClient(ctx, client, changesFrom(values), actor(request));
     request.log.info({ event: 'admin_client_changed', admin: admin(request).id, client: client.id }, 'client changed');
-    await ctx.audit({ type: 'client_updated', actorId: admin(request).id, clientId: client.id, address: request.ip });
     return reply.redirect(`/admin/oauthclients/${client.id}?done=saved`, 303);
   });
 
   app.post('/admin/oauthclients/:id/secret', post, async (request, reply) => {
     const client = await clientOr404(request);
     requireFormBody(request);
-    if (client.secret_hash === null) throw new OAuthError('invalid_request', 'This is a public client: it has no secret.');
-    const secret = await rotateClientSecret(ctx.db, client);
+    const secret = await rotateClientSecret(ctx, client, actor(request));
     request.log.info({ event: 'admin_client_secret_rotated', admin: admin(request).id, client: client.id }, 'client secret rotated');
-    await ctx.audit({ type: 'client_secret_rotated', actorId: admin(request).id, clientId: client.id, address: request.ip });
     return reply.view('admin-client-registered.eta', { title: `New secret for ${client.name}`, client: clientRow(client), secret, rotated: true });
   });
 
@@ -208,15 +206,14 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/admin/oauthclients/:id/delete', post, async (request, reply) => {
     const client = await clientOr404(request);
     requireFormBody(request);
-    await removeClient(ctx, client.id);
+    await removeClient(ctx, client.id, actor(request));
     request.log.info({ event: 'admin_client_deleted', admin: admin(request).id, client: client.id }, 'client deleted');
-    await ctx.audit({ type: 'client_deleted', actorId: admin(request).id, clientId: client.id, address: request.ip });
     return reply.redirect('/admin/oauthclients?done=deleted', 303);
   });
 
   async function usersPage(request: FastifyRequest, reply: FastifyReply, form: { values: { username: string; email: string; admin: boolean }; errors: Record<string, string> }) {
     const query = (single(request.query as RawParams, 'q') ?? '').trim().slice(0, 100);
-    const users = await searchUsers(ctx.db, query, USER_LIST_LIMIT);
+    const users = await findUsers(ctx, query, USER_LIST_LIMIT);
     const self = admin(request);
     return reply.view('admin-users.eta', {
       title: 'Users',
@@ -244,9 +241,8 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const body = requireFormBody(request);
     const values = { username: field(body, 'username').trim(), email: field(body, 'email').trim(), admin: ticked(body, 'admin') };
     try {
-      const user = await createAccount(ctx.db, { username: values.username, email: values.email, password: field(body, 'password'), isAdmin: values.admin }, ctx.now());
+      const user = await createUser(ctx, { username: values.username, email: values.email, password: field(body, 'password'), isAdmin: values.admin }, actor(request));
       request.log.info({ event: 'admin_user_created', admin: admin(request).id, user: user.id }, 'user created');
-      await ctx.audit({ type: 'user_created', actorId: admin(request).id, userId: user.id, address: request.ip, detail: { admin: user.is_admin === 1 } });
     } catch (error) {
       if (!(error instanceof AccountError)) throw error;
       return usersPage(request, reply.code(400), { values, errors: { [error.field]: sentence(error.message) } });
@@ -256,7 +252,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   async function userOr404(request: FastifyRequest): Promise<User> {
     const { id } = request.params as { id: string };
-    const user = isUuid(id) ? await findUserById(ctx.db, id) : undefined; // both are UUIDs
+    const user = await findUser(ctx, id);
     if (!user) throw new OAuthError('invalid_request', 'There is no user with this ID.', undefined, 404);
     return user;
   }
@@ -264,21 +260,16 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/admin/users/:id/disable', post, async (request, reply) => {
     const user = await userOr404(request);
     requireFormBody(request);
-    // Disabling oneself would lock the last administrator out as easily as anyone else.
-    if (user.id === admin(request).id) throw new OAuthError('invalid_request', 'You cannot disable your own account.');
-    await disableAccount(ctx, user);
+    await disableUser(ctx, user, actor(request));
     request.log.info({ event: 'admin_user_disabled', admin: admin(request).id, user: user.id }, 'user disabled');
-    await ctx.audit({ type: 'user_disabled', actorId: admin(request).id, userId: user.id, address: request.ip });
     return reply.redirect('/admin/users?done=disabled', 303);
   });
 
   app.post('/admin/users/:id/promote', post, async (request, reply) => {
     const user = await userOr404(request);
     requireFormBody(request);
-    if (user.disabled === 1) throw new OAuthError('invalid_request', 'A disabled account cannot be made an administrator.');
-    await updateUser(ctx.db, user.id, { is_admin: 1 });
+    await promoteUser(ctx, user, actor(request));
     request.log.info({ event: 'admin_user_promoted', admin: admin(request).id, user: user.id }, 'user promoted');
-    await ctx.audit({ type: 'user_promoted', actorId: admin(request).id, userId: user.id, address: request.ip });
     return reply.redirect('/admin/users?done=promoted', 303);
   });
 }

@@ -1,6 +1,6 @@
 /** The resource side: the bearer-authenticated profile and endpoint discovery. */
 import type { FastifyInstance } from 'fastify';
-import { authority } from '../config.ts';
+import { userId } from '../accounts/users.ts';
 import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { splitScopes } from '../oauth/scopes.ts';
@@ -47,14 +47,12 @@ export function websocketUrl(ctx: AppContext): string {
 }
 
 export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
-  const accountDomain = authority(ctx.config);
-
   app.get('/api/profile', { schema: profileRouteSchema }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const token = await authenticateAccessToken(ctx, bearerToken(request.headers.authorization));
     requireScope(token, 'annotation:read');
     return {
-      userid: token.username === null ? null : `acct:${token.username}@${accountDomain}`,
+      userid: token.username === null ? null : userId(token.username, ctx.config),
       username: token.username,
       ...(token.display_name ? { display_name: token.display_name } : {}),
       client_id: token.client_id,

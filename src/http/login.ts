@@ -1,13 +1,12 @@
 /** Logging in and out, and the signed-in home page. */
 import type { FastifyInstance } from 'fastify';
-import { decoyHash, verifyPassword } from '../accounts/passwords.ts';
+import { logIn, logOut } from '../accounts/login.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
-import { findUserByLogin } from '../store/users.ts';
-import { Throttled } from '../throttle.ts';
 import { requireFormBody } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
-import { currentUser, endSession, safeNext, startSession } from './session.ts';
+import { safeNext } from './next.ts';
+import { clearSessionCookie, currentUser, sessionToken, setSessionCookie } from './session.ts';
 
 const page = { config: { page: true } } as const;
 
@@ -26,7 +25,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   app.get('/login', page, async (request, reply) => {
     const query = request.query as RawParams;
-    const next = safeNext(single(query, 'next'), ctx);
+    const next = safeNext(single(query, 'next'), ctx.config.publicUrl);
     const user = await currentUser(request, ctx);
     // Already signed in, and not asked to switch account: carry on.
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
@@ -37,46 +36,26 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/login', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
     const body = requireFormBody(request);
     const login = (single(body, 'username') ?? '').trim();
-    const password = single(body, 'password') ?? '';
-    const next = safeNext(single(body, 'next'), ctx);
-    const refuse = async (status: number, error: string) => {
-      reply.header('Cache-Control', 'no-store');
-      return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null, ...(await loginContext(next)) });
-    };
-    const { throttle } = ctx.services;
-    try {
-      await throttle.checkLogin(login, request.ip);
-    } catch (error) {
-      if (!(error instanceof Throttled)) throw error;
-      reply.header('Retry-After', String(error.retryAfter));
-      return refuse(429, `Too many failed attempts. Try again in ${Math.ceil(error.retryAfter / 60)} minute(s).`);
+    const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
+    const result = await logIn(ctx, { login, password: single(body, 'password') ?? '', address: request.ip, session: sessionToken(request, ctx) });
+    if (result.ok) {
+      setSessionCookie(reply, ctx, result.session);
+      request.log.info({ event: 'login', user: result.user.id }, 'logged in');
+      return reply.redirect(next, 303);
     }
-    const user = login === '' || login.length > 320 ? undefined : await findUserByLogin(ctx.db, login);
-    // Unknown users cost a password check too, so timing does not tell which names exist.
-    const valid = await verifyPassword(password, user?.password_hash ?? (await decoyHash()));
-    if (!user || !valid || user.disabled) {
-      request.log.info({ event: 'login_failed' }, 'login failed');
-      // What was typed is not recorded for an unknown account: it may be a password typed
-      // into the wrong field.
-      const reason = !user ? 'unknown_account' : !valid ? 'wrong_password' : 'account_disabled';
-      await ctx.audit({ type: 'login_failed', userId: user?.id ?? null, address: request.ip, detail: { reason } });
-      await throttle.loginFailed(login, request.ip);
-      return refuse(401, 'Wrong username or password.');
-    }
-    await throttle.loginSucceeded(login);
-    await endSession(request, reply, ctx); // never keep a session id across a login
-    await startSession(reply, ctx, user);
-    request.log.info({ event: 'login', user: user.id }, 'logged in');
-    await ctx.audit({ type: 'login_succeeded', userId: user.id, address: request.ip });
-    return reply.redirect(next, 303);
+    const throttled = result.reason === 'throttled';
+    if (throttled) reply.header('Retry-After', String(result.retryAfter));
+    else request.log.info({ event: 'login_failed' }, 'login failed');
+    const [status, error] = throttled ? [429, `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`] : [401, 'Wrong username or password.'];
+    reply.header('Cache-Control', 'no-store');
+    return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null, ...(await loginContext(next)) });
   });
 
   app.post('/logout', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
     const body = requireFormBody(request);
-    const user = await currentUser(request, ctx);
-    await endSession(request, reply, ctx);
-    if (user) await ctx.audit({ type: 'logout', userId: user.id, address: request.ip });
-    const next = safeNext(single(body, 'next'), ctx);
+    await logOut(ctx, sessionToken(request, ctx), request.ip);
+    clearSessionCookie(reply, ctx);
+    const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
     return reply.redirect(next === '/' ? '/login' : `/login?${new URLSearchParams({ next })}`, 303);
   });
 }

@@ -4,13 +4,14 @@
  * See accounts/setup.ts for the link's rules.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { startSession } from '../accounts/sessions.ts';
 import { SetupLinkInvalid, checkSetupToken, createFirstAdministrator } from '../accounts/setup.ts';
 import { AccountError } from '../accounts/users.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, page, sentence } from './pages.ts';
-import { endSession, startSession } from './session.ts';
+import { sessionToken, setSessionCookie } from './session.ts';
 
 export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   function setupPage(reply: FastifyReply, data: { token: string; values: { username: string; email: string }; errors: Record<string, string> }) {
@@ -43,11 +44,9 @@ export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: 
       if (field(body, 'password') !== field(body, 'password_again')) {
         return setupPage(reply.code(400), { token, values, errors: { password_again: 'The two passwords differ' } });
       }
-      const user = await createFirstAdministrator(ctx, token, { ...values, password: field(body, 'password') });
+      const user = await createFirstAdministrator(ctx, token, { ...values, password: field(body, 'password') }, request.ip);
       request.log.info({ event: 'first_administrator_created', user: user.id }, 'first administrator created');
-      await ctx.audit({ type: 'user_created', userId: user.id, address: request.ip, detail: { admin: true, setup_link: true } });
-      await endSession(request, reply, ctx);
-      await startSession(reply, ctx, user);
+      setSessionCookie(reply, ctx, await startSession(ctx, user.id, sessionToken(request, ctx)));
       return reply.redirect('/admin/oauthclients', 303);
     } catch (error) {
       if (error instanceof SetupLinkInvalid) return linkInvalid(reply, error);

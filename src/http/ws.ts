@@ -7,12 +7,11 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
-import { authority } from '../config.ts';
-import { authenticateAccessToken, bearerToken } from '../oauth/bearer.ts';
+import { userId } from '../accounts/users.ts';
+import { authenticateAccessToken, bearerToken, type AccessTokenInfo } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
-import type { AccessTokenInfo } from '../store/tokens.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './schemas.ts';
 
 /** Close code for "your token is no longer valid": the client should refresh and reconnect. */
@@ -37,7 +36,6 @@ const websocketSchema = {
 
 export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   await app.register(websocket, { options: { maxPayload: 64 * 1024 } });
-  const accountDomain = authority(ctx.config);
   const socketsByGrant = new Map<string, Set<WebSocket>>();
   const tokens = new WeakMap<FastifyRequest, AccessTokenInfo>();
 
@@ -95,7 +93,7 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
       socket.on('message', (data, isBinary) => {
         const message = isBinary ? null : parseMessage(String(data));
         if (message?.type === 'whoami') {
-          const userid = token.username === null ? null : `acct:${token.username}@${accountDomain}`;
+          const userid = token.username === null ? null : userId(token.username, ctx.config);
           socket.send(JSON.stringify({ type: 'whoyouare', reply_to: message.id, ok: true, userid }));
         } else if (message?.type === 'ping') {
           socket.send(JSON.stringify({ type: 'pong', reply_to: message.id, ok: true }));

@@ -6,6 +6,8 @@ import type { AppContext } from '../context.ts';
 import { OAuthError } from './errors.ts';
 import { splitScopes } from './scopes.ts';
 
+export type { AccessTokenInfo };
+
 /** The token of an `Authorization: Bearer …` header, or undefined. */
 export function bearerToken(authorization: string | undefined): string | undefined {
   const match = authorization === undefined ? null : /^Bearer +([\x21-\x7e]+) *$/i.exec(authorization);

@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { disableAccount } from '../../src/accounts/users.ts';
+import { COMMAND_LINE } from '../../src/audit.ts';
+import { disableUser } from '../../src/accounts/users.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
@@ -100,7 +101,7 @@ for (const backend of BACKENDS) {
         const cookie = agent.cookies.get(SESSION_COOKIE)!;
         assert.ok(await isLoggedIn(server, cookie));
 
-        await disableAccount(server.app.gatehouse, carol);
+        await disableUser(server.app.gatehouse, carol, COMMAND_LINE);
         assert.equal(await isLoggedIn(server, cookie), false);
         await assertRefused(await submitLogin(new UserAgent(server.url), 'carol', PASSWORD));
       });

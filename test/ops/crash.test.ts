@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import { createAccount } from '../../src/accounts/users.ts';
 import { loadConfig } from '../../src/config.ts';
-import { registerClient } from '../../src/oauth/registration.ts';
+import { createClient } from '../../src/clients/clients.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, exchangeRequest, obtainCallback, profile, refreshRequest, type App } from '../support/oauth-client.ts';
@@ -47,7 +47,7 @@ for (const backend of BACKENDS) {
       await migrate(store);
       await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, Date.now());
       // Trusted: no consent page, so each authorization is one request.
-      const { client } = await registerClient(
+      const { client } = await createClient(
         store.db,
         { name: 'Loader', grantType: 'authorization_code', redirectUri: 'http://127.0.0.1:8765/callback', confidential: false, trusted: true, requirePkce: true, scope: '' },
         Date.now(),

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { disableAccount } from '../../src/accounts/users.ts';
+import { COMMAND_LINE } from '../../src/audit.ts';
+import { disableUser } from '../../src/accounts/users.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, obtainTokens, revokeToken, type App } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
@@ -66,7 +67,7 @@ for (const backend of BACKENDS) {
       const bobs = await connect(server.url, (await tokensFor('bob')).access_token);
       const alices = await connect(server.url, (await tokensFor('alice')).access_token);
       const bob = (await server.store.db.selectFrom('users').selectAll().where('username', '=', 'bob').executeTakeFirstOrThrow());
-      await disableAccount(server.app.gatehouse, bob);
+      await disableUser(server.app.gatehouse, bob, COMMAND_LINE);
       assert.equal((await timeToClose(bobs, 1000)).code, 4001);
       assert.equal((await alices.ask({ type: 'whoami', id: 1 })).ok, true);
       alices.socket.close();

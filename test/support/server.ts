@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
 import { createAccount } from '../../src/accounts/users.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
-import { registerClient, type ClientInput, type RegisteredClient } from '../../src/oauth/registration.ts';
+import { createClient, type ClientInput, type RegisteredClient } from '../../src/clients/clients.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import type { User } from '../../src/store/schema.ts';
 import type { Backend } from './backends.ts';
@@ -61,7 +61,7 @@ export async function startServer(backend: Backend, env: Record<string, string> 
     createUser: (username, options = {}) =>
       createAccount(store.db, { username, email: `${username}@example.com`, password: options.password ?? PASSWORD, isAdmin: options.admin ?? false }, now()),
     createClient: (input = {}) =>
-      registerClient(
+      createClient(
         store.db,
         {
           name: 'Test application',

@@ -4,7 +4,7 @@
  * find out (the profile for access tokens, the token endpoint for refresh tokens).
  */
 import assert from 'node:assert/strict';
-import type { ClientInput } from '../../src/oauth/registration.ts';
+import type { ClientInput } from '../../src/clients/clients.ts';
 import type { Backend } from './backends.ts';
 import { discover, profile, refreshRequest, tokenResult, type App } from './oauth-client.ts';
 import { startServer, type TestServer } from './server.ts';

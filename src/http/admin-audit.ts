@@ -4,11 +4,11 @@
  * plugin (src/http/admin.ts), whose guard admits enabled administrators only.
  */
 import type { FastifyInstance } from 'fastify';
-import { isUuid } from '../oauth/client-auth.ts';
+import { findUserNamed } from '../accounts/users.ts';
+import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../audit.ts';
 import type { AppContext } from '../context.ts';
+import { isUuid } from '../oauth/client-auth.ts';
 import { single, type RawParams } from '../oauth/params.ts';
-import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../store/audit-events.ts';
-import { findUserByUsername } from '../store/users.ts';
 import { formatTime, page } from './pages.ts';
 
 const PAGE_SIZE = 100;
@@ -25,7 +25,7 @@ export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const filter: AuditFilter = { limit: PAGE_SIZE + 1 };
     const problems: string[] = [];
     if (values.user !== '') {
-      const user = await findUserByUsername(ctx.db, values.user);
+      const user = await findUserNamed(ctx, values.user);
       if (user) filter.userId = user.id;
       else problems.push(`There is no user named "${values.user}".`);
     }

@@ -1,20 +1,30 @@
-/** Registering and changing OAuth clients, shared by the CLI and the admin pages. */
+/**
+ * Client administration: registering, changing, re-keying and deleting OAuth clients,
+ * shared by the CLI and the admin pages. Each change records its own audit event, made by
+ * the given actor.
+ */
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
+import { madeBy, type Actor } from '../audit.ts';
 import { SCOPES } from '../config.ts';
-import { deleteClient, insertClient, liveGrantsOfClient, updateClient } from '../store/clients.ts';
+import type { AppContext } from '../context.ts';
+import { isUuid } from '../oauth/client-auth.ts';
+import { OAuthError } from '../oauth/errors.ts';
+import { redirectUriProblem } from '../oauth/redirect-uri.ts';
+import { revoke } from '../oauth/revocation.ts';
+import { isScope, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
+import { deleteClient, findClient as findClientById, insertClient, listClients as listAllClients, liveGrantsOfClient, updateClient } from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
-import type { AppContext } from '../context.ts';
-import { redirectUriProblem } from './redirect-uri.ts';
-import { revoke } from './revocation.ts';
-import { isScope, isSubset, joinScopes, splitScopes } from './scopes.ts';
+
+export type { Client };
 
 export const GRANT_TYPES = ['authorization_code', 'client_credentials'] as const;
 export type GrantType = (typeof GRANT_TYPES)[number];
 
-export class RegistrationError extends Error {
-  override name = 'RegistrationError';
+/** A problem with what was asked for, naming the field at fault. */
+export class ClientInputError extends Error {
+  override name = 'ClientInputError';
   readonly field: string;
   constructor(field: string, message: string) {
     super(message);
@@ -70,12 +80,30 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   return problems;
 }
 
-function firstProblem(problems: Record<string, string>): RegistrationError | null {
+function firstProblem(problems: Record<string, string>): ClientInputError | null {
   const [field, message] = Object.entries(problems)[0] ?? [];
-  return field === undefined || message === undefined ? null : new RegistrationError(field, message);
+  return field === undefined || message === undefined ? null : new ClientInputError(field, message);
 }
 
-export async function registerClient(db: Kysely<Database>, input: ClientInput, now: number): Promise<RegisteredClient> {
+/** The client with this id; undefined for an unknown or malformed one. */
+export async function findClient(ctx: AppContext, id: string): Promise<Client | undefined> {
+  return isUuid(id) ? findClientById(ctx.db, id) : undefined;
+}
+
+export async function listClients(ctx: AppContext): Promise<Client[]> {
+  return listAllClients(ctx.db);
+}
+
+/** Registers the client (a ClientInputError names the field at fault) and records who did. */
+export async function registerClient(ctx: AppContext, input: ClientInput, actor: Actor): Promise<RegisteredClient> {
+  const registered = await createClient(ctx.db, input, ctx.now());
+  const { client, secret } = registered;
+  await ctx.audit({ type: 'client_created', ...madeBy(actor), clientId: client.id, detail: { grant_type: client.grant_type, confidential: secret !== null } });
+  return registered;
+}
+
+/** Validates and stores a new client, recording nothing: for test fixtures. Everyone else calls `registerClient`. */
+export async function createClient(db: Kysely<Database>, input: ClientInput, now: number): Promise<RegisteredClient> {
   const problem = firstProblem(clientInputProblems(input));
   if (problem) throw problem;
   const secret = input.confidential ? mintToken('clientSecret') : null;
@@ -108,7 +136,7 @@ export function clientChangeProblems(client: Client, changes: ClientChanges): Re
  * so that no token keeps a scope the client may no longer have (their users are asked
  * again next time).
  */
-export async function changeClient(ctx: AppContext, client: Client, changes: ClientChanges): Promise<void> {
+export async function changeClient(ctx: AppContext, client: Client, changes: ClientChanges, actor: Actor): Promise<void> {
   const problem = firstProblem(clientChangeProblems(client, changes));
   if (problem) throw problem;
   const requested = changes.scope.split(' ').filter((s) => s !== '');
@@ -124,18 +152,22 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
   for (const grant of await liveGrantsOfClient(ctx.db, client.id)) {
     if (!isSubset(grant.scopes.split(' '), kept)) await revoke(ctx, { grantId: grant.id }, 'revoked');
   }
+  await ctx.audit({ type: 'client_updated', ...madeBy(actor), clientId: client.id });
 }
 
-/** Replaces the client's secret; the old one stops working at once. */
-export async function rotateClientSecret(db: Kysely<Database>, client: Client): Promise<string> {
+/** Replaces a confidential client's secret and returns the new one; the old one stops working at once. */
+export async function rotateClientSecret(ctx: AppContext, client: Client, actor: Actor): Promise<string> {
+  if (client.secret_hash === null) throw new OAuthError('invalid_request', 'This is a public client: it has no secret.');
   const secret = mintToken('clientSecret');
-  await updateClient(db, client.id, { secret_hash: secret.hash });
+  await updateClient(ctx.db, client.id, { secret_hash: secret.hash });
+  await ctx.audit({ type: 'client_secret_rotated', ...madeBy(actor), clientId: client.id });
   return secret.token;
 }
 
-/** Deletes the client and everything issued to it. */
-export async function removeClient(ctx: AppContext, clientId: string): Promise<boolean> {
+/** Deletes the client and everything issued to it; false when there was no such client. */
+export async function removeClient(ctx: AppContext, clientId: string, actor: Actor): Promise<boolean> {
   const { deleted, grantIds } = await deleteClient(ctx.db, clientId);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'client_deleted');
+  if (deleted) await ctx.audit({ type: 'client_deleted', ...madeBy(actor), clientId });
   return deleted;
 }

@@ -1,11 +1,9 @@
-/** Where login may send the browser afterwards (src/http/session.ts `safeNext`): same-origin paths only. */
+/** Where login may send the browser afterwards (src/http/next.ts `safeNext`): same-origin paths only. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { AppContext } from '../../src/context.ts';
-import { safeNext } from '../../src/http/session.ts';
+import { safeNext } from '../../src/http/next.ts';
 
-const ctx = { config: { publicUrl: 'https://id.example' } } as AppContext;
-const next = (value: string | undefined) => safeNext(value, ctx);
+const next = (value: string | undefined) => safeNext(value, 'https://id.example');
 
 describe('safeNext', () => {
   test('a same-origin path, with its query, is kept', () => {
