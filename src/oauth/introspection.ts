@@ -1,8 +1,10 @@
 /**
  * Token introspection for resource servers, which authenticate as confidential clients.
- * A live access or refresh token is described; anything else — unknown, malformed,
- * expired, revoked, rotated, of a disabled user — is just `{"active": false}`, with no
- * hint of which (RFC 7662 §2.2).
+ * Who may learn about a token (SPEC §4.4): a client about the tokens issued to itself, and
+ * any confidential client about access tokens of the built-in resource (the service's own
+ * API servers). A live token the caller may know about is described; anything else —
+ * unknown, malformed, expired, revoked, rotated, of a disabled user, another client's refresh
+ * token — is just `{"active": false}`, with no hint of which (RFC 7662 §2.2).
  *
  * @see RFC 7662 §2.1 (request), §2.2 (response), §4 (security considerations)
  */
@@ -46,7 +48,9 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: App
     refresh_token: async () => {
       const hash = hashIfWellFormed('refresh', params.token);
       const info = hash === null ? undefined : await findLiveRefreshToken(ctx.db, hash, now);
-      return info ? describe(info, 'refresh_token', ctx) : null;
+      // A refresh token is a credential of its own client alone: to any other client it is
+      // described exactly as an unknown token would be (SPEC §4.4).
+      return info && info.client_id === client.id ? describe(info, 'refresh_token', ctx) : null;
     },
   };
   // The hint only orders the lookups; an unknown or wrong hint still finds the token (RFC 7662 §2.1).
