@@ -172,7 +172,10 @@ export function loadConfig(env: Env = process.env): Config {
   });
 }
 
-/** The authority part of user ids: `acct:<username>@<authority>`. */
+/**
+ * The host part of user ids, `acct:<username>@<host>` (RFC 7565, SPEC §3): the host name of
+ * PUBLIC_URL without its port, so an id stays the same when the port changes.
+ */
 export function authority(config: Config): string {
-  return new URL(config.publicUrl).host;
+  return new URL(config.publicUrl).hostname;
 }

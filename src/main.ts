@@ -24,7 +24,8 @@ Commands:
   user disable <username>                 also revokes the user's tokens and sessions
   user set-password <username> [--password-stdin]
   client create --name <n> --redirect-uri <url> [--grant-type authorization_code|client_credentials]
-                [--confidential] [--trusted] [--require-pkce] [--scope "<s1 s2>"]
+                [--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]
+                                          public clients require PKCE unless --no-require-pkce
   client list
   client delete <client_id>               also revokes everything issued to the client
   purge                                   delete expired codes, tokens, sessions, consents and audit events
@@ -71,12 +72,12 @@ const OPTIONS = {
   limit: { type: 'string' },
 } as const;
 
-type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>['values'];
+type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; allowNegative: true }>>['values'];
 
 async function main(argv: string[]): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, strict: true });
+    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, allowNegative: true, strict: true });
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
@@ -89,6 +90,10 @@ async function main(argv: string[]): Promise<number> {
   const config = loadConfig();
   if (command === 'serve') return serve(config);
 
+  // A mistyped command is refused before anything is opened: no database file is created for it.
+  const run = COMMANDS[`${command} ${sub ?? ''}`.trim()];
+  if (run === undefined) throw new UsageError(`unknown command "${[command, sub].filter(Boolean).join(' ')}"; see gatehouse --help`);
+
   const store = openStore(config.database);
   let closeContext = async () => {};
   try {
@@ -98,57 +103,7 @@ async function main(argv: string[]): Promise<number> {
     const ctx = await openContext(config, store, cliLog);
     closeContext = () => ctx.close();
     const print = (json: unknown, text: string) => console.log(options.json ? JSON.stringify(json) : text);
-    switch (`${command} ${sub ?? ''}`.trim()) {
-      case 'migrate':
-        print({ migrated: true }, 'Database is up to date.');
-        return 0;
-      case 'purge': {
-        const counts = await purgeOnce(store, Date.now(), config.refreshGraceSeconds * 1000);
-        if (counts === null) {
-          print({ skipped: 'another instance is purging right now' }, 'Another instance is purging right now; nothing to do.');
-          return 0;
-        }
-        print(counts, Object.entries(counts).map(([table, n]) => `${table}: ${n} deleted`).join('\n'));
-        return 0;
-      }
-      case 'audit':
-        return await auditCommand(ctx, [sub, ...rest].filter((a) => a !== undefined), options, print);
-      case 'user create':
-        return await userCreate(ctx, rest, options, print);
-      case 'user list': {
-        const users = (await listUsers(store.db)).map((u) => ({ username: u.username, email: u.email, admin: u.is_admin === 1, disabled: u.disabled === 1 }));
-        print(users, users.map((u) => `${u.username}\t${u.email}${u.admin ? '\tadmin' : ''}${u.disabled ? '\tdisabled' : ''}`).join('\n') || 'No users.');
-        return 0;
-      }
-      case 'user disable': {
-        const user = await requireUser(ctx, rest);
-        await disableUser(ctx, user, COMMAND_LINE);
-        print({ username: user.username, disabled: true }, `Disabled ${user.username}; their tokens and sessions are revoked.`);
-        return 0;
-      }
-      case 'user set-password': {
-        const user = await requireUser(ctx, rest);
-        await setPassword(store.db, user, await readPassword(options));
-        print({ username: user.username, password_changed: true }, `Password changed for ${user.username}.`);
-        return 0;
-      }
-      case 'client create':
-        return await clientCreate(ctx, rest, options, print);
-      case 'client list': {
-        const clients = (await listClients(ctx)).map(describeClient);
-        print(clients, clients.map((c) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uri ?? '-'}`).join('\n') || 'No clients.');
-        return 0;
-      }
-      case 'client delete': {
-        const [clientId, ...extra] = rest;
-        if (clientId === undefined || extra.length > 0) throw new UsageError('usage: gatehouse client delete <client_id>');
-        if (!(await removeClient(ctx, clientId, COMMAND_LINE))) throw new UsageError(`no client with id ${clientId}`);
-        print({ client_id: clientId, deleted: true }, `Deleted client ${clientId} and revoked everything issued to it.`);
-        return 0;
-      }
-      default:
-        throw new UsageError(`unknown command "${[command, sub].filter(Boolean).join(' ')}"; see gatehouse --help`);
-    }
+    return await run(ctx, rest, options, print);
   } finally {
     await closeContext();
     await store.close();
@@ -156,6 +111,63 @@ async function main(argv: string[]): Promise<number> {
 }
 
 type Print = (json: unknown, text: string) => void;
+type Command = (ctx: AppContext, rest: string[], options: Options, print: Print) => Promise<number>;
+
+/** Every command but `serve`, by its words; each gets the arguments after them. */
+const COMMANDS: Record<string, Command> = {
+  async migrate(_ctx, _rest, _options, print) {
+    print({ migrated: true }, 'Database is up to date.');
+    return 0;
+  },
+  async purge(ctx, _rest, _options, print) {
+    const counts = await purgeOnce(ctx.store, ctx.now(), ctx.config.refreshGraceSeconds * 1000);
+    if (counts === null) {
+      print({ skipped: 'another instance is purging right now' }, 'Another instance is purging right now; nothing to do.');
+      return 0;
+    }
+    print(counts, Object.entries(counts).map(([table, n]) => `${table}: ${n} deleted`).join('\n'));
+    return 0;
+  },
+  audit: (ctx, rest, options, print) => auditCommand(ctx, rest, options, print),
+  'user create': (ctx, rest, options, print) => userCreate(ctx, rest, options, print),
+  async 'user list'(ctx, rest, _options, print) {
+    noArguments(rest);
+    const users = (await listUsers(ctx.db)).map((u) => ({ username: u.username, email: u.email, admin: u.is_admin === 1, disabled: u.disabled === 1 }));
+    print(users, users.map((u) => `${u.username}\t${u.email}${u.admin ? '\tadmin' : ''}${u.disabled ? '\tdisabled' : ''}`).join('\n') || 'No users.');
+    return 0;
+  },
+  async 'user disable'(ctx, rest, _options, print) {
+    const user = await requireUser(ctx, rest);
+    await disableUser(ctx, user, COMMAND_LINE);
+    print({ username: user.username, disabled: true }, `Disabled ${user.username}; their tokens and sessions are revoked.`);
+    return 0;
+  },
+  async 'user set-password'(ctx, rest, options, print) {
+    const user = await requireUser(ctx, rest);
+    await setPassword(ctx.db, user, await readPassword(options));
+    print({ username: user.username, password_changed: true }, `Password changed for ${user.username}.`);
+    return 0;
+  },
+  'client create': (ctx, rest, options, print) => clientCreate(ctx, rest, options, print),
+  async 'client list'(ctx, rest, _options, print) {
+    noArguments(rest);
+    const clients = (await listClients(ctx)).map(describeClient);
+    print(clients, clients.map((c) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uri ?? '-'}`).join('\n') || 'No clients.');
+    return 0;
+  },
+  async 'client delete'(ctx, rest, _options, print) {
+    const [clientId, ...extra] = rest;
+    if (clientId === undefined || extra.length > 0) throw new UsageError('usage: gatehouse client delete <client_id>');
+    if (!(await removeClient(ctx, clientId, COMMAND_LINE))) throw new UsageError(`no client with id ${clientId}`);
+    print({ client_id: clientId, deleted: true }, `Deleted client ${clientId} and revoked everything issued to it.`);
+    return 0;
+  },
+};
+
+function noArguments(rest: string[]): void {
+  if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
+}
+
 
 async function requireUser(ctx: AppContext, rest: string[]) {
   const [username, ...extra] = rest;
@@ -176,7 +188,7 @@ async function userCreate(ctx: AppContext, rest: string[], options: Options, pri
 }
 
 async function clientCreate(ctx: AppContext, rest: string[], options: Options, print: Print): Promise<number> {
-  if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
+  noArguments(rest);
   if (options.name === undefined) throw new UsageError('--name is required');
   const grantType = options['grant-type'] ?? 'authorization_code';
   if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
@@ -188,7 +200,8 @@ async function clientCreate(ctx: AppContext, rest: string[], options: Options, p
       redirectUri: options['redirect-uri'] ?? '',
       confidential: options.confidential ?? false,
       trusted: options.trusted ?? false,
-      requirePkce: options['require-pkce'] ?? false,
+      // Public clients prove themselves with PKCE unless asked otherwise (legacy clients, SPEC §2).
+      requirePkce: options['require-pkce'] ?? !(options.confidential ?? false),
       scope: options.scope ?? '',
     },
     COMMAND_LINE,
@@ -202,7 +215,7 @@ async function clientCreate(ctx: AppContext, rest: string[], options: Options, p
 
 /** `gatehouse audit`: the newest events matching the filters, newest first. */
 async function auditCommand(ctx: AppContext, rest: string[], options: Options, print: Print): Promise<number> {
-  if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
+  noArguments(rest);
   const filter: AuditFilter = { limit: 50 };
   if (options.limit !== undefined) {
     if (!/^\d{1,5}$/.test(options.limit) || Number(options.limit) < 1) throw new UsageError('--limit must be a whole number from 1 to 99999');

@@ -23,6 +23,15 @@ export async function authenticateAccessToken(ctx: AppContext, token: string | u
   return info;
 }
 
+/** 403 `insufficient_scope`, naming the scope the request needs in its challenge (RFC 6750 §3). */
+export class InsufficientScope extends OAuthError {
+  readonly scope: Scope;
+  constructor(scope: Scope) {
+    super('insufficient_scope', `this request needs the "${scope}" scope`);
+    this.scope = scope;
+  }
+}
+
 export function requireScope(info: AccessTokenInfo, scope: Scope): void {
-  if (!splitScopes(info.scopes).includes(scope)) throw new OAuthError('insufficient_scope', `this request needs the "${scope}" scope`);
+  if (!splitScopes(info.scopes).includes(scope)) throw new InsufficientScope(scope);
 }

@@ -134,7 +134,7 @@ for (const backend of BACKENDS) {
 
         await page.getByRole('status').getByText('Signed in as alice.').waitFor();
         assert.equal(new URL(page.url()).pathname, '/', 'the code is gone from the address bar');
-        const userid = `acct:alice@${new URL(server.url).host}`;
+        const userid = `acct:alice@${new URL(server.url).hostname}`;
         await page.locator('#whoami').getByText(userid).waitFor();
         assert.equal(await page.locator('#socket').textContent(), 'connected');
         assert.match((await page.locator('#profile').textContent())!, /"scopes": \[\s*"annotation:read"\s*\]/);
@@ -182,7 +182,7 @@ for (const backend of BACKENDS) {
         await popup.getByRole('heading', { name: 'Authorize Example web app' }).waitFor(); // still logged in at Gatehouse
         await popup.getByRole('button', { name: 'Authorize' }).click();
         await page.getByRole('status').getByText('Signed in as bob.').waitFor();
-        await page.locator('#whoami').getByText(`acct:bob@${new URL(server.url).host}`).waitFor();
+        await page.locator('#whoami').getByText(`acct:bob@${new URL(server.url).hostname}`).waitFor();
         assert.equal(page.url(), `${example.origin}/`, 'the page never left the application');
         assert.equal((await log(page)).filter((line) => line.endsWith('Exchanged the authorization code for tokens.')).length, 1);
         const held = await heldTokens(page);

@@ -58,7 +58,7 @@ for (const backend of BACKENDS) {
         assert.equal(response.status, 200);
         assert.equal(response.headers.get('cache-control'), 'no-store');
         assert.deepEqual(await response.json(), {
-          userid: `acct:alice@${new URL(server.url).host}`,
+          userid: `acct:alice@${new URL(server.url).hostname}`,
           username: 'alice',
           client_id: app.client.client_id,
           scopes: ['annotation:read', 'annotation:write'],

@@ -31,7 +31,7 @@ for (const backend of BACKENDS) {
           type: 'whoyouare',
           reply_to: 7,
           ok: true,
-          userid: `acct:alice@${new URL(server.url).host}`,
+          userid: `acct:alice@${new URL(server.url).hostname}`,
         });
         assert.deepEqual(await connection.ask({ type: 'ping', id: 8 }), { type: 'pong', reply_to: 8, ok: true });
         assert.equal((await connection.ask('nonsense')).ok, false);
