@@ -257,19 +257,15 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     return user;
   }
 
-  app.post('/admin/users/:id/disable', post, async (request, reply) => {
-    const user = await userOr404(request);
-    requireFormBody(request);
-    await disableUser(ctx, user, actor(request));
-    request.log.info({ event: 'admin_user_disabled', admin: admin(request).id, user: user.id }, 'user disabled');
-    return reply.redirect('/admin/users?done=disabled', 303);
-  });
-
-  app.post('/admin/users/:id/promote', post, async (request, reply) => {
-    const user = await userOr404(request);
-    requireFormBody(request);
-    await promoteUser(ctx, user, actor(request));
-    request.log.info({ event: 'admin_user_promoted', admin: admin(request).id, user: user.id }, 'user promoted');
-    return reply.redirect('/admin/users?done=promoted', 303);
-  });
+  /** The actions on one user, each a domain function that checks and audits itself. */
+  const userActions = { disable: disableUser, promote: promoteUser } as const;
+  for (const [action, perform] of Object.entries(userActions)) {
+    app.post(`/admin/users/:id/${action}`, post, async (request, reply) => {
+      const user = await userOr404(request);
+      requireFormBody(request);
+      await perform(ctx, user, actor(request));
+      request.log.info({ event: `admin_user_${action}d`, admin: admin(request).id, user: user.id }, `user ${action}d`);
+      return reply.redirect(`/admin/users?done=${action}d`, 303);
+    });
+  }
 }
