@@ -22,7 +22,7 @@ export const TOKEN_INVALID_CLOSE_CODE = 4001;
 /** RFC 6455's close code for a policy breach: here, the message rate. */
 const POLICY_VIOLATION_CLOSE_CODE = 1008;
 /** The limits of SPEC §4.4. Sockets are counted per instance. */
-export const SOCKETS_PER_GRANT = 20;
+const SOCKETS_PER_GRANT = 20;
 const MAX_MESSAGE_BYTES = 16 * 1024;
 const MESSAGES_PER_WINDOW = 100;
 const MESSAGE_WINDOW_MS = 10_000;
