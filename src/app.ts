@@ -65,6 +65,13 @@ const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/oauth/introspect', 
 
 const HSTS = 'max-age=31536000; includeSubDomains';
 
+/** A request whose headers and body have not all arrived by then is answered 408 and its connection closed (SPEC §4.6). */
+export const REQUEST_TIMEOUT_MS = 30_000;
+/** How often Node looks for such requests: its default, 30 s, would let one last up to a minute. */
+const TIMEOUT_CHECK_INTERVAL_MS = 1000;
+/** A connection silent this long in the middle of a request or a response (a reader that stopped reading) is dropped. */
+const IDLE_CONNECTION_TIMEOUT_MS = 60_000;
+
 /** Trusts the nearest `hops` proxies (Fastify types a hop count only as this function). */
 function hopsToTrust(hops: number) {
   return (_address: string, hop: number) => hop < hops;
@@ -82,6 +89,10 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       },
     },
     bodyLimit: 64 * 1024,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    connectionTimeout: IDLE_CONNECTION_TIMEOUT_MS, // between requests, the keep-alive timeout applies instead (Fastify's default, 72 s)
+    // Node enforces requestTimeout only when headersTimeout is no longer than it.
+    http: { headersTimeout: REQUEST_TIMEOUT_MS, connectionsCheckingInterval: TIMEOUT_CHECK_INTERVAL_MS },
     routerOptions: {
       maxParamLength: 200,
       querystringParser: (text) => parseForm(text) as Record<string, string | string[]>,

@@ -1,11 +1,13 @@
 /**
  * Revocation fan-out: when grants stop being valid on one instance, every instance learns
  * it at once, so live WebSockets using them close (SPEC §4.4). Carried by an existing
- * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY — never by
- * polling. With SQLite there is one instance, and delivery stays in the process.
+ * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY. With SQLite
+ * there is one instance, and delivery stays in the process.
  *
- * The database remains the source of truth: bearer checks read it on every request, so a
- * lost message can delay a socket's close, never make a revoked token work.
+ * The database remains the source of truth: bearer checks read it on every request, and the
+ * WebSocket route re-checks the tokens of its open sockets every second (src/http/ws.ts), so
+ * a lost message — or a revocation by another process, such as the CLI on SQLite — delays a
+ * socket's close by at most that second, and never makes a revoked token work.
  */
 import type { Redis } from 'ioredis';
 import type { Config } from '../config.ts';

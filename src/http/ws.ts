@@ -1,21 +1,32 @@
 /**
  * The real-time API: a WebSocket at /ws (SPEC §4.4). The access token is checked before
  * the upgrade, so an invalid one gets a plain 401. A socket lives no longer than its token:
- * it is closed with code 4001 when the token expires, or as soon as its grant is revoked on
- * any instance (the revocation bus delivers that here).
+ * it is closed with code 4001 as soon as its grant is revoked on any instance (the
+ * revocation bus delivers that here) and, within two seconds, when the token expires or is
+ * revoked in a way the bus never carried — by the command line on SQLite, or while Redis or
+ * the PostgreSQL listener reconnects — by re-checking every open socket's token each second.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
 import { userId } from '../accounts/users.ts';
-import { authenticateAccessToken, bearerToken, type AccessTokenInfo } from '../oauth/bearer.ts';
+import { authenticateAccessToken, bearerToken, liveAccessTokens } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
+import { hashToken } from '../tokens.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './schemas.ts';
-
 /** Close code for "your token is no longer valid": the client should refresh and reconnect. */
 export const TOKEN_INVALID_CLOSE_CODE = 4001;
+/** RFC 6455's close code for a policy breach: here, the message rate. */
+const POLICY_VIOLATION_CLOSE_CODE = 1008;
+/** The limits of SPEC §4.4. Sockets are counted per instance. */
+const SOCKETS_PER_GRANT = 20;
+const MAX_MESSAGE_BYTES = 16 * 1024;
+const MESSAGES_PER_WINDOW = 100;
+const MESSAGE_WINDOW_MS = 10_000;
+/** Tokens of open sockets are re-checked this often: a socket outlives its token by two seconds at most. */
+const LIVENESS_CHECK_MS = 1000;
 const HEARTBEAT_MS = 30_000;
 
 const websocketSchema = {
@@ -23,7 +34,9 @@ const websocketSchema = {
   summary: 'The real-time API (WebSocket)',
   description:
     'Upgrade with the access token in `Authorization: Bearer` or, from browsers, `access_token`. JSON messages: `{"type":"whoami","id":1}` ' +
-    'answers `{"type":"whoyouare","reply_to":1,"ok":true,"userid":…}`. Closed with code 4001 when the token expires or is revoked.',
+    'answers `{"type":"whoyouare","reply_to":1,"ok":true,"userid":…}`. Closed with code 4001 when the token expires or is revoked. ' +
+    `At most ${SOCKETS_PER_GRANT} sockets per grant; a message over ${MAX_MESSAGE_BYTES / 1024} KiB closes the socket with 1009, ` +
+    `more than ${MESSAGES_PER_WINDOW} messages in ${MESSAGE_WINDOW_MS / 1000} seconds with 1008.`,
   security: [{ bearer: [] }, {}],
   querystring: { type: 'object', properties: { access_token: { type: 'string', description: 'the access token, for clients that cannot send headers' } } },
   response: {
@@ -31,34 +44,82 @@ const websocketSchema = {
     400: oauthError('`invalid_request`: the token was sent twice', ['invalid_request']),
     401: oauthError('`invalid_token`: missing, unknown, expired or revoked; refused before the upgrade', ['invalid_token']),
     426: oauthError('`invalid_request`: a plain GET, not a WebSocket upgrade', ['invalid_request']),
+    429: oauthError(`\`temporarily_unavailable\`: the grant already holds ${SOCKETS_PER_GRANT} open sockets; refused before the upgrade`, ['temporarily_unavailable']),
   },
 } as const;
 
+/** What an open socket stands on. */
+interface OpenSocket {
+  grantId: string;
+  tokenHash: string;
+  expiresAt: number;
+}
+
+interface Admitted extends OpenSocket {
+  username: string | null;
+}
+
 export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
-  await app.register(websocket, { options: { maxPayload: 64 * 1024 } });
-  const socketsByGrant = new Map<string, Set<WebSocket>>();
-  const tokens = new WeakMap<FastifyRequest, AccessTokenInfo>();
+  // ws itself closes a socket with 1009 (message too big) when a message exceeds maxPayload.
+  await app.register(websocket, { options: { maxPayload: MAX_MESSAGE_BYTES } });
+  const open = new Map<WebSocket, OpenSocket>();
+  /** Sockets per grant, counted from the admission of the upgrade until its connection closes. */
+  const socketsPerGrant = new Map<string, number>();
+  const admitted = new WeakMap<FastifyRequest, Admitted>();
+
+  const closeSocketsOf = (isGone: (held: OpenSocket) => boolean, reason: string) => {
+    for (const [socket, held] of open) if (isGone(held)) socket.close(TOKEN_INVALID_CLOSE_CODE, reason);
+  };
 
   ctx.services.bus.subscribe((grantIds) => {
-    for (const grantId of grantIds) {
-      for (const socket of socketsByGrant.get(grantId) ?? []) socket.close(TOKEN_INVALID_CLOSE_CODE, 'token revoked');
-    }
+    const revoked = new Set(grantIds);
+    closeSocketsOf((held) => revoked.has(held.grantId), 'token revoked');
   });
+
+  // The database decides what the bus may have missed: one query a second while sockets are open, none otherwise.
+  let nextCheck: NodeJS.Timeout | undefined;
+  let checking: Promise<void> | undefined;
+  let stopped = false;
+  const scheduleLivenessCheck = () => {
+    if (nextCheck || checking || stopped || open.size === 0) return;
+    nextCheck = setTimeout(() => {
+      nextCheck = undefined;
+      checking = closeDeadSockets().finally(() => {
+        checking = undefined;
+        scheduleLivenessCheck();
+      });
+    }, LIVENESS_CHECK_MS).unref();
+  };
+  const closeDeadSockets = async () => {
+    const now = ctx.now();
+    // Expiry needs no query, so it holds even while the database is unreachable.
+    closeSocketsOf((held) => held.expiresAt <= now, 'token expired');
+    const checked = new Set(Array.from(open.values(), (held) => held.tokenHash));
+    try {
+      const live = await liveAccessTokens(ctx, [...checked]);
+      closeSocketsOf((held) => checked.has(held.tokenHash) && !live.has(held.tokenHash), 'token revoked');
+    } catch (error) {
+      app.log.warn({ err: error }, 'could not re-check the tokens of open sockets; trying again');
+    }
+  };
 
   // Protocol-level pings find dead peers, so their sockets do not pile up.
   const alive = new WeakSet<WebSocket>();
   const heartbeat = setInterval(() => {
-    for (const sockets of socketsByGrant.values()) {
-      for (const socket of sockets) {
-        if (!alive.has(socket)) socket.terminate();
-        else {
-          alive.delete(socket);
-          socket.ping();
-        }
+    for (const socket of open.keys()) {
+      if (!alive.has(socket)) socket.terminate();
+      else {
+        alive.delete(socket);
+        socket.ping();
       }
     }
   }, HEARTBEAT_MS).unref();
-  app.addHook('onClose', async () => clearInterval(heartbeat));
+  app.addHook('onClose', async () => {
+    stopped = true;
+    clearInterval(heartbeat);
+    clearTimeout(nextCheck);
+    await checking;
+  });
 
   app.route({
     method: 'GET',
@@ -70,30 +131,45 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
       const fromQuery = single(query, 'access_token');
       const fromHeader = bearerToken(request.headers.authorization);
       if (fromQuery !== undefined && fromHeader !== undefined) throw invalidRequest('send the access token once: in the Authorization header or the access_token parameter');
-      tokens.set(request, await authenticateAccessToken(ctx, fromHeader ?? fromQuery));
+      const token = fromHeader ?? fromQuery;
+      const info = await authenticateAccessToken(ctx, token);
+      if (!request.ws) return; // answered 426 by the handler; holds no place
+      // Counted from here, with no await between the check and the count, so that
+      // simultaneous upgrades cannot all pass; given back when the connection closes,
+      // whether or not the upgrade went through.
+      const grantId = info.grant_id;
+      const count = socketsPerGrant.get(grantId) ?? 0;
+      if (count >= SOCKETS_PER_GRANT) throw new OAuthError('temporarily_unavailable', `this grant already holds ${SOCKETS_PER_GRANT} open sockets: close one first`, undefined, 429);
+      socketsPerGrant.set(grantId, count + 1);
+      request.raw.socket.once('close', () => {
+        const left = socketsPerGrant.get(grantId)! - 1;
+        if (left === 0) socketsPerGrant.delete(grantId);
+        else socketsPerGrant.set(grantId, left);
+      });
+      admitted.set(request, { grantId, tokenHash: hashToken(token!), expiresAt: info.expires_at, username: info.username });
     },
     // Only an upgrade opens a socket: a plain GET is told so (426), not sent a 404.
     handler: async () => {
       throw new OAuthError('invalid_request', 'connect with a WebSocket upgrade', undefined, 426);
     },
     wsHandler: (socket, request) => {
-      const token = tokens.get(request)!;
-      let sockets = socketsByGrant.get(token.grant_id);
-      if (!sockets) socketsByGrant.set(token.grant_id, (sockets = new Set()));
-      sockets.add(socket);
+      const { username, ...held } = admitted.get(request)!;
+      open.set(socket, held);
       alive.add(socket);
+      scheduleLivenessCheck();
+      const tooFast = messageRateLimit();
 
-      const expiry = setTimeout(() => socket.close(TOKEN_INVALID_CLOSE_CODE, 'token expired'), Math.max(0, token.expires_at - ctx.now()));
       socket.on('pong', () => alive.add(socket));
-      socket.on('close', () => {
-        clearTimeout(expiry);
-        sockets.delete(socket);
-        if (sockets.size === 0) socketsByGrant.delete(token.grant_id);
-      });
+      socket.on('close', () => open.delete(socket));
       socket.on('message', (data, isBinary) => {
+        if (socket.readyState !== socket.OPEN) return; // closing: what is still in flight goes unanswered
+        if (tooFast()) {
+          socket.close(POLICY_VIOLATION_CLOSE_CODE, `more than ${MESSAGES_PER_WINDOW} messages in ${MESSAGE_WINDOW_MS / 1000} seconds`);
+          return;
+        }
         const message = isBinary ? null : parseMessage(String(data));
         if (message?.type === 'whoami') {
-          const userid = token.username === null ? null : userId(token.username, ctx.config);
+          const userid = username === null ? null : userId(username, ctx.config);
           socket.send(JSON.stringify({ type: 'whoyouare', reply_to: message.id, ok: true, userid }));
         } else if (message?.type === 'ping') {
           socket.send(JSON.stringify({ type: 'pong', reply_to: message.id, ok: true }));
@@ -103,6 +179,20 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
       });
     },
   });
+}
+
+/** A sliding window over a socket's last messages: true when one more would exceed the rate. */
+function messageRateLimit(): () => boolean {
+  const times: number[] = [];
+  return () => {
+    const now = performance.now();
+    if (times.length === MESSAGES_PER_WINDOW) {
+      if (now - times[0]! < MESSAGE_WINDOW_MS) return true;
+      times.shift();
+    }
+    times.push(now);
+    return false;
+  };
 }
 
 function parseMessage(text: string): { type: unknown; id: unknown } | null {

@@ -1,5 +1,6 @@
 /** Bearer token checks for the resource side. @see RFC 6750 §2.1, §3.1 */
 import type { Scope } from '../config.ts';
+import { liveAccessTokenHashes } from '../store/liveness.ts';
 import { findLiveAccessToken, type AccessTokenInfo } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
@@ -34,4 +35,12 @@ export class InsufficientScope extends OAuthError {
 
 export function requireScope(info: AccessTokenInfo, scope: Scope): void {
   if (!splitScopes(info.scopes).includes(scope)) throw new InsufficientScope(scope);
+}
+
+/**
+ * Which of these access tokens (by hash) are still live: one query for the tokens behind
+ * every open WebSocket, so that a revocation the fan-out missed still closes them.
+ */
+export function liveAccessTokens(ctx: AppContext, hashes: readonly string[]): Promise<Set<string>> {
+  return liveAccessTokenHashes(ctx.db, hashes, ctx.now());
 }
