@@ -3,7 +3,8 @@
  * endpoints (login, token) answer 503 at once — not after ioredis has queued and retried for
  * seconds — every other endpoint keeps working, the errors are logged as JSON lines through
  * the app's logger (nothing on stderr, no stack trace), a revocation whose fan-out cannot be
- * sent does not crash the process, and SIGTERM still exits 0.
+ * sent does not crash the process, the server recovers by itself when Redis is back, and
+ * SIGTERM still exits 0.
  *
  * The test runs a Redis of its own (`redis-server` on a free port) and kills it; when the
  * binary is missing the suite is skipped with the reason, or fails under CI=true.
@@ -31,6 +32,19 @@ if (redisMissing && process.env.CI === 'true') throw new Error(`CI=true: a missi
 
 /** Answers within this long, Redis down (SPEC §5: "quickly (within a second)"). */
 const QUICKLY_MS = 1000;
+
+/** A throw-away Redis: no persistence, loopback only. */
+async function startRedis(port: number): Promise<ChildProcess> {
+  const child = spawn(REDIS_SERVER, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+  await redisReady(port);
+  return child;
+}
+
+async function stopRedis(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGKILL');
+  await new Promise((resolve) => child.once('exit', resolve));
+}
 
 /** Resolves once a Redis on `port` answers PING. */
 async function redisReady(port: number): Promise<void> {
@@ -60,13 +74,13 @@ for (const backend of BACKENDS) {
     let database: { url: string; drop(): Promise<void> };
     let store: Store;
     let redis: ChildProcess | undefined;
+    let redisPort: number;
     let server: Serving | undefined;
     let app: App;
 
     before(async () => {
-      const redisPort = await freePort();
-      redis = spawn(REDIS_SERVER, ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-      await redisReady(redisPort);
+      redisPort = await freePort();
+      redis = await startRedis(redisPort);
 
       database = await backend.create();
       store = openStore(loadConfig({ DATABASE_URL: database.url }).database);
@@ -93,12 +107,12 @@ for (const backend of BACKENDS) {
         server.process.kill('SIGKILL');
         await server.exited;
       }
-      redis?.kill('SIGKILL');
+      if (redis) await stopRedis(redis);
       await store?.close();
       await database?.drop();
     });
 
-    test('throttled endpoints answer 503 within a second, the rest keeps working, the log stays JSON, SIGTERM exits 0', async (t) => {
+    test('throttled endpoints answer 503 within a second, the rest keeps working, the log stays JSON, it recovers when Redis is back, SIGTERM exits 0', async (t) => {
       const asTestServer = { url: server!.url } as TestServer;
       const agent = new UserAgent(server!.url);
       const tokens = await obtainTokens(app, agent); // logs in and exchanges a code while Redis is up
@@ -114,8 +128,7 @@ for (const backend of BACKENDS) {
       assert.equal((await login()).status, 401, 'Redis up: a wrong password is refused as such');
       assert.equal((await tokenRequest()).status, 400, 'Redis up: an unknown code is refused as such');
 
-      redis!.kill('SIGKILL');
-      await new Promise((resolve) => redis!.once('exit', resolve));
+      await stopRedis(redis!);
 
       // Right after the connection dropped, and later while ioredis keeps trying to reconnect.
       const diedAt = performance.now();
@@ -143,6 +156,15 @@ for (const backend of BACKENDS) {
       assert.equal((await profile(asTestServer, tokens.access_token)).status, 401);
       assert.equal((await fetch(`${server!.url}/_status`)).status, 200);
 
+      // Redis back: the server reconnects by itself, and throttling answers as before.
+      redis = await startRedis(redisPort);
+      const backBy = performance.now() + 5000;
+      while ((await tokenRequest()).status !== 400) {
+        assert.ok(performance.now() < backBy, 'the token endpoint works again within 5 s of Redis coming back');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      assert.equal((await login()).status, 401);
+
       server!.process.kill('SIGTERM');
       assert.equal(await server!.exited, 0, `exit code; output:\n${server!.output.join('')}`);
       const output = server!.output.join('');
@@ -157,6 +179,7 @@ for (const backend of BACKENDS) {
         }
       });
       assert.ok(log.some((line) => line.level >= 40 && /redis/i.test(line.msg)), 'the outage is logged');
+      assert.ok(log.some((line) => line.level === 30 && /redis is reachable again/i.test(line.msg)), 'and the recovery');
     });
   });
 }
