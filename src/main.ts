@@ -303,9 +303,15 @@ async function serve(config: Config): Promise<number> {
   return new Promise((resolve) => {
     const stop = async (signal: string) => {
       app.log.info(`${signal}: finishing in-flight requests, then exiting`);
-      await app.close(); // stops accepting, waits for in-flight requests
-      await store.close();
-      resolve(0);
+      try {
+        await app.close(); // stops accepting, waits for in-flight requests
+        await store.close();
+        resolve(0);
+      } catch (error) {
+        // Logged like everything else (a JSON line), not thrown as a stack trace.
+        app.log.error({ error: (error as Error).message }, 'shutdown failed');
+        resolve(1);
+      }
     };
     process.once('SIGTERM', () => void stop('SIGTERM'));
     process.once('SIGINT', () => void stop('SIGINT'));

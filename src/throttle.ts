@@ -27,8 +27,13 @@ export interface Throttle {
   loginFailed(account: string, address: string): Promise<void>;
   /** A successful login clears the account's failures (not the address's). */
   loginSucceeded(account: string): Promise<void>;
-  /** Counts a token endpoint request; refuses it over the limit. */
-  tokenRequest(clientId: string | undefined, address: string): Promise<void>;
+  /** Counts a token endpoint request against its address; refuses it over the limit. */
+  tokenRequestFrom(address: string): Promise<void>;
+  /**
+   * Counts a token endpoint request against the client it has proven to come from (never
+   * one it merely names: anyone could spend that client's budget); refuses it over the limit.
+   */
+  tokenRequestOf(clientId: string): Promise<void>;
 }
 
 export function createThrottle(config: Config, redis: Redis | null): Throttle {
@@ -70,10 +75,8 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
     async loginSucceeded(account) {
       if (loginAccount) await failClosed(() => loginAccount.delete(lookupKey(account)));
     },
-    async tokenRequest(clientId, address) {
-      await consume(tokenAddress, addressKey(address), true);
-      if (clientId !== undefined) await consume(tokenClient, clientId, true);
-    },
+    tokenRequestFrom: (address) => consume(tokenAddress, addressKey(address), true),
+    tokenRequestOf: (clientId) => consume(tokenClient, clientId, true),
   };
 }
 

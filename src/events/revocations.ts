@@ -69,10 +69,13 @@ export async function openRevocationBus(config: Config, store: Store, redis: { p
 }
 
 async function redisTransport({ publisher, subscriber }: { publisher: Redis; subscriber: Redis }, receive: (payload: string) => void): Promise<Transport> {
-  subscriber.on('message', (channel: string, payload: string) => channel === CHANNEL && receive(payload));
-  await subscriber.subscribe(CHANNEL);
+  const onMessage = (channel: string, payload: string) => channel === CHANNEL && receive(payload);
+  subscriber.on('message', onMessage);
+  await subscriber.subscribe(CHANNEL); // and ioredis subscribes again after each reconnection
   return {
+    // Fails at once while Redis is unreachable; the caller logs it (context.ts).
     send: async (payload) => void (await publisher.publish(CHANNEL, payload)),
-    close: async () => void (await subscriber.unsubscribe(CHANNEL)),
+    // No UNSUBSCRIBE, which would fail with Redis down: closing the connection (services.ts) ends the subscription.
+    close: async () => void subscriber.off('message', onMessage),
   };
 }

@@ -9,10 +9,10 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authorize, type Arrival, type NextStep } from '../oauth/authorize.ts';
-import { authenticateClient, claimedClientId } from '../oauth/client-auth.ts';
+import { authenticateClient } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError, invalidRequest } from '../oauth/errors.ts';
-import { GRANTS, GRANT_TYPES } from '../oauth/grants/index.ts';
+import { invalidRequest } from '../oauth/errors.ts';
+import { requestToken } from '../oauth/grants/index.ts';
 import { introspect } from '../oauth/introspection.ts';
 import { serverMetadata } from '../oauth/metadata.ts';
 import { single, type RawParams } from '../oauth/params.ts';
@@ -74,14 +74,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   app.post('/api/token', { schema: tokenSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
-    const params = requireFormBody(request);
-    const grantType = single(params, 'grant_type');
-    if (grantType === undefined) throw invalidRequest('the "grant_type" parameter is missing');
-    const grant = GRANTS.get(grantType);
-    if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${GRANT_TYPES.join(', ')}`);
-    await ctx.services.throttle.tokenRequest(claimedClientId(request.headers.authorization, params), request.ip);
-    const client = await authenticateClient(ctx.db, request.headers.authorization, params);
-    return grant.handle(params, client, ctx, request.ip);
+    return requestToken(requireFormBody(request), request.headers.authorization, ctx, request.ip);
   });
 
   app.post('/oauth/revoke', { schema: revokeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {

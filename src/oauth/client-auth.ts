@@ -70,16 +70,6 @@ function readCredentials(authorization: string | undefined, params: RawParams): 
   return { clientId: bodyId, secret: bodySecret, usedBasic: false };
 }
 
-/** The client id the request claims, before any check: what throttling counts by. */
-export function claimedClientId(authorization: string | undefined, params: RawParams): string | undefined {
-  try {
-    const clientId = readCredentials(authorization, params)?.clientId;
-    return clientId !== undefined && isUuid(clientId) ? clientId : undefined;
-  } catch {
-    return undefined; // malformed credentials are refused by authenticateClient
-  }
-}
-
 /**
  * The client making the request, authenticated when it is confidential; null when the
  * request names no client (allowed where the caller says so).

@@ -106,13 +106,14 @@ describe('throttling is shared by all instances through Redis', unavailable ? { 
   });
 
   test('token requests of one client are counted across instances', async () => {
-    const { client } = await cluster.createClient();
+    // Authenticated: only requests that prove they come from a client spend its budget.
+    const { client, secret } = await cluster.createClient({ confidential: true });
     const statuses: number[] = [];
     for (let i = 0; i < 7; i++) {
       const response = await fetch(`${cluster.instances[i % 3]!.url}/api/token`, {
         method: 'POST',
-        headers: { 'content-type': 'application/x-www-form-urlencoded' },
-        body: new URLSearchParams({ grant_type: 'authorization_code', code: 'gac_unknown', client_id: client.id }),
+        headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${btoa(`${client.id}:${secret}`)}` },
+        body: new URLSearchParams({ grant_type: 'authorization_code', code: 'gac_unknown' }),
       });
       statuses.push(response.status);
     }

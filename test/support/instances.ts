@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createAccount } from '../../src/accounts/users.ts';
 import { loadConfig } from '../../src/config.ts';
-import { createClient, type RegisteredClient } from '../../src/clients/clients.ts';
+import { createClient, type ClientInput, type RegisteredClient } from '../../src/clients/clients.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import { postgres } from './backends.ts';
 import { freePort } from './ports.ts';
@@ -25,7 +25,7 @@ export interface Cluster {
   publicUrl: string;
   store: Store;
   createUser(username: string): Promise<void>;
-  createClient(): Promise<RegisteredClient>;
+  createClient(input?: Partial<ClientInput>): Promise<RegisteredClient>;
   close(): Promise<void>;
 }
 
@@ -67,10 +67,10 @@ export async function startCluster(count: number, env: Record<string, string> = 
     publicUrl,
     store,
     createUser: async (username) => void (await createAccount(store.db, { username, email: `${username}@example.com`, password: PASSWORD, isAdmin: false }, Date.now())),
-    createClient: () =>
+    createClient: (input = {}) =>
       createClient(
         store.db,
-        { name: 'Cluster app', grantType: 'authorization_code', redirectUri: 'http://127.0.0.1:8765/callback', confidential: false, trusted: false, requirePkce: false, scope: '' },
+        { name: 'Cluster app', grantType: 'authorization_code', redirectUri: 'http://127.0.0.1:8765/callback', confidential: false, trusted: false, requirePkce: false, scope: '', ...input },
         Date.now(),
       ),
     async close() {

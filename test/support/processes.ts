@@ -38,6 +38,8 @@ export interface Serving {
   process: ChildProcess;
   /** Everything it printed so far (JSON log lines on stdout, the setup link on stderr). */
   output: string[];
+  /** What it printed on stdout alone: the JSON log. */
+  stdout: string[];
   /** Resolves with the exit code (null when killed by a signal). */
   exited: Promise<number | null>;
 }
@@ -46,14 +48,15 @@ export interface Serving {
 export async function serve(env: Record<string, string>): Promise<Serving> {
   const child = spawn(process.execPath, [MAIN, 'serve'], { env: { PATH: process.env.PATH, HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const output: string[] = [];
-  child.stdout!.on('data', (chunk) => output.push(String(chunk)));
+  const stdout: string[] = [];
+  child.stdout!.on('data', (chunk) => (output.push(String(chunk)), stdout.push(String(chunk))));
   child.stderr!.on('data', (chunk) => output.push(String(chunk)));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = `http://127.0.0.1:${env.PORT}`;
   for (let attempt = 0; ; attempt++) {
     if (child.exitCode !== null) throw new Error(`gatehouse serve exited with ${child.exitCode}: ${output.join('')}`);
     try {
-      if ((await fetch(`${url}/_status`)).ok) return { url, process: child, output, exited };
+      if ((await fetch(`${url}/_status`)).ok) return { url, process: child, output, stdout, exited };
     } catch {
       // not listening yet
     }

@@ -12,7 +12,7 @@ import { readParams, type RawParams } from '../params.ts';
 import { checkVerifier } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
 import { revoke } from '../revocation.ts';
-import type { Grant } from './index.ts';
+import type { Grant, ProvenClient } from './index.ts';
 
 export const authorizationCode: Grant = {
   type: 'authorization_code',
@@ -24,7 +24,7 @@ export const authorizationCode: Grant = {
   handle,
 };
 
-async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string, proven: ProvenClient): Promise<TokenResponse> {
   // A client sending no credentials must at least name itself (RFC 6749 §4.1.3): its
   // missing client_id is reported together with any other missing parameter.
   const required = client === null ? (['code', 'client_id'] as const) : (['code'] as const);
@@ -40,6 +40,7 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   const code = hash === null ? undefined : await findCode(ctx.db, hash);
   if (!code) throw invalidGrant('the authorization code is invalid', 'unknown code');
   if (code.client_id !== client.id) throw invalidGrant('the authorization code is invalid', 'code was issued to another client');
+  await proven(client.id);
   if (code.consumed_at !== null) {
     await replayed(code, code.grant_id, ctx, address);
     throw invalidGrant('the authorization code has already been used', 'code replay: revoked what it issued');

@@ -17,7 +17,7 @@ import { mintTokenResponse, secondsUntil, type TokenResponse } from '../issue.ts
 import { readParams, type RawParams } from '../params.ts';
 import { parseScope, scopesBeyond, splitScopes } from '../scopes.ts';
 import { revoke } from '../revocation.ts';
-import type { Grant } from './index.ts';
+import type { Grant, ProvenClient } from './index.ts';
 
 export const refreshToken: Grant = {
   type: 'refresh_token',
@@ -34,7 +34,7 @@ interface SealedSuccessor {
   accessExpiresAt: number;
 }
 
-async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string, proven: ProvenClient): Promise<TokenResponse> {
   const params = readParams(raw, ['refresh_token'], ['scope']);
   const now = ctx.now();
   const hash = hashIfWellFormed('refresh', params.refresh_token);
@@ -43,6 +43,7 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   // RFC 6749 §6: the refresh token of a confidential client is only good with its secret.
   if (client === null && token.client_confidential === 1) throw secretRequired();
   if (client !== null && token.client_id !== client.id) throw invalidGrant('the refresh token is invalid', 'refresh token belongs to another client');
+  await proven(token.client_id);
   if (client !== null && client.grant_type !== 'authorization_code') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
   }
