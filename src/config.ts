@@ -179,3 +179,12 @@ export function loadConfig(env: Env = process.env): Config {
 export function authority(config: Config): string {
   return new URL(config.publicUrl).hostname;
 }
+
+/**
+ * What this deployment's keys and channels in Redis start with: its issuer, so that several
+ * deployments (or test servers) can share one Redis without counting each other's login
+ * failures, while the instances of one deployment — one PUBLIC_URL — share their counts.
+ */
+export function redisNamespace(config: Config): string {
+  return `gatehouse:${config.publicUrl}`;
+}

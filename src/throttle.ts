@@ -8,7 +8,7 @@
 import type { Redis } from 'ioredis';
 import ipaddr from 'ipaddr.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
-import type { Config } from './config.ts';
+import { redisNamespace, type Config } from './config.ts';
 import { OAuthError } from './oauth/errors.ts';
 import { lookupKey } from './store/users.ts';
 
@@ -39,7 +39,7 @@ export interface Throttle {
 export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const limiter = (name: string, points: number, duration: number): RateLimiterAbstract | null => {
     if (points === 0) return null;
-    const options = { keyPrefix: `gatehouse:${name}`, points, duration };
+    const options = { keyPrefix: `${redisNamespace(config)}:${name}`, points, duration };
     return redis ? new RateLimiterRedis({ ...options, storeClient: redis }) : new RateLimiterMemory(options);
   };
   const { throttle } = config;

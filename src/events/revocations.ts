@@ -10,10 +10,11 @@
  * socket's close by at most that second, and never makes a revoked token work.
  */
 import type { Redis } from 'ioredis';
-import type { Config } from '../config.ts';
+import { redisNamespace, type Config } from '../config.ts';
 import type { Store } from '../store/database.ts';
 import { listenPostgres } from '../store/notify.ts';
 
+/** The PostgreSQL channel (a database is one deployment's); on Redis the channel is namespaced by issuer. */
 const CHANNEL = 'gatehouse_revocations';
 /** PostgreSQL NOTIFY payloads stop at 8000 bytes: send grant ids (36 characters each) in chunks. */
 const IDS_PER_MESSAGE = 150;
@@ -49,7 +50,7 @@ export async function openRevocationBus(config: Config, store: Store, redis: { p
   };
 
   let transport: Transport | null = null;
-  if (redis) transport = await redisTransport(redis, receive);
+  if (redis) transport = await redisTransport(redis, `${redisNamespace(config)}:revocations`, receive);
   else if (config.database.kind === 'postgres') transport = await listenPostgres(config.database.url, store.db, CHANNEL, receive, log);
 
   return {
@@ -68,13 +69,13 @@ export async function openRevocationBus(config: Config, store: Store, redis: { p
   };
 }
 
-async function redisTransport({ publisher, subscriber }: { publisher: Redis; subscriber: Redis }, receive: (payload: string) => void): Promise<Transport> {
-  const onMessage = (channel: string, payload: string) => channel === CHANNEL && receive(payload);
+async function redisTransport({ publisher, subscriber }: { publisher: Redis; subscriber: Redis }, channel: string, receive: (payload: string) => void): Promise<Transport> {
+  const onMessage = (from: string, payload: string) => from === channel && receive(payload);
   subscriber.on('message', onMessage);
-  await subscriber.subscribe(CHANNEL); // and ioredis subscribes again after each reconnection
+  await subscriber.subscribe(channel); // and ioredis subscribes again after each reconnection
   return {
     // Fails at once while Redis is unreachable; the caller logs it (context.ts).
-    send: async (payload) => void (await publisher.publish(CHANNEL, payload)),
+    send: async (payload) => void (await publisher.publish(channel, payload)),
     // No UNSUBSCRIBE, which would fail with Redis down: closing the connection (services.ts) ends the subscription.
     close: async () => void subscriber.off('message', onMessage),
   };
