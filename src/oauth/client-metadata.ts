@@ -188,7 +188,8 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
     perf: { now },
     ttlResolution: 0, // read the clock on every look-up, so an injected clock is followed exactly
     fetchMethod: async (url, _stale, { options: entry }) => {
-      const resolution = await fetchDocument(url);
+      // resolve() never throws: even a fault of our own here makes the client unknown, not a 500.
+      const resolution = await fetchDocument(url).catch((error: Error): MetadataResolution => ({ ok: false, reason: `the metadata document could not be fetched: ${error.message}` }));
       entry.ttl = resolution.ok ? resolution.client.expiresAt - resolution.client.fetchedAt : METADATA_REFUSAL_CACHE_SECONDS * 1000;
       return resolution;
     },
