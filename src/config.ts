@@ -52,6 +52,15 @@ export interface Config {
     readonly tokenRequestsPerClient: number;
     readonly tokenRequestsPerAddress: number;
   };
+  /** Client ID metadata documents (SPEC §4.8). */
+  readonly clientMetadata: {
+    /** Whether a client may identify itself by the https URL of its metadata document. */
+    readonly enabled: boolean;
+    /** Host names documents may come from (`*.example.com`: its subdomains); empty: any public host. */
+    readonly allowedHosts: readonly string[];
+    /** Development and tests only: let documents come from loopback and private addresses. */
+    readonly allowPrivateAddresses: boolean;
+  };
 }
 
 export class ConfigError extends Error {
@@ -142,6 +151,14 @@ function metricsToken(env: Env): string | null {
   return raw;
 }
 
+/** Lower-cased host names, each optionally `*.`-prefixed; empty entries (a trailing comma) are dropped. */
+function hostPatterns(env: Env, name: string): readonly string[] {
+  const entries = (env[name] ?? '').split(',').map((entry) => entry.trim().toLowerCase()).filter((entry) => entry !== '');
+  const bad = entries.find((entry) => !/^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(entry));
+  if (bad !== undefined) throw new ConfigError(`${name} must be comma-separated host names (*.example.com for subdomains), got "${bad}"`);
+  return Object.freeze(entries);
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, 'PORT', 5000, 0, 65535);
   return Object.freeze({
@@ -168,6 +185,11 @@ export function loadConfig(env: Env = process.env): Config {
       loginWindowSeconds: integer(env, 'LOGIN_THROTTLE_WINDOW', 900, 1),
       tokenRequestsPerClient: integer(env, 'TOKEN_REQUESTS_PER_CLIENT', 1200, 0),
       tokenRequestsPerAddress: integer(env, 'TOKEN_REQUESTS_PER_ADDRESS', 600, 0),
+    }),
+    clientMetadata: Object.freeze({
+      enabled: boolean(env, 'CLIENT_METADATA_DOCUMENTS', true),
+      allowedHosts: hostPatterns(env, 'CLIENT_METADATA_ALLOWED_HOSTS'),
+      allowPrivateAddresses: boolean(env, 'CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES', false),
     }),
   });
 }

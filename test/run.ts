@@ -4,9 +4,12 @@
  * test runner. Under CI (CI=true) a missing service is a failure, not a skip.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
+import { CA_CERT, createTestCa, opensslProblem } from './support/tls.ts';
 
 const postgresUrl = process.env.TEST_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 const redisUrl = process.env.TEST_REDIS_URL || 'redis://127.0.0.1:6379';
@@ -46,11 +49,12 @@ function redisProblem(): Promise<string | null> {
 const chromiumPath = '/usr/bin/chromium';
 const chromiumProblem = existsSync(chromiumPath) ? null : `${chromiumPath} is missing (install it with: apt-get install -y chromium)`;
 
-const missing = { postgres: await postgresProblem(), redis: await redisProblem(), chromium: chromiumProblem };
+const missing = { postgres: await postgresProblem(), redis: await redisProblem(), chromium: chromiumProblem, openssl: opensslProblem() };
 const NEEDED_BY: Record<keyof typeof missing, string> = {
   postgres: 'every PostgreSQL-backend suite and the multi-instance suites',
   redis: 'the Redis-backed multi-instance suites',
   chromium: 'the browser suites (test/browser)',
+  openssl: 'the suites that serve https (client ID metadata documents)',
 };
 const env: NodeJS.ProcessEnv = { ...process.env };
 if (missing.postgres) env.GATEHOUSE_TEST_POSTGRES_MISSING = missing.postgres;
@@ -58,6 +62,19 @@ else env.GATEHOUSE_TEST_POSTGRES = postgresUrl;
 if (missing.redis) env.GATEHOUSE_TEST_REDIS_MISSING = missing.redis;
 else env.GATEHOUSE_TEST_REDIS = redisUrl;
 if (missing.chromium) env.GATEHOUSE_TEST_CHROMIUM_MISSING = missing.chromium;
+
+/**
+ * A throw-away CA for the suites that serve https (test/support/tls.ts). Node reads
+ * NODE_EXTRA_CA_CERTS only at start-up, so it is set here, for the test processes and the
+ * servers they start; a NODE_EXTRA_CA_CERTS already set is kept, its certificates added.
+ */
+const caDir = missing.openssl ? null : mkdtempSync(join(tmpdir(), 'gatehouse-test-ca-'));
+if (caDir) {
+  createTestCa(caDir);
+  if (process.env.NODE_EXTRA_CA_CERTS) appendFileSync(join(caDir, CA_CERT), readFileSync(process.env.NODE_EXTRA_CA_CERTS));
+  env.NODE_EXTRA_CA_CERTS = join(caDir, CA_CERT);
+  env.GATEHOUSE_TEST_CA_DIR = caDir;
+}
 
 const problems = Object.entries(missing).filter(([, problem]) => problem !== null);
 if (problems.length > 0) {
@@ -80,4 +97,5 @@ const result = spawnSync(
   ['--test', '--test-timeout=180000', '--test-reporter=spec', ...(files.length > 0 ? files : ['test/**/*.test.ts'])],
   { stdio: 'inherit', env },
 );
+if (caDir) rmSync(caDir, { recursive: true, force: true });
 process.exit(result.status ?? 1);
