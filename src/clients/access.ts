@@ -1,13 +1,14 @@
 /**
  * A person's applications (SPEC §4.5, /account/applications): the clients they have
  * authorized, and **Revoke access**, which takes one's access away — every grant it holds
- * from them (all its tokens, on every instance) and their consent, so that it has to ask
- * again.
+ * from them (all its tokens, on every instance), the codes it has not exchanged yet, and
+ * their consent, so that it has to ask again.
  */
 import type { AppContext } from '../context.ts';
 import { isUuid } from '../oauth/client-auth.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { listAuthorizedApplications, type AuthorizedApplication } from '../store/applications.ts';
+import { voidCodes } from '../store/codes.ts';
 import { deleteConsent } from '../store/consents.ts';
 
 /** The applications holding a live grant or consent from the user. */
@@ -18,8 +19,11 @@ export async function authorizedApplications(ctx: AppContext, userId: string): P
 /** The user takes the client's access away, from `address`; false (and nothing changes) for a malformed client id. */
 export async function removeAccess(ctx: AppContext, userId: string, clientId: string, address: string | null): Promise<boolean> {
   if (!isUuid(clientId)) return false;
-  // Forget the consent first: the application must not get back in silently between the two steps.
+  // Forget the consent first: the application must not get back in silently between the
+  // steps. Void the codes before revoking: an exchange that committed before the voiding
+  // made a grant the revocation then ends, and one that had not finds no code.
   await deleteConsent(ctx.db, userId, clientId);
+  await voidCodes(ctx.db, { clientId, userId });
   await revoke(ctx, { userId, clientId }, 'access_removed');
   await ctx.audit({ type: 'access_removed', userId, clientId, address });
   return true;

@@ -13,6 +13,7 @@ import { OAuthError } from '../oauth/errors.ts';
 import { redirectUriProblem } from '../oauth/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { isScope, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
+import { voidCodes } from '../store/codes.ts';
 import { deleteClient, findClient as findClientById, insertClient, listClients as listAllClients, liveGrantsOfClient, updateClient } from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
@@ -132,9 +133,9 @@ export function clientChangeProblems(client: Client, changes: ClientChanges): Re
 }
 
 /**
- * Changes the client's settings. Taking a scope away also revokes the grants that hold it,
- * so that no token keeps a scope the client may no longer have (their users are asked
- * again next time).
+ * Changes the client's settings. Taking a scope away also voids every code the client has
+ * not exchanged yet and revokes the grants that hold the scope, so that no token keeps a
+ * scope the client may no longer have (their users are asked again next time).
  */
 export async function changeClient(ctx: AppContext, client: Client, changes: ClientChanges, actor: Actor): Promise<void> {
   const problem = firstProblem(clientChangeProblems(client, changes));
@@ -149,6 +150,9 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
     scopes,
   });
   const kept = scopes.split(' ');
+  // After the update: an exchange or refresh that read the old scopes is refused from then on
+  // (store/grants.ts), and one that committed before it made a grant revoked below.
+  if (!isSubset(splitScopes(client.scopes), kept)) await voidCodes(ctx.db, { clientId: client.id });
   for (const grant of await liveGrantsOfClient(ctx.db, client.id)) {
     if (!isSubset(grant.scopes.split(' '), kept)) await revoke(ctx, { grantId: grant.id }, 'revoked');
   }

@@ -3,7 +3,7 @@ import type { Scope } from '../config.ts';
 import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
-import { joinScopes } from './scopes.ts';
+import { joinScopes, splitScopes } from './scopes.ts';
 
 export interface TokenResponse {
   token_type: 'Bearer';
@@ -46,4 +46,13 @@ export function mintTokenResponse(ctx: AppContext, scopes: readonly Scope[], wit
 /** Whole seconds left until `expiresAt`, never negative: `expires_in` is an integer. */
 export function secondsUntil(expiresAt: number, now: number): number {
   return Math.max(0, Math.floor((expiresAt - now) / 1000));
+}
+
+/**
+ * The scopes of a code or grant that its client may still have (SPEC §4.2): those an
+ * administrator has taken from the client since are dropped from the new tokens.
+ */
+export function scopesStillAllowed(scopes: readonly Scope[], clientScopes: string): Scope[] {
+  const allowed = splitScopes(clientScopes);
+  return scopes.filter((scope) => allowed.includes(scope));
 }

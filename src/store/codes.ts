@@ -1,6 +1,7 @@
 /**
  * Authorization codes. A code is used at most once: `exchangeCode` consumes it with one
- * conditional UPDATE in the transaction that creates its grant (see grants.ts).
+ * conditional UPDATE in the transaction that creates its grant (see grants.ts). A code not
+ * yet exchanged can be voided (deleted) when the access it would give is taken away.
  */
 import type { Kysely } from 'kysely';
 import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
@@ -47,9 +48,15 @@ const consumeCode = prepare((db, p: { hash: string; grantId: string; now: number
 );
 
 /**
+ * How an exchange ended: only one exchange of a code issues anything, and only while the
+ * grant's parties are as the caller read them (see grants.ts). `code_consumed`: an earlier
+ * or a concurrent request consumed the code, or it was voided.
+ */
+export type Exchange = 'exchanged' | 'code_consumed' | 'parties_changed';
+
+/**
  * Consumes the code and creates its grant and first tokens, with the audit event `issued`,
- * all or nothing. Returns false when the code was already consumed — by an earlier or a
- * concurrent request.
+ * all or nothing.
  */
 export async function exchangeCode(
   db: Kysely<Database>,
@@ -58,7 +65,7 @@ export async function exchangeCode(
   tokens: IssuedTokens,
   now: number,
   issued: AuditEventRow,
-): Promise<boolean> {
+): Promise<Exchange> {
   try {
     await db.transaction().execute(async (trx) => {
       await insertGrantWithTokens(db, trx, grant, tokens, now);
@@ -66,9 +73,20 @@ export async function exchangeCode(
       if (consumed !== 1n) throw new LostRace('code_consumed');
       await insertAuditEvent(db, issued, trx);
     });
-    return true;
+    return 'exchanged';
   } catch (error) {
-    if (error instanceof LostRace) return false;
+    if (error instanceof LostRace && (error.outcome === 'code_consumed' || error.outcome === 'parties_changed')) return error.outcome;
     throw error;
   }
+}
+
+/**
+ * Voids the codes not yet exchanged that the client holds (from `userId` only, when given):
+ * they are deleted, so an exchange under way consumes nothing and a later one finds no code.
+ * Used codes stay, so that a replay is still recognised.
+ */
+export async function voidCodes(db: Kysely<Database>, where: { clientId: string; userId?: string }): Promise<void> {
+  let query = db.deleteFrom('auth_codes').where('client_id', '=', where.clientId).where('consumed_at', 'is', null);
+  if (where.userId !== undefined) query = query.where('user_id', '=', where.userId);
+  await query.execute();
 }

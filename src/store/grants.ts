@@ -6,10 +6,16 @@
  * revoked, and every validity check joins the grant (tokens.ts), so a revocation that
  * commits at any point of a concurrent rotation still leaves nothing alive. Both steps write
  * their audit event in the same transaction, so it commits with the change.
+ *
+ * Every write that issues tokens checks its parties again in its first, conditional
+ * statement (SPEC §4.2): the client still exists with the scopes the caller decided by, and
+ * the user (if any) is still enabled. A client deleted, a user disabled or a client's scopes
+ * changed since the caller read them makes the write find nothing — never a foreign-key
+ * violation — and issues nothing.
  */
-import type { Kysely, Transaction } from 'kysely';
+import type { ExpressionBuilder, Kysely, Transaction } from 'kysely';
 import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
-import { prepare } from './prepared.ts';
+import { lockedForShare, prepare } from './prepared.ts';
 import type { Database } from './schema.ts';
 import { insertTokens, markRefreshTokenRotated, type IssuedTokens } from './tokens.ts';
 
@@ -18,14 +24,20 @@ export interface NewGrant {
   clientId: string;
   userId: string | null;
   scopes: string;
+  /** The client's scopes as the caller read them to decide `scopes`: the grant is created only while they are still the client's. */
+  clientScopes: string;
 }
 
-/** How an attempt to rotate a refresh token ended: only the first rotation issues anything. */
-export type Rotation = 'rotated' | 'already_rotated' | 'grant_revoked';
+/**
+ * How an attempt to rotate a refresh token ended: only the first rotation issues anything,
+ * and only while the grant is usable — not revoked, its client still with the scopes the
+ * caller read, its user enabled.
+ */
+export type Rotation = 'rotated' | 'already_rotated' | 'grant_unusable';
 
 /** Thrown inside a transaction to roll it back when its conditional write lost the race. */
 export class LostRace extends Error {
-  readonly outcome: Exclude<Rotation, 'rotated'> | 'code_consumed';
+  readonly outcome: Exclude<Rotation, 'rotated'> | 'code_consumed' | 'parties_changed';
   constructor(outcome: LostRace['outcome']) {
     super(outcome);
     this.outcome = outcome;
@@ -36,44 +48,114 @@ function grantExpiry(tokens: IssuedTokens): number {
   return Math.max(tokens.accessExpiresAt, tokens.refreshHash === null ? 0 : tokens.refreshExpiresAt);
 }
 
-/** A grant with its first tokens, for grants that start without a code (client_credentials). */
-export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<void> {
-  await db.transaction().execute((trx) => insertGrantWithTokens(db, trx, grant, tokens, now));
+/**
+ * A grant with its first tokens, for grants that start without a code (client_credentials);
+ * false, and nothing stored, when the client was deleted or its scopes changed meanwhile.
+ */
+export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<boolean> {
+  try {
+    await db.transaction().execute((trx) => insertGrantWithTokens(db, trx, grant, tokens, now));
+    return true;
+  } catch (error) {
+    if (error instanceof LostRace) return false;
+    throw error;
+  }
 }
 
-const insertGrantRow = prepare((db, p: NewGrant & { now: number; expiresAt: number }) =>
-  db.insertInto('grants').values({
-    id: p.id,
-    client_id: p.clientId,
-    user_id: p.userId,
-    scopes: p.scopes,
-    created_at: p.now,
-    last_used_at: p.now,
-    revoked_at: null,
-    expires_at: p.expiresAt,
-  }),
+type GrantRow = NewGrant & { now: number; expiresAt: number };
+
+/** The new grant's columns, as selected from its client's row: what both grant inserts share. */
+function grantFromClient(eb: ExpressionBuilder<Database, 'clients'>, p: GrantRow) {
+  return [
+    eb.val(p.id).as('id'),
+    eb.ref('clients.id').as('client_id'),
+    eb.val(p.scopes).as('scopes'),
+    eb.cast<number>(eb.val(p.now), 'bigint').as('created_at'),
+    eb.cast<number>(eb.val(p.now), 'bigint').as('last_used_at'),
+    eb.cast<number>(eb.val(p.expiresAt), 'bigint').as('expires_at'),
+  ] as const;
+}
+
+// INSERT … SELECT from the parties' rows, locked for share on PostgreSQL: the grant is
+// inserted only when they are as the caller read them, and they stay so until it commits.
+const insertUserGrantRow = prepare((db, p: GrantRow & { userId: string }) =>
+  db
+    .insertInto('grants')
+    .columns(['id', 'client_id', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'user_id'])
+    .expression(
+      lockedForShare(
+        db,
+        db
+          .selectFrom(['clients', 'users'])
+          .select((eb) => [...grantFromClient(eb, p), 'users.id as user_id'])
+          .where('clients.id', '=', p.clientId)
+          .where('clients.scopes', '=', p.clientScopes)
+          .where('users.id', '=', p.userId)
+          .where('users.disabled', '=', 0),
+      ),
+    ),
 );
 
-/** The grant and its first tokens, inside the caller's transaction (a code exchange's, say). */
+const insertClientGrantRow = prepare((db, p: GrantRow) =>
+  db
+    .insertInto('grants')
+    .columns(['id', 'client_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'])
+    .expression(
+      lockedForShare(
+        db,
+        db
+          .selectFrom('clients')
+          .select((eb) => grantFromClient(eb, p))
+          .where('clients.id', '=', p.clientId)
+          .where('clients.scopes', '=', p.clientScopes),
+      ),
+    ),
+);
+
+/**
+ * The grant and its first tokens, inside the caller's transaction (a code exchange's, say).
+ * Throws LostRace('parties_changed') when the client is gone or its scopes are no longer
+ * those the caller read, or the user is disabled.
+ */
 export async function insertGrantWithTokens(db: Kysely<Database>, trx: Transaction<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<void> {
-  await insertGrantRow.execute(db, { ...grant, now, expiresAt: grantExpiry(tokens) }, trx);
+  const row = { ...grant, now, expiresAt: grantExpiry(tokens) };
+  const { userId } = row;
+  const inserted = userId === null ? await insertClientGrantRow.affected(db, row, trx) : await insertUserGrantRow.affected(db, { ...row, userId }, trx);
+  if (inserted !== 1n) throw new LostRace('parties_changed');
   await insertTokens(db, trx, grant.id, tokens, now);
 }
 
-const useGrant = prepare((db, p: { id: string; now: number; expiresAt: number }) =>
-  db.updateTable('grants').set({ last_used_at: p.now, expires_at: p.expiresAt }).where('id', '=', p.id).where('revoked_at', 'is', null),
+// Revocation writes this same row, so the two serialize on it; the parties are only read
+// (a token row references the grant, which this holds, not the client or the user). A delete
+// or a disable committing after this read revokes the grant, new tokens and all, once this
+// transaction commits.
+const useGrant = prepare((db, p: { id: string; now: number; expiresAt: number; clientScopes: string }) =>
+  db
+    .updateTable('grants')
+    .set({ last_used_at: p.now, expires_at: p.expiresAt })
+    .where('id', '=', p.id)
+    .where('revoked_at', 'is', null)
+    .where((eb) =>
+      eb.exists(eb.selectFrom('clients').select('clients.id').whereRef('clients.id', '=', 'grants.client_id').where('clients.scopes', '=', p.clientScopes)),
+    )
+    .where((eb) =>
+      eb.or([
+        eb('grants.user_id', 'is', null),
+        eb.exists(eb.selectFrom('users').select('users.id').whereRef('users.id', '=', 'grants.user_id').where('users.disabled', '=', 0)),
+      ]),
+    ),
 );
 
 /**
  * Marks the refresh token rotated, records its successor (and the sealed successor pair
  * for the grace window), and stores the new tokens with the audit event `refreshed`, all or
- * nothing. Issues nothing when the
- * token had already been rotated, by an earlier or a concurrent request, or when its grant
- * has been revoked meanwhile.
+ * nothing. Issues nothing when the token had already been rotated, by an earlier or a
+ * concurrent request, or when its grant has become unusable meanwhile: revoked, its client
+ * deleted or its scopes no longer `clientScopes` (as the caller read them), its user disabled.
  */
 export async function rotateRefreshToken(
   db: Kysely<Database>,
-  refresh: { hash: string; grantId: string },
+  refresh: { hash: string; grantId: string; clientScopes: string },
   successor: IssuedTokens & { box: string | null },
   now: number,
   refreshed: AuditEventRow,
@@ -84,8 +166,8 @@ export async function rotateRefreshToken(
       // rotation ordered after a revocation sees it here and issues nothing (rather than
       // answering with tokens that are dead on arrival); one ordered before has its new
       // tokens revoked with the rest.
-      const live = await useGrant.affected(db, { id: refresh.grantId, now, expiresAt: grantExpiry(successor) }, trx);
-      if (live !== 1n) throw new LostRace('grant_revoked');
+      const usable = await useGrant.affected(db, { id: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt: grantExpiry(successor) }, trx);
+      if (usable !== 1n) throw new LostRace('grant_unusable');
       const rotated = await markRefreshTokenRotated(db, trx, { hash: refresh.hash, now, successorHash: successor.refreshHash, successorBox: successor.box });
       if (rotated !== 1n) throw new LostRace('already_rotated');
       await insertTokens(db, trx, refresh.grantId, successor, now);
@@ -93,7 +175,7 @@ export async function rotateRefreshToken(
     });
     return 'rotated';
   } catch (error) {
-    if (error instanceof LostRace && error.outcome !== 'code_consumed') return error.outcome;
+    if (error instanceof LostRace && (error.outcome === 'already_rotated' || error.outcome === 'grant_unusable')) return error.outcome;
     throw error;
   }
 }

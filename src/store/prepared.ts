@@ -6,7 +6,7 @@
  * The builder stays the only source of the SQL: a prepared query is written with Kysely as
  * usual, with its inputs taken from a placeholder object instead of real values.
  */
-import { CompiledQuery, type Compilable, type Kysely, type QueryResult } from 'kysely';
+import { CompiledQuery, PostgresAdapter, type Compilable, type Kysely, type QueryResult, type SelectQueryBuilder } from 'kysely';
 import type { Database } from './schema.ts';
 
 /** Stands in for an argument while the query is compiled; replaced by its value on each run. */
@@ -62,4 +62,14 @@ export function prepare<A extends object, O>(build: (db: Kysely<Database>, args:
     first: async (db, args, trx) => (await execute(db, args, trx)).rows[0],
     affected: async (db, args, trx) => (await execute(db, args, trx)).numAffectedRows ?? 0n,
   };
+}
+
+/**
+ * The query, locking the rows it reads `FOR SHARE` on PostgreSQL until the transaction ends:
+ * a concurrent delete or update of them waits for the transaction, and one already under way
+ * makes the query find nothing once it commits (READ COMMITTED re-reads a row it waited for).
+ * SQLite has no row locks and needs none: a write transaction holds the whole database.
+ */
+export function lockedForShare<DB, TB extends keyof DB, O>(db: Kysely<Database>, query: SelectQueryBuilder<DB, TB, O>): SelectQueryBuilder<DB, TB, O> {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? query.forShare() : query;
 }

@@ -91,6 +91,8 @@ export interface RefreshTokenInfo {
   client_id: string;
   /** 1 when the owning client is confidential, so presenting the token requires its secret. */
   client_confidential: number;
+  /** The scopes the client may have now: the grant's own may include some taken away since. */
+  client_scopes: string;
   user_id: string | null;
   scopes: string;
   revoked_at: number | null;
@@ -110,6 +112,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'refresh_tokens.successor_hash',
       'refresh_tokens.successor_box',
       'grants.client_id',
+      'clients.scopes as client_scopes',
       'grants.user_id',
       'grants.scopes',
       'grants.revoked_at',

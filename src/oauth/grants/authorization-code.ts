@@ -7,7 +7,7 @@ import type { AuthCode, Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
-import { mintTokenResponse, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { checkVerifier } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
@@ -51,21 +51,26 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   }
   checkVerifier(code.code_challenge, params.code_verifier);
   if (code.user_disabled) throw invalidGrant('the authorization code is invalid', 'user is disabled');
+  // SPEC §4.2: scopes taken from the client since the code was issued are dropped.
+  const scopes = scopesStillAllowed(splitScopes(code.scopes), client.scopes);
+  if (scopes.length === 0) throw invalidGrant('the authorization code is invalid', 'every scope of the code was taken from the client');
 
-  const scopes = splitScopes(code.scopes);
   const pair = mintTokenResponse(ctx, scopes, true);
-  const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, scopes: code.scopes };
+  const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
   const issued = ctx.audit.pending({
     type: 'token_issued',
     userId: code.user_id,
     clientId: client.id,
     address,
-    detail: { grant_type: 'authorization_code', grant_id: grant.id, scope: code.scopes },
+    detail: { grant_type: 'authorization_code', grant_id: grant.id, scope: grant.scopes },
   });
-  if (!(await exchangeCode(ctx.db, code.hash, grant, pair.stored, now, issued.row))) {
-    // A concurrent request consumed the code first: that is a replay too.
+  const exchange = await exchangeCode(ctx.db, code.hash, grant, pair.stored, now, issued.row);
+  if (exchange === 'parties_changed') throw invalidGrant('the authorization code is invalid', 'client deleted or changed, or user disabled, during the exchange');
+  if (exchange === 'code_consumed') {
     const winner = await findCode(ctx.db, code.hash);
-    await replayed(code, winner?.grant_id ?? null, ctx, address);
+    if (!winner) throw invalidGrant('the authorization code is invalid', 'code voided during the exchange');
+    // A concurrent request consumed the code first: that is a replay too.
+    await replayed(code, winner.grant_id, ctx, address);
     throw invalidGrant('the authorization code has already been used', 'concurrent code replay: revoked what it issued');
   }
   issued.committed();

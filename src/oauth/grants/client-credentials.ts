@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { insertGrant } from '../../store/grants.ts';
 import type { Client } from '../../store/schema.ts';
-import { secretRequired } from '../client-auth.ts';
+import { InvalidClient, secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError } from '../errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
@@ -24,8 +24,10 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   }
   const scopes = grantableScopes(params.scope, splitScopes(client.scopes));
   const pair = mintTokenResponse(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
-  const grant = { id: randomUUID(), clientId: client.id, userId: null, scopes: joinScopes(scopes) };
-  await insertGrant(ctx.db, grant, pair.stored, ctx.now());
+  const grant = { id: randomUUID(), clientId: client.id, userId: null, scopes: joinScopes(scopes), clientScopes: client.scopes };
+  if (!(await insertGrant(ctx.db, grant, pair.stored, ctx.now()))) {
+    throw new InvalidClient('the client was deleted or changed while the request ran', false);
+  }
   await ctx.audit({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes } });
   return pair.response;
 }

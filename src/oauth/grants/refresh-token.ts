@@ -13,7 +13,7 @@ import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
-import { mintTokenResponse, secondsUntil, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { parseScope, scopesBeyond, splitScopes } from '../scopes.ts';
 import { revoke } from '../revocation.ts';
@@ -52,22 +52,31 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
 
   const about = { userId: token.user_id, clientId: token.client_id, address };
   const grantScopes = splitScopes(token.scopes);
-  const scopes = params.scope === undefined ? grantScopes : parseScope(params.scope);
-  const wider = scopesBeyond(scopes, grantScopes);
+  const requested = params.scope === undefined ? grantScopes : parseScope(params.scope);
+  const wider = scopesBeyond(requested, grantScopes);
   if (wider.length > 0) throw invalidScope(`scope ${wider.map((s) => `"${s}"`).join(', ')} was not granted`);
 
   if (token.rotated_at === null) {
+    // SPEC §4.2: scopes taken from the client since the grant was made are dropped; a grant
+    // left with none is over.
+    if (scopesStillAllowed(grantScopes, token.client_scopes).length === 0) {
+      await revoke(ctx, { grantId: token.grant_id }, 'revoked');
+      throw invalidGrant('the refresh token has been revoked', 'every scope of the grant was taken from the client: grant revoked');
+    }
+    const scopes = scopesStillAllowed(requested, token.client_scopes);
+    if (scopes.length === 0) throw invalidScope('the scopes asked for are no longer allowed to this client');
     const pair = mintTokenResponse(ctx, scopes, true);
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;
     const refreshed = ctx.audit.pending({ ...about, type: 'token_refreshed', detail: { grant_id: token.grant_id, scope: pair.response.scope } });
-    const rotation = await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id }, { ...pair.stored, box }, now, refreshed.row);
+    const rotation = await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id, clientScopes: token.client_scopes }, { ...pair.stored, box }, now, refreshed.row);
     if (rotation === 'rotated') {
       refreshed.committed();
       return pair.response;
     }
-    if (rotation === 'grant_revoked') throw revokedGrant(); // revoked since we read the token
+    // Revoked since we read the token, or its client deleted or changed, or its user disabled.
+    if (rotation === 'grant_unusable') throw revokedGrant();
   }
   // Rotated already, earlier or concurrently: re-read what the winner recorded.
   const rotated = await findRefreshToken(ctx.db, token.hash);
