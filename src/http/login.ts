@@ -43,10 +43,14 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       request.log.info({ event: 'login', user: result.user.id }, 'logged in');
       return reply.redirect(next, 303);
     }
-    const throttled = result.reason === 'throttled';
-    if (throttled) reply.header('Retry-After', String(result.retryAfter));
+    const [status, error] =
+      result.reason === 'throttled'
+        ? [429, `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`]
+        : result.reason === 'busy'
+          ? [503, 'The server is busy. Try again in a moment.']
+          : [401, 'Wrong username or password.'];
+    if ('retryAfter' in result) reply.header('Retry-After', String(result.retryAfter));
     else request.log.info({ event: 'login_failed' }, 'login failed');
-    const [status, error] = throttled ? [429, `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`] : [401, 'Wrong username or password.'];
     reply.header('Cache-Control', 'no-store');
     return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null, ...(await loginContext(next)) });
   });
