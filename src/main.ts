@@ -23,6 +23,7 @@ Commands:
   user list
   user disable <username>                 also revokes the user's tokens and sessions
   user set-password <username> [--password-stdin]
+                                          also ends the user's sessions
   client create --name <n> --redirect-uri <url> [--grant-type authorization_code|client_credentials]
                 [--confidential] [--trusted] [--require-pkce] [--scope "<s1 s2>"]
   client list
@@ -128,7 +129,7 @@ async function main(argv: string[]): Promise<number> {
       }
       case 'user set-password': {
         const user = await requireUser(ctx, rest);
-        await setPassword(store.db, user, await readPassword(options));
+        await setPassword(ctx, user, await readPassword(options));
         print({ username: user.username, password_changed: true }, `Password changed for ${user.username}.`);
         return 0;
       }

@@ -1,15 +1,25 @@
 /**
  * The session cookie: it carries the session token (src/accounts/sessions.ts). Cookies are
  * HttpOnly and SameSite=Lax (a cross-site POST carries no session), Secure and `__Host-`
- * prefixed behind https.
+ * prefixed behind https. The CSRF secret's cookie (@fastify/csrf-protection, registered in
+ * app.ts) is named and set the same way, and is renewed with every session.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sessionUser } from '../accounts/sessions.ts';
 import type { User } from '../accounts/users.ts';
 import type { AppContext } from '../context.ts';
 
+/** `__Host-` pins a cookie to this host and path `/`, over https only: nothing else can set or shadow it. */
+function cookieName(ctx: AppContext, name: string): string {
+  return isHttps(ctx) ? `__Host-${name}` : name;
+}
+
 export function sessionCookieName(ctx: AppContext): string {
-  return isHttps(ctx) ? '__Host-gatehouse_session' : 'gatehouse_session';
+  return cookieName(ctx, 'gatehouse_session');
+}
+
+export function csrfCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_csrf');
 }
 
 export function isHttps(ctx: AppContext): boolean {
@@ -33,14 +43,21 @@ export function currentUser(request: FastifyRequest, ctx: AppContext): Promise<U
   return user;
 }
 
-function cookieOptions(ctx: AppContext) {
+export function cookieOptions(ctx: AppContext) {
   return { path: '/', httpOnly: true, sameSite: 'lax', secure: isHttps(ctx) } as const;
 }
 
+/**
+ * Sets the session cookie and drops the CSRF secret, so that the new session gets a new one
+ * (the next page that needs it makes it): a secret planted or seen before the login is useless after.
+ */
 export function setSessionCookie(reply: FastifyReply, ctx: AppContext, token: string): void {
   reply.setCookie(sessionCookieName(ctx), token, { ...cookieOptions(ctx), maxAge: ctx.config.sessionTtl });
+  reply.clearCookie(csrfCookieName(ctx), cookieOptions(ctx));
 }
 
+/** Drops the session cookie and the CSRF secret with it. */
 export function clearSessionCookie(reply: FastifyReply, ctx: AppContext): void {
   reply.clearCookie(sessionCookieName(ctx), cookieOptions(ctx));
+  reply.clearCookie(csrfCookieName(ctx), cookieOptions(ctx));
 }

@@ -42,11 +42,11 @@ async function loginForm(server: TestServer, address: string) {
   return { agent, fields: formFields(page.html, '/login'), address };
 }
 
-async function post(form: Awaited<ReturnType<typeof loginForm>>, username: string, password: string): Promise<Response> {
+async function post(form: Awaited<ReturnType<typeof loginForm>>, username: string, password: string, address = form.address): Promise<Response> {
   const fields = new URLSearchParams(form.fields);
   fields.set('username', username);
   fields.set('password', password);
-  const response = await form.agent.fetch('/login', { method: 'POST', body: fields, headers: { 'x-forwarded-for': form.address } });
+  const response = await form.agent.fetch('/login', { method: 'POST', body: fields, headers: { 'x-forwarded-for': address } });
   await response.arrayBuffer();
   return response;
 }
@@ -108,6 +108,17 @@ for (const backend of BACKENDS) {
         assert.equal((counts[401] ?? 0) + (counts[429] ?? 0) + (counts[503] ?? 0), 30);
         const elsewhere = await loginForm(addressLimited, freshAddress());
         assert.equal((await post(elsewhere, 'nobody', 'wrong guess')).status, 401, 'another address is not locked out');
+      });
+
+      test('beyond 4 password checks under way and 32 waiting, a login is refused with 503 and Retry-After', async (t) => {
+        const form = await loginForm(addressLimited, freshAddress());
+        const answers = await Promise.all(Array.from({ length: 100 }, (_, i) => post(form, `nobody-${i}`, 'wrong guess', freshAddress())));
+        const counts = tally(answers);
+        t.diagnostic(`answers: ${JSON.stringify(counts)}`);
+        assert.equal((counts[401] ?? 0) + (counts[503] ?? 0), 100, 'only 401 and 503 answers');
+        assert.ok((counts[503] ?? 0) > 0, 'some were refused');
+        for (const answer of answers.filter((a) => a.status === 503)) assert.ok(Number(answer.headers.get('retry-after')) > 0);
+        assert.equal((await post(form, 'nobody', 'wrong guess', freshAddress())).status, 401, 'the queue drains');
       });
 
       test('username and email count as one account', async () => {
