@@ -6,7 +6,7 @@ import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';
-import { clearSessionCookie, currentUser, sessionToken, setSessionCookie } from './session.ts';
+import { clearSessionCookie, currentUser, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
 
 const page = { config: { page: true } } as const;
 
@@ -40,6 +40,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const result = await logIn(ctx, { login, password: single(body, 'password') ?? '', address: request.ip, session: sessionToken(request, ctx) });
     if (result.ok) {
       setSessionCookie(reply, ctx, result.session);
+      renewCsrfSecret(reply, ctx);
       request.log.info({ event: 'login', user: result.user.id }, 'logged in');
       return reply.redirect(next, 303);
     }
@@ -59,6 +60,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const body = requireFormBody(request);
     await logOut(ctx, sessionToken(request, ctx), request.ip);
     clearSessionCookie(reply, ctx);
+    renewCsrfSecret(reply, ctx);
     const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
     return reply.redirect(next === '/' ? '/login' : `/login?${new URLSearchParams({ next })}`, 303);
   });

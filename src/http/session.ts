@@ -2,7 +2,7 @@
  * The session cookie: it carries the session token (src/accounts/sessions.ts). Cookies are
  * HttpOnly and SameSite=Lax (a cross-site POST carries no session), Secure and `__Host-`
  * prefixed behind https. The CSRF secret's cookie (@fastify/csrf-protection, registered in
- * app.ts) is named and set the same way, and is renewed with every session.
+ * app.ts) is named and set the same way, and is renewed at login and logout.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sessionUser } from '../accounts/sessions.ts';
@@ -47,17 +47,18 @@ export function cookieOptions(ctx: AppContext) {
   return { path: '/', httpOnly: true, sameSite: 'lax', secure: isHttps(ctx) } as const;
 }
 
-/**
- * Sets the session cookie and drops the CSRF secret, so that the new session gets a new one
- * (the next page that needs it makes it): a secret planted or seen before the login is useless after.
- */
 export function setSessionCookie(reply: FastifyReply, ctx: AppContext, token: string): void {
   reply.setCookie(sessionCookieName(ctx), token, { ...cookieOptions(ctx), maxAge: ctx.config.sessionTtl });
-  reply.clearCookie(csrfCookieName(ctx), cookieOptions(ctx));
 }
 
-/** Drops the session cookie and the CSRF secret with it. */
 export function clearSessionCookie(reply: FastifyReply, ctx: AppContext): void {
   reply.clearCookie(sessionCookieName(ctx), cookieOptions(ctx));
+}
+
+/**
+ * Drops the CSRF secret, so that the next page that needs one makes a new one: at login and
+ * logout, a secret planted or seen before is useless after.
+ */
+export function renewCsrfSecret(reply: FastifyReply, ctx: AppContext): void {
   reply.clearCookie(csrfCookieName(ctx), cookieOptions(ctx));
 }
