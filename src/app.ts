@@ -26,7 +26,7 @@ import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
 import openapi from './http/openapi.ts';
-import { isHttps } from './http/session.ts';
+import { cookieOptions, csrfCookieName, isHttps } from './http/session.ts';
 import setupRoutes from './http/setup.ts';
 import wsRoutes from './http/ws.ts';
 
@@ -127,8 +127,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(errorHandling, { ctx });
   await app.register(cookie);
   await app.register(csrf, {
-    cookieKey: 'gatehouse_csrf',
-    cookieOpts: { path: '/', httpOnly: true, sameSite: 'lax', secure: isHttps(ctx) },
+    cookieKey: csrfCookieName(ctx),
+    cookieOpts: cookieOptions(ctx),
     getToken: (request) => (request.body as Record<string, unknown> | undefined)?._csrf as string,
   });
   // Browser security headers (CSP, framing, referrer…) are for the pages; every answer gets

@@ -23,6 +23,7 @@ Commands:
   user list
   user disable <username>                 also revokes the user's tokens and sessions
   user set-password <username> [--password-stdin]
+                                          also ends the user's sessions
   client create --name <n> --redirect-uri <url> [--grant-type authorization_code|client_credentials]
                 [--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]
                                           public clients require PKCE unless --no-require-pkce
@@ -145,7 +146,7 @@ const COMMANDS: Record<string, Command> = {
   },
   async 'user set-password'(ctx, rest, options, print) {
     const user = await requireUser(ctx, rest);
-    await setPassword(ctx.db, user, await readPassword(options));
+    await setPassword(ctx, user, await readPassword(options));
     print({ username: user.username, password_changed: true }, `Password changed for ${user.username}.`);
     return 0;
   },

@@ -1,10 +1,12 @@
 /**
  * Throttling of password guessing and token endpoint floods (SPEC §4.5, issue 4), counted
  * in Redis when REDIS_URL is set — so every instance sees the same counts — and in process
- * memory otherwise. Counters are keyed on the account and on the client address, IPv6
- * grouped by /64 (one host usually holds a whole /64). If the counter store fails, requests
+ * memory otherwise. Counters are keyed on the account (never on what was typed in clear:
+ * see loginAccountKey) and on the client address, IPv6 grouped by /64 (one host usually
+ * holds a whole /64). If the counter store fails, requests
  * are refused (fail closed) rather than let through unthrottled.
  */
+import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import ipaddr from 'ipaddr.js';
 import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
@@ -12,21 +14,30 @@ import { redisNamespace, type Config } from './config.ts';
 import { OAuthError } from './oauth/errors.ts';
 import { lookupKey } from './store/users.ts';
 
-/** 429 with the seconds to wait, for the `Retry-After` header. */
+/**
+ * A request refused for now, with the seconds to wait for the `Retry-After` header: 429 when
+ * the caller is over its limit, 503 when the server is too busy for anyone (see passwords.ts).
+ */
 export class Throttled extends OAuthError {
   readonly retryAfter: number;
-  constructor(retryAfterMs: number) {
-    super('temporarily_unavailable', 'too many requests: try again later', undefined, 429);
+  constructor(retryAfterMs: number, status: 429 | 503 = 429) {
+    super('temporarily_unavailable', status === 429 ? 'too many requests: try again later' : 'the server is busy: try again in a moment', undefined, status);
     this.retryAfter = Math.max(1, Math.ceil(retryAfterMs / 1000));
   }
 }
 
 export interface Throttle {
-  /** Refuses a login attempt while the account or the address has too many recent failures. */
-  checkLogin(account: string, address: string): Promise<void>;
-  loginFailed(account: string, address: string): Promise<void>;
-  /** A successful login clears the account's failures (not the address's). */
-  loginSucceeded(account: string): Promise<void>;
+  /**
+   * Reserves one login attempt on the account's counter and the address's, before the
+   * password is checked, so that simultaneous attempts see each other; refuses it
+   * (Throttled) when either counter is used up. The reservation stays when the password
+   * was wrong: that is the failure counted.
+   */
+  reserveLogin(account: string, address: string): Promise<void>;
+  /** The password was right: the account's failures are cleared, the address gets its attempt back. */
+  loginSucceeded(account: string, address: string): Promise<void>;
+  /** The password was never checked (the server was too busy): both attempts are given back. */
+  releaseLogin(account: string, address: string): Promise<void>;
   /** Counts a token endpoint request against its address; refuses it over the limit. */
   tokenRequestFrom(address: string): Promise<void>;
   /**
@@ -48,35 +59,40 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const tokenClient = limiter('token:client', throttle.tokenRequestsPerClient, 60);
   const tokenAddress = limiter('token:address', throttle.tokenRequestsPerAddress, 60);
 
-  const blocked = async (counter: RateLimiterAbstract | null, key: string) => {
-    if (!counter) return;
-    const state = await failClosed(() => counter.get(key));
-    if (state && state.consumedPoints >= counter.points) throw new Throttled(state.msBeforeNext);
+  const giveBack = async (counter: RateLimiterAbstract | null, key: string) => {
+    if (counter) await failClosed(() => counter.reward(key));
   };
-  const consume = async (counter: RateLimiterAbstract | null, key: string, refuse: boolean) => {
+  /** Counts one request; refuses it (Throttled) over the limit. */
+  const consume = async (counter: RateLimiterAbstract | null, key: string) => {
     if (!counter) return;
     try {
       await counter.consume(key);
     } catch (error) {
       if (!(error instanceof RateLimiterRes)) throw unavailable(error);
-      if (refuse) throw new Throttled(error.msBeforeNext);
+      throw new Throttled(error.msBeforeNext);
     }
   };
 
   return {
-    async checkLogin(account, address) {
-      await blocked(loginAccount, lookupKey(account));
-      await blocked(loginAddress, addressKey(address));
+    async reserveLogin(account, address) {
+      await consume(loginAccount, account);
+      try {
+        await consume(loginAddress, addressKey(address));
+      } catch (error) {
+        await giveBack(loginAccount, account);
+        throw error;
+      }
     },
-    async loginFailed(account, address) {
-      await consume(loginAccount, lookupKey(account), false);
-      await consume(loginAddress, addressKey(address), false);
+    async loginSucceeded(account, address) {
+      if (loginAccount) await failClosed(() => loginAccount.delete(account));
+      await giveBack(loginAddress, addressKey(address));
     },
-    async loginSucceeded(account) {
-      if (loginAccount) await failClosed(() => loginAccount.delete(lookupKey(account)));
+    async releaseLogin(account, address) {
+      await giveBack(loginAccount, account);
+      await giveBack(loginAddress, addressKey(address));
     },
-    tokenRequestFrom: (address) => consume(tokenAddress, addressKey(address), true),
-    tokenRequestOf: (clientId) => consume(tokenClient, clientId, true),
+    tokenRequestFrom: (address) => consume(tokenAddress, addressKey(address)),
+    tokenRequestOf: (clientId) => consume(tokenClient, clientId),
   };
 }
 
@@ -90,6 +106,16 @@ async function failClosed<T>(operation: () => Promise<T>): Promise<T> {
 
 function unavailable(error: unknown): OAuthError {
   return new OAuthError('temporarily_unavailable', 'the service is temporarily unavailable', `throttle store failed: ${(error as Error).message}`);
+}
+
+/**
+ * The key a login attempt is counted under on the account counter: the account, once the
+ * login names one, so that its username and its email share one counter; otherwise what
+ * was typed, normalized as names are compared and hashed, because it may be a password
+ * typed into the wrong field and the counters (in Redis, say) must not hold it.
+ */
+export function loginAccountKey(userId: string | undefined, login: string): string {
+  return userId !== undefined ? `user:${userId}` : `typed:${createHash('sha256').update(lookupKey(login)).digest('base64url')}`;
 }
 
 /**

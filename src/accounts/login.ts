@@ -1,20 +1,28 @@
 /**
  * The login decision (SPEC §4.5): whether a username (or email) and password open a
- * session. The order matters: the throttle is asked before anything is looked up, so a
- * throttled guess costs nothing and reveals nothing; an unknown user costs a password
- * check too, so timing does not tell which names exist; a disabled account is refused
- * like a wrong password. Every outcome is recorded in the audit trail.
+ * session. The order matters: the attempt is reserved on the throttle's counters before the
+ * password is checked, so of many simultaneous guesses only the limit's worth are checked
+ * and the rest cost nothing and reveal nothing (a refusal looks the same whether or not the
+ * account exists); an unknown user costs a password check too, so timing does not tell
+ * which names exist; a disabled account is refused like a wrong password. Every checked
+ * attempt is recorded in the audit trail.
  */
 import type { AppContext } from '../context.ts';
 import { findUserByLogin } from '../store/users.ts';
-import { Throttled } from '../throttle.ts';
-import { decoyHash, verifyPassword } from './passwords.ts';
+import { loginAccountKey, Throttled } from '../throttle.ts';
+import { DECOY_HASH, verifyPassword } from './passwords.ts';
 import { endSession, sessionUser, startSession } from './sessions.ts';
 import type { User } from './users.ts';
 
 export type LoginResult =
   | { ok: true; user: User; /** The new session's token. */ session: string }
-  | { ok: false; reason: 'throttled'; /** Seconds until the next attempt may be checked. */ retryAfter: number }
+  | {
+      ok: false;
+      /** Refused unchecked: too many failures (429), or too many password checks under way (503). */
+      reason: 'throttled' | 'busy';
+      /** Seconds until the next attempt may be checked. */
+      retryAfter: number;
+    }
   | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' };
 
 export interface LoginAttempt {
@@ -30,26 +38,38 @@ export interface LoginAttempt {
 export async function logIn(ctx: AppContext, attempt: LoginAttempt): Promise<LoginResult> {
   const { login, password, address } = attempt;
   const { throttle } = ctx.services;
-  try {
-    await throttle.checkLogin(login, address);
-  } catch (error) {
-    if (!(error instanceof Throttled)) throw error;
-    return { ok: false, reason: 'throttled', retryAfter: error.retryAfter };
-  }
   const user = login === '' || login.length > 320 ? undefined : await findUserByLogin(ctx.db, login);
-  const valid = await verifyPassword(password, user?.password_hash ?? (await decoyHash()));
+  const account = loginAccountKey(user?.id, login);
+  try {
+    await throttle.reserveLogin(account, address);
+  } catch (error) {
+    return refused(error);
+  }
+  let valid: boolean;
+  try {
+    valid = await verifyPassword(password, user?.password_hash ?? DECOY_HASH);
+  } catch (error) {
+    // Not checked after all (too many checks under way): the attempt is given back.
+    await throttle.releaseLogin(account, address);
+    return refused(error);
+  }
   if (!user || !valid || user.disabled) {
     // What was typed is not recorded for an unknown account: it may be a password typed
     // into the wrong field.
     const reason = !user ? 'unknown_account' : !valid ? 'wrong_password' : 'account_disabled';
     await ctx.audit({ type: 'login_failed', userId: user?.id ?? null, address, detail: { reason } });
-    await throttle.loginFailed(login, address);
     return { ok: false, reason };
   }
-  await throttle.loginSucceeded(login);
+  await throttle.loginSucceeded(account, address);
   const session = await startSession(ctx, user.id, attempt.session);
   await ctx.audit({ type: 'login_succeeded', userId: user.id, address });
   return { ok: true, user, session };
+}
+
+/** A login refused unchecked; any other error goes on up. */
+function refused(error: unknown): LoginResult {
+  if (!(error instanceof Throttled)) throw error;
+  return { ok: false, reason: error.status === 503 ? 'busy' : 'throttled', retryAfter: error.retryAfter };
 }
 
 /** Ends the session; a logout is recorded when the session was a live one. */

@@ -2,9 +2,10 @@
  * Password hashing with scrypt (node:crypto, no native add-on). Stored as
  * `scrypt$N$r$p$salt$hash` so parameters can be raised later and old hashes still verify.
  * Passwords are NFKC-normalized first, so the same password typed on different keyboards
- * verifies.
+ * verifies. At most a few hashes run at once (HASHING), whoever asks for them.
  */
 import { randomBytes, scrypt as scryptCallback, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { Throttled } from '../throttle.ts';
 
 // N=2^15, r=8, p=1 (32 MiB, tens of milliseconds): OWASP's scrypt minimum is N=2^17 with
 // p=1 or N=2^15 with higher p; we take N=2^15, p=2 to keep one login under ~100 ms on 2 cores.
@@ -15,9 +16,36 @@ const MAX_MEMORY = 64 * 1024 * 1024;
 export const MIN_PASSWORD_LENGTH = 8;
 export const MAX_PASSWORD_LENGTH = 1024;
 
+/**
+ * How many password hashes run at once, and how many more may wait. scrypt runs on libuv's
+ * thread pool (4 threads by default): more at once would only queue file and DNS work behind
+ * them, and an unbounded queue would make every login wait behind a flood of guesses.
+ * Beyond the queue, a hash is refused at once (503 with Retry-After).
+ */
+const HASHING = { concurrent: 4, queued: 32, retryAfterMs: 1000 } as const;
+let hashing = 0;
+const waiting: Array<() => void> = [];
+
+async function withHashingSlot<T>(work: () => Promise<T>): Promise<T> {
+  if (hashing < HASHING.concurrent) hashing++;
+  else if (waiting.length < HASHING.queued) await new Promise<void>((resolve) => waiting.push(resolve));
+  else throw new Throttled(HASHING.retryAfterMs, 503);
+  try {
+    return await work();
+  } finally {
+    // The slot passes straight to the next in line, if any.
+    const next = waiting.shift();
+    if (next) next();
+    else hashing--;
+  }
+}
+
 function scrypt(password: string, salt: Buffer, options: ScryptOptions): Promise<Buffer> {
-  return new Promise((resolve, reject) =>
-    scryptCallback(password.normalize('NFKC'), salt, KEY_LENGTH, { ...options, maxmem: MAX_MEMORY }, (error, key) => (error ? reject(error) : resolve(key))),
+  return withHashingSlot(
+    () =>
+      new Promise((resolve, reject) =>
+        scryptCallback(password.normalize('NFKC'), salt, KEY_LENGTH, { ...options, maxmem: MAX_MEMORY }, (error, key) => (error ? reject(error) : resolve(key))),
+      ),
   );
 }
 
@@ -35,12 +63,11 @@ export async function verifyPassword(password: string, stored: string): Promise<
   return actual.length === expected.length && timingSafeEqual(actual, expected);
 }
 
-/** A hash of nothing in particular: verifying against it costs what a real check costs. */
-let decoy: Promise<string> | undefined;
-export function decoyHash(): Promise<string> {
-  decoy ??= hashPassword(randomBytes(16).toString('hex'));
-  return decoy;
-}
+/**
+ * A stored hash that no password matches (its key is random, not derived from anything):
+ * verifying against it costs what a real check costs.
+ */
+export const DECOY_HASH = ['scrypt', PARAMS.N, PARAMS.r, PARAMS.p, randomBytes(16).toString('base64url'), randomBytes(KEY_LENGTH).toString('base64url')].join('$');
 
 /** Why `password` is not acceptable, or null. */
 export function passwordProblem(password: string): string | null {

@@ -102,10 +102,15 @@ export async function findUsers(ctx: AppContext, text: string, limit: number): P
   return searchUsers(ctx.db, text, limit);
 }
 
-export async function setPassword(db: Kysely<Database>, user: User, password: string): Promise<void> {
+/**
+ * Changes the password and ends every session of the user (SPEC §4.5): whoever was signed in
+ * with the old password, perhaps the reason for the change, is signed out.
+ */
+export async function setPassword(ctx: AppContext, user: User, password: string): Promise<void> {
   const problem = passwordProblem(password);
   if (problem) throw new AccountError('password', `password ${problem}`);
-  await updateUser(db, user.id, { password_hash: await hashPassword(password) });
+  await updateUser(ctx.db, user.id, { password_hash: await hashPassword(password) });
+  await deleteUserSessions(ctx.db, user.id);
 }
 
 /** Disables the account: its sessions end and every grant it gave is revoked. */

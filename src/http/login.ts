@@ -6,7 +6,7 @@ import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';
-import { clearSessionCookie, currentUser, sessionToken, setSessionCookie } from './session.ts';
+import { clearSessionCookie, currentUser, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
 
 const page = { config: { page: true } } as const;
 
@@ -40,13 +40,18 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const result = await logIn(ctx, { login, password: single(body, 'password') ?? '', address: request.ip, session: sessionToken(request, ctx) });
     if (result.ok) {
       setSessionCookie(reply, ctx, result.session);
+      renewCsrfSecret(reply, ctx);
       request.log.info({ event: 'login', user: result.user.id }, 'logged in');
       return reply.redirect(next, 303);
     }
-    const throttled = result.reason === 'throttled';
-    if (throttled) reply.header('Retry-After', String(result.retryAfter));
+    const [status, error] =
+      result.reason === 'throttled'
+        ? [429, `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`]
+        : result.reason === 'busy'
+          ? [503, 'The server is busy. Try again in a moment.']
+          : [401, 'Wrong username or password.'];
+    if ('retryAfter' in result) reply.header('Retry-After', String(result.retryAfter));
     else request.log.info({ event: 'login_failed' }, 'login failed');
-    const [status, error] = throttled ? [429, `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`] : [401, 'Wrong username or password.'];
     reply.header('Cache-Control', 'no-store');
     return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null, ...(await loginContext(next)) });
   });
@@ -55,6 +60,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const body = requireFormBody(request);
     await logOut(ctx, sessionToken(request, ctx), request.ip);
     clearSessionCookie(reply, ctx);
+    renewCsrfSecret(reply, ctx);
     const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
     return reply.redirect(next === '/' ? '/login' : `/login?${new URLSearchParams({ next })}`, 303);
   });

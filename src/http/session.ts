@@ -1,15 +1,25 @@
 /**
  * The session cookie: it carries the session token (src/accounts/sessions.ts). Cookies are
  * HttpOnly and SameSite=Lax (a cross-site POST carries no session), Secure and `__Host-`
- * prefixed behind https.
+ * prefixed behind https. The CSRF secret's cookie (@fastify/csrf-protection, registered in
+ * app.ts) is named and set the same way, and is renewed at login and logout.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sessionUser } from '../accounts/sessions.ts';
 import type { User } from '../accounts/users.ts';
 import type { AppContext } from '../context.ts';
 
+/** `__Host-` pins a cookie to this host and path `/`, over https only: nothing else can set or shadow it. */
+function cookieName(ctx: AppContext, name: string): string {
+  return isHttps(ctx) ? `__Host-${name}` : name;
+}
+
 export function sessionCookieName(ctx: AppContext): string {
-  return isHttps(ctx) ? '__Host-gatehouse_session' : 'gatehouse_session';
+  return cookieName(ctx, 'gatehouse_session');
+}
+
+export function csrfCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_csrf');
 }
 
 export function isHttps(ctx: AppContext): boolean {
@@ -33,7 +43,7 @@ export function currentUser(request: FastifyRequest, ctx: AppContext): Promise<U
   return user;
 }
 
-function cookieOptions(ctx: AppContext) {
+export function cookieOptions(ctx: AppContext) {
   return { path: '/', httpOnly: true, sameSite: 'lax', secure: isHttps(ctx) } as const;
 }
 
@@ -43,4 +53,12 @@ export function setSessionCookie(reply: FastifyReply, ctx: AppContext, token: st
 
 export function clearSessionCookie(reply: FastifyReply, ctx: AppContext): void {
   reply.clearCookie(sessionCookieName(ctx), cookieOptions(ctx));
+}
+
+/**
+ * Drops the CSRF secret, so that the next page that needs one makes a new one: at login and
+ * logout, a secret planted or seen before is useless after.
+ */
+export function renewCsrfSecret(reply: FastifyReply, ctx: AppContext): void {
+  reply.clearCookie(csrfCookieName(ctx), cookieOptions(ctx));
 }
