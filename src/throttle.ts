@@ -34,6 +34,14 @@ export interface Throttle {
    * one it merely names: anyone could spend that client's budget); refuses it over the limit.
    */
   tokenRequestOf(clientId: string): Promise<void>;
+  /**
+   * Counts a user code entered at /device as a wrong guess by the user and from the address
+   * before it is checked, refusing it once either has reached its limit (the login limits,
+   * in counters of their own): reserving first, concurrent guesses cannot outrun the limit.
+   */
+  reserveUserCodeGuess(userId: string, address: string): Promise<void>;
+  /** The code was right after all: gives the reserved guess back. */
+  userCodeAccepted(userId: string, address: string): Promise<void>;
 }
 
 export function createThrottle(config: Config, redis: Redis | null): Throttle {
@@ -45,6 +53,8 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const { throttle } = config;
   const loginAccount = limiter('login:account', throttle.loginFailuresPerAccount, throttle.loginWindowSeconds);
   const loginAddress = limiter('login:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
+  const userCodeUser = limiter('user-code:user', throttle.loginFailuresPerAccount, throttle.loginWindowSeconds);
+  const userCodeAddress = limiter('user-code:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
   const tokenClient = limiter('token:client', throttle.tokenRequestsPerClient, 60);
   const tokenAddress = limiter('token:address', throttle.tokenRequestsPerAddress, 60);
 
@@ -77,6 +87,15 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
     },
     tokenRequestFrom: (address) => consume(tokenAddress, addressKey(address), true),
     tokenRequestOf: (clientId) => consume(tokenClient, clientId, true),
+    async reserveUserCodeGuess(userId, address) {
+      await consume(userCodeUser, userId, true);
+      await consume(userCodeAddress, addressKey(address), true);
+    },
+    async userCodeAccepted(userId, address) {
+      for (const [counter, key] of [[userCodeUser, userId], [userCodeAddress, addressKey(address)]] as const) {
+        if (counter) await failClosed(() => counter.reward(key, 1));
+      }
+    },
   };
 }
 
