@@ -192,12 +192,13 @@ async function userCreate(ctx: AppContext, rest: string[], options: Options, pri
 }
 
 /** `--grant-type` values that stand for a longer registered name (SPEC §2). */
-const GRANT_TYPE_SHORT_FORMS: Record<string, string> = { device_code: DEVICE_CODE_GRANT_TYPE };
+const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([['device_code', DEVICE_CODE_GRANT_TYPE]]);
 
 async function clientCreate(ctx: AppContext, rest: string[], options: Options, print: Print): Promise<number> {
   noArguments(rest);
   if (options.name === undefined) throw new UsageError('--name is required');
-  const grantType = GRANT_TYPE_SHORT_FORMS[options['grant-type'] ?? ''] ?? options['grant-type'] ?? 'authorization_code';
+  const given = options['grant-type'] ?? 'authorization_code';
+  const grantType = GRANT_TYPE_SHORT_FORMS.get(given) ?? given;
   if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
   const { client, secret } = await registerClient(
     ctx,
