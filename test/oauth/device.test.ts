@@ -177,6 +177,20 @@ for (const backend of BACKENDS) {
       assert.equal((await poll(app, codes.device_code)).status, 200);
     });
 
+    test('an administrator registers a device client on the admin page, without a redirect URL', async () => {
+      await server.createUser('admin', { admin: true });
+      const agent = await loggedIn(server, 'admin');
+      const form = await agent.visit('/admin/oauthclients/new');
+      assert.match(form.html, /<option value="urn:ietf:params:oauth:grant-type:device_code"/);
+      const fields = formFields(form.html, '/admin/oauthclients');
+      for (const [name, value] of Object.entries({ name: 'Hall TV', grant_type: DEVICE_CODE_GRANT_TYPE, redirect_uri: '', client_type: 'public', scope: 'annotation:read' })) fields.set(name, value);
+      const registered = await agent.visit('/admin/oauthclients', { method: 'POST', body: fields });
+      assert.equal(registered.response.status, 200, registered.html);
+      const clientId = /<code class="id" id="client-id">([0-9a-f-]{36})<\/code>/.exec(registered.html)![1]!;
+      const codes = await requestCodes(await discover(server, clientId));
+      assert.match(codes.user_code, USER_CODE);
+    });
+
     test('a person who is not logged in logs in first and comes back to the code', async () => {
       const app = await deviceApp(server);
       const codes = await requestCodes(app);
