@@ -20,6 +20,7 @@ import type { Store } from './store/database.ts';
 import accountRoutes from './http/account.ts';
 import adminRoutes from './http/admin.ts';
 import apiRoutes from './http/api.ts';
+import deviceRoutes from './http/device.ts';
 import errorHandling from './http/errors.ts';
 import { parseForm } from './oauth/params.ts';
 import loginRoutes from './http/login.ts';
@@ -61,7 +62,7 @@ class OneLinePerRequest extends LogController {
 }
 
 /** The endpoints browser-based clients call from other origins (SPEC §4.4). */
-const CORS_PATHS = new Set(['/api/token', '/oauth/revoke', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server', '/openapi.json']);
+const CORS_PATHS = new Set(['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server', '/openapi.json']);
 
 const HSTS = 'max-age=31536000; includeSubDomains';
 
@@ -180,6 +181,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(loginRoutes, { ctx });
   await app.register(setupRoutes, { ctx });
   await app.register(accountRoutes, { ctx });
+  await app.register(deviceRoutes, { ctx });
   await app.register(adminRoutes, { ctx });
   await app.register(opsRoutes, { ctx });
   await app.register(wsRoutes, { ctx });

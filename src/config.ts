@@ -30,6 +30,8 @@ export interface Config {
   readonly accessTokenTtl: number;
   readonly refreshTokenTtl: number;
   readonly authCodeTtl: number;
+  /** How long a device authorization request (its device code and user code) lives (RFC 8628 `expires_in`). */
+  readonly deviceCodeTtl: number;
   readonly refreshGraceSeconds: number;
   readonly sessionTtl: number;
   readonly consentTtl: number;
@@ -171,6 +173,7 @@ export function loadConfig(env: Env = process.env): Config {
     accessTokenTtl: integer(env, 'ACCESS_TOKEN_TTL', 3600, 1),
     refreshTokenTtl: integer(env, 'REFRESH_TOKEN_TTL', 2_592_000, 1),
     authCodeTtl: integer(env, 'AUTH_CODE_TTL', 600, 1, 3600),
+    deviceCodeTtl: integer(env, 'DEVICE_CODE_TTL', 600, 10, 86_400),
     refreshGraceSeconds: integer(env, 'REFRESH_GRACE_SECONDS', 60, 0, 3600),
     sessionTtl: integer(env, 'SESSION_TTL', 1_209_600, 60),
     consentTtl: integer(env, 'CONSENT_TTL', 31_536_000, 1),

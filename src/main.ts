@@ -10,6 +10,7 @@ import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, typ
 import { ClientInputError, describeClient, listClients, registerClient, removeClient } from './clients/clients.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
+import { DEVICE_CODE_GRANT_TYPE } from './oauth/device.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
 import { purgeOnce } from './store/purge.ts';
 import { listUsers } from './store/users.ts';
@@ -24,9 +25,11 @@ Commands:
   user disable <username>                 also revokes the user's tokens and sessions
   user set-password <username> [--password-stdin]
                                           also ends the user's sessions
-  client create --name <n> --redirect-uri <url> [--grant-type authorization_code|client_credentials]
+  client create --name <n> --redirect-uri <url> [--grant-type authorization_code|client_credentials|device_code]
                 [--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]
-                                          public clients require PKCE unless --no-require-pkce
+                                          public clients require PKCE unless --no-require-pkce;
+                                          device_code (urn:ietf:params:oauth:grant-type:device_code)
+                                          and client_credentials clients need no --redirect-uri
   client list
   client delete <client_id>               also revokes everything issued to the client
   purge                                   delete expired codes, tokens, sessions, consents and audit events
@@ -39,7 +42,7 @@ Options:
 
 Passwords are prompted for (without echo) unless --password-stdin is given.
 Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
-PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL,
+PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL, DEVICE_CODE_TTL,
 REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
 AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL, CLIENT_METADATA_DOCUMENTS,
 CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES. See README.md.
@@ -189,10 +192,14 @@ async function userCreate(ctx: AppContext, rest: string[], options: Options, pri
   return 0;
 }
 
+/** `--grant-type` values that stand for a longer registered name (SPEC §2). */
+const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([['device_code', DEVICE_CODE_GRANT_TYPE]]);
+
 async function clientCreate(ctx: AppContext, rest: string[], options: Options, print: Print): Promise<number> {
   noArguments(rest);
   if (options.name === undefined) throw new UsageError('--name is required');
-  const grantType = options['grant-type'] ?? 'authorization_code';
+  const given = options['grant-type'] ?? 'authorization_code';
+  const grantType = GRANT_TYPE_SHORT_FORMS.get(given) ?? given;
   if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
   const { client, secret } = await registerClient(
     ctx,

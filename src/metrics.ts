@@ -50,6 +50,8 @@ export function createMetrics(db: Kysely<Database>): Metrics {
   const reuse = new Counter({ name: 'gatehouse_refresh_reuse_detected_total', help: 'Refresh token reuse detections (each revokes a grant)', registers });
   const replays = new Counter({ name: 'gatehouse_code_replays_detected_total', help: 'Authorization code replays detected', registers });
   const logins = new Counter({ name: 'gatehouse_logins_total', help: 'Login attempts, by outcome', labelNames: ['outcome'], registers });
+  const devices = new Counter({ name: 'gatehouse_device_authorizations_total', help: 'Device authorization requests, and the answers people gave them', labelNames: ['outcome'], registers });
+  const userCodeFailures = new Counter({ name: 'gatehouse_user_code_failures_total', help: 'Wrong, expired or used user codes entered at /device (throttled like failed logins)', registers });
   const purgeRuns = new Counter({ name: 'gatehouse_purge_runs_total', help: 'Purge runs, by outcome (skipped: another instance was purging)', labelNames: ['outcome'], registers });
   const purged = new Counter({ name: 'gatehouse_purged_rows_total', help: 'Expired rows deleted by purge, by table', labelNames: ['table'], registers });
   const tableRows = new Gauge({ name: 'gatehouse_table_rows', help: 'Rows per table, as of the last background count (at most a minute old)', labelNames: ['table'], registers });
@@ -61,6 +63,10 @@ export function createMetrics(db: Kysely<Database>): Metrics {
     code_replay_detected: () => replays.inc(),
     login_succeeded: () => logins.inc({ outcome: 'succeeded' }),
     login_failed: () => logins.inc({ outcome: 'failed' }),
+    device_authorization_requested: () => devices.inc({ outcome: 'requested' }),
+    device_approved: () => devices.inc({ outcome: 'approved' }),
+    device_denied: () => devices.inc({ outcome: 'denied' }),
+    user_code_failed: () => userCodeFailures.inc(),
   };
 
   return {

@@ -45,6 +45,14 @@ export interface Throttle {
    * one it merely names: anyone could spend that client's budget); refuses it over the limit.
    */
   tokenRequestOf(clientId: string): Promise<void>;
+  /**
+   * Counts a user code entered at /device as a wrong guess by the user and from the address
+   * before it is checked, refusing it once either has reached its limit (the login limits,
+   * in counters of their own): reserving first, concurrent guesses cannot outrun the limit.
+   */
+  reserveUserCodeGuess(userId: string, address: string): Promise<void>;
+  /** The code was right after all: gives the reserved guess back. */
+  userCodeAccepted(userId: string, address: string): Promise<void>;
 }
 
 export function createThrottle(config: Config, redis: Redis | null): Throttle {
@@ -56,6 +64,8 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const { throttle } = config;
   const loginAccount = limiter('login:account', throttle.loginFailuresPerAccount, throttle.loginWindowSeconds);
   const loginAddress = limiter('login:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
+  const userCodeUser = limiter('user-code:user', throttle.loginFailuresPerAccount, throttle.loginWindowSeconds);
+  const userCodeAddress = limiter('user-code:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
   const tokenClient = limiter('token:client', throttle.tokenRequestsPerClient, 60);
   const tokenAddress = limiter('token:address', throttle.tokenRequestsPerAddress, 60);
 
@@ -73,26 +83,36 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
     }
   };
 
+  /**
+   * Takes one point from each of a pair of counters (a person's, an address's) before the
+   * check they guard, or from neither: if the second refuses, the first gets its point back.
+   */
+  const reserveBoth = async (first: RateLimiterAbstract | null, firstKey: string, second: RateLimiterAbstract | null, secondKey: string) => {
+    await consume(first, firstKey);
+    try {
+      await consume(second, secondKey);
+    } catch (error) {
+      await giveBack(first, firstKey);
+      throw error;
+    }
+  };
+
+  const releaseBoth = async (first: RateLimiterAbstract | null, firstKey: string, second: RateLimiterAbstract | null, secondKey: string) => {
+    await giveBack(first, firstKey);
+    await giveBack(second, secondKey);
+  };
+
   return {
-    async reserveLogin(account, address) {
-      await consume(loginAccount, account);
-      try {
-        await consume(loginAddress, addressKey(address));
-      } catch (error) {
-        await giveBack(loginAccount, account);
-        throw error;
-      }
-    },
+    reserveLogin: (account, address) => reserveBoth(loginAccount, account, loginAddress, addressKey(address)),
     async loginSucceeded(account, address) {
       if (loginAccount) await failClosed(() => loginAccount.delete(account));
       await giveBack(loginAddress, addressKey(address));
     },
-    async releaseLogin(account, address) {
-      await giveBack(loginAccount, account);
-      await giveBack(loginAddress, addressKey(address));
-    },
+    releaseLogin: (account, address) => releaseBoth(loginAccount, account, loginAddress, addressKey(address)),
     tokenRequestFrom: (address) => consume(tokenAddress, addressKey(address)),
     tokenRequestOf: (clientId) => consume(tokenClient, clientId),
+    reserveUserCodeGuess: (userId, address) => reserveBoth(userCodeUser, userId, userCodeAddress, addressKey(address)),
+    userCodeAccepted: (userId, address) => releaseBoth(userCodeUser, userId, userCodeAddress, addressKey(address)),
   };
 }
 

@@ -9,12 +9,13 @@
  * can reveal at most a prefix of a hash, which does not help forge a token. A fast hash is
  * right here because the input has full entropy; passwords get scrypt instead.
  */
-import { createCipheriv, createDecipheriv, createHash, createSecretKey, hkdfSync, randomBytes, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHash, createSecretKey, hkdfSync, randomBytes, randomInt, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 export const TOKEN_PREFIX = {
   access: 'gat_',
   refresh: 'grt_',
   code: 'gac_',
+  deviceCode: 'gdc_',
   session: 'gss_',
   clientSecret: 'gcs_',
   setup: 'gsu_',
@@ -45,6 +46,45 @@ export function hashIfWellFormed(kind: TokenKind, token: string): string | null 
   const prefix = TOKEN_PREFIX[kind];
   if (token.length !== prefix.length + SECRET_LENGTH || !token.startsWith(prefix)) return null;
   return hashToken(token);
+}
+
+/**
+ * The alphabet of user codes (RFC 8628 §6.1): 20 consonants, no vowels (no words spelled
+ * by accident) and none of the letters easily misread for digits.
+ */
+export const USER_CODE_ALPHABET = 'BCDFGHJKLMNPQRSTVWXZ';
+const USER_CODE_LENGTH = 8;
+
+export interface MintedUserCode {
+  /** As shown to the person: `XXXX-XXXX`. */
+  readonly display: string;
+  readonly hash: string;
+}
+
+/**
+ * A user code: 8 letters, 20^8 (about 2^34.6) possibilities. Short enough to type from a
+ * TV screen, so it is never a secret on its own: it lives `DEVICE_CODE_TTL`, is good for one
+ * decision, and guessing it is throttled (oauth/device.ts).
+ */
+export function mintUserCode(): MintedUserCode {
+  const letters = Array.from({ length: USER_CODE_LENGTH }, () => USER_CODE_ALPHABET[randomInt(USER_CODE_ALPHABET.length)]).join('');
+  return { display: `${letters.slice(0, 4)}-${letters.slice(4)}`, hash: hashUserCode(letters) };
+}
+
+/**
+ * The hash of a user code as typed — case-insensitive, dashes and spaces ignored — or null
+ * when what was typed cannot be a user code. The canonical form is also what the person is
+ * shown back (`XXXX-XXXX`).
+ */
+export function readUserCode(typed: string): { display: string; hash: string } | null {
+  const letters = typed.replace(/[\s-]/g, '').toUpperCase();
+  if (letters.length !== USER_CODE_LENGTH || [...letters].some((c) => !USER_CODE_ALPHABET.includes(c))) return null;
+  return { display: `${letters.slice(0, 4)}-${letters.slice(4)}`, hash: hashUserCode(letters) };
+}
+
+/** Domain-separated from the token hashes: a user code can never collide with a token's hash. */
+function hashUserCode(letters: string): string {
+  return hashToken(`user-code:${letters}`);
 }
 
 export function constantTimeEqual(a: string, b: string): boolean {

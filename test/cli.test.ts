@@ -16,6 +16,7 @@ import { parseDatabaseUrl } from '../src/config.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { discover, insecure, obtainCode, obtainTokens, profile, refresh } from './support/oauth-client.ts';
 import { PASSWORD, startServer, type TestServer } from './support/server.ts';
+import { assertPollError, requestCodes } from './support/device.ts';
 import { assertDead, assertWorks } from './support/token-checks.ts';
 import { UserAgent } from './support/user-agent.ts';
 
@@ -230,6 +231,22 @@ for (const backend of BACKENDS) {
         assert.equal(Number(expired.n), 0, `expired rows left in ${table}`);
       }
       await assertWorks({ server, app }, live);
+    });
+
+    test('client create --grant-type device_code registers a device client without a redirect URL; purge takes expired device codes', async () => {
+      const created = json(await cli(['client', 'create', '--name', 'Kitchen TV', '--grant-type', 'device_code', '--json'])) as { client_id: string };
+      const listed = (json(await cli(['client', 'list', '--json'])) as Array<{ client_id: string; grant_type: string; redirect_uri: string | null }>).find((c) => c.client_id === created.client_id);
+      assert.deepEqual([listed?.grant_type, listed?.redirect_uri], ['urn:ietf:params:oauth:grant-type:device_code', null]);
+      const app = await discover(server, created.client_id);
+      server.advance(-2 * 365 * 86_400);
+      const stale = await requestCodes(app);
+      server.advance(2 * 365 * 86_400);
+      const live = await requestCodes(app);
+      const counts = json(await cli(['purge', '--json'])) as Record<string, number>;
+      assert.ok(counts.device_codes! > 0, 'nothing purged from device_codes');
+      server.advance(5);
+      await assertPollError(app, stale.device_code, 'invalid_grant');
+      await assertPollError(app, live.device_code, 'authorization_pending');
     });
   });
 }

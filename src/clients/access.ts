@@ -1,8 +1,8 @@
 /**
  * A person's applications (SPEC §4.5, /account/applications): the clients they have
  * authorized, and **Revoke access**, which takes one's access away — every grant it holds
- * from them (all its tokens, on every instance), the codes it has not exchanged yet, and
- * their consent, so that it has to ask again.
+ * from them (all its tokens, on every instance), the codes and approved device codes it has
+ * not exchanged yet, and their consent, so that it has to ask again.
  */
 import type { AppContext } from '../context.ts';
 import { isUuid } from '../oauth/client-auth.ts';
@@ -10,6 +10,7 @@ import { revoke } from '../oauth/revocation.ts';
 import { listAuthorizedApplications, type AuthorizedApplication } from '../store/applications.ts';
 import { voidCodes } from '../store/codes.ts';
 import { deleteConsent } from '../store/consents.ts';
+import { voidDeviceCodes } from '../store/device-codes.ts';
 
 /** The applications holding a live grant or consent from the user. */
 export async function authorizedApplications(ctx: AppContext, userId: string): Promise<AuthorizedApplication[]> {
@@ -24,6 +25,7 @@ export async function removeAccess(ctx: AppContext, userId: string, clientId: st
   // made a grant the revocation then ends, and one that had not finds no code.
   await deleteConsent(ctx.db, userId, clientId);
   await voidCodes(ctx.db, { clientId, userId });
+  await voidDeviceCodes(ctx.db, { clientId, userId });
   await revoke(ctx, { userId, clientId }, 'access_removed');
   await ctx.audit({ type: 'access_removed', userId, clientId, address });
   return true;

@@ -9,6 +9,7 @@ import { madeBy, type Actor } from '../audit.ts';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { isUuid } from '../oauth/client-auth.ts';
+import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { redirectUriProblem } from '../oauth/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
@@ -20,7 +21,7 @@ import { mintToken } from '../tokens.ts';
 
 export type { Client };
 
-export const GRANT_TYPES = ['authorization_code', 'client_credentials'] as const;
+export const GRANT_TYPES = ['authorization_code', 'client_credentials', DEVICE_CODE_GRANT_TYPE] as const;
 export type GrantType = (typeof GRANT_TYPES)[number];
 
 /** A problem with what was asked for, naming the field at fault. */
@@ -72,7 +73,8 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   if (name === '' || name.length > 100) problems.name = 'Name must be 1-100 characters';
   if (!(GRANT_TYPES as readonly string[]).includes(input.grantType)) problems.grant_type = `Grant type must be one of ${GRANT_TYPES.join(', ')}`;
   if (input.grantType === 'client_credentials' && !input.confidential) problems.client_type = 'A client_credentials client must be confidential';
-  if (input.grantType !== 'client_credentials' || input.redirectUri !== '') {
+  // Only the authorization code grant redirects: the other grants' clients need no redirect URL.
+  if (input.grantType === 'authorization_code' || input.redirectUri !== '') {
     const problem = input.redirectUri.length > 2000 ? 'is too long' : redirectUriProblem(input.redirectUri);
     if (problem) problems.redirect_uri = `Redirect URL ${problem}`;
   }

@@ -1,6 +1,6 @@
 /**
- * The OAuth endpoints: authorization (with the consent page), token, revocation,
- * introspection and the server metadata. Parsing and response shaping only; decisions live
+ * The OAuth endpoints: authorization (with the consent page), device authorization, token,
+ * revocation, introspection and the server metadata. Parsing and response shaping only; decisions live
  * in src/oauth/.
  *
  * Every schema here is documentation for OpenAPI (http/schemas.ts), not validation: with
@@ -10,6 +10,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authorize, type Arrival, type NextStep } from '../oauth/authorize.ts';
 import { authenticateClient } from '../oauth/client-auth.ts';
+import { requestDeviceAuthorization } from '../oauth/device.ts';
 import type { AppContext } from '../context.ts';
 import { invalidRequest } from '../oauth/errors.ts';
 import { requestToken } from '../oauth/grants/index.ts';
@@ -19,7 +20,7 @@ import { single, type RawParams } from '../oauth/params.ts';
 import { revokeToken } from '../oauth/revocation.ts';
 import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
 import { requireFormBody, rejectOtherMethods } from './helpers.ts';
-import { PARAMETERS_CHECKED_BY_PROTOCOL, authorizeSchema, introspectSchema, metadataSchema, revokeSchema, tokenSchema } from './schemas.ts';
+import { PARAMETERS_CHECKED_BY_PROTOCOL, authorizeSchema, deviceAuthorizationSchema, introspectSchema, metadataSchema, revokeSchema, tokenSchema } from './schemas.ts';
 import { currentUser } from './session.ts';
 
 export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
@@ -77,6 +78,11 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     return requestToken(requireFormBody(request), request.headers.authorization, ctx, request.ip);
   });
 
+  app.post('/oauth/device_authorization', { schema: deviceAuthorizationSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    return requestDeviceAuthorization(requireFormBody(request), request.headers.authorization, ctx, request.ip);
+  });
+
   app.post('/oauth/revoke', { schema: revokeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const params = requireFormBody(request);
@@ -92,6 +98,6 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     return introspect(params, client, ctx);
   });
 
-  rejectOtherMethods(app, ['/api/token', '/oauth/revoke', '/oauth/introspect'], 'POST');
+  rejectOtherMethods(app, ['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect'], 'POST');
   rejectOtherMethods(app, ['/.well-known/oauth-authorization-server'], 'GET');
 }

@@ -128,7 +128,7 @@ const tokenResponseSchema = {
 
 export const tokenSchema = {
   tags: [TAGS.oauth],
-  summary: 'Token request: code exchange, refresh, client credentials (RFC 6749 §4.1.3, §6, §4.4)',
+  summary: 'Token request: code exchange, refresh, client credentials, device code polling (RFC 6749 §4.1.3, §6, §4.4; RFC 8628 §3.4)',
   security: CLIENT_SECURITY,
   body: formBody(
     {
@@ -141,7 +141,48 @@ export const tokenSchema = {
   ),
   response: {
     ...tokenResponseSchema,
-    400: oauthError('A refused request (RFC 6749 §5.2)', ['invalid_request', 'invalid_grant', 'invalid_scope', 'unauthorized_client', 'unsupported_grant_type']),
+    400: oauthError('A refused request (RFC 6749 §5.2); while polling with a device code also `authorization_pending`, `slow_down`, `access_denied`, `expired_token` (RFC 8628 §3.5)', [
+      'invalid_request',
+      'invalid_grant',
+      'invalid_scope',
+      'unauthorized_client',
+      'unsupported_grant_type',
+      'authorization_pending',
+      'slow_down',
+      'access_denied',
+      'expired_token',
+    ]),
+    ...CLIENT_AUTH_ERRORS,
+  },
+} as const;
+
+export const deviceAuthorizationSchema = {
+  tags: [TAGS.oauth],
+  summary: 'Device authorization request (RFC 8628 §3.1): a device code to poll with, and a user code for the person',
+  security: CLIENT_SECURITY,
+  body: formBody(
+    {
+      client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
+      client_secret: { type: 'string', description: 'a confidential client\'s secret (client_secret_post), unless it uses HTTP Basic' },
+      scope: { type: 'string', description: 'space-separated scopes; default: all the client may have' },
+      resource: { type: 'string', description: 'the resource server the tokens are for (RFC 8707); default: the built-in one' },
+    },
+  ),
+  response: {
+    200: {
+      description: 'Show `user_code` and `verification_uri` to the person, then poll the token endpoint every `interval` seconds',
+      type: 'object',
+      required: ['device_code', 'user_code', 'verification_uri', 'verification_uri_complete', 'expires_in', 'interval'],
+      properties: {
+        device_code: { type: 'string' },
+        user_code: { type: 'string', description: '8 letters, shown as XXXX-XXXX' },
+        verification_uri: { type: 'string' },
+        verification_uri_complete: { type: 'string', description: '`verification_uri` with the user code filled in (for a link or a QR code)' },
+        expires_in: { type: 'integer' },
+        interval: { type: 'integer' },
+      },
+    },
+    400: oauthError('A refused request', ['invalid_request', 'invalid_scope', 'invalid_target', 'unauthorized_client']),
     ...CLIENT_AUTH_ERRORS,
   },
 } as const;

@@ -15,7 +15,11 @@ export type OAuthErrorCode =
   | 'unsupported_response_type'
   | 'unsupported_token_type'
   | 'invalid_scope'
+  | 'invalid_target'
   | 'access_denied'
+  | 'authorization_pending'
+  | 'slow_down'
+  | 'expired_token'
   | 'login_required'
   | 'consent_required'
   | 'invalid_token'
@@ -32,7 +36,11 @@ const STATUS: Record<OAuthErrorCode, number> = {
   unsupported_response_type: 400,
   unsupported_token_type: 400,
   invalid_scope: 400,
+  invalid_target: 400,
   access_denied: 403,
+  authorization_pending: 400,
+  slow_down: 400,
+  expired_token: 400,
   login_required: 401,
   consent_required: 403,
   invalid_token: 401,

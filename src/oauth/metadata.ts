@@ -12,6 +12,7 @@ export function serverMetadata(config: Config) {
     authorization_endpoint: `${base}/oauth/authorize`,
     token_endpoint: `${base}/api/token`,
     revocation_endpoint: `${base}/oauth/revoke`,
+    device_authorization_endpoint: `${base}/oauth/device_authorization`,
     response_types_supported: ['code'],
     response_modes_supported: ['query', 'web_message'],
     grant_types_supported: GRANT_TYPES,

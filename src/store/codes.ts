@@ -3,7 +3,7 @@
  * conditional UPDATE in the transaction that creates its grant (see grants.ts). A code not
  * yet exchanged can be voided (deleted) when the access it would give is taken away.
  */
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
 import { insertGrantWithTokens, LostRace, type NewGrant } from './grants.ts';
 import { prepare } from './prepared.ts';
@@ -66,11 +66,27 @@ export async function exchangeCode(
   now: number,
   issued: AuditEventRow,
 ): Promise<Exchange> {
+  return consumeAndIssue(db, (trx) => consumeCode.affected(db, { hash: codeHash, grantId: grant.id, now }, trx), grant, tokens, now, issued);
+}
+
+/**
+ * The exactly-once step of every code-like credential (an authorization code, a device
+ * code): in one transaction, the grant and its first tokens, the conditional write `consume`
+ * (which must change exactly one row, or the credential was used already) and the audit
+ * event `issued`.
+ */
+export async function consumeAndIssue(
+  db: Kysely<Database>,
+  consume: (trx: Transaction<Database>) => Promise<bigint>,
+  grant: NewGrant,
+  tokens: IssuedTokens,
+  now: number,
+  issued: AuditEventRow,
+): Promise<Exchange> {
   try {
     await db.transaction().execute(async (trx) => {
       await insertGrantWithTokens(db, trx, grant, tokens, now);
-      const consumed = await consumeCode.affected(db, { hash: codeHash, grantId: grant.id, now }, trx);
-      if (consumed !== 1n) throw new LostRace('code_consumed');
+      if ((await consume(trx)) !== 1n) throw new LostRace('code_consumed');
       await insertAuditEvent(db, issued, trx);
     });
     return 'exchanged';

@@ -5,6 +5,7 @@ import type { Database } from './schema.ts';
 /** Every table whose rows expire, with the key that identifies a row. */
 const EXPIRING: Record<string, string[]> = {
   auth_codes: ['hash'],
+  device_codes: ['hash'],
   access_tokens: ['hash'],
   refresh_tokens: ['hash'],
   grants: ['id'],

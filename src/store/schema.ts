@@ -25,7 +25,7 @@ export interface UsersTable {
 export interface ClientsTable {
   id: Immutable<string>;
   name: string;
-  grant_type: 'authorization_code' | 'client_credentials';
+  grant_type: 'authorization_code' | 'client_credentials' | 'urn:ietf:params:oauth:grant-type:device_code';
   redirect_uri: string | null;
   /** SHA-256 of the secret, for confidential clients; null for public ones. */
   secret_hash: string | null;
@@ -65,6 +65,31 @@ export interface AuthCodesTable {
   code_challenge: Immutable<string | null>;
   created_at: Immutable<number>;
   expires_at: Immutable<number>;
+  consumed_at: number | null;
+  /** The grant the exchange created, so that a replay can revoke it. */
+  grant_id: string | null;
+}
+
+/**
+ * A device authorization request (RFC 8628): the SHA-256 of its device code (the key) and
+ * of its user code, what it asks for, the polling state and the person's answer.
+ */
+export interface DeviceCodesTable {
+  hash: Immutable<string>;
+  user_code_hash: Immutable<string>;
+  client_id: Immutable<string>;
+  scopes: Immutable<string>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+  /** Seconds the device must wait between polls; grows by 5 with each `slow_down`. */
+  poll_interval: number;
+  /** When the device last polled (at first, when the request was made: the interval applies before the first poll too). */
+  last_polled_at: number;
+  /** null while the person has not answered. */
+  decision: 'approved' | 'denied' | null;
+  /** Who answered. */
+  user_id: string | null;
+  decided_at: number | null;
   consumed_at: number | null;
   /** The grant the exchange created, so that a replay can revoke it. */
   grant_id: string | null;
@@ -127,6 +152,7 @@ export interface Database {
   sessions: SessionsTable;
   grants: GrantsTable;
   auth_codes: AuthCodesTable;
+  device_codes: DeviceCodesTable;
   access_tokens: AccessTokensTable;
   refresh_tokens: RefreshTokensTable;
   consents: ConsentsTable;
@@ -139,3 +165,4 @@ export type NewUser = Insertable<UsersTable>;
 export type Client = Selectable<ClientsTable>;
 export type NewClient = Insertable<ClientsTable>;
 export type AuthCode = Selectable<AuthCodesTable>;
+export type DeviceCode = Selectable<DeviceCodesTable>;

@@ -3,7 +3,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Database } from './schema.ts';
 
 /** The tables whose row counts are reported. */
-const TABLES = ['users', 'clients', 'sessions', 'grants', 'auth_codes', 'access_tokens', 'refresh_tokens', 'consents', 'setup_tokens', 'audit_events'] as const;
+const TABLES = ['users', 'clients', 'sessions', 'grants', 'auth_codes', 'device_codes', 'access_tokens', 'refresh_tokens', 'consents', 'setup_tokens', 'audit_events'] as const;
 
 /** Rows per table, in one statement. */
 export async function countTableRows(db: Kysely<Database>): Promise<Record<string, number>> {

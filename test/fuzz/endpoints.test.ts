@@ -244,7 +244,7 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
       runs: 400,
       arbitrary: fc.oneof(
         fc
-          .tuple(method('POST'), body(sessionForm(world.admin, params(['name', 'grant_type', 'redirect_uri', 'client_type', 'trusted', 'require_pkce', 'scope'], value).chain((p) => notOneOf(['authorization_code', 'client_credentials']).map((g): Array<[string, string]> => [...p.filter(([n]) => n !== 'grant_type'), ['grant_type', g]])))))
+          .tuple(method('POST'), body(sessionForm(world.admin, params(['name', 'grant_type', 'redirect_uri', 'client_type', 'trusted', 'require_pkce', 'scope'], value).chain((p) => notOneOf(['authorization_code', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code']).map((g): Array<[string, string]> => [...p.filter(([n]) => n !== 'grant_type'), ['grant_type', g]])))))
           .map(([m, b]) => request('admin', m, '/admin/oauthclients', b, { cookie: world.admin.cookie }, [200, 303])),
         fc
           .tuple(method('POST'), body(sessionForm(world.admin, params(['name', 'redirect_uri', 'trusted', 'require_pkce', 'scope'], value).chain((p) => fc.array(notOneOf(SCOPES), { maxLength: 3 }).map((s): Array<[string, string]> => [...p.filter(([n]) => n !== 'scope'), ...s.map((v): [string, string] => ['scope', v])])))))

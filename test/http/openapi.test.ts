@@ -13,6 +13,7 @@ import { startServer, type TestServer } from '../support/server.ts';
 const PUBLIC_ENDPOINTS = [
   'GET /oauth/authorize',
   'POST /api/token',
+  'POST /oauth/device_authorization',
   'POST /oauth/revoke',
   'POST /oauth/introspect',
   'GET /api/profile',
@@ -59,8 +60,8 @@ for (const backend of BACKENDS) {
       const token = document.paths!['/api/token']!.post!;
       const body = (token.requestBody as OpenAPIV3_1.RequestBodyObject).content['application/x-www-form-urlencoded']!.schema as OpenAPIV3_1.SchemaObject;
       assert.deepEqual(body.required, ['grant_type']);
-      assert.deepEqual((body.properties!.grant_type as OpenAPIV3_1.SchemaObject).enum, ['authorization_code', 'refresh_token', 'client_credentials']);
-      for (const name of ['code', 'redirect_uri', 'code_verifier', 'refresh_token', 'scope', 'client_id', 'client_secret']) assert.ok(body.properties![name], name);
+      assert.deepEqual((body.properties!.grant_type as OpenAPIV3_1.SchemaObject).enum, ['authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code']);
+      for (const name of ['code', 'redirect_uri', 'code_verifier', 'refresh_token', 'device_code', 'scope', 'client_id', 'client_secret']) assert.ok(body.properties![name], name);
       assert.deepEqual(Object.keys(token.responses!).toSorted(), ['200', '400', '401', '429', '503']);
       const tokens = (token.responses!['200'] as OpenAPIV3_1.ResponseObject).content!['application/json']!.schema as OpenAPIV3_1.SchemaObject;
       assert.deepEqual(Object.keys(tokens.properties!).toSorted(), ['access_token', 'expires_in', 'refresh_token', 'scope', 'token_type']);

@@ -10,6 +10,7 @@ import type { TokenResponse } from '../issue.ts';
 import { single, type RawParams } from '../params.ts';
 import { authorizationCode } from './authorization-code.ts';
 import { clientCredentials } from './client-credentials.ts';
+import { deviceCode } from './device-code.ts';
 import { refreshToken } from './refresh-token.ts';
 
 /**
@@ -28,7 +29,7 @@ export interface Grant {
   handle(params: RawParams, client: Client | null, ctx: AppContext, address: string, proven: ProvenClient): Promise<TokenResponse>;
 }
 
-export const GRANTS: ReadonlyMap<string, Grant> = new Map([authorizationCode, refreshToken, clientCredentials].map((grant) => [grant.type, grant]));
+export const GRANTS: ReadonlyMap<string, Grant> = new Map([authorizationCode, refreshToken, clientCredentials, deviceCode].map((grant) => [grant.type, grant]));
 
 export const GRANT_TYPES: readonly string[] = [...GRANTS.keys()];
 

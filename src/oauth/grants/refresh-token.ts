@@ -12,6 +12,7 @@ import { findRefreshToken, refreshRotatedAt, type RefreshTokenInfo } from '../..
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
+import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
@@ -44,7 +45,8 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   if (client === null && token.client_confidential === 1) throw secretRequired();
   if (client !== null && token.client_id !== client.id) throw invalidGrant('the refresh token is invalid', 'refresh token belongs to another client');
   await proven(token.client_id);
-  if (client !== null && client.grant_type !== 'authorization_code') {
+  // The grants that give refresh tokens: their clients refresh.
+  if (client !== null && client.grant_type !== 'authorization_code' && client.grant_type !== DEVICE_CODE_GRANT_TYPE) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
   }
   if (token.revoked_at !== null) throw revokedGrant();

@@ -1,0 +1,117 @@
+/**
+ * Device authorization requests (RFC 8628). Every step that must happen once is one
+ * conditional write: a poll either finds the interval respected or grows it (`slow_down`),
+ * the person's answer is recorded only on a request not yet answered, and the exchange
+ * consumes an approved, unused device code in the transaction that creates its grant
+ * (codes.ts `consumeAndIssue`). The state lives in the database, so it holds across instances.
+ */
+import { sql, type Kysely } from 'kysely';
+import type { AuditEventRow } from './audit-events.ts';
+import { consumeAndIssue, type Exchange } from './codes.ts';
+import type { NewGrant } from './grants.ts';
+import { prepare } from './prepared.ts';
+import type { Database, DeviceCode } from './schema.ts';
+import type { IssuedTokens } from './tokens.ts';
+
+export type NewDeviceCode = Pick<DeviceCode, 'hash' | 'user_code_hash' | 'client_id' | 'scopes' | 'created_at' | 'expires_at' | 'poll_interval'>;
+
+/** Stores the request; false, and nothing stored, when its user code is already taken (the caller mints another). */
+export async function insertDeviceCode(db: Kysely<Database>, code: NewDeviceCode): Promise<boolean> {
+  const result = await db
+    .insertInto('device_codes')
+    .values({ ...code, last_polled_at: code.created_at })
+    .onConflict((oc) => oc.column('user_code_hash').doNothing())
+    .executeTakeFirst();
+  return result.numInsertedOrUpdatedRows === 1n;
+}
+
+const deviceCodeByHash = prepare((db, p: { hash: string }) =>
+  db
+    .selectFrom('device_codes')
+    .leftJoin('users', 'users.id', 'device_codes.user_id')
+    .selectAll('device_codes')
+    .select('users.disabled as user_disabled')
+    .where('device_codes.hash', '=', p.hash),
+);
+
+/** The request whatever its state, with whether the person who answered it is disabled now (null: nobody answered). */
+export async function findDeviceCode(db: Kysely<Database>, hash: string): Promise<(DeviceCode & { user_disabled: number | null }) | undefined> {
+  return deviceCodeByHash.first(db, { hash });
+}
+
+/** The request a user code names, with its client's name, whatever its state: the caller checks it. */
+export async function findByUserCode(db: Kysely<Database>, userCodeHash: string): Promise<(DeviceCode & { client_name: string }) | undefined> {
+  return db
+    .selectFrom('device_codes')
+    .innerJoin('clients', 'clients.id', 'device_codes.client_id')
+    .selectAll('device_codes')
+    .select('clients.name as client_name')
+    .where('device_codes.user_code_hash', '=', userCodeHash)
+    .executeTakeFirst();
+}
+
+const pollInTime = prepare((db, p: { hash: string; now: number }) =>
+  db
+    .updateTable('device_codes')
+    .set({ last_polled_at: p.now })
+    .where('hash', '=', p.hash)
+    .where(sql<boolean>`${sql.ref('last_polled_at')} + ${sql.ref('poll_interval')} * 1000 <= ${p.now}`),
+);
+
+const slowDown = prepare((db, p: { hash: string; now: number }) =>
+  db
+    .updateTable('device_codes')
+    .set((eb) => ({ last_polled_at: p.now, poll_interval: eb('poll_interval', '+', 5) }))
+    .where('hash', '=', p.hash),
+);
+
+/**
+ * Records a poll. True when the device waited its interval since the last one (or since the
+ * request, before the first poll); otherwise false, and the interval grows by 5 seconds for
+ * this device code from now on (RFC 8628 §3.5 `slow_down`). Of several polls at once, at
+ * most one is in time.
+ */
+export async function recordPoll(db: Kysely<Database>, hash: string, now: number): Promise<boolean> {
+  if ((await pollInTime.affected(db, { hash, now })) === 1n) return true;
+  await slowDown.execute(db, { hash, now });
+  return false;
+}
+
+/**
+ * Records the person's answer; false when the request was answered already, has expired,
+ * or is gone (voided, its client deleted).
+ */
+export async function decideDeviceCode(db: Kysely<Database>, hash: string, answer: { decision: 'approved' | 'denied'; userId: string; now: number }): Promise<boolean> {
+  const result = await db
+    .updateTable('device_codes')
+    .set({ decision: answer.decision, user_id: answer.userId, decided_at: answer.now })
+    .where('hash', '=', hash)
+    .where('decision', 'is', null)
+    .where('expires_at', '>', answer.now)
+    .executeTakeFirst();
+  return result.numUpdatedRows === 1n;
+}
+
+const consumeDeviceCode = prepare((db, p: { hash: string; grantId: string; now: number }) =>
+  db
+    .updateTable('device_codes')
+    .set({ consumed_at: p.now, grant_id: p.grantId })
+    .where('hash', '=', p.hash)
+    .where('decision', '=', 'approved')
+    .where('consumed_at', 'is', null),
+);
+
+/** Consumes the approved device code and creates its grant, first tokens and audit event `issued`, all or nothing. */
+export async function exchangeDeviceCode(db: Kysely<Database>, hash: string, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<Exchange> {
+  return consumeAndIssue(db, (trx) => consumeDeviceCode.affected(db, { hash, grantId: grant.id, now }, trx), grant, tokens, now, issued);
+}
+
+/**
+ * Voids the device codes of the client not yet exchanged (those `userId` approved, when
+ * given), like codes.ts `voidCodes`: deleted, so a later poll finds nothing to exchange.
+ */
+export async function voidDeviceCodes(db: Kysely<Database>, where: { clientId: string; userId?: string }): Promise<void> {
+  let query = db.deleteFrom('device_codes').where('client_id', '=', where.clientId).where('consumed_at', 'is', null);
+  if (where.userId !== undefined) query = query.where('user_id', '=', where.userId);
+  await query.execute();
+}
