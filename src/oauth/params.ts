@@ -24,9 +24,14 @@ export function parseForm(text: string): RawParams {
   return result;
 }
 
-/** U+FFFD stands where the request had bytes that are not UTF-8 (see parseForm). */
+/**
+ * U+FFFD stands where the request had bytes that are not UTF-8 (see parseForm). NUL is valid
+ * UTF-8 but never part of a parameter, and PostgreSQL refuses it in text: refused here, it
+ * cannot turn a search or a lookup into a server error.
+ */
 function checkEncoding(name: string, value: string): string {
   if (value.includes('\uFFFD')) throw invalidRequest(`the "${name}" parameter is not valid UTF-8`);
+  if (value.includes('\0')) throw invalidRequest(`the "${name}" parameter contains a NUL character`);
   return value;
 }
 

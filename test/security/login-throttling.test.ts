@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Redis } from 'ioredis';
 import { RateLimiterMemory, RateLimiterRedis } from 'rate-limiter-flexible';
+import { redisNamespace } from '../../src/config.ts';
 import { BACKENDS, backendOptions, type Backend } from '../support/backends.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
@@ -140,7 +141,7 @@ for (const backend of BACKENDS) {
         if (counters.name === 'Redis') {
           const redis = new Redis(redisUrl!);
           try {
-            const keys = await redis.keys('gatehouse:login:*');
+            const keys = await redis.keys(`${redisNamespace(server.config)}:login:*`);
             assert.ok(keys.length > 0);
             for (const key of keys) assert.ok(!key.toLowerCase().includes(typed.toLowerCase()), `the Redis key "${key}" holds what was typed`);
           } finally {

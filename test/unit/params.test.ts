@@ -1,7 +1,7 @@
 /** Reading protocol parameters (src/oauth/params.ts): missing, repeated and empty parameters. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { readParams, single } from '../../src/oauth/params.ts';
+import { parseForm, readParams, single } from '../../src/oauth/params.ts';
 
 describe('readParams', () => {
   test('returns the named parameters that are present, and ignores unknown ones', () => {
@@ -49,5 +49,12 @@ describe('single', () => {
   test('a repeated or non-UTF-8 value is invalid_request', () => {
     assert.throws(() => single({ state: ['a', 'b'] }, 'state'), { error: 'invalid_request', description: /repeated/ });
     assert.throws(() => single({ state: '\uFFFD' }, 'state'), { error: 'invalid_request', description: /UTF-8/ });
+  });
+});
+
+describe('NUL characters', () => {
+  test('a parameter holding NUL is refused (PostgreSQL would refuse it as text)', () => {
+    assert.throws(() => single(parseForm('q=a%00b'), 'q'), /the "q" parameter contains a NUL character/);
+    assert.throws(() => readParams(parseForm('code=%00'), ['code'], []), /the "code" parameter contains a NUL character/);
   });
 });
