@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Store } from './database.ts';
 import type { Database } from './schema.ts';
@@ -22,32 +23,64 @@ const KEEP_AFTER_EXPIRY_MS: Partial<Record<string, number>> = { access_tokens: 2
 
 export type PurgeCounts = Record<string, number>;
 
+/** The most rows one statement deletes or wipes. */
+const MAX_BATCH = 5000;
 /**
- * Deletes rows whose `expires_at` has passed, in batches of `batchSize` so that no single
- * statement holds locks for long, and wipes sealed successor pairs whose grace window is over.
+ * How long one batch may hold its locks — on SQLite the database's only write lock, which a
+ * server in another process waits for. Batches grow while they take less, and shrink when
+ * they take more (a row costs from microseconds to a millisecond, with its indexes and
+ * cascades, depending on the table and on what is in the page cache).
  */
-export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: number, batchSize = 1000): Promise<PurgeCounts> {
+const BATCH_MS = 10;
+
+/**
+ * Runs `statement` (which affects at most `size` rows and returns how many) until it affects
+ * fewer than asked, in batches sized to take about BATCH_MS each. After each batch the purge
+ * rests as long as the batch took, so that it holds the locks at most half of the time and
+ * the server's own writes get in between; the rest is also a turn of the event loop for an
+ * in-process purge. Returns the rows affected.
+ */
+async function inBatches(maxSize: number, statement: (size: number) => Promise<number>): Promise<number> {
+  let total = 0;
+  for (let size = Math.min(100, maxSize); ; ) {
+    const started = performance.now();
+    const affected = await statement(size);
+    const took = performance.now() - started;
+    total += affected;
+    if (affected < size) return total;
+    await sleep(took);
+    if (took < BATCH_MS / 2) size = Math.min(size * 2, maxSize);
+    else if (took > BATCH_MS) size = Math.max(Math.floor(size / 2), 1);
+  }
+}
+
+/**
+ * Deletes rows whose `expires_at` has passed, and wipes sealed successor pairs whose grace
+ * window is over, in short batches of at most `batchSize` rows (see inBatches), each its own
+ * transaction: the server's requests interleave with a purge of millions of rows.
+ */
+export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: number, batchSize = MAX_BATCH): Promise<PurgeCounts> {
   const counts: PurgeCounts = {};
   for (const [table, key] of Object.entries(EXPIRING)) {
     const columns = sql.join(key.map((column) => sql.ref(column)));
     const cutoff = now - (KEEP_AFTER_EXPIRY_MS[table] ?? 0);
-    counts[table] = 0;
-    for (;;) {
+    counts[table] = await inBatches(batchSize, async (size) => {
       const result = await sql`
         delete from ${sql.table(table)} where (${columns}) in
-          (select ${columns} from ${sql.table(table)} where expires_at <= ${cutoff} limit ${batchSize})`.execute(db);
-      const deleted = Number(result.numAffectedRows ?? 0n);
-      counts[table] += deleted;
-      if (deleted < batchSize) break;
-    }
+          (select ${columns} from ${sql.table(table)} where expires_at <= ${cutoff} limit ${size})`.execute(db);
+      return Number(result.numAffectedRows ?? 0n);
+    });
   }
-  const wiped = await db
-    .updateTable('refresh_tokens')
-    .set({ successor_box: null })
-    .where('successor_box', 'is not', null)
-    .where('rotated_at', '<=', now - graceMs)
-    .executeTakeFirst();
-  counts.successor_boxes = Number(wiped.numUpdatedRows);
+  counts.successor_boxes = await inBatches(batchSize, async (size) => {
+    const wiped = await db
+      .updateTable('refresh_tokens')
+      .set({ successor_box: null })
+      .where('hash', 'in', (eb) =>
+        eb.selectFrom('refresh_tokens').select('hash').where('successor_box', 'is not', null).where('rotated_at', '<=', now - graceMs).limit(size),
+      )
+      .executeTakeFirst();
+    return Number(wiped.numUpdatedRows);
+  });
   return counts;
 }
 
