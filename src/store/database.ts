@@ -109,6 +109,8 @@ async function whenUnlocked<T>(attempt: () => Promise<T>): Promise<T> {
  * statement halfway through a transaction, and holding the lock, none of its statements can
  * meet SQLITE_BUSY later (in WAL mode a commit needs no further lock). A statement outside a
  * transaction commits on its own, or does nothing when it meets SQLITE_BUSY: retrying it is safe.
+ * While a write waits, this process's one connection stays its own, so other queries queue
+ * behind it as behind a running transaction; the thread meanwhile serves everything else.
  */
 class LockWaitingSqliteDriver extends SqliteDriver {
   #inTransaction = false;
