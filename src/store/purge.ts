@@ -37,8 +37,8 @@ const SMALLEST_BATCH = 50;
 
 /**
  * How a purge spaces its batches. `one writer` (SQLite): batches sized to BATCH_MS, each
- * followed by a rest as long as it took, so that the purge holds the write lock at most
- * half of the time and the server's writes get in between. `row locks` (PostgreSQL): nobody
+ * followed by a rest twice as long as it took, so that the purge holds the write lock at
+ * most a third of the time and the server's writes get in between. `row locks` (PostgreSQL): nobody
  * else touches expired rows, so full batches, with a turn of the event loop between them.
  */
 export type Pacing = 'one writer' | 'row locks';
@@ -60,7 +60,7 @@ async function inBatches(maxSize: number, pacing: Pacing, statement: (size: numb
       continue;
     }
     const took = performance.now() - started;
-    await sleep(took);
+    await sleep(2 * took);
     if (took < BATCH_MS / 2) size = Math.min(size * 2, maxSize);
     else if (took > BATCH_MS) size = Math.max(Math.floor(size / 2), smallest);
   }
