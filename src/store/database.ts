@@ -5,7 +5,21 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Migration, type SqliteDatabase, type SqliteStatement } from 'kysely';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  CompiledQuery,
+  Kysely,
+  Migrator,
+  PostgresDialect,
+  SqliteDialect,
+  SqliteDriver,
+  sql,
+  type DatabaseConnection,
+  type Driver,
+  type Migration,
+  type SqliteDatabase,
+  type SqliteStatement,
+} from 'kysely';
 import pg from 'pg';
 import type { DatabaseLocation } from '../config.ts';
 import type { Database } from './schema.ts';
@@ -40,8 +54,10 @@ function nodeSqlite(path: string): SqliteDatabase {
   const database = new DatabaseSync(path);
   // WAL lets readers proceed during a write; synchronous=NORMAL in WAL mode keeps every
   // committed transaction across a process crash (SIGKILL), and loses at most the last
-  // few on power failure, in exchange for no fsync per commit.
-  database.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 5000;');
+  // few on power failure, in exchange for no fsync per commit. busy_timeout = 0: SQLite's
+  // own wait for another process's write lock sleeps on this (the only) thread; the driver
+  // below waits asynchronously instead.
+  database.exec('PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 0;');
   const cache = new Map<string, { statement: StatementSync; reader: boolean }>();
   const prepared = (text: string) => {
     let entry = cache.get(text);
@@ -68,6 +84,74 @@ function nodeSqlite(path: string): SqliteDatabase {
   };
 }
 
+/** How long a statement waits for another process's write lock before it fails, as busy_timeout did. */
+const LOCK_WAIT_MS = 5000;
+/** The longest pause between two attempts: short, so that a lock released between a purge's batches is caught. */
+const LOCK_RETRY_MAX_MS = 8;
+
+const isBusy = (error: unknown) => ((error as { errcode?: number }).errcode ?? 0) % 256 === 5; // SQLITE_BUSY and its extended codes
+
+/** Runs `attempt` until it does not meet SQLITE_BUSY, pausing with backoff (the event loop stays free), for up to LOCK_WAIT_MS. */
+async function whenUnlocked<T>(attempt: () => Promise<T>): Promise<T> {
+  const deadline = performance.now() + LOCK_WAIT_MS;
+  for (let pause = 1; ; pause = Math.min(pause * 2, LOCK_RETRY_MAX_MS)) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!isBusy(error) || performance.now() >= deadline) throw error;
+    }
+    await sleep(pause);
+  }
+}
+
+/**
+ * Kysely's SQLite driver, with the write lock waited for asynchronously: another process
+ * (`gatehouse purge` from cron) may hold it. A transaction begins IMMEDIATE, taking the write
+ * lock before its first statement, so it is the `begin` that waits and is retried — never a
+ * statement halfway through a transaction, and holding the lock, none of its statements can
+ * meet SQLITE_BUSY later (in WAL mode a commit needs no further lock). A statement outside a
+ * transaction commits on its own, or does nothing when it meets SQLITE_BUSY: retrying it is safe.
+ * While a write waits, this process's one connection stays its own, so other queries queue
+ * behind it as behind a running transaction; the thread meanwhile serves everything else.
+ */
+class LockWaitingSqliteDriver extends SqliteDriver {
+  #inTransaction = false;
+
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    const connection = await super.acquireConnection();
+    return {
+      executeQuery: (query) => (this.#inTransaction ? connection.executeQuery(query) : whenUnlocked(() => connection.executeQuery(query))),
+      streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize),
+    };
+  }
+
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    await connection.executeQuery(CompiledQuery.raw('begin immediate'));
+    this.#inTransaction = true;
+  }
+
+  override async commitTransaction(connection: DatabaseConnection): Promise<void> {
+    await super.commitTransaction(connection);
+    this.#inTransaction = false;
+  }
+
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    this.#inTransaction = false;
+    await super.rollbackTransaction(connection);
+  }
+}
+
+class LockWaitingSqliteDialect extends SqliteDialect {
+  readonly #database: SqliteDatabase;
+  constructor(database: SqliteDatabase) {
+    super({ database });
+    this.#database = database;
+  }
+  override createDriver(): Driver {
+    return new LockWaitingSqliteDriver({ database: this.#database });
+  }
+}
+
 /** BIGINT (epoch milliseconds) and COUNT(*) come back as numbers, as they do from SQLite. */
 const pgTypes = {
   getTypeParser(oid: number, format?: 'text' | 'binary') {
@@ -88,7 +172,7 @@ function postgresPool(url: string): pg.Pool {
 export function openStore(location: DatabaseLocation): Store {
   const db =
     location.kind === 'sqlite'
-      ? new Kysely<Database>({ dialect: new SqliteDialect({ database: nodeSqlite(location.path) }) })
+      ? new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(nodeSqlite(location.path)) })
       : new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url) }) });
   return { db, kind: location.kind, close: () => db.destroy() };
 }

@@ -1,3 +1,4 @@
+import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Store } from './database.ts';
 import type { Database } from './schema.ts';
@@ -23,32 +24,76 @@ const KEEP_AFTER_EXPIRY_MS: Partial<Record<string, number>> = { access_tokens: 2
 
 export type PurgeCounts = Record<string, number>;
 
+/** The most rows one statement deletes or wipes. */
+const MAX_BATCH = 1000;
 /**
- * Deletes rows whose `expires_at` has passed, in batches of `batchSize` so that no single
- * statement holds locks for long, and wipes sealed successor pairs whose grace window is over.
+ * On SQLite, how long one batch may hold the database's only write lock, which the server
+ * (another process, for `gatehouse purge`) waits for. Batches grow while they take less and
+ * shrink when they take more, down to SMALLEST_BATCH: a row costs from microseconds to a
+ * millisecond, with its indexes and cascades, depending on the table, the page cache and
+ * the machine's load.
  */
-export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: number, batchSize = 1000): Promise<PurgeCounts> {
+const BATCH_MS = 10;
+const SMALLEST_BATCH = 50;
+
+/**
+ * How a purge spaces its batches. `one writer` (SQLite): batches sized to BATCH_MS, each
+ * followed by a rest twice as long as it took, so that the purge holds the write lock at
+ * most a third of the time and the server's writes get in between. `row locks` (PostgreSQL): nobody
+ * else touches expired rows, so full batches, with a turn of the event loop between them.
+ */
+export type Pacing = 'one writer' | 'row locks';
+
+/**
+ * Runs `statement` (which affects at most `size` rows and returns how many) until it
+ * affects fewer than asked, paced as `pacing` says. Returns the rows affected.
+ */
+async function inBatches(maxSize: number, pacing: Pacing, statement: (size: number) => Promise<number>): Promise<number> {
+  const smallest = Math.min(SMALLEST_BATCH, maxSize);
+  let total = 0;
+  for (let size = pacing === 'row locks' ? maxSize : smallest; ; ) {
+    const started = performance.now();
+    const affected = await statement(size);
+    total += affected;
+    if (affected < size) return total;
+    if (pacing === 'row locks') {
+      await setImmediate();
+      continue;
+    }
+    const took = performance.now() - started;
+    await sleep(2 * took);
+    if (took < BATCH_MS / 2) size = Math.min(size * 2, maxSize);
+    else if (took > BATCH_MS) size = Math.max(Math.floor(size / 2), smallest);
+  }
+}
+
+/**
+ * Deletes rows whose `expires_at` has passed, and wipes sealed successor pairs whose grace
+ * window is over, in batches of at most `batchSize` rows paced as `pacing` says, each its
+ * own transaction: the server's requests interleave with a purge of millions of rows.
+ */
+export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: number, batchSize = MAX_BATCH, pacing: Pacing = 'one writer'): Promise<PurgeCounts> {
   const counts: PurgeCounts = {};
   for (const [table, key] of Object.entries(EXPIRING)) {
     const columns = sql.join(key.map((column) => sql.ref(column)));
     const cutoff = now - (KEEP_AFTER_EXPIRY_MS[table] ?? 0);
-    counts[table] = 0;
-    for (;;) {
+    counts[table] = await inBatches(batchSize, pacing, async (size) => {
       const result = await sql`
         delete from ${sql.table(table)} where (${columns}) in
-          (select ${columns} from ${sql.table(table)} where expires_at <= ${cutoff} limit ${batchSize})`.execute(db);
-      const deleted = Number(result.numAffectedRows ?? 0n);
-      counts[table] += deleted;
-      if (deleted < batchSize) break;
-    }
+          (select ${columns} from ${sql.table(table)} where expires_at <= ${cutoff} limit ${size})`.execute(db);
+      return Number(result.numAffectedRows ?? 0n);
+    });
   }
-  const wiped = await db
-    .updateTable('refresh_tokens')
-    .set({ successor_box: null })
-    .where('successor_box', 'is not', null)
-    .where('rotated_at', '<=', now - graceMs)
-    .executeTakeFirst();
-  counts.successor_boxes = Number(wiped.numUpdatedRows);
+  counts.successor_boxes = await inBatches(batchSize, pacing, async (size) => {
+    const wiped = await db
+      .updateTable('refresh_tokens')
+      .set({ successor_box: null })
+      .where('hash', 'in', (eb) =>
+        eb.selectFrom('refresh_tokens').select('hash').where('successor_box', 'is not', null).where('rotated_at', '<=', now - graceMs).limit(size),
+      )
+      .executeTakeFirst();
+    return Number(wiped.numUpdatedRows);
+  });
   return counts;
 }
 
@@ -63,12 +108,12 @@ export const PURGE_LOCK = 7_463_289_001;
  * SQLite serves one instance, and serializes writers itself.
  */
 export async function purgeOnce(store: Store, now: number, graceMs: number, batchSize?: number): Promise<PurgeCounts | null> {
-  if (store.kind !== 'postgres') return purgeExpired(store.db, now, graceMs, batchSize);
+  if (store.kind !== 'postgres') return purgeExpired(store.db, now, graceMs, batchSize, 'one writer');
   return store.db.connection().execute(async (connection) => {
     const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${PURGE_LOCK}) as locked`.execute(connection);
     if (rows[0]?.locked !== true) return null;
     try {
-      return await purgeExpired(connection, now, graceMs, batchSize);
+      return await purgeExpired(connection, now, graceMs, batchSize, 'row locks');
     } finally {
       await sql`select pg_advisory_unlock(${PURGE_LOCK})`.execute(connection);
     }
