@@ -15,6 +15,7 @@ export type OAuthErrorCode =
   | 'unsupported_response_type'
   | 'unsupported_token_type'
   | 'invalid_scope'
+  | 'invalid_target'
   | 'access_denied'
   | 'login_required'
   | 'consent_required'
@@ -32,6 +33,7 @@ const STATUS: Record<OAuthErrorCode, number> = {
   unsupported_response_type: 400,
   unsupported_token_type: 400,
   invalid_scope: 400,
+  invalid_target: 400,
   access_denied: 403,
   login_required: 401,
   consent_required: 403,
