@@ -1,5 +1,5 @@
 /**
- * The admin console (SPEC §4.5): OAuth clients and users. Every route here is for enabled
+ * The admin console (SPEC §4.5): OAuth clients, resource servers (admin-resources.ts) and users. Every route here is for enabled
  * administrators only — the guard below runs before anything else, so a form posted by
  * anyone else changes nothing — and every form is CSRF-protected. Pages are `no-store`:
  * some show a client secret, which must not outlive the page in a cache.
@@ -29,6 +29,7 @@ import { OAuthError } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
 import auditRoutes from './admin-audit.ts';
+import resourceRoutes from './admin-resources.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, sentence, ticked, tickedValues, toLogin } from './pages.ts';
 import { currentUser } from './session.ts';
@@ -112,6 +113,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   // The audit trail's page, behind the same guard.
   await app.register(auditRoutes, { ctx });
+  await app.register(resourceRoutes, { ctx, actor });
 
   async function clientOr404(request: FastifyRequest): Promise<Client> {
     const { id } = request.params as { id: string };
