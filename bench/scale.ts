@@ -192,7 +192,7 @@ async function insertGrants(
           const refreshToken = mintToken('refresh');
           if (keep) kept.push({ access: accessToken.token, refresh: refreshToken.token });
           const userId = owners.userIds[(done + i) % owners.userIds.length]!;
-          grants.push({ id, client_id: owners.clientId, user_id: userId, scopes: SCOPES, created_at: times.createdAt, last_used_at: times.createdAt, revoked_at: null, expires_at: times.refreshExpiresAt });
+          grants.push({ id, client_id: owners.clientId, user_id: userId, resource_id: 'builtin', scopes: SCOPES, created_at: times.createdAt, last_used_at: times.createdAt, revoked_at: null, expires_at: times.refreshExpiresAt });
           access.push({ hash: accessToken.hash, grant_id: id, scopes: SCOPES, created_at: times.createdAt, expires_at: times.accessExpiresAt });
           refresh.push({ hash: refreshToken.hash, grant_id: id, created_at: times.createdAt, expires_at: times.refreshExpiresAt });
         }

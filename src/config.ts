@@ -5,6 +5,10 @@
  * An invalid value stops start-up with one line naming the setting (SPEC §1).
  */
 
+/**
+ * The built-in resource's scopes (its rows are seeded by a migration): what an administrator's
+ * client created without a scope list may have, and what the service's own API checks.
+ */
 export const SCOPES = ['annotation:read', 'annotation:write'] as const;
 export type Scope = (typeof SCOPES)[number];
 

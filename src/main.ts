@@ -8,6 +8,7 @@ import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
 import { AccountError, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
 import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, type AuditFilter } from './audit.ts';
 import { ClientInputError, describeClient, listClients, registerClient, removeClient } from './clients/clients.ts';
+import { ResourceInputError, createScope, findResourceNamed, listAllScopes, listResources, parseScopeDefinition, registerResource, removeResource, removeScope } from './clients/resources.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from './oauth/device.ts';
@@ -32,6 +33,13 @@ Commands:
                                           and client_credentials clients need no --redirect-uri
   client list
   client delete <client_id>               also revokes everything issued to the client
+  resource create --uri <uri> --name <n> [--scope "<name>=<description>" …]
+                                          registers a resource server; prints its introspection client (secret once)
+  resource list
+  resource delete <uri>                   also revokes every grant for it and removes its scopes
+  scope create <name> --resource <uri> --description <text>
+  scope list
+  scope delete <name>                     also revokes the grants that hold it (built-in scopes stay)
   purge                                   delete expired codes, tokens, sessions, consents and audit events
   audit [--user <username>] [--client <client_id>] [--type <event type>] [--limit <n>]
                                           the newest security events (default 50, newest first)
@@ -70,7 +78,10 @@ const OPTIONS = {
   confidential: { type: 'boolean' },
   trusted: { type: 'boolean' },
   'require-pkce': { type: 'boolean' },
-  scope: { type: 'string' },
+  scope: { type: 'string', multiple: true },
+  uri: { type: 'string' },
+  resource: { type: 'string' },
+  description: { type: 'string' },
   user: { type: 'string' },
   client: { type: 'string' },
   type: { type: 'string' },
@@ -160,6 +171,47 @@ const COMMANDS: Record<string, Command> = {
     print(clients, clients.map((c) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uri ?? '-'}`).join('\n') || 'No clients.');
     return 0;
   },
+  'resource create': (ctx, rest, options, print) => resourceCreate(ctx, rest, options, print),
+  async 'resource list'(ctx, rest, _options, print) {
+    noArguments(rest);
+    const resources = await listResources(ctx);
+    const json = resources.map((r) => ({ uri: r.uri, name: r.name, builtin: r.builtin, client_id: r.client_id, scopes: r.scopes }));
+    print(json, resources.map((r) => `${r.uri}\t${r.name}${r.builtin ? '\t(built in)' : ''}\t${r.scopes.map((s) => s.name).join(' ') || '-'}`).join('\n'));
+    return 0;
+  },
+  async 'resource delete'(ctx, rest, _options, print) {
+    const [uri, ...extra] = rest;
+    if (uri === undefined || extra.length > 0) throw new UsageError('usage: gatehouse resource delete <uri>');
+    const resource = await findResourceNamed(ctx, uri);
+    if (!resource) throw new UsageError(`no resource server with the URI ${uri}`);
+    await removeResource(ctx, resource, COMMAND_LINE);
+    print({ uri: resource.uri, deleted: true }, `Deleted resource server ${resource.uri}; every grant for it is revoked.`);
+    return 0;
+  },
+  async 'scope create'(ctx, rest, options, print) {
+    const [name, ...extra] = rest;
+    if (name === undefined || extra.length > 0 || options.resource === undefined || options.description === undefined) {
+      throw new UsageError('usage: gatehouse scope create <name> --resource <uri> --description <text>');
+    }
+    const resource = await findResourceNamed(ctx, options.resource);
+    if (!resource) throw new UsageError(`no resource server with the URI ${options.resource}`);
+    await createScope(ctx, resource, { name, description: options.description.trim() }, COMMAND_LINE);
+    print({ name, resource: resource.uri, description: options.description.trim() }, `Created scope ${name} on ${resource.uri}.`);
+    return 0;
+  },
+  async 'scope list'(ctx, rest, _options, print) {
+    noArguments(rest);
+    const scopes = await listAllScopes(ctx);
+    print(scopes, scopes.map((s) => `${s.name}\t${s.resource}\t${s.description}`).join('\n'));
+    return 0;
+  },
+  async 'scope delete'(ctx, rest, _options, print) {
+    const [name, ...extra] = rest;
+    if (name === undefined || extra.length > 0) throw new UsageError('usage: gatehouse scope delete <name>');
+    await removeScope(ctx, name, COMMAND_LINE);
+    print({ name, deleted: true }, `Deleted scope ${name}; the grants that held it are revoked.`);
+    return 0;
+  },
   async 'client delete'(ctx, rest, _options, print) {
     const [clientId, ...extra] = rest;
     if (clientId === undefined || extra.length > 0) throw new UsageError('usage: gatehouse client delete <client_id>');
@@ -211,13 +263,25 @@ async function clientCreate(ctx: AppContext, rest: string[], options: Options, p
       trusted: options.trusted ?? false,
       // Public clients prove themselves with PKCE unless asked otherwise (legacy clients, SPEC §2).
       requirePkce: options['require-pkce'] ?? !(options.confidential ?? false),
-      scope: options.scope ?? '',
+      scope: (options.scope ?? []).join(' '),
     },
     COMMAND_LINE,
   );
   print(
     { client_id: client.id, ...(secret === null ? {} : { client_secret: secret }) },
     `Created client "${client.name}".\nclient_id: ${client.id}${secret === null ? '' : `\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`}`,
+  );
+  return 0;
+}
+
+async function resourceCreate(ctx: AppContext, rest: string[], options: Options, print: Print): Promise<number> {
+  noArguments(rest);
+  if (options.uri === undefined || options.name === undefined) throw new UsageError('usage: gatehouse resource create --uri <uri> --name <n> [--scope "<name>=<description>" …]');
+  const scopes = (options.scope ?? []).map(parseScopeDefinition);
+  const { resource, secret } = await registerResource(ctx, { uri: options.uri, name: options.name, scopes }, COMMAND_LINE);
+  print(
+    { uri: resource.uri, client_id: resource.client_id, client_secret: secret },
+    `Registered resource server "${resource.name}" at ${resource.uri}.\nIts introspection client:\nclient_id: ${resource.client_id}\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`,
   );
   return 0;
 }
@@ -330,7 +394,7 @@ async function serve(config: Config): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const known = error instanceof ConfigError || error instanceof UsageError || error instanceof AccountError || error instanceof ClientInputError;
+    const known = error instanceof ConfigError || error instanceof UsageError || error instanceof AccountError || error instanceof ClientInputError || error instanceof ResourceInputError;
     console.error(`gatehouse: ${known ? (error as Error).message : `unexpected error: ${(error as Error).message}`}`);
     process.exit(known ? 2 : 1);
   },

@@ -13,8 +13,9 @@ import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { redirectUriProblem } from '../oauth/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
-import { isScope, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
+import { isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
 import { voidCodes } from '../store/codes.ts';
+import { takenScopeNames } from '../store/resources.ts';
 import { deleteClient, findClient as findClientById, insertClient, listClients as listAllClients, liveGrantsOfClient, updateClient } from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
@@ -41,7 +42,7 @@ export interface ClientInput {
   confidential: boolean;
   trusted: boolean;
   requirePkce: boolean;
-  /** Space-separated; empty means every scope. */
+  /** Space-separated, of any resource servers; empty means the built-in scopes. */
   scope: string;
 }
 
@@ -78,9 +79,19 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
     const problem = input.redirectUri.length > 2000 ? 'is too long' : redirectUriProblem(input.redirectUri);
     if (problem) problems.redirect_uri = `Redirect URL ${problem}`;
   }
-  const unknown = input.scope.split(' ').filter((s) => s !== '' && !isScope(s));
-  if (unknown.length > 0) problems.scope = `Unknown scope ${unknown.join(', ')}; known scopes are ${SCOPES.join(', ')}`;
+  const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));
+  if (malformed.length > 0) problems.scope = `Unknown scope ${malformed.join(', ')}`;
   return problems;
+}
+
+/** The scopes asked for, which must all exist (on any resource server); empty means the built-in ones. */
+async function existingScopes(db: Kysely<Database>, scope: string): Promise<string> {
+  const requested = scope.split(' ').filter((s) => s !== '');
+  if (requested.length === 0) return joinScopes(SCOPES);
+  const known = await takenScopeNames(db, requested);
+  const unknown = requested.filter((s) => !known.includes(s));
+  if (unknown.length > 0) throw new ClientInputError('scope', `Unknown scope ${unknown.join(', ')}: see gatehouse scope list`);
+  return joinScopes(requested);
 }
 
 function firstProblem(problems: Record<string, string>): ClientInputError | null {
@@ -109,8 +120,8 @@ export async function registerClient(ctx: AppContext, input: ClientInput, actor:
 export async function createClient(db: Kysely<Database>, input: ClientInput, now: number): Promise<RegisteredClient> {
   const problem = firstProblem(clientInputProblems(input));
   if (problem) throw problem;
+  const scopes = await existingScopes(db, input.scope);
   const secret = input.confidential ? mintToken('clientSecret') : null;
-  const scopes = input.scope.split(' ').filter((s) => s !== '');
   const client: Client = {
     id: randomUUID(),
     name: input.name.trim(),
@@ -119,7 +130,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     secret_hash: secret?.hash ?? null,
     trusted: input.trusted ? 1 : 0,
     require_pkce: input.requirePkce ? 1 : 0,
-    scopes: joinScopes(scopes.length === 0 ? SCOPES : scopes),
+    scopes,
     created_at: now,
   };
   await insertClient(db, client);
@@ -142,8 +153,7 @@ export function clientChangeProblems(client: Client, changes: ClientChanges): Re
 export async function changeClient(ctx: AppContext, client: Client, changes: ClientChanges, actor: Actor): Promise<void> {
   const problem = firstProblem(clientChangeProblems(client, changes));
   if (problem) throw problem;
-  const requested = changes.scope.split(' ').filter((s) => s !== '');
-  const scopes = joinScopes(requested.length === 0 ? SCOPES : requested);
+  const scopes = await existingScopes(ctx.db, changes.scope);
   await updateClient(ctx.db, client.id, {
     name: changes.name.trim(),
     redirect_uri: changes.redirectUri === '' ? null : changes.redirectUri,

@@ -7,7 +7,8 @@ import { authorizedApplications, removeAccess } from '../clients/access.ts';
 import { findClient } from '../clients/clients.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
-import { SCOPE_DESCRIPTIONS, splitScopes } from '../oauth/scopes.ts';
+import { scopeDescriptions } from '../oauth/resources.ts';
+import { splitScopes } from '../oauth/scopes.ts';
 import { requireFormBody } from './helpers.ts';
 import { formatTime, navigation, page, toLogin } from './pages.ts';
 import { currentUser } from './session.ts';
@@ -18,10 +19,11 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
     const user = await currentUser(request, ctx);
     if (!user) return toLogin(request, reply, '/account/applications');
     navigation(request, reply, user);
+    const described = await scopeDescriptions(ctx);
     const applications = (await authorizedApplications(ctx, user.id)).map((application) => ({
       clientId: application.client_id,
       name: application.name,
-      scopes: splitScopes(application.scopes).map((scope) => ({ scope, description: SCOPE_DESCRIPTIONS[scope] })),
+      scopes: splitScopes(application.scopes).map((scope) => ({ scope, description: described.get(scope) ?? scope })),
       authorized: formatTime(application.authorized_at),
       lastUsed: formatTime(application.last_used_at),
     }));

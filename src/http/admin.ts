@@ -1,5 +1,5 @@
 /**
- * The admin console (SPEC §4.5): OAuth clients and users. Every route here is for enabled
+ * The admin console (SPEC §4.5): OAuth clients, resource servers (admin-resources.ts) and users. Every route here is for enabled
  * administrators only — the guard below runs before anything else, so a form posted by
  * anyone else changes nothing — and every form is CSRF-protected. Pages are `no-store`:
  * some show a client secret, which must not outlive the page in a cache.
@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AccountError, createUser, disableUser, findUser, findUsers, promoteUser, type User } from '../accounts/users.ts';
 import type { Actor } from '../audit.ts';
 import {
+  ClientInputError,
   GRANT_TYPES,
   changeClient,
   clientChangeProblems,
@@ -26,8 +27,9 @@ import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
-import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
+import { scopeDescriptions } from '../oauth/resources.ts';
 import auditRoutes from './admin-audit.ts';
+import resourceRoutes from './admin-resources.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, sentence, ticked, tickedValues, toLogin } from './pages.ts';
 import { currentUser } from './session.ts';
@@ -42,8 +44,6 @@ const NOTICES: Record<string, string> = {
   disabled: 'User disabled: their sessions ended and every access they gave was revoked.',
   promoted: 'User promoted to administrator.',
 };
-
-const SCOPE_CHOICES = SCOPES.map((scope) => ({ scope, description: SCOPE_DESCRIPTIONS[scope] }));
 
 /** The form's fields, as typed: redisplayed with the errors so nothing has to be typed again. */
 interface ClientFormValues {
@@ -113,6 +113,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   // The audit trail's page, behind the same guard.
   await app.register(auditRoutes, { ctx });
+  await app.register(resourceRoutes, { ctx, actor });
 
   async function clientOr404(request: FastifyRequest): Promise<Client> {
     const { id } = request.params as { id: string };
@@ -121,8 +122,10 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     return client;
   }
 
-  function clientForm(reply: FastifyReply, data: { client: Client | null; values: ClientFormValues; errors: Record<string, string>; notice?: string | null }) {
+  async function clientForm(reply: FastifyReply, data: { client: Client | null; values: ClientFormValues; errors: Record<string, string>; notice?: string | null }) {
     const editing = data.client !== null;
+    // Every scope of every resource server may be given to a client.
+    const scopeChoices = [...(await scopeDescriptions(ctx))].map(([scope, description]) => ({ scope, description }));
     return reply.view('admin-client-form.eta', {
       title: editing ? `Edit ${data.client!.name}` : 'Register a new OAuth client',
       client: editing ? clientRow(data.client!) : null,
@@ -130,7 +133,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
       errors: data.errors,
       notice: data.notice ?? null,
       grantTypes: GRANT_TYPES,
-      scopeChoices: SCOPE_CHOICES,
+      scopeChoices,
       csrfToken: reply.generateCsrf(),
     });
   }
@@ -160,7 +163,14 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const input: ClientInput = { ...changesFrom(values), grantType: values.grant_type, confidential: values.client_type === 'confidential' };
     const errors = { ...clientInputProblems(input), ...formProblems(values) };
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client: null, values, errors });
-    const { client, secret } = await registerClient(ctx, input, actor(request));
+    let registered;
+    try {
+      registered = await registerClient(ctx, input, actor(request));
+    } catch (error) {
+      if (!(error instanceof ClientInputError)) throw error;
+      return clientForm(reply.code(400), { client: null, values, errors: { [error.field]: error.message } });
+    }
+    const { client, secret } = registered;
     request.log.info({ event: 'admin_client_registered', admin: admin(request).id, client: client.id }, 'client registered');
     return reply.view('admin-client-registered.eta', { title: `Registered ${client.name}`, client: clientRow(client), secret, rotated: false });
   });
@@ -185,7 +195,12 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const values = { ...clientFormValues(requireFormBody(request)), grant_type: client.grant_type, client_type: client.secret_hash === null ? 'public' : 'confidential' };
     const errors = { ...clientChangeProblems(client, changesFrom(values)), ...formProblems(values) };
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client, values, errors });
-    await changeClient(ctx, client, changesFrom(values), actor(request));
+    try {
+      await changeClient(ctx, client, changesFrom(values), actor(request));
+    } catch (error) {
+      if (!(error instanceof ClientInputError)) throw error;
+      return clientForm(reply.code(400), { client, values, errors: { [error.field]: error.message } });
+    }
     request.log.info({ event: 'admin_client_changed', admin: admin(request).id, client: client.id }, 'client changed');
     return reply.redirect(`/admin/oauthclients/${client.id}?done=saved`, 303);
   });

@@ -10,7 +10,7 @@ import type { AppContext } from '../context.ts';
 import { answerDevice, checkUserCode, VERIFICATION_PATH, type PendingDevice } from '../oauth/device.ts';
 import { invalidRequest } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
-import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
+import { scopeDescriptions } from '../oauth/resources.ts';
 import type { User } from '../accounts/users.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, navigation, page, toLogin } from './pages.ts';
@@ -29,12 +29,14 @@ export default async function deviceRoutes(app: FastifyInstance, { ctx }: { ctx:
     return reply.view('device.eta', { title: 'Connect a device', userCode: userCode.slice(0, MAX_TYPED), error, csrfToken: reply.generateCsrf() });
   }
 
-  function consentPage(reply: FastifyReply, user: User, device: PendingDevice) {
+  async function consentPage(reply: FastifyReply, user: User, device: PendingDevice) {
+    const descriptions = await scopeDescriptions(ctx);
     return reply.view('device-consent.eta', {
       title: `Authorize ${device.client.name}`,
       user,
       device,
-      scopes: device.scopes.map((scope) => ({ scope, description: SCOPE_DESCRIPTIONS[scope] })),
+      resource: device.audience.builtin ? null : { name: device.audience.name, uri: device.audience.uri },
+      scopes: device.scopes.map((scope) => ({ scope, description: descriptions.get(scope) ?? scope })),
       csrfToken: reply.generateCsrf(),
     });
   }

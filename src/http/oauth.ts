@@ -18,13 +18,13 @@ import { introspect } from '../oauth/introspection.ts';
 import { serverMetadata } from '../oauth/metadata.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { revokeToken } from '../oauth/revocation.ts';
-import { SCOPE_DESCRIPTIONS } from '../oauth/scopes.ts';
+import { scopesSupported } from '../oauth/resources.ts';
 import { requireFormBody, rejectOtherMethods } from './helpers.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, authorizeSchema, deviceAuthorizationSchema, introspectSchema, metadataSchema, revokeSchema, tokenSchema } from './schemas.ts';
 import { currentUser } from './session.ts';
 
 export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
-  app.get('/.well-known/oauth-authorization-server', { schema: metadataSchema }, async () => serverMetadata(ctx.config));
+  app.get('/.well-known/oauth-authorization-server', { schema: metadataSchema }, async () => serverMetadata(ctx.config, await scopesSupported(ctx)));
 
   app.get('/oauth/authorize', { config: { page: true }, schema: authorizeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     return answerAuthorization(request, reply, { url: request.url, params: request.query as RawParams, decision: null });
@@ -60,11 +60,15 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   function consentPage(request: FastifyRequest, reply: FastifyReply, { request: authorization, user, fields, popup }: Extract<NextStep, { kind: 'consent' }>) {
     const here = new URL(request.url, ctx.config.publicUrl);
+    const { audience } = authorization;
+    const described = new Map(audience.scopes.map((s) => [s.name, s.description]));
     return reply.view('consent.eta', {
       title: `Authorize ${authorization.client.name}`,
       client: authorization.client,
       user,
-      scopes: authorization.scopes.map((scope) => ({ scope, description: SCOPE_DESCRIPTIONS[scope] })),
+      // Named only when it is not the service itself.
+      resource: audience.builtin ? null : { name: audience.name, uri: audience.uri },
+      scopes: authorization.scopes.map((scope) => ({ scope, description: described.get(scope) ?? scope })),
       hidden: fields,
       csrfToken: reply.generateCsrf(),
       popup,

@@ -84,6 +84,7 @@ export const authorizeSchema = {
       response_type: { type: 'string', enum: ['code'] },
       state: { type: 'string', description: 'returned unchanged; ties the answer to your request' },
       scope: { type: 'string', description: 'space-separated scopes; default: all the client may have' },
+      resource: { type: 'string', description: 'the URI of the resource server the token is for (RFC 8707); default: this service' },
       code_challenge: { type: 'string', description: 'BASE64URL(SHA-256(code_verifier)), 43 characters' },
       code_challenge_method: { type: 'string', enum: ['S256'] },
       response_mode: { type: 'string', enum: RESPONSE_MODES, description: '`web_message`: the popup flow' },
@@ -141,12 +142,13 @@ export const tokenSchema = {
   ),
   response: {
     ...tokenResponseSchema,
-    400: oauthError('A refused request (RFC 6749 §5.2); while polling with a device code also `authorization_pending`, `slow_down`, `access_denied`, `expired_token` (RFC 8628 §3.5)', [
+    400: oauthError('A refused request (RFC 6749 §5.2), `invalid_target` (RFC 8707); while polling with a device code also `authorization_pending`, `slow_down`, `access_denied`, `expired_token` (RFC 8628 §3.5)', [
       'invalid_request',
       'invalid_grant',
       'invalid_scope',
       'unauthorized_client',
       'unsupported_grant_type',
+      'invalid_target',
       'authorization_pending',
       'slow_down',
       'access_denied',
@@ -223,6 +225,7 @@ const introspectionResponseSchema = {
       exp: { type: 'integer' },
       iat: { type: 'integer' },
       iss: { type: 'string' },
+      aud: { type: 'string', description: 'the URI of the resource server the token is for (RFC 8707)' },
     },
   },
 } as const;

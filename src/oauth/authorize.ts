@@ -10,7 +10,7 @@
  *
  * @see RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 9207
  */
-import type { Config, Scope } from '../config.ts';
+import type { Config } from '../config.ts';
 import { findClient } from '../store/clients.ts';
 import { insertCode } from '../store/codes.ts';
 import { findConsentScopes, saveConsent } from '../store/consents.ts';
@@ -22,6 +22,7 @@ import { OAuthError, invalidRequest, type OAuthErrorCode } from './errors.ts';
 import { readParams, single, type RawParams } from './params.ts';
 import { checkChallenge } from './pkce.ts';
 import { originOf, redirectUriMatches } from './redirect-uri.ts';
+import { allowedScopes, requestedAudience, resourceDetail, type Audience } from './resources.ts';
 import { grantableScopes, isSubset, joinScopes, splitScopes } from './scopes.ts';
 
 export const RESPONSE_MODES = ['query', 'web_message'] as const;
@@ -38,7 +39,9 @@ export interface AuthorizationTarget {
 }
 
 export interface AuthorizationRequest extends AuthorizationTarget {
-  scopes: Scope[];
+  /** The resource server the token will be for (RFC 8707). */
+  audience: Audience;
+  scopes: string[];
   codeChallenge: string | null;
   prompt: ReadonlySet<Prompt>;
 }
@@ -50,6 +53,7 @@ export const AUTHORIZATION_PARAMETERS = [
   'response_type',
   'state',
   'scope',
+  'resource',
   'code_challenge',
   'code_challenge_method',
   'response_mode',
@@ -103,7 +107,7 @@ export type NextStep =
 export async function authorize(arrival: Arrival, user: User | null, ctx: AppContext, address: string): Promise<NextStep> {
   const target = await resolveTarget(arrival.params, ctx);
   try {
-    const request = checkRequest(arrival.params, target, ctx.config);
+    const request = await checkRequest(arrival.params, target, ctx);
     if (user === null || request.prompt.has('login')) {
       if (request.prompt.has('none')) throw redirectableError('login_required', 'the user is not logged in');
       return { kind: 'login', next: returnAfterLogin(arrival, request.prompt, ctx.config), switchAccount: request.prompt.has('login') };
@@ -155,9 +159,10 @@ export async function resolveTarget(raw: RawParams, ctx: AppContext): Promise<Au
 }
 
 /** Checks 3 onwards. The client and its redirect URL are verified: every error here is redirectable. */
-function checkRequest(raw: RawParams, target: AuthorizationTarget, config: Config): AuthorizationRequest {
+async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: AppContext): Promise<AuthorizationRequest> {
   try {
-    const optional = AUTHORIZATION_PARAMETERS.filter((name) => name !== 'response_type');
+    // `resource` is read apart: repeated, it is invalid_target (RFC 8707 §2), not invalid_request.
+    const optional = AUTHORIZATION_PARAMETERS.filter((name) => name !== 'response_type' && name !== 'resource');
     const params = readParams(raw, ['response_type'], optional);
     if (params.response_type !== 'code') {
       throw new OAuthError('unsupported_response_type', 'only "response_type=code" is supported');
@@ -168,9 +173,10 @@ function checkRequest(raw: RawParams, target: AuthorizationTarget, config: Confi
     if (params.response_mode !== undefined && !(RESPONSE_MODES as readonly string[]).includes(params.response_mode)) {
       throw invalidRequest('"response_mode" must be query or web_message');
     }
-    const scopes = grantableScopes(params.scope, splitScopes(target.client.scopes));
-    const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, config.requirePkce || target.client.require_pkce === 1);
-    return { ...target, scopes, codeChallenge, prompt: parsePrompt(params.prompt) };
+    const audience = await requestedAudience(ctx, raw.resource);
+    const scopes = grantableScopes(params.scope, allowedScopes(target.client, audience), audience.scopes.map((s) => s.name));
+    const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, ctx.config.requirePkce || target.client.require_pkce === 1);
+    return { ...target, audience, scopes, codeChallenge, prompt: parsePrompt(params.prompt) };
   } catch (error) {
     throw error instanceof OAuthError ? error.toRedirectable() : error;
   }
@@ -192,7 +198,7 @@ function parsePrompt(raw: string | undefined): Set<Prompt> {
 async function alreadyApproved(request: AuthorizationRequest, user: User, ctx: AppContext): Promise<boolean> {
   if (request.prompt.has('consent')) return false;
   if (request.client.trusted === 1) return true;
-  const remembered = await findConsentScopes(ctx.db, user.id, request.client.id, ctx.now());
+  const remembered = await findConsentScopes(ctx.db, { userId: user.id, clientId: request.client.id, resourceId: request.audience.id }, ctx.now());
   return remembered !== undefined && isSubset(request.scopes, splitScopes(remembered));
 }
 
@@ -202,14 +208,15 @@ async function alreadyApproved(request: AuthorizationRequest, user: User, ctx: A
  */
 async function approve(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
-  const previous = await findConsentScopes(ctx.db, user.id, request.client.id, now);
+  const about = { userId: user.id, clientId: request.client.id, resourceId: request.audience.id };
+  const previous = await findConsentScopes(ctx.db, about, now);
   const scopes = joinScopes([...request.scopes, ...(previous === undefined ? [] : splitScopes(previous))]);
-  await saveConsent(ctx.db, { userId: user.id, clientId: request.client.id, scopes, now, expiresAt: now + ctx.config.consentTtl * 1000 });
-  await ctx.audit({ type: 'consent_granted', userId: user.id, clientId: request.client.id, address, detail: { scope: scopes } });
+  await saveConsent(ctx.db, { ...about, scopes, now, expiresAt: now + ctx.config.consentTtl * 1000 });
+  await ctx.audit({ type: 'consent_granted', userId: user.id, clientId: request.client.id, address, detail: { scope: scopes, ...resourceDetail(request.audience) } });
   return issueCode(request, user, ctx, address);
 }
 
-/** Mints the authorization code, bound to client, user, redirect URL, scopes and PKCE challenge. */
+/** Mints the authorization code, bound to client, user, redirect URL, resource, scopes and PKCE challenge. */
 async function issueCode(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
   const code = mintToken('code');
@@ -218,12 +225,13 @@ async function issueCode(request: AuthorizationRequest, user: User, ctx: AppCont
     client_id: request.client.id,
     user_id: user.id,
     redirect_uri: request.redirectUri,
+    resource_id: request.audience.id,
     scopes: joinScopes(request.scopes),
     code_challenge: request.codeChallenge,
     created_at: now,
     expires_at: now + ctx.config.authCodeTtl * 1000,
   });
-  await ctx.audit({ type: 'code_issued', userId: user.id, clientId: request.client.id, address, detail: { scope: joinScopes(request.scopes) } });
+  await ctx.audit({ type: 'code_issued', userId: user.id, clientId: request.client.id, address, detail: { scope: joinScopes(request.scopes), ...resourceDetail(request.audience) } });
   return code.token;
 }
 

@@ -5,6 +5,7 @@ import { findLiveAccessToken, type AccessTokenInfo } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from './errors.ts';
+import { BUILTIN_RESOURCE_ID } from './resources.ts';
 import { splitScopes } from './scopes.ts';
 
 export type { AccessTokenInfo };
@@ -15,12 +16,17 @@ export function bearerToken(authorization: string | undefined): string | undefin
   return match?.[1];
 }
 
-/** The live access token's grant and user; `invalid_token` for a missing, unknown, expired or revoked token. */
+/**
+ * The live access token's grant and user, for the service's own API (`/api/profile`, `/ws`):
+ * `invalid_token` for a missing, unknown, expired or revoked token, and for a token meant for
+ * another resource server (SPEC §4.4: its audience is not this API).
+ */
 export async function authenticateAccessToken(ctx: AppContext, token: string | undefined): Promise<AccessTokenInfo> {
   if (token === undefined) throw new OAuthError('invalid_token', 'an access token is required');
   const hash = hashIfWellFormed('access', token);
   const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, ctx.now());
   if (!info) throw new OAuthError('invalid_token', 'the access token is invalid, expired or revoked');
+  if (info.resource_id !== BUILTIN_RESOURCE_ID) throw new OAuthError('invalid_token', 'the access token is for another resource server', 'audience mismatch');
   return info;
 }
 

@@ -22,6 +22,7 @@ import { authenticateClient } from './client-auth.ts';
 import { OAuthError, invalidRequest } from './errors.ts';
 import { readParams, type RawParams } from './params.ts';
 import { grantableScopes, joinScopes, splitScopes } from './scopes.ts';
+import { allowedScopes, audienceById, requestedAudience, resourceDetail, type Audience } from './resources.ts';
 
 export const DEVICE_CODE_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:device_code';
 
@@ -49,23 +50,22 @@ export async function requestDeviceAuthorization(raw: RawParams, authorization: 
   // Every request stores a row: an address gets the token endpoint's budget here too.
   await throttle.tokenRequestFrom(address);
   const client = await authenticateClient(ctx.db, authorization, raw);
-  const params = readParams(raw, client === null ? ['client_id'] : [], ['scope', 'resource']);
+  const params = readParams(raw, client === null ? ['client_id'] : [], ['scope']);
   if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
   if (client.secret_hash !== null) await throttle.tokenRequestOf(client.id);
   if (client.grant_type !== DEVICE_CODE_GRANT_TYPE) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the device authorization grant');
   }
-  // Only the built-in resource exists so far: a named one is unknown (SPEC §3).
-  if (params.resource !== undefined) throw new OAuthError('invalid_target', 'unknown resource');
-  const scopes = joinScopes(grantableScopes(params.scope, splitScopes(client.scopes)));
+  const audience = await requestedAudience(ctx, raw.resource);
+  const scopes = joinScopes(grantableScopes(params.scope, allowedScopes(client, audience), audience.scopes.map((s) => s.name)));
   const now = ctx.now();
   const deviceCode = mintToken('deviceCode');
   // A fresh user code until one is free: live codes are few against 20^8, so this ends at once.
   for (;;) {
     const userCode = mintUserCode();
-    const row = { hash: deviceCode.hash, user_code_hash: userCode.hash, client_id: client.id, scopes, created_at: now, expires_at: now + ctx.config.deviceCodeTtl * 1000, poll_interval: POLL_INTERVAL };
+    const row = { hash: deviceCode.hash, user_code_hash: userCode.hash, client_id: client.id, scopes, resource_id: audience.id, created_at: now, expires_at: now + ctx.config.deviceCodeTtl * 1000, poll_interval: POLL_INTERVAL };
     if (!(await insertDeviceCode(ctx.db, row))) continue;
-    await ctx.audit({ type: 'device_authorization_requested', clientId: client.id, address, detail: { scope: scopes } });
+    await ctx.audit({ type: 'device_authorization_requested', clientId: client.id, address, detail: { scope: scopes, ...resourceDetail(audience) } });
     const verificationUri = `${ctx.config.publicUrl}${VERIFICATION_PATH}`;
     return {
       device_code: deviceCode.token,
@@ -83,6 +83,8 @@ export interface PendingDevice {
   /** The user code in its canonical form, `XXXX-XXXX`. */
   userCode: string;
   client: Pick<Client, 'id' | 'name'>;
+  /** The resource server the tokens will be for: named on the consent page unless it is the built-in one. */
+  audience: Audience;
   scopes: ReturnType<typeof splitScopes>;
   /** The stored request's user code hash, for the answer. */
   row: Pick<DeviceCode, 'hash'>;
@@ -116,13 +118,14 @@ export async function checkUserCode(ctx: AppContext, user: User, typed: string, 
     return { ok: false, reason: 'unknown' };
   }
   await throttle.userCodeAccepted(user.id, address);
-  return { ok: true, device: { userCode: code.display, client: { id: row.client_id, name: row.client_name }, scopes: splitScopes(row.scopes), row: { hash: row.hash } } };
+  const audience = await audienceById(ctx, row.resource_id);
+  return { ok: true, device: { userCode: code.display, client: { id: row.client_id, name: row.client_name }, audience, scopes: splitScopes(row.scopes), row: { hash: row.hash } } };
 }
 
 /** Records the person's answer; false when the request was answered or expired meanwhile. */
 export async function answerDevice(ctx: AppContext, user: User, device: PendingDevice, approve: boolean, address: string): Promise<boolean> {
   const decision = approve ? 'approved' : 'denied';
   if (!(await decideDeviceCode(ctx.db, device.row.hash, { decision, userId: user.id, now: ctx.now() }))) return false;
-  await ctx.audit({ type: approve ? 'device_approved' : 'device_denied', userId: user.id, clientId: device.client.id, address, detail: { scope: joinScopes(device.scopes) } });
+  await ctx.audit({ type: approve ? 'device_approved' : 'device_denied', userId: user.id, clientId: device.client.id, address, detail: { scope: joinScopes(device.scopes), ...resourceDetail(device.audience) } });
   return true;
 }

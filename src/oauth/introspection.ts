@@ -1,8 +1,9 @@
 /**
  * Token introspection for resource servers, which authenticate as confidential clients.
- * Who may learn about a token (SPEC §4.4): a client about the tokens issued to itself, and
- * any confidential client about access tokens of the built-in resource (the service's own
- * API servers). A live token the caller may know about is described; anything else —
+ * Who may learn about a token (SPEC §4.4): a client about the tokens issued to itself, a
+ * resource server's own client about the access tokens for that resource server, and any
+ * confidential client about access tokens of the built-in resource (the service's own API
+ * servers). A live token the caller may know about is described; anything else —
  * unknown, malformed, expired, revoked, rotated, of a disabled user, another client's refresh
  * token — is just `{"active": false}`, with no hint of which (RFC 7662 §2.2).
  *
@@ -13,6 +14,7 @@ import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from 
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { InvalidClient } from './client-auth.ts';
+import { BUILTIN_RESOURCE_ID, builtinResourceUri } from './resources.ts';
 import type { AppContext } from '../context.ts';
 import { readParams, type RawParams } from './params.ts';
 
@@ -26,6 +28,8 @@ export interface Introspection {
   exp?: number;
   iat?: number;
   iss?: string;
+  /** The resource server the token is for (RFC 8707, RFC 7662 §2.2). */
+  aud?: string;
 }
 
 /**
@@ -43,7 +47,9 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: App
     access_token: async () => {
       const hash = hashIfWellFormed('access', params.token);
       const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, now);
-      return info ? describe(info, 'Bearer', ctx) : null;
+      // Anyone else learns exactly what an unknown token would tell them (SPEC §4.4).
+      const mayLearn = info && (info.client_id === client.id || info.resource_id === BUILTIN_RESOURCE_ID || info.resource_client_id === client.id);
+      return mayLearn ? describe(info, 'Bearer', ctx) : null;
     },
     refresh_token: async () => {
       const hash = hashIfWellFormed('refresh', params.token);
@@ -73,5 +79,6 @@ function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', 
     exp: Math.floor(info.expires_at / 1000),
     iat: Math.floor(info.created_at / 1000),
     iss: ctx.config.publicUrl,
+    aud: info.resource_uri ?? builtinResourceUri(ctx),
   };
 }

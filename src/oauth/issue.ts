@@ -1,8 +1,8 @@
 /** Minting the tokens of a token response. @see RFC 6749 §5.1 */
-import type { Scope } from '../config.ts';
 import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
+import { mayAskAnyScope } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 
 export interface TokenResponse {
@@ -21,7 +21,7 @@ export interface MintedTokenResponse {
 }
 
 /** New tokens for one token response: an access token, and a refresh token when `withRefresh`. */
-export function mintTokenResponse(ctx: AppContext, scopes: readonly Scope[], withRefresh: boolean): MintedTokenResponse {
+export function mintTokenResponse(ctx: AppContext, scopes: readonly string[], withRefresh: boolean): MintedTokenResponse {
   const now = ctx.now();
   const access = mintToken('access');
   const refresh = withRefresh ? mintToken('refresh') : null;
@@ -50,9 +50,12 @@ export function secondsUntil(expiresAt: number, now: number): number {
 
 /**
  * The scopes of a code or grant that its client may still have (SPEC §4.2): those an
- * administrator has taken from the client since are dropped from the new tokens.
+ * administrator has taken from the client since are dropped from the new tokens. A client
+ * that may ask for any scope keeps them all: a scope deleted since has revoked the grants and
+ * voided the codes that held it (store/resources.ts).
  */
-export function scopesStillAllowed(scopes: readonly Scope[], clientScopes: string): Scope[] {
-  const allowed = splitScopes(clientScopes);
+export function scopesStillAllowed(scopes: readonly string[], client: { scopes: string; kind?: string }): string[] {
+  if (mayAskAnyScope(client)) return [...scopes];
+  const allowed = splitScopes(client.scopes);
   return scopes.filter((scope) => allowed.includes(scope));
 }

@@ -2,10 +2,11 @@
  * The authorization server metadata document: where the endpoints are and what they
  * support. @see RFC 8414 §2, RFC 9207 §3
  */
-import { SCOPES, type Config } from '../config.ts';
+import type { Config } from '../config.ts';
 import { GRANT_TYPES } from './grants/index.ts';
 
-export function serverMetadata(config: Config) {
+/** `scopes` is every scope of every resource server (oauth/resources.ts `scopesSupported`). */
+export function serverMetadata(config: Config, scopes: readonly string[]) {
   const base = config.publicUrl;
   return {
     issuer: base,
@@ -21,7 +22,7 @@ export function serverMetadata(config: Config) {
     introspection_endpoint: `${base}/oauth/introspect`,
     introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
     code_challenge_methods_supported: ['S256'],
-    scopes_supported: [...SCOPES],
+    scopes_supported: [...scopes],
     prompt_values_supported: ['none', 'login', 'consent'],
     authorization_response_iss_parameter_supported: true,
   };

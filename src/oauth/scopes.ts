@@ -1,26 +1,36 @@
-/** Scope strings (RFC 6749 §3.3): space-separated, order-insensitive, from the known set. */
-import { SCOPES, type Scope } from '../config.ts';
+/**
+ * Scope strings (RFC 6749 §3.3): space-separated, order-insensitive. Which scopes exist is
+ * data (each belongs to a resource server, store/resources.ts); this module parses and
+ * compares lists and decides what a request gets from what is allowed.
+ */
 import { invalidScope } from './errors.ts';
 
-export function isScope(value: string): value is Scope {
-  return (SCOPES as readonly string[]).includes(value);
+/** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
+const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
+
+/** Whether `value` is shaped like a scope name (whether such a scope exists is another matter). */
+export function isScopeToken(value: string): boolean {
+  return SCOPE_TOKEN.test(value);
 }
 
-/** Parses a requested scope string; unknown scopes are `invalid_scope`. */
-export function parseScope(raw: string): Scope[] {
+/** `invalid_scope` for scopes that do not exist on the resource asked for (of another resource, or none). */
+export const unknownScope = (names: readonly string[]) => invalidScope(`unknown scope ${quoted(names)}`);
+
+/** Parses a requested scope string; a name that is not a scope token is `invalid_scope`. */
+export function parseScope(raw: string): string[] {
   const names = raw.split(' ').filter((s) => s !== '');
-  const unknown = names.filter((s) => !isScope(s));
-  if (unknown.length > 0) throw invalidScope(`unknown scope ${unknown.map((s) => `"${s}"`).join(', ')}`);
+  const malformed = names.filter((s) => !isScopeToken(s));
+  if (malformed.length > 0) throw unknownScope(malformed);
   if (names.length === 0) throw invalidScope('the "scope" parameter names no scope');
-  return normalizeScopes(names as Scope[]);
+  return normalizeScopes(names);
 }
 
-/** Sorted, without repeats: the one form scope lists are stored and compared in. */
-export function normalizeScopes(scopes: readonly string[]): Scope[] {
-  return [...new Set(scopes)].filter(isScope).sort();
+/** Sorted, without repeats or empty names: the one form scope lists are stored and compared in. */
+export function normalizeScopes(scopes: readonly string[]): string[] {
+  return [...new Set(scopes)].filter((s) => s !== '').sort();
 }
 
-export function splitScopes(stored: string): Scope[] {
+export function splitScopes(stored: string): string[] {
   return normalizeScopes(stored.split(' '));
 }
 
@@ -37,20 +47,24 @@ export function isSubset(requested: readonly string[], allowed: readonly string[
   return scopesBeyond(requested, allowed).length === 0;
 }
 
-/**
- * The scopes a request gets: all the allowed ones when `scope` is absent, else the
- * requested ones, which must all be allowed.
- */
-export function grantableScopes(requested: string | undefined, allowed: readonly Scope[]): Scope[] {
-  if (requested === undefined) return [...allowed];
-  const scopes = parseScope(requested);
-  const refused = scopesBeyond(scopes, allowed);
-  if (refused.length > 0) throw invalidScope(`scope ${refused.map((s) => `"${s}"`).join(', ')} is not allowed for this client`);
-  return scopes;
+export function quoted(names: readonly string[]): string {
+  return names.map((s) => `"${s}"`).join(', ');
 }
 
-/** Plain-words descriptions shown on the consent page. */
-export const SCOPE_DESCRIPTIONS: Record<Scope, string> = {
-  'annotation:read': 'Read your annotations, including private ones',
-  'annotation:write': 'Create, edit and delete annotations as you',
-};
+/**
+ * The scopes a request gets (SPEC §3): all the allowed ones when `scope` is absent, else the
+ * requested ones, which must all be scopes of the resource (`existing`) and allowed to the
+ * client. None at all is `invalid_scope`.
+ */
+export function grantableScopes(requested: string | undefined, allowed: readonly string[], existing: readonly string[] = allowed): string[] {
+  if (requested === undefined) {
+    if (allowed.length === 0) throw invalidScope('this client may have no scope on this resource');
+    return normalizeScopes(allowed);
+  }
+  const scopes = parseScope(requested);
+  const unknown = scopesBeyond(scopes, existing);
+  if (unknown.length > 0) throw unknownScope(unknown);
+  const refused = scopesBeyond(scopes, allowed);
+  if (refused.length > 0) throw invalidScope(`scope ${quoted(refused)} is not allowed for this client`);
+  return scopes;
+}

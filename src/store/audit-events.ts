@@ -27,6 +27,12 @@ export const AUDIT_EVENT_TYPES = [
   'client_updated',
   'client_deleted',
   'client_secret_rotated',
+  'resource_created',
+  'resource_updated',
+  'resource_deleted',
+  'scope_created',
+  'scope_updated',
+  'scope_deleted',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -18,6 +18,7 @@ const insertCodeRow = prepare((db, p: NewCode) =>
     client_id: p.client_id,
     user_id: p.user_id,
     redirect_uri: p.redirect_uri,
+    resource_id: p.resource_id,
     scopes: p.scopes,
     code_challenge: p.code_challenge,
     created_at: p.created_at,

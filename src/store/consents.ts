@@ -1,25 +1,39 @@
-/** Consents: the scopes a user has approved for a client, remembered until they expire. */
+/** Consents: the scopes a user has approved for a client on a resource server, remembered until they expire. */
 import type { Kysely } from 'kysely';
 import { prepare } from './prepared.ts';
 import type { Database } from './schema.ts';
 
-const consentScopes = prepare((db, p: { userId: string; clientId: string; now: number }) =>
-  db.selectFrom('consents').select('scopes').where('user_id', '=', p.userId).where('client_id', '=', p.clientId).where('expires_at', '>', p.now),
+/** Whose consent, to whom, for which resource server. */
+export interface ConsentKey {
+  userId: string;
+  clientId: string;
+  resourceId: string;
+}
+
+const consentScopes = prepare((db, p: ConsentKey & { now: number }) =>
+  db
+    .selectFrom('consents')
+    .select('scopes')
+    .where('user_id', '=', p.userId)
+    .where('client_id', '=', p.clientId)
+    .where('resource_id', '=', p.resourceId)
+    .where('expires_at', '>', p.now),
 );
 
-export async function findConsentScopes(db: Kysely<Database>, userId: string, clientId: string, now: number): Promise<string | undefined> {
-  const row = await consentScopes.first(db, { userId, clientId, now });
+export async function findConsentScopes(db: Kysely<Database>, key: ConsentKey, now: number): Promise<string | undefined> {
+  const row = await consentScopes.first(db, { ...key, now });
   return row?.scopes;
 }
 
-export async function saveConsent(db: Kysely<Database>, consent: { userId: string; clientId: string; scopes: string; now: number; expiresAt: number }): Promise<void> {
+export async function saveConsent(db: Kysely<Database>, consent: ConsentKey & { scopes: string; now: number; expiresAt: number }): Promise<void> {
   await db
     .insertInto('consents')
-    .values({ user_id: consent.userId, client_id: consent.clientId, scopes: consent.scopes, created_at: consent.now, expires_at: consent.expiresAt })
-    .onConflict((oc) => oc.columns(['user_id', 'client_id']).doUpdateSet({ scopes: consent.scopes, created_at: consent.now, expires_at: consent.expiresAt }))
+    .values({ user_id: consent.userId, client_id: consent.clientId, resource_id: consent.resourceId, scopes: consent.scopes, created_at: consent.now, expires_at: consent.expiresAt })
+    .onConflict((oc) => oc.columns(['user_id', 'client_id', 'resource_id']).doUpdateSet({ scopes: consent.scopes, created_at: consent.now, expires_at: consent.expiresAt }))
     .execute();
 }
 
+/** Forgets the user's consents to the client, for every resource server. */
 export async function deleteConsent(db: Kysely<Database>, userId: string, clientId: string): Promise<void> {
   await db.deleteFrom('consents').where('user_id', '=', userId).where('client_id', '=', clientId).execute();
 }

@@ -28,6 +28,7 @@ import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
 import * as audit from './migrations/20261122_003_audit.ts';
 import * as successorBoxIndex from './migrations/20261122_004_successor_box_index.ts';
 import * as deviceCodes from './migrations/20261122_005_device_codes.ts';
+import * as resources from './migrations/20261123_001_resources.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -35,12 +36,14 @@ export interface Store {
   close(): Promise<void>;
 }
 
-const migrations: Record<string, Migration> = {
+/** Every migration by name, in order; exported for the migration tests, which stop part-way. */
+export const migrations: Record<string, Migration> = {
   '20261122_001_initial': initial,
   '20261122_002_setup_tokens': setupTokens,
   '20261122_003_audit': audit,
   '20261122_004_successor_box_index': successorBoxIndex,
   '20261122_005_device_codes': deviceCodes,
+  '20261123_001_resources': resources,
 };
 
 /**

@@ -13,7 +13,7 @@ import { prepare } from './prepared.ts';
 import type { Database, DeviceCode } from './schema.ts';
 import type { IssuedTokens } from './tokens.ts';
 
-export type NewDeviceCode = Pick<DeviceCode, 'hash' | 'user_code_hash' | 'client_id' | 'scopes' | 'created_at' | 'expires_at' | 'poll_interval'>;
+export type NewDeviceCode = Pick<DeviceCode, 'hash' | 'user_code_hash' | 'client_id' | 'scopes' | 'resource_id' | 'created_at' | 'expires_at' | 'poll_interval'>;
 
 /** Stores the request; false, and nothing stored, when its user code is already taken (the caller mints another). */
 export async function insertDeviceCode(db: Kysely<Database>, code: NewDeviceCode): Promise<boolean> {

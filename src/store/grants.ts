@@ -23,6 +23,8 @@ export interface NewGrant {
   id: string;
   clientId: string;
   userId: string | null;
+  /** The resource server its tokens are for. */
+  resourceId: string;
   scopes: string;
   /** The client's scopes as the caller read them to decide `scopes`: the grant is created only while they are still the client's. */
   clientScopes: string;
@@ -69,6 +71,7 @@ function grantFromClient(eb: ExpressionBuilder<Database, 'clients'>, p: GrantRow
   return [
     eb.val(p.id).as('id'),
     eb.ref('clients.id').as('client_id'),
+    eb.val(p.resourceId).as('resource_id'),
     eb.val(p.scopes).as('scopes'),
     eb.cast<number>(eb.val(p.now), 'bigint').as('created_at'),
     eb.cast<number>(eb.val(p.now), 'bigint').as('last_used_at'),
@@ -81,7 +84,7 @@ function grantFromClient(eb: ExpressionBuilder<Database, 'clients'>, p: GrantRow
 const insertUserGrantRow = prepare((db, p: GrantRow & { userId: string }) =>
   db
     .insertInto('grants')
-    .columns(['id', 'client_id', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'user_id'])
+    .columns(['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'user_id'])
     .expression(
       lockedForShare(
         db,
@@ -99,7 +102,7 @@ const insertUserGrantRow = prepare((db, p: GrantRow & { userId: string }) =>
 const insertClientGrantRow = prepare((db, p: GrantRow) =>
   db
     .insertInto('grants')
-    .columns(['id', 'client_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'])
+    .columns(['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'])
     .expression(
       lockedForShare(
         db,

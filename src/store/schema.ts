@@ -48,6 +48,8 @@ export interface GrantsTable {
   id: Immutable<string>;
   client_id: Immutable<string>;
   user_id: Immutable<string | null>;
+  /** The resource server the grant's tokens are for (their audience): a `resources.id`. */
+  resource_id: Immutable<string>;
   scopes: Immutable<string>;
   created_at: Immutable<number>;
   last_used_at: number;
@@ -61,6 +63,7 @@ export interface AuthCodesTable {
   client_id: Immutable<string>;
   user_id: Immutable<string>;
   redirect_uri: Immutable<string>;
+  resource_id: Immutable<string>;
   scopes: Immutable<string>;
   code_challenge: Immutable<string | null>;
   created_at: Immutable<number>;
@@ -79,6 +82,7 @@ export interface DeviceCodesTable {
   user_code_hash: Immutable<string>;
   client_id: Immutable<string>;
   scopes: Immutable<string>;
+  resource_id: Immutable<string>;
   created_at: Immutable<number>;
   expires_at: Immutable<number>;
   /** Seconds the device must wait between polls; grows by 5 with each `slow_down`. */
@@ -114,12 +118,36 @@ export interface RefreshTokensTable {
   successor_box: string | null;
 }
 
+/** The scopes a user approved for a client on one resource server. */
 export interface ConsentsTable {
   user_id: Immutable<string>;
   client_id: Immutable<string>;
+  resource_id: Immutable<string>;
   scopes: string;
   created_at: number;
   expires_at: number;
+}
+
+/**
+ * A resource server (SPEC §3): an API that accepts Gatehouse's access tokens. The row
+ * 'builtin' is the service's own API; its `uri` is NULL because it is always PUBLIC_URL.
+ */
+export interface ResourcesTable {
+  id: Immutable<string>;
+  /** The normalized RFC 8707 resource indicator; NULL for builtin. */
+  uri: string | null;
+  name: string;
+  /** The resource server's own confidential client, for introspection; NULL for builtin. */
+  client_id: string | null;
+  created_at: Immutable<number>;
+}
+
+/** A scope: its name is unique across resource servers. */
+export interface ScopesTable {
+  name: Immutable<string>;
+  resource_id: Immutable<string>;
+  description: string;
+  created_at: Immutable<number>;
 }
 
 /** A first-run setup link (SPEC §1): the SHA-256 of its token, deleted when used. */
@@ -156,6 +184,8 @@ export interface Database {
   access_tokens: AccessTokensTable;
   refresh_tokens: RefreshTokensTable;
   consents: ConsentsTable;
+  resources: ResourcesTable;
+  scopes: ScopesTable;
   setup_tokens: SetupTokensTable;
   audit_events: AuditEventsTable;
 }
@@ -166,3 +196,5 @@ export type Client = Selectable<ClientsTable>;
 export type NewClient = Insertable<ClientsTable>;
 export type AuthCode = Selectable<AuthCodesTable>;
 export type DeviceCode = Selectable<DeviceCodesTable>;
+export type Resource = Selectable<ResourcesTable>;
+export type ScopeRow = Selectable<ScopesTable>;

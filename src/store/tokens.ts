@@ -53,15 +53,25 @@ export interface AccessTokenInfo {
   user_id: string | null;
   username: string | null;
   display_name: string | null;
+  /** The resource server the token is for; its URI is NULL for the built-in one (PUBLIC_URL). */
+  resource_id: string;
+  resource_uri: string | null;
+  /** The resource server's own introspection client, if any. */
+  resource_client_id: string | null;
 }
+
+/** The token's audience, for queries that join `grants`. */
+const audienceColumns = ['grants.resource_id', 'resources.uri as resource_uri', 'resources.client_id as resource_client_id'] as const;
 
 const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
   db
     .selectFrom('access_tokens')
     .innerJoin('grants', 'grants.id', 'access_tokens.grant_id')
     .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .innerJoin('resources', 'resources.id', 'grants.resource_id')
     .leftJoin('users', 'users.id', 'grants.user_id')
     .select(clientConfidential)
+    .select(audienceColumns)
     .select([
       'access_tokens.grant_id',
       'access_tokens.scopes',
@@ -94,6 +104,7 @@ export interface RefreshTokenInfo {
   /** The scopes the client may have now: the grant's own may include some taken away since. */
   client_scopes: string;
   user_id: string | null;
+  resource_id: string;
   scopes: string;
   revoked_at: number | null;
 }
@@ -114,6 +125,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'grants.client_id',
       'clients.scopes as client_scopes',
       'grants.user_id',
+      'grants.resource_id',
       'grants.scopes',
       'grants.revoked_at',
     ])
@@ -130,8 +142,10 @@ const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
     .selectFrom('refresh_tokens')
     .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
     .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .innerJoin('resources', 'resources.id', 'grants.resource_id')
     .leftJoin('users', 'users.id', 'grants.user_id')
     .select(clientConfidential)
+    .select(audienceColumns)
     .select([
       'refresh_tokens.grant_id',
       'grants.scopes',

@@ -52,6 +52,7 @@ for (const backend of BACKENDS) {
           sub: `acct:alice@127.0.0.1`,
           token_type: 'Bearer',
           iss: server.url,
+          aud: server.url,
           exp: undefined,
           iat: undefined,
         },

@@ -44,7 +44,7 @@ for (const backend of BACKENDS) {
         const refresh: Insertable<RefreshTokensTable>[] = [];
         for (let i = 0; i < 500; i++) {
           const id = randomUUID();
-          grants.push({ id, client_id: client.id, user_id: user.id, scopes: '', created_at: expiredAt - DAY, last_used_at: expiredAt - DAY, revoked_at: null, expires_at: expiredAt });
+          grants.push({ id, client_id: client.id, user_id: user.id, resource_id: 'builtin', scopes: '', created_at: expiredAt - DAY, last_used_at: expiredAt - DAY, revoked_at: null, expires_at: expiredAt });
           access.push({ hash: mintToken('access').hash, grant_id: id, scopes: '', created_at: expiredAt - DAY, expires_at: expiredAt });
           refresh.push({ hash: mintToken('refresh').hash, grant_id: id, created_at: expiredAt - DAY, expires_at: expiredAt });
         }

@@ -1,7 +1,7 @@
-/** Scopes (src/oauth/scopes.ts): which scope strings are understood, and what a client may be granted. */
+/** Scopes (src/oauth/scopes.ts): how scope strings are read, and what a client may be granted. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { grantableScopes, isScope, isSubset, joinScopes, normalizeScopes, parseScope, splitScopes } from '../../src/oauth/scopes.ts';
+import { grantableScopes, isScopeToken, isSubset, joinScopes, normalizeScopes, parseScope, splitScopes } from '../../src/oauth/scopes.ts';
 
 const READ = 'annotation:read';
 const WRITE = 'annotation:write';
@@ -12,15 +12,13 @@ describe('parseScope (a requested scope string)', () => {
     assert.deepEqual(parseScope(`  ${READ}   ${READ} `), [READ]);
   });
 
-  test('an unknown scope is invalid_scope, naming it', () => {
-    assert.throws(() => parseScope(`${READ} admin`), { error: 'invalid_scope', description: /"admin"/ });
-    // Scope names are case-sensitive (RFC 6749 §3.3).
-    assert.throws(() => parseScope('Annotation:Read'), { error: 'invalid_scope' });
+  test('a name that is not a scope token (RFC 6749 §3.3) is invalid_scope, naming it', () => {
+    assert.throws(() => parseScope(`${READ} "admin"`), { error: 'invalid_scope', description: /admin/ });
+    assert.throws(() => parseScope(`${READ} caf\u00e9`), { error: 'invalid_scope' });
   });
 
-  test('only the space separates scopes (RFC 6749 §3.3): a tab or comma makes one unknown name', () => {
+  test('only the space separates scopes (RFC 6749 §3.3): a tab makes one malformed name', () => {
     assert.throws(() => parseScope(`${READ}\t${WRITE}`), { error: 'invalid_scope' });
-    assert.throws(() => parseScope(`${READ},${WRITE}`), { error: 'invalid_scope' });
   });
 
   test('a scope string naming no scope is invalid_scope', () => {
@@ -40,15 +38,17 @@ describe('splitScopes / joinScopes (the stored form)', () => {
     assert.deepEqual(splitScopes(''), []);
   });
 
-  test('a stored scope that is no longer known is dropped, not granted', () => {
-    assert.deepEqual(splitScopes(`retired:scope ${READ}`), [READ]);
-    assert.deepEqual(normalizeScopes(['retired:scope']), []);
+  test('normalizing drops empty names and repeats', () => {
+    assert.deepEqual(normalizeScopes(['b', '', 'a', 'b']), ['a', 'b']);
   });
 
-  test('isScope knows exactly the configured scopes', () => {
-    assert.equal(isScope(READ), true);
-    assert.equal(isScope(WRITE), true);
-    assert.equal(isScope('annotation'), false);
+  test('isScopeToken accepts RFC 6749 scope tokens only', () => {
+    assert.equal(isScopeToken(READ), true);
+    assert.equal(isScopeToken('files:read,write'), true);
+    assert.equal(isScopeToken('a b'), false);
+    assert.equal(isScopeToken('"quoted"'), false);
+    assert.equal(isScopeToken('back\\slash'), false);
+    assert.equal(isScopeToken(''), false);
   });
 });
 
@@ -64,7 +64,17 @@ describe('grantableScopes', () => {
   });
 
   test('a scope the client is not allowed is invalid_scope, naming it', () => {
-    assert.throws(() => grantableScopes(`${READ} ${WRITE}`, [READ]), { error: 'invalid_scope', description: /"annotation:write" is not allowed/ });
+    assert.throws(() => grantableScopes(`${READ} ${WRITE}`, [READ], [READ, WRITE]), { error: 'invalid_scope', description: /"annotation:write" is not allowed/ });
+  });
+
+  test('a scope that the resource does not have is invalid_scope, naming it; so is one of another resource, or in another case', () => {
+    assert.throws(() => grantableScopes(`${READ} admin`, [READ, WRITE]), { error: 'invalid_scope', description: 'unknown scope "admin"' });
+    assert.throws(() => grantableScopes('Annotation:Read', [READ]), { error: 'invalid_scope' });
+    assert.throws(() => grantableScopes(`${READ},${WRITE}`, [READ, WRITE]), { error: 'invalid_scope' });
+  });
+
+  test('a client with no scope on the resource and no scope asked for is invalid_scope', () => {
+    assert.throws(() => grantableScopes(undefined, [], [READ]), { error: 'invalid_scope' });
   });
 
   test('an empty scope parameter is refused (readParams turns "" into absent before it gets here)', () => {

@@ -11,6 +11,7 @@ import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../is
 import { readParams, type RawParams } from '../params.ts';
 import { checkVerifier } from '../pkce.ts';
 import { splitScopes } from '../scopes.ts';
+import { checkSameAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import type { Grant, ProvenClient } from './index.ts';
 
@@ -20,6 +21,7 @@ export const authorizationCode: Grant = {
     code: 'the code from the authorization response',
     redirect_uri: 'must be the authorization request\'s when sent',
     code_verifier: 'the PKCE verifier; required when the request had a code_challenge',
+    resource: "optional; must be the authorization request's resource when sent (RFC 8707)",
   },
   handle,
 };
@@ -41,6 +43,8 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   if (!code) throw invalidGrant('the authorization code is invalid', 'unknown code');
   if (code.client_id !== client.id) throw invalidGrant('the authorization code is invalid', 'code was issued to another client');
   await proven(client.id);
+  // Before anything is consumed or revoked: a request refused with invalid_target changes nothing.
+  await checkSameAudience(ctx, raw.resource, code.resource_id);
   if (code.consumed_at !== null) {
     await replayed(code, code.grant_id, ctx, address);
     throw invalidGrant('the authorization code has already been used', 'code replay: revoked what it issued');
@@ -52,11 +56,11 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   checkVerifier(code.code_challenge, params.code_verifier);
   if (code.user_disabled) throw invalidGrant('the authorization code is invalid', 'user is disabled');
   // SPEC §4.2: scopes taken from the client since the code was issued are dropped.
-  const scopes = scopesStillAllowed(splitScopes(code.scopes), client.scopes);
+  const scopes = scopesStillAllowed(splitScopes(code.scopes), client);
   if (scopes.length === 0) throw invalidGrant('the authorization code is invalid', 'every scope of the code was taken from the client');
 
   const pair = mintTokenResponse(ctx, scopes, true);
-  const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
+  const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, resourceId: code.resource_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
   const issued = ctx.audit.pending({
     type: 'token_issued',
     userId: code.user_id,

@@ -53,11 +53,11 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   if (device.decision === null) throw new OAuthError('authorization_pending', 'the person has not answered yet: keep polling');
   if (device.user_id === null || device.user_disabled !== 0) throw invalidGrant('the device code is invalid', 'user is disabled');
   // SPEC §4.2: scopes taken from the client since the request was made are dropped.
-  const scopes = scopesStillAllowed(splitScopes(device.scopes), client.scopes);
+  const scopes = scopesStillAllowed(splitScopes(device.scopes), client);
   if (scopes.length === 0) throw invalidGrant('the device code is invalid', 'every scope of the request was taken from the client');
 
   const pair = mintTokenResponse(ctx, scopes, true);
-  const grant = { id: randomUUID(), clientId: client.id, userId: device.user_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
+  const grant = { id: randomUUID(), clientId: client.id, userId: device.user_id, resourceId: device.resource_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
   const detail = { grant_type: DEVICE_CODE_GRANT_TYPE, grant_id: grant.id, scope: grant.scopes };
   const issued = ctx.audit.pending({ type: 'token_issued', userId: device.user_id, clientId: client.id, address, detail });
   const exchange = await exchangeDeviceCode(ctx.db, device.hash, grant, pair.stored, now, issued.row);

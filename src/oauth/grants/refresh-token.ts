@@ -16,7 +16,9 @@ import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
-import { parseScope, scopesBeyond, splitScopes } from '../scopes.ts';
+import { parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
+import { scopesOfResource } from '../../store/resources.ts';
+import { checkSameAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import type { Grant, ProvenClient } from './index.ts';
 
@@ -25,6 +27,7 @@ export const refreshToken: Grant = {
   parameters: {
     refresh_token: 'the newest refresh token',
     scope: 'a subset of what was granted',
+    resource: "optional; must be the grant's resource when sent (RFC 8707)",
   },
   handle,
 };
@@ -49,6 +52,8 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   if (client !== null && client.grant_type !== 'authorization_code' && client.grant_type !== DEVICE_CODE_GRANT_TYPE) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
   }
+  // Before anything is rotated or revoked: a request refused with invalid_target changes nothing.
+  await checkSameAudience(ctx, raw.resource, token.resource_id);
   if (token.revoked_at !== null) throw revokedGrant();
   if (token.expires_at <= now) throw invalidGrant('the refresh token has expired', 'expired refresh token');
 
@@ -56,16 +61,22 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   const grantScopes = splitScopes(token.scopes);
   const requested = params.scope === undefined ? grantScopes : parseScope(params.scope);
   const wider = scopesBeyond(requested, grantScopes);
-  if (wider.length > 0) throw invalidScope(`scope ${wider.map((s) => `"${s}"`).join(', ')} was not granted`);
+  if (wider.length > 0) {
+    const existing = (await scopesOfResource(ctx.db, token.resource_id)).map((s) => s.name);
+    const unknown = scopesBeyond(wider, existing);
+    throw unknown.length > 0 ? unknownScope(unknown) : invalidScope(`scope ${quoted(wider)} was not granted`);
+  }
 
   if (token.rotated_at === null) {
     // SPEC §4.2: scopes taken from the client since the grant was made are dropped; a grant
     // left with none is over.
-    if (scopesStillAllowed(grantScopes, token.client_scopes).length === 0) {
+    // P2 merge: add `kind: token.client_kind` (select clients.kind in findRefreshToken) so that clients that may ask for any scope keep theirs.
+    const client = { scopes: token.client_scopes };
+    if (scopesStillAllowed(grantScopes, client).length === 0) {
       await revoke(ctx, { grantId: token.grant_id }, 'revoked');
       throw invalidGrant('the refresh token has been revoked', 'every scope of the grant was taken from the client: grant revoked');
     }
-    const scopes = scopesStillAllowed(requested, token.client_scopes);
+    const scopes = scopesStillAllowed(requested, client);
     if (scopes.length === 0) throw invalidScope('the scopes asked for are no longer allowed to this client');
     const pair = mintTokenResponse(ctx, scopes, true);
     const grace = ctx.config.refreshGraceSeconds > 0;

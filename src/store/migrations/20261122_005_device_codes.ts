@@ -13,6 +13,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('user_code_hash', 'text', (c) => c.notNull().unique())
     .addColumn('client_id', 'text', (c) => c.notNull().references('clients.id').onDelete('cascade'))
     .addColumn('scopes', 'text', (c) => c.notNull())
+    // The resource server the tokens will be for (RFC 8707); 'builtin' is the service's own API.
+    .addColumn('resource_id', 'text', (c) => c.notNull().defaultTo('builtin'))
     .addColumn('created_at', 'bigint', (c) => c.notNull())
     .addColumn('expires_at', 'bigint', (c) => c.notNull())
     .addColumn('poll_interval', 'integer', (c) => c.notNull())

@@ -1,0 +1,225 @@
+/**
+ * Resource server administration (SPEC §2, §4.5): registering, changing and deleting
+ * resource servers and their scopes, shared by the CLI and the admin pages. Each change
+ * records its own audit event, made by the given actor. Taking scopes away (deleting a scope
+ * or a resource server) revokes every grant that holds them, on every instance.
+ */
+import { randomUUID } from 'node:crypto';
+import { madeBy, type Actor } from '../audit.ts';
+import { SCOPES } from '../config.ts';
+import type { AppContext } from '../context.ts';
+import { BUILTIN_RESOURCE_ID, builtinResourceUri, forgetScopeCatalogue, normalizeResourceUri } from '../oauth/resources.ts';
+import { isScopeToken } from '../oauth/scopes.ts';
+import {
+  deleteResource,
+  deleteScope,
+  findResourceById,
+  findResourceByUri,
+  findScope,
+  insertResource,
+  insertScope,
+  listResources as listAllResources,
+  listScopes,
+  takenScopeNames,
+  updateResource,
+  updateScopeDescription,
+} from '../store/resources.ts';
+import type { Resource, ScopeRow } from '../store/schema.ts';
+import { mintToken } from '../tokens.ts';
+
+/** A problem with what was asked for, naming the field at fault. */
+export class ResourceInputError extends Error {
+  override name = 'ResourceInputError';
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(message);
+    this.field = field;
+  }
+}
+
+export interface ScopeInput {
+  name: string;
+  description: string;
+}
+
+export interface ResourceInput {
+  uri: string;
+  name: string;
+  scopes: ScopeInput[];
+}
+
+/** A resource server as shown anywhere — the CLI, the admin pages. */
+export interface ResourceView {
+  id: string;
+  uri: string;
+  name: string;
+  builtin: boolean;
+  /** Its introspection client; null for the built-in one (or once that client was deleted). */
+  client_id: string | null;
+  scopes: ScopeInput[];
+}
+
+export interface RegisteredResource {
+  resource: ResourceView;
+  /** The introspection client's secret: only now, it is stored hashed. */
+  secret: string;
+}
+
+const MAX_NAME = 100;
+const MAX_DESCRIPTION = 200;
+
+/** Parses `name=description`, the CLI's and the admin form's way of writing a scope. */
+export function parseScopeDefinition(text: string): ScopeInput {
+  const equals = text.indexOf('=');
+  if (equals < 0) throw new ResourceInputError('scopes', `write each scope as name=description, got "${text}"`);
+  return { name: text.slice(0, equals).trim(), description: text.slice(equals + 1).trim() };
+}
+
+function scopeProblem(scope: ScopeInput): ResourceInputError | null {
+  if (!isScopeToken(scope.name) || scope.name.length > MAX_NAME) return new ResourceInputError('scopes', `"${scope.name}" is not a valid scope name (visible ASCII without spaces, quotes or backslashes)`);
+  if (scope.description === '' || scope.description.length > MAX_DESCRIPTION) return new ResourceInputError('scopes', `the description of ${scope.name} must be 1-${MAX_DESCRIPTION} characters`);
+  return null;
+}
+
+function nameProblem(name: string): ResourceInputError | null {
+  const trimmed = name.trim();
+  return trimmed === '' || trimmed.length > MAX_NAME ? new ResourceInputError('name', `Name must be 1-${MAX_NAME} characters`) : null;
+}
+
+/** Scope names must be new and unique across resource servers (SPEC §3). */
+async function checkNewScopes(ctx: AppContext, scopes: readonly ScopeInput[]): Promise<void> {
+  for (const scope of scopes) {
+    const problem = scopeProblem(scope);
+    if (problem) throw problem;
+  }
+  const names = scopes.map((s) => s.name);
+  const repeated = names.find((name, i) => names.indexOf(name) !== i);
+  if (repeated !== undefined) throw new ResourceInputError('scopes', `scope ${repeated} is named twice`);
+  const taken = await takenScopeNames(ctx.db, names);
+  if (taken.length > 0) throw new ResourceInputError('scopes', `scope ${taken.join(', ')} exists already (scope names are unique across resource servers)`);
+}
+
+/** The normalized URI, which must be new (not the built-in resource's either). */
+async function newResourceUri(ctx: AppContext, raw: string): Promise<string> {
+  const normalized = normalizeResourceUri(raw.trim());
+  if (!('uri' in normalized)) throw new ResourceInputError('uri', `URI ${normalized.problem}`);
+  if (normalized.uri === builtinResourceUri(ctx) || (await findResourceByUri(ctx.db, normalized.uri))) {
+    throw new ResourceInputError('uri', `a resource server with the URI ${normalized.uri} exists already`);
+  }
+  return normalized.uri;
+}
+
+function view(ctx: AppContext, resource: Resource, scopes: readonly ScopeRow[]): ResourceView {
+  const builtin = resource.id === BUILTIN_RESOURCE_ID;
+  return {
+    id: resource.id,
+    uri: builtin ? builtinResourceUri(ctx) : resource.uri!,
+    name: resource.name,
+    builtin,
+    client_id: resource.client_id,
+    scopes: scopes.filter((s) => s.resource_id === resource.id).map((s) => ({ name: s.name, description: s.description })),
+  };
+}
+
+/** Every resource server with its scopes, the built-in one first. */
+export async function listResources(ctx: AppContext): Promise<ResourceView[]> {
+  const scopes = await listScopes(ctx.db);
+  return (await listAllResources(ctx.db)).map((resource) => view(ctx, resource, scopes));
+}
+
+/** The resource server with this id; undefined when there is none. */
+export async function findResource(ctx: AppContext, id: string): Promise<ResourceView | undefined> {
+  const resource = await findResourceById(ctx.db, id);
+  return resource && view(ctx, resource, await listScopes(ctx.db));
+}
+
+/** The resource server with this URI (in any spelling that normalizes to it); undefined when there is none. */
+export async function findResourceNamed(ctx: AppContext, uri: string): Promise<ResourceView | undefined> {
+  const normalized = normalizeResourceUri(uri.trim());
+  if (!('uri' in normalized)) return undefined;
+  if (normalized.uri === builtinResourceUri(ctx)) return findResource(ctx, BUILTIN_RESOURCE_ID);
+  const resource = await findResourceByUri(ctx.db, normalized.uri);
+  return resource && view(ctx, resource, await listScopes(ctx.db));
+}
+
+/**
+ * Registers a resource server with its scopes and its own confidential client, with which it
+ * introspects (it cannot obtain tokens: oauth/grants/client-credentials.ts).
+ */
+export async function registerResource(ctx: AppContext, input: ResourceInput, actor: Actor): Promise<RegisteredResource> {
+  const nameError = nameProblem(input.name);
+  if (nameError) throw nameError;
+  const uri = await newResourceUri(ctx, input.uri);
+  await checkNewScopes(ctx, input.scopes);
+  const now = ctx.now();
+  const secret = mintToken('clientSecret');
+  const name = input.name.trim();
+  const client = {
+    id: randomUUID(),
+    name: `${name} (introspection)`.slice(0, MAX_NAME),
+    grant_type: 'client_credentials' as const,
+    redirect_uri: null,
+    secret_hash: secret.hash,
+    trusted: 0,
+    require_pkce: 0,
+    // It obtains no tokens, so it needs no scope.
+    scopes: '',
+    created_at: now,
+  };
+  const resource: Resource = { id: randomUUID(), uri, name, client_id: client.id, created_at: now };
+  await insertResource(ctx.db, resource, client, input.scopes);
+  forgetScopeCatalogue(ctx);
+  await ctx.audit({ type: 'resource_created', ...madeBy(actor), clientId: client.id, detail: { resource: uri, scope: input.scopes.map((s) => s.name).join(' ') } });
+  const scopes = input.scopes.map((s) => ({ ...s, resource_id: resource.id, created_at: now }));
+  return { resource: view(ctx, resource, scopes), secret: secret.token };
+}
+
+/** Renames a resource server (its URI is its identity: tokens carry it as their audience). */
+export async function renameResource(ctx: AppContext, resource: ResourceView, name: string, actor: Actor): Promise<void> {
+  const problem = nameProblem(name);
+  if (problem) throw problem;
+  await updateResource(ctx.db, resource.id, { name: name.trim() });
+  await ctx.audit({ type: 'resource_updated', ...madeBy(actor), detail: { resource: resource.uri } });
+}
+
+/** Deletes a resource server: every grant for it is revoked, its scopes and its client removed. */
+export async function removeResource(ctx: AppContext, resource: ResourceView, actor: Actor): Promise<void> {
+  if (resource.builtin) throw new ResourceInputError('uri', 'the built-in resource cannot be deleted');
+  const { deleted, grantIds } = await deleteResource(ctx.db, resource.id, ctx.now());
+  forgetScopeCatalogue(ctx);
+  if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'revoked');
+  if (deleted) await ctx.audit({ type: 'resource_deleted', ...madeBy(actor), detail: { resource: resource.uri, grants_revoked: grantIds.length } });
+}
+
+/** Adds a scope to a resource server. */
+export async function createScope(ctx: AppContext, resource: ResourceView, scope: ScopeInput, actor: Actor): Promise<void> {
+  await checkNewScopes(ctx, [scope]);
+  await insertScope(ctx.db, { name: scope.name, resource_id: resource.id, description: scope.description, created_at: ctx.now() });
+  forgetScopeCatalogue(ctx);
+  await ctx.audit({ type: 'scope_created', ...madeBy(actor), detail: { scope: scope.name, resource: resource.uri } });
+}
+
+/** Changes a scope's plain-words description. */
+export async function describeScope(ctx: AppContext, scope: ScopeInput, actor: Actor): Promise<void> {
+  const problem = scopeProblem(scope);
+  if (problem) throw problem;
+  await updateScopeDescription(ctx.db, scope.name, scope.description);
+  await ctx.audit({ type: 'scope_updated', ...madeBy(actor), detail: { scope: scope.name } });
+}
+
+/** Deletes a scope and revokes the grants that hold it. The built-in scopes cannot be deleted. */
+export async function removeScope(ctx: AppContext, name: string, actor: Actor): Promise<void> {
+  if ((SCOPES as readonly string[]).includes(name)) throw new ResourceInputError('scopes', `${name} is a built-in scope: it cannot be deleted`);
+  const scope = await findScope(ctx.db, name);
+  if (!scope) throw new ResourceInputError('scopes', `there is no scope named ${name}`);
+  const grantIds = await deleteScope(ctx.db, name, ctx.now());
+  forgetScopeCatalogue(ctx);
+  if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'revoked');
+  await ctx.audit({ type: 'scope_deleted', ...madeBy(actor), detail: { scope: name, grants_revoked: grantIds.length } });
+}
+
+/** Every scope with its resource server's URI, for `gatehouse scope list`. */
+export async function listAllScopes(ctx: AppContext): Promise<Array<ScopeInput & { resource: string }>> {
+  const resources = await listResources(ctx);
+  return resources.flatMap((r) => r.scopes.map((s) => ({ ...s, resource: r.uri })));
+}

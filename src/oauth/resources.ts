@@ -1,0 +1,141 @@
+/**
+ * Resource servers and audiences (SPEC §3, RFC 8707). Every access token is for exactly one
+ * resource server, named by the `resource` parameter (absent: the built-in resource, the
+ * service's own API at PUBLIC_URL). The scopes a request may get are those of that resource
+ * that the client is allowed.
+ *
+ * @see RFC 8707 §2 (the resource parameter), §2.2 (invalid_target)
+ */
+import type { AppContext } from '../context.ts';
+import { BUILTIN_RESOURCE_ID, findResourceById, findResourceByUri, listScopes, scopesOfResource } from '../store/resources.ts';
+import type { ScopeRow } from '../store/schema.ts';
+import { OAuthError } from './errors.ts';
+import { splitScopes } from './scopes.ts';
+
+export { BUILTIN_RESOURCE_ID };
+
+const LOOPBACK_HOSTS = new Set(['localhost', '127.0.0.1', '[::1]']);
+const MAX_URI_LENGTH = 2000;
+
+/**
+ * The normalized form of a resource indicator (SPEC §3): scheme and host lower-cased, one
+ * trailing `/` removed, nothing else touched, so that comparison is otherwise exact. An
+ * error message (for a person) when it is not an absolute `https` URL, or `http` on a
+ * loopback host, without query, fragment or user name.
+ */
+export function normalizeResourceUri(raw: string): { uri: string } | { problem: string } {
+  if (raw.length > MAX_URI_LENGTH) return { problem: 'is too long' };
+  // eslint-disable-next-line no-control-regex
+  if (/[\s\x00-\x1f\x7f]/.test(raw)) return { problem: 'must not contain spaces or control characters' };
+  const parts = /^([a-zA-Z][a-zA-Z0-9+.-]*):\/\/([^/?#]*)(.*)$/.exec(raw);
+  if (!parts || !URL.canParse(raw)) return { problem: 'must be an absolute URL' };
+  if (raw.includes('#')) return { problem: 'must not contain a fragment' };
+  if (raw.includes('?')) return { problem: 'must not contain a query' };
+  const [, scheme, authority, rest] = parts as unknown as [string, string, string, string];
+  if (authority.includes('@')) return { problem: 'must not contain a user name or password' };
+  const url = new URL(raw);
+  if (url.protocol === 'http:' && !LOOPBACK_HOSTS.has(url.hostname)) return { problem: 'must use https (http is allowed only for loopback hosts)' };
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { problem: 'must use https (or http for loopback hosts)' };
+  const uri = `${scheme.toLowerCase()}://${authority.toLowerCase()}${rest}`;
+  return { uri: uri.endsWith('/') ? uri.slice(0, -1) : uri };
+}
+
+/** The built-in resource's URI: PUBLIC_URL, in the same normalized form. */
+export function builtinResourceUri(ctx: Pick<AppContext, 'config'>): string {
+  const normalized = normalizeResourceUri(ctx.config.publicUrl);
+  return 'uri' in normalized ? normalized.uri : ctx.config.publicUrl;
+}
+
+/** The resource server a request is for, with its scopes. */
+export interface Audience {
+  id: string;
+  /** Normalized; what `aud` says. */
+  uri: string;
+  name: string;
+  builtin: boolean;
+  scopes: ScopeRow[];
+}
+
+export const invalidTarget = (description: string, detail?: string) => new OAuthError('invalid_target', description, detail);
+
+/**
+ * The audience a request names with `resource` (as parsed: repeated values are an array).
+ * Absent: the built-in resource. Several values, a malformed or an unknown one: `invalid_target`.
+ */
+export async function requestedAudience(ctx: AppContext, resource: string | string[] | undefined): Promise<Audience> {
+  if (Array.isArray(resource)) throw invalidTarget('only one "resource" may be requested: a token is for one resource server');
+  if (resource === undefined || resource === '') return audienceById(ctx, BUILTIN_RESOURCE_ID);
+  const normalized = normalizeResourceUri(resource);
+  if (!('uri' in normalized)) throw invalidTarget(`the "resource" parameter ${normalized.problem}`);
+  if (normalized.uri === builtinResourceUri(ctx)) return audienceById(ctx, BUILTIN_RESOURCE_ID);
+  const found = await findResourceByUri(ctx.db, normalized.uri);
+  if (!found) throw invalidTarget('the requested resource is unknown to this authorization server');
+  return { id: found.id, uri: normalized.uri, name: found.name, builtin: false, scopes: await scopesOfResource(ctx.db, found.id) };
+}
+
+/** The audience a code or grant was issued for; undefined when its resource server is gone. */
+export async function audienceById(ctx: AppContext, id: string): Promise<Audience> {
+  const found = await findResourceById(ctx.db, id);
+  if (!found) throw invalidTarget('the resource server of this request no longer exists');
+  const builtin = found.id === BUILTIN_RESOURCE_ID;
+  return { id: found.id, uri: builtin ? builtinResourceUri(ctx) : found.uri!, name: found.name, builtin, scopes: await scopesOfResource(ctx.db, found.id) };
+}
+
+/**
+ * At the token endpoint: a `resource` sent with a code or refresh token must be the one it
+ * was issued for (RFC 8707 §2.2); checked before anything is consumed or rotated.
+ */
+export async function checkSameAudience(ctx: AppContext, resource: string | string[] | undefined, issuedFor: string): Promise<void> {
+  if (resource === undefined || resource === '') return;
+  const audience = await requestedAudience(ctx, resource);
+  if (audience.id !== issuedFor) throw invalidTarget('"resource" is not the resource this grant was issued for');
+}
+
+/** The audit detail naming a resource server other than the built-in one. */
+export function resourceDetail(audience: Audience): { resource?: string } {
+  return audience.builtin ? {} : { resource: audience.uri };
+}
+
+/** The client's kind (SPEC §3): an administrator's, or one known by a metadata document or dynamic registration. */
+interface ClientScopesView {
+  scopes: string;
+  /** Absent until client kinds exist: every such client is an administrator's ('registered'). */
+  kind?: string;
+}
+
+/** Clients no administrator registered may ask for any scope of the resource (SPEC §3). */
+export function mayAskAnyScope(client: ClientScopesView): boolean {
+  return (client.kind ?? 'registered') !== 'registered';
+}
+
+/** The scopes of the audience the client may have. */
+export function allowedScopes(client: ClientScopesView, audience: Audience): string[] {
+  const names = audience.scopes.map((s) => s.name);
+  if (mayAskAnyScope(client)) return names;
+  const own = splitScopes(client.scopes);
+  return names.filter((name) => own.includes(name));
+}
+
+/** Every scope's plain-words description, by name: for the pages that list scopes. */
+export async function scopeDescriptions(ctx: AppContext): Promise<Map<string, string>> {
+  return new Map((await listScopes(ctx.db)).map((row) => [row.name, row.description]));
+}
+
+/** Every scope of every resource server, as the metadata lists them; cached briefly, dropped on change. */
+const catalogues = new WeakMap<object, { names: Promise<string[]>; until: number }>();
+const CATALOGUE_TTL_MS = 10_000;
+
+export function scopesSupported(ctx: AppContext): Promise<string[]> {
+  const cached = catalogues.get(ctx.db);
+  const now = Date.now();
+  if (cached && cached.until > now) return cached.names;
+  const names = listScopes(ctx.db).then((rows) => rows.map((row) => row.name));
+  catalogues.set(ctx.db, { names, until: now + CATALOGUE_TTL_MS });
+  names.catch(() => catalogues.delete(ctx.db));
+  return names;
+}
+
+/** After a change of scopes on this instance; other instances see it within CATALOGUE_TTL_MS. */
+export function forgetScopeCatalogue(ctx: AppContext): void {
+  catalogues.delete(ctx.db);
+}

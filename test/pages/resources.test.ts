@@ -1,0 +1,122 @@
+/**
+ * `/admin/resources` over plain HTTP, on both backends (SPEC §4.5): registering shows the
+ * introspection client's secret once and that secret works; edits add, describe and delete
+ * scopes; deleting needs confirmation and revokes what was given; forms need their CSRF
+ * token and an administrator; HTML typed in comes back escaped.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import * as oauth from 'oauth4webapi';
+import { listResources } from '../../src/store/resources.ts';
+import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { discover, insecure, obtainTokens } from '../support/oauth-client.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+import { UserAgent, formFields } from '../support/user-agent.ts';
+
+const HOSTILE = '<img src=x onerror=alert(1)>';
+
+for (const backend of BACKENDS) {
+  describe(`resource servers in the admin console (${backend.name})`, backendOptions(backend), () => {
+    let server: TestServer;
+    let admin: UserAgent;
+
+    before(async () => {
+      server = await startServer(backend);
+      await server.createUser('root', { admin: true });
+      await server.createUser('alice');
+      admin = new UserAgent(server.url);
+      await admin.login('root');
+    });
+    after(() => server?.close());
+
+    const register = async (fields: Record<string, string>) => {
+      const form = await admin.visit('/admin/resources/new');
+      return admin.submit(form.html, '/admin/resources', fields);
+    };
+
+    test('the list names the built-in resource and is linked from the navigation', async () => {
+      const list = await admin.visit('/admin/resources');
+      assert.equal(list.response.status, 200);
+      assert.match(list.html, /href="\/admin\/resources" aria-current="page"/);
+      assert.match(list.html, new RegExp(`<code class="id">${server.url}</code>`));
+      assert.match(list.html, /annotation:read/);
+    });
+
+    test('registering shows the introspection client and its secret once; the secret works at /oauth/introspect', async () => {
+      const done = await register({ name: 'Files API', uri: 'https://files.example/mcp/', scopes: 'files:read=Read your files\nfiles:write=Change your files' });
+      assert.equal(done.response.status, 200);
+      const clientId = /id="client-id">([^<]+)</.exec(done.html)![1]!;
+      const secret = /id="client-secret">([^<]+)</.exec(done.html)![1]!;
+      assert.match(done.html, /https:\/\/files\.example\/mcp</);
+      const { client } = await server.createClient({ name: 'App', scope: 'files:read' });
+      const app = await discover(server, client.id);
+      const tokens = await obtainTokens(app, new UserAgent(server.url), 'alice', { resource: 'https://files.example/mcp' });
+      const introspector = await discover(server, clientId, { secret });
+      const info = await oauth.processIntrospectionResponse(introspector.as, introspector.client, await oauth.introspectionRequest(introspector.as, introspector.client, introspector.auth, tokens.access_token, insecure));
+      assert.equal(info.aud, 'https://files.example/mcp');
+      const page = await admin.visit('/admin/resources');
+      assert.doesNotMatch(page.html, new RegExp(secret), 'never shown again');
+    });
+
+    test('mistakes are shown on the form and register nothing; HTML comes back escaped', async () => {
+      const count = (await listResources(server.store.db)).length;
+      for (const [fields, message] of [
+        [{ name: 'X', uri: 'http://api.example', scopes: '' }, /must use https/],
+        [{ name: 'X', uri: 'https://files.example/mcp', scopes: '' }, /exists already/],
+        [{ name: 'X', uri: 'https://x.example', scopes: 'annotation:read=Again' }, /exists already/],
+        [{ name: 'X', uri: 'https://x.example', scopes: 'no description' }, /name=description/],
+        [{ name: HOSTILE, uri: `https://x.example/${HOSTILE}`, scopes: '' }, /URI must not contain spaces/],
+      ] as const) {
+        const refused = await register(fields);
+        assert.equal(refused.response.status, 400);
+        assert.match(refused.html, message);
+        assert.doesNotMatch(refused.html, /<img src=x/);
+      }
+      assert.equal((await listResources(server.store.db)).length, count);
+    });
+
+    test('an edit adds, describes and deletes scopes; deleting one revokes the access holding it', async () => {
+      const done = await register({ name: 'Mail API', uri: 'https://mail.example', scopes: 'mail:read=Read mail\nmail:send=Send mail' });
+      const id = /href="\/admin\/resources\/([^"]+)">Edit/.exec(done.html)![1]!;
+      const { client } = await server.createClient({ name: 'Mailer', scope: 'mail:send' });
+      const tokens = await obtainTokens(await discover(server, client.id), new UserAgent(server.url), 'alice', { resource: 'https://mail.example' });
+      const form = await admin.visit(`/admin/resources/${id}`);
+      const saved = await admin.submit(form.html, `/admin/resources/${id}`, { name: 'Mail', scopes: 'mail:read=Read your mail\nmail:archive=Archive mail' });
+      assert.match(saved.html, /Changes saved/);
+      assert.match(saved.html, /mail:archive=Archive mail/);
+      assert.match(saved.html, /mail:read=Read your mail/);
+      assert.doesNotMatch(saved.html, /mail:send/);
+      const refreshed = await fetch(`${server.url}/api/token`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: new URLSearchParams({ grant_type: 'refresh_token', client_id: client.id, refresh_token: tokens.refresh_token! }),
+      });
+      assert.equal(((await refreshed.json()) as { error: string }).error, 'invalid_grant', 'the grant holding mail:send is revoked');
+    });
+
+    test('deleting asks for confirmation, needs the CSRF token, and revokes every grant for it', async () => {
+      const done = await register({ name: 'Doomed API', uri: 'https://doomed.example', scopes: 'doomed:use=Use it' });
+      const id = /href="\/admin\/resources\/([^"]+)">Edit/.exec(done.html)![1]!;
+      const confirm = await admin.visit(`/admin/resources/${id}/delete`);
+      assert.match(confirm.html, /Delete Doomed API\?/);
+      const forged = formFields(confirm.html, `/admin/resources/${id}/delete`);
+      forged.delete('_csrf');
+      assert.equal((await admin.fetch(`/admin/resources/${id}/delete`, { method: 'POST', body: forged })).status, 403);
+      assert.ok((await listResources(server.store.db)).some((r) => r.id === id));
+      const deleted = await admin.submit(confirm.html, `/admin/resources/${id}/delete`);
+      assert.match(deleted.html, /The resource server was deleted/);
+      assert.ok(!(await listResources(server.store.db)).some((r) => r.id === id));
+      assert.equal((await admin.visit(`/admin/resources/${id}`)).response.status, 404);
+    });
+
+    test('only administrators see or change resource servers', async () => {
+      const alice = new UserAgent(server.url);
+      await alice.login('alice');
+      assert.equal((await alice.visit('/admin/resources')).response.status, 403);
+      const before = (await listResources(server.store.db)).length;
+      const response = await alice.fetch('/admin/resources', { method: 'POST', body: new URLSearchParams({ name: 'x', uri: 'https://y.example', scopes: '' }) });
+      assert.equal(response.status, 403);
+      assert.equal((await listResources(server.store.db)).length, before);
+    });
+  });
+}
