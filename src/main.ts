@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
 import { AccountError, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
 import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, type AuditFilter } from './audit.ts';
-import { ClientInputError, describeClient, listClients, registerClient, removeClient } from './clients/clients.ts';
+import { ClientInputError, blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from './clients/clients.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
@@ -23,11 +23,16 @@ Commands:
   user list
   user disable <username>                 also revokes the user's tokens and sessions
   user set-password <username> [--password-stdin]
-  client create --name <n> --redirect-uri <url> [--grant-type authorization_code|client_credentials]
+  client create --name <n> --redirect-uri <url> [--redirect-uri <url2> …]
+                [--grant-type authorization_code|client_credentials]
                 [--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]
                                           public clients require PKCE unless --no-require-pkce
-  client list
+  client list                             includes clients known by metadata documents or dynamic registration
   client delete <client_id>               also revokes everything issued to the client
+  client block <client_id or URL prefix>  refuse a metadata-document or dynamically registered client
+                                          (or every metadata document under an https URL prefix),
+                                          and revoke everything issued to it
+  client unblock <client_id or URL prefix>
   purge                                   delete expired codes, tokens, sessions, consents and audit events
   audit [--user <username>] [--client <client_id>] [--type <event type>] [--limit <n>]
                                           the newest security events (default 50, newest first)
@@ -41,7 +46,8 @@ Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehous
 PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL,
 REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
 AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL, CLIENT_METADATA_DOCUMENTS,
-CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES. See README.md.
+CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES, DYNAMIC_CLIENT_REGISTRATION.
+See README.md.
 
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
 
@@ -61,7 +67,7 @@ const OPTIONS = {
   admin: { type: 'boolean' },
   'password-stdin': { type: 'boolean' },
   name: { type: 'string' },
-  'redirect-uri': { type: 'string' },
+  'redirect-uri': { type: 'string', multiple: true },
   'grant-type': { type: 'string' },
   confidential: { type: 'boolean' },
   trusted: { type: 'boolean' },
@@ -153,7 +159,22 @@ const COMMANDS: Record<string, Command> = {
   async 'client list'(ctx, rest, _options, print) {
     noArguments(rest);
     const clients = (await listClients(ctx)).map(describeClient);
-    print(clients, clients.map((c) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uri ?? '-'}`).join('\n') || 'No clients.');
+    const known = { registered: '', metadata_document: '\tmetadata document', dynamic: '\tdynamically registered' };
+    const line = (c: (typeof clients)[number]) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}`;
+    print(clients, clients.map(line).join('\n') || 'No clients.');
+    return 0;
+  },
+  async 'client block'(ctx, rest, _options, print) {
+    const target = blockArgument(rest, 'block');
+    const blocked = await blockClient(ctx, target, COMMAND_LINE);
+    const what = blocked.kind === 'client' ? `client ${blocked.client.id}` : `every metadata document under ${blocked.prefix}`;
+    print({ blocked: target, kind: blocked.kind }, `Blocked ${what}, and revoked everything issued to it.`);
+    return 0;
+  },
+  async 'client unblock'(ctx, rest, _options, print) {
+    const target = blockArgument(rest, 'unblock');
+    if (!(await unblockClient(ctx, target, COMMAND_LINE))) throw new UsageError(`${target} is not blocked`);
+    print({ unblocked: target }, `Unblocked ${target}.`);
     return 0;
   },
   async 'client delete'(ctx, rest, _options, print) {
@@ -164,6 +185,12 @@ const COMMANDS: Record<string, Command> = {
     return 0;
   },
 };
+
+function blockArgument(rest: string[], action: string): string {
+  const [target, ...extra] = rest;
+  if (target === undefined || extra.length > 0) throw new UsageError(`usage: gatehouse client ${action} <client_id or URL prefix>`);
+  return target;
+}
 
 function noArguments(rest: string[]): void {
   if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
@@ -198,7 +225,7 @@ async function clientCreate(ctx: AppContext, rest: string[], options: Options, p
     {
       name: options.name,
       grantType,
-      redirectUri: options['redirect-uri'] ?? '',
+      redirectUris: options['redirect-uri'] ?? [],
       confidential: options.confidential ?? false,
       trusted: options.trusted ?? false,
       // Public clients prove themselves with PKCE unless asked otherwise (legacy clients, SPEC §2).

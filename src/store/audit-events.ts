@@ -23,6 +23,9 @@ export const AUDIT_EVENT_TYPES = [
   'client_updated',
   'client_deleted',
   'client_secret_rotated',
+  'client_registered',
+  'client_blocked',
+  'client_unblocked',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

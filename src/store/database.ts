@@ -13,6 +13,7 @@ import * as initial from './migrations/20261122_001_initial.ts';
 import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
 import * as audit from './migrations/20261122_003_audit.ts';
 import * as successorBoxIndex from './migrations/20261122_004_successor_box_index.ts';
+import * as clientKinds from './migrations/20261123_002_client_kinds.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -25,6 +26,7 @@ const migrations: Record<string, Migration> = {
   '20261122_002_setup_tokens': setupTokens,
   '20261122_003_audit': audit,
   '20261122_004_successor_box_index': successorBoxIndex,
+  '20261123_002_client_kinds': clientKinds,
 };
 
 /**

@@ -41,6 +41,7 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
       if (deleted < batchSize) break;
     }
   }
+  counts.unused_registrations = await purgeUnusedRegistrations(db, now, batchSize);
   const wiped = await db
     .updateTable('refresh_tokens')
     .set({ successor_box: null })
@@ -49,6 +50,27 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
     .executeTakeFirst();
   counts.successor_boxes = Number(wiped.numUpdatedRows);
   return counts;
+}
+
+/** A dynamically registered client that obtained no token this long after registering is purged (SPEC §4.8). */
+export const UNUSED_REGISTRATION_MS = 24 * 3600 * 1000;
+
+/**
+ * Deletes dynamically registered clients older than a day that hold no grant alive: none
+ * obtained a token within the day, or their last token expired (a grant expires with its
+ * last refresh token, REFRESH_TOKEN_TTL after it was issued). What they held goes with them.
+ */
+async function purgeUnusedRegistrations(db: Kysely<Database>, now: number, batchSize: number): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const result = await sql`
+      delete from clients where id in
+        (select id from clients where kind = 'dynamic' and created_at <= ${now - UNUSED_REGISTRATION_MS}
+          and not exists (select 1 from grants where grants.client_id = clients.id and grants.expires_at > ${now}) limit ${batchSize})`.execute(db);
+    const deleted = Number(result.numAffectedRows ?? 0n);
+    total += deleted;
+    if (deleted < batchSize) return total;
+  }
 }
 
 /** Names Gatehouse's purge among the PostgreSQL database's advisory locks (any fixed number would do). */

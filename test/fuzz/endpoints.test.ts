@@ -317,7 +317,7 @@ for (const backend of BACKENDS) {
       const admin = await server.createUser('root', { admin: true });
       const publicClient = (await server.createClient({ name: 'Annotator' })).client.id;
       const confidential = await server.createClient({ name: 'Backend', confidential: true });
-      const resource = await server.createClient({ name: 'API', grantType: 'client_credentials', redirectUri: '', confidential: true });
+      const resource = await server.createClient({ name: 'API', grantType: 'client_credentials', redirectUris: [], confidential: true });
       const session = async (username: string | null, page: string) => {
         const agent = new UserAgent(server.url);
         if (username) await agent.login(username);
