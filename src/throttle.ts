@@ -34,6 +34,8 @@ export interface Throttle {
    * one it merely names: anyone could spend that client's budget); refuses it over the limit.
    */
   tokenRequestOf(clientId: string): Promise<void>;
+  /** Counts a dynamic client registration against its address (TOKEN_REQUESTS_PER_ADDRESS a minute); refuses it over the limit. */
+  registrationFrom(address: string): Promise<void>;
 }
 
 export function createThrottle(config: Config, redis: Redis | null): Throttle {
@@ -47,6 +49,7 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const loginAddress = limiter('login:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
   const tokenClient = limiter('token:client', throttle.tokenRequestsPerClient, 60);
   const tokenAddress = limiter('token:address', throttle.tokenRequestsPerAddress, 60);
+  const registrationAddress = limiter('register:address', throttle.tokenRequestsPerAddress, 60);
 
   const blocked = async (counter: RateLimiterAbstract | null, key: string) => {
     if (!counter) return;
@@ -77,6 +80,7 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
     },
     tokenRequestFrom: (address) => consume(tokenAddress, addressKey(address), true),
     tokenRequestOf: (clientId) => consume(tokenClient, clientId, true),
+    registrationFrom: (address) => consume(registrationAddress, addressKey(address), true),
   };
 }
 

@@ -12,6 +12,7 @@ export function serverMetadata(config: Config) {
     authorization_endpoint: `${base}/oauth/authorize`,
     token_endpoint: `${base}/api/token`,
     revocation_endpoint: `${base}/oauth/revoke`,
+    ...(config.dynamicClientRegistration ? { registration_endpoint: `${base}/oauth/register` } : {}),
     response_types_supported: ['code'],
     response_modes_supported: ['query', 'web_message'],
     grant_types_supported: GRANT_TYPES,
@@ -23,5 +24,6 @@ export function serverMetadata(config: Config) {
     scopes_supported: [...SCOPES],
     prompt_values_supported: ['none', 'login', 'consent'],
     authorization_response_iss_parameter_supported: true,
+    client_id_metadata_document_supported: config.clientMetadata.enabled,
   };
 }
