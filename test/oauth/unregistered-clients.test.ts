@@ -12,10 +12,17 @@ import type { ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+import { Migrator, type Kysely } from 'kysely';
 import * as oauth from 'oauth4webapi';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { blockClient, unblockClient } from '../../src/clients/clients.ts';
+import { parseDatabaseUrl } from '../../src/config.ts';
 import { findClient } from '../../src/store/clients.ts';
+import { migrate, openStore } from '../../src/store/database.ts';
+import * as initial from '../../src/store/migrations/20261122_001_initial.ts';
+import * as setupTokens from '../../src/store/migrations/20261122_002_setup_tokens.ts';
+import * as audit from '../../src/store/migrations/20261122_003_audit.ts';
+import * as successorBoxIndex from '../../src/store/migrations/20261122_004_successor_box_index.ts';
 import { purgeOnce } from '../../src/store/purge.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { authorizationUrl, discover, insecure, obtainCode, obtainTokens, postForm, profile, refreshRequest, tokenResult, type App } from '../support/oauth-client.ts';
@@ -359,3 +366,28 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
     });
   });
 });
+
+for (const backend of BACKENDS) {
+  describe(`the client kinds migration (${backend.name})`, backendOptions(backend), () => {
+    test('existing clients keep their redirect URL, as a one-element list, and are registered and unblocked', async () => {
+      const database = await backend.create();
+      const store = openStore(parseDatabaseUrl(database.url));
+      try {
+        const before = { '20261122_001_initial': initial, '20261122_002_setup_tokens': setupTokens, '20261122_003_audit': audit, '20261122_004_successor_box_index': successorBoxIndex };
+        const { error } = await new Migrator({ db: store.db, provider: { getMigrations: async () => before } }).migrateToLatest();
+        assert.ifError(error);
+        const old = (id: string, redirectUri: string | null) => ({ id, name: 'Old', grant_type: 'authorization_code', redirect_uri: redirectUri, secret_hash: null, trusted: 0, require_pkce: 1, scopes: 'annotation:read', created_at: 1 });
+        await (store.db as Kysely<any>).insertInto('clients').values([old('00000000-0000-4000-8000-000000000001', 'https://old.example/cb'), old('00000000-0000-4000-8000-000000000002', null)]).execute();
+        await migrate(store);
+        const [withUrl, without] = await Promise.all(['00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002'].map((id) => findClient(store.db, id)));
+        assert.equal(withUrl?.redirect_uris, '["https://old.example/cb"]');
+        assert.equal(without?.redirect_uris, '[]');
+        assert.equal(withUrl?.kind, 'registered');
+        assert.equal(withUrl?.blocked, 0);
+      } finally {
+        await store.close();
+        await database.drop();
+      }
+    });
+  });
+}
