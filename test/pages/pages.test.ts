@@ -97,7 +97,7 @@ for (const backend of BACKENDS) {
       const rejected = await post(admin, form.html, '/admin/oauthclients', { ...NEW_CLIENT, name: HOSTILE, redirect_uri: 'https://app.example/"><script>alert(1)</script>#x' });
       assert.equal(rejected.status, 400);
       assert.match(rejected.html, /Redirect URL must not contain a fragment/);
-      assert.match(rejected.html, />https:\/\/app\.example\/&quot;&gt;&lt;script&gt;alert\(1\)&lt;\/script&gt;#x\n<\/textarea>/);
+      assert.match(rejected.html, />https:\/\/app\.example\/&quot;&gt;&lt;script&gt;alert\(1\)&lt;\/script&gt;#x<\/textarea>/);
       assert.match(rejected.html, /value="&lt;img src=x onerror=alert\(1\)&gt;"/);
       assert.doesNotMatch(rejected.html, /<script>alert|<img src=x/);
 
