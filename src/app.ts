@@ -26,6 +26,7 @@ import { parseForm } from './oauth/params.ts';
 import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
+import registrationRoutes from './http/register.ts';
 import openapi from './http/openapi.ts';
 import { cookieOptions, csrfCookieName, isHttps } from './http/session.ts';
 import setupRoutes from './http/setup.ts';
@@ -62,7 +63,7 @@ class OneLinePerRequest extends LogController {
 }
 
 /** The endpoints browser-based clients call from other origins (SPEC §4.4). */
-const CORS_PATHS = new Set(['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server', '/openapi.json']);
+const CORS_PATHS = new Set(['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/register', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server', '/openapi.json']);
 
 const HSTS = 'max-age=31536000; includeSubDomains';
 
@@ -123,7 +124,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   });
 
 
-  app.removeAllContentTypeParsers(); // only forms are accepted; anything else is a 400
+  app.removeAllContentTypeParsers(); // only forms are accepted (and JSON at /oauth/register, http/register.ts); anything else is a 400
   await app.register(formbody, { parser: (text) => parseForm(text) });
   await app.register(errorHandling, { ctx });
   await app.register(cookie);
@@ -177,6 +178,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
 
   await app.register(openapi, { publicUrl: config.publicUrl }); // before the routes: it collects their schemas
   await app.register(oauthRoutes, { ctx });
+  await app.register(registrationRoutes, { ctx });
   await app.register(apiRoutes, { ctx });
   await app.register(loginRoutes, { ctx });
   await app.register(setupRoutes, { ctx });

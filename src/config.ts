@@ -67,6 +67,8 @@ export interface Config {
     /** Development and tests only: let documents come from loopback and private addresses. */
     readonly allowPrivateAddresses: boolean;
   };
+  /** Whether `POST /oauth/register` (RFC 7591 dynamic client registration) is open. */
+  readonly dynamicClientRegistration: boolean;
 }
 
 export class ConfigError extends Error {
@@ -198,6 +200,7 @@ export function loadConfig(env: Env = process.env): Config {
       allowedHosts: hostPatterns(env, 'CLIENT_METADATA_ALLOWED_HOSTS'),
       allowPrivateAddresses: boolean(env, 'CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES', false),
     }),
+    dynamicClientRegistration: boolean(env, 'DYNAMIC_CLIENT_REGISTRATION', false),
   });
 }
 

@@ -10,7 +10,9 @@ import type { Kysely } from 'kysely';
 import { auditTrail, type Audit } from './audit.ts';
 import type { Config } from './config.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
+import { createClientMetadataResolver, type ClientMetadataResolver } from './oauth/client-metadata.ts';
 import { openServices, type Services } from './services.ts';
+import { isClientBlocked } from './store/clients.ts';
 import type { Store } from './store/database.ts';
 import type { Database } from './store/schema.ts';
 
@@ -31,9 +33,11 @@ export interface AppContext {
   /** Throttling counters and the revocation fan-out (Redis, LISTEN/NOTIFY or in-process). */
   readonly services: Services;
   readonly metrics: Metrics;
+  /** Client ID metadata documents (SPEC §4.8): fetched safely, validated and cached, one cache per process. */
+  readonly clientMetadata: ClientMetadataResolver;
 }
 
-export type RevocationReason = 'revoked' | 'refresh_reuse' | 'code_replay' | 'user_disabled' | 'client_deleted' | 'access_removed';
+export type RevocationReason = 'revoked' | 'refresh_reuse' | 'code_replay' | 'user_disabled' | 'client_deleted' | 'client_blocked' | 'access_removed';
 
 export interface ContextLogger {
   info(object: object, message: string): void;
@@ -58,6 +62,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     services,
     metrics,
     audit: auditTrail(store.db, config, now, log, metrics.event),
+    clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
     onGrantsRevoked(grantIds, reason) {
       log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
       metrics.grantsRevoked(grantIds.length, reason);

@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
 import { AccountError, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
 import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, type AuditFilter } from './audit.ts';
-import { ClientInputError, describeClient, listClients, registerClient, removeClient } from './clients/clients.ts';
+import { ClientInputError, blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from './clients/clients.ts';
 import { ResourceInputError, createScope, findResourceNamed, listAllScopes, listResources, parseScopeDefinition, registerResource, removeResource, removeScope } from './clients/resources.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
@@ -26,13 +26,18 @@ Commands:
   user disable <username>                 also revokes the user's tokens and sessions
   user set-password <username> [--password-stdin]
                                           also ends the user's sessions
-  client create --name <n> --redirect-uri <url> [--grant-type authorization_code|client_credentials|device_code]
+  client create --name <n> --redirect-uri <url> [--redirect-uri <url2> …]
+                [--grant-type authorization_code|client_credentials|device_code]
                 [--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]
                                           public clients require PKCE unless --no-require-pkce;
                                           device_code (urn:ietf:params:oauth:grant-type:device_code)
                                           and client_credentials clients need no --redirect-uri
-  client list
+  client list                             includes clients known by metadata documents or dynamic registration
   client delete <client_id>               also revokes everything issued to the client
+  client block <client_id or URL prefix>  refuse a metadata-document or dynamically registered client
+                                          (or every metadata document under an https URL prefix),
+                                          and revoke everything issued to it
+  client unblock <client_id or URL prefix>
   resource create --uri <uri> --name <n> [--scope "<name>=<description>" …]
                                           registers a resource server; prints its introspection client (secret once)
   resource list
@@ -53,7 +58,8 @@ Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehous
 PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL, DEVICE_CODE_TTL,
 REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
 AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL, CLIENT_METADATA_DOCUMENTS,
-CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES. See README.md.
+CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES, DYNAMIC_CLIENT_REGISTRATION.
+See README.md.
 
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
 
@@ -73,7 +79,7 @@ const OPTIONS = {
   admin: { type: 'boolean' },
   'password-stdin': { type: 'boolean' },
   name: { type: 'string' },
-  'redirect-uri': { type: 'string' },
+  'redirect-uri': { type: 'string', multiple: true },
   'grant-type': { type: 'string' },
   confidential: { type: 'boolean' },
   trusted: { type: 'boolean' },
@@ -168,7 +174,22 @@ const COMMANDS: Record<string, Command> = {
   async 'client list'(ctx, rest, _options, print) {
     noArguments(rest);
     const clients = (await listClients(ctx)).map(describeClient);
-    print(clients, clients.map((c) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uri ?? '-'}`).join('\n') || 'No clients.');
+    const known = { registered: '', metadata_document: '\tmetadata document', dynamic: '\tdynamically registered' };
+    const line = (c: (typeof clients)[number]) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}`;
+    print(clients, clients.map(line).join('\n') || 'No clients.');
+    return 0;
+  },
+  async 'client block'(ctx, rest, _options, print) {
+    const target = blockArgument(rest, 'block');
+    const blocked = await blockClient(ctx, target, COMMAND_LINE);
+    const what = blocked.kind === 'client' ? `client ${blocked.client.id}` : `every metadata document under ${blocked.prefix}`;
+    print({ blocked: target, kind: blocked.kind }, `Blocked ${what}, and revoked everything issued to it.`);
+    return 0;
+  },
+  async 'client unblock'(ctx, rest, _options, print) {
+    const target = blockArgument(rest, 'unblock');
+    if (!(await unblockClient(ctx, target, COMMAND_LINE))) throw new UsageError(`${target} is not blocked`);
+    print({ unblocked: target }, `Unblocked ${target}.`);
     return 0;
   },
   'resource create': (ctx, rest, options, print) => resourceCreate(ctx, rest, options, print),
@@ -221,6 +242,12 @@ const COMMANDS: Record<string, Command> = {
   },
 };
 
+function blockArgument(rest: string[], action: string): string {
+  const [target, ...extra] = rest;
+  if (target === undefined || extra.length > 0) throw new UsageError(`usage: gatehouse client ${action} <client_id or URL prefix>`);
+  return target;
+}
+
 function noArguments(rest: string[]): void {
   if (rest.length > 0) throw new UsageError(`unexpected argument "${rest[0]}"`);
 }
@@ -258,7 +285,7 @@ async function clientCreate(ctx: AppContext, rest: string[], options: Options, p
     {
       name: options.name,
       grantType,
-      redirectUri: options['redirect-uri'] ?? '',
+      redirectUris: options['redirect-uri'] ?? [],
       confidential: options.confidential ?? false,
       trusted: options.trusted ?? false,
       // Public clients prove themselves with PKCE unless asked otherwise (legacy clients, SPEC §2).

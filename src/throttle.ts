@@ -53,6 +53,8 @@ export interface Throttle {
   reserveUserCodeGuess(userId: string, address: string): Promise<void>;
   /** The code was right after all: gives the reserved guess back. */
   userCodeAccepted(userId: string, address: string): Promise<void>;
+  /** Counts a dynamic client registration against its address (TOKEN_REQUESTS_PER_ADDRESS a minute); refuses it over the limit. */
+  registrationFrom(address: string): Promise<void>;
 }
 
 export function createThrottle(config: Config, redis: Redis | null): Throttle {
@@ -68,6 +70,7 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const userCodeAddress = limiter('user-code:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
   const tokenClient = limiter('token:client', throttle.tokenRequestsPerClient, 60);
   const tokenAddress = limiter('token:address', throttle.tokenRequestsPerAddress, 60);
+  const registrationAddress = limiter('register:address', throttle.tokenRequestsPerAddress, 60);
 
   const giveBack = async (counter: RateLimiterAbstract | null, key: string) => {
     if (counter) await failClosed(() => counter.reward(key));
@@ -113,6 +116,7 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
     tokenRequestOf: (clientId) => consume(tokenClient, clientId),
     reserveUserCodeGuess: (userId, address) => reserveBoth(userCodeUser, userId, userCodeAddress, addressKey(address)),
     userCodeAccepted: (userId, address) => releaseBoth(userCodeUser, userId, userCodeAddress, addressKey(address)),
+    registrationFrom: (address) => consume(registrationAddress, addressKey(address)),
   };
 }
 

@@ -60,8 +60,8 @@ try {
   const clientId = (await admin.locator('#client-id').textContent())!;
   const secret = (await admin.locator('#client-secret').textContent())!;
 
-  const { client: spa } = await server.createClient({ name: 'Notes (single-page app)', redirectUri: site.redirectUri, requirePkce: true });
-  await server.createClient({ name: 'Nightly export', grantType: 'client_credentials', redirectUri: '', confidential: true, scope: 'annotation:read' });
+  const { client: spa } = await server.createClient({ name: 'Notes (single-page app)', redirectUris: [site.redirectUri], requirePkce: true });
+  await server.createClient({ name: 'Nightly export', grantType: 'client_credentials', redirectUris: [], confidential: true, scope: 'annotation:read' });
   await admin.goto(at('/admin/oauthclients'));
   await shoot(admin, 'admin-clients');
   await admin.goto(at(`/admin/oauthclients/${clientId}`));

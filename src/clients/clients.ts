@@ -10,13 +10,24 @@ import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { isUuid } from '../oauth/client-auth.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
+import { isMetadataDocumentUrl } from '../oauth/client-metadata.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import { redirectUriProblem } from '../oauth/redirect-uri.ts';
+import { redirectUriProblem, redirectUrisOf } from '../oauth/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
 import { voidCodes } from '../store/codes.ts';
 import { takenScopeNames } from '../store/resources.ts';
-import { deleteClient, findClient as findClientById, insertClient, listClients as listAllClients, liveGrantsOfClient, updateClient } from '../store/clients.ts';
+import {
+  deleteClient,
+  deleteClientBlock,
+  findClient as findClientById,
+  insertClient,
+  insertClientBlock,
+  listClients as listAllClients,
+  liveGrantsOfClient,
+  setClientBlocked,
+  updateClient,
+} from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 
@@ -38,7 +49,8 @@ export class ClientInputError extends Error {
 export interface ClientInput {
   name: string;
   grantType: string;
-  redirectUri: string;
+  /** Empty only for client_credentials clients. */
+  redirectUris: readonly string[];
   confidential: boolean;
   trusted: boolean;
   requirePkce: boolean;
@@ -58,7 +70,9 @@ export function describeClient(client: Client) {
     client_id: client.id,
     name: client.name,
     grant_type: client.grant_type,
-    redirect_uri: client.redirect_uri,
+    kind: client.kind,
+    blocked: client.blocked === 1,
+    redirect_uris: redirectUrisOf(client),
     confidential: client.secret_hash !== null,
     trusted: client.trusted === 1,
     require_pkce: client.require_pkce === 1,
@@ -74,11 +88,8 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   if (name === '' || name.length > 100) problems.name = 'Name must be 1-100 characters';
   if (!(GRANT_TYPES as readonly string[]).includes(input.grantType)) problems.grant_type = `Grant type must be one of ${GRANT_TYPES.join(', ')}`;
   if (input.grantType === 'client_credentials' && !input.confidential) problems.client_type = 'A client_credentials client must be confidential';
-  // Only the authorization code grant redirects: the other grants' clients need no redirect URL.
-  if (input.grantType === 'authorization_code' || input.redirectUri !== '') {
-    const problem = input.redirectUri.length > 2000 ? 'is too long' : redirectUriProblem(input.redirectUri);
-    if (problem) problems.redirect_uri = `Redirect URL ${problem}`;
-  }
+  const redirectProblem = redirectUrisProblem(input.redirectUris, input.grantType === 'authorization_code');
+  if (redirectProblem) problems.redirect_uri = redirectProblem;
   const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));
   if (malformed.length > 0) problems.scope = `Unknown scope ${malformed.join(', ')}`;
   return problems;
@@ -94,14 +105,30 @@ async function existingScopes(db: Kysely<Database>, scope: string): Promise<stri
   return joinScopes(requested);
 }
 
+/** At most this many redirect URLs per client, each at most MAX_REDIRECT_URI_LENGTH characters. */
+export const MAX_REDIRECT_URIS = 20;
+export const MAX_REDIRECT_URI_LENGTH = 2000;
+
+/** What is wrong with a client's list of redirect URLs, as a sentence naming the first bad one; null when nothing. */
+export function redirectUrisProblem(uris: readonly string[], required: boolean): string | null {
+  if (uris.length === 0) return required ? 'Redirect URL must be an absolute URL' : null;
+  if (uris.length > MAX_REDIRECT_URIS) return `At most ${MAX_REDIRECT_URIS} redirect URLs may be registered`;
+  for (const uri of uris) {
+    const problem = uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri);
+    if (problem) return uris.length === 1 ? `Redirect URL ${problem}` : `Redirect URL ${uri.slice(0, 100)} ${problem}`;
+  }
+  if (new Set(uris).size !== uris.length) return 'Each redirect URL must be listed once';
+  return null;
+}
+
 function firstProblem(problems: Record<string, string>): ClientInputError | null {
   const [field, message] = Object.entries(problems)[0] ?? [];
   return field === undefined || message === undefined ? null : new ClientInputError(field, message);
 }
 
-/** The client with this id; undefined for an unknown or malformed one. */
+/** The client with this id (a UUID, or a metadata document's URL); undefined for an unknown or malformed one. */
 export async function findClient(ctx: AppContext, id: string): Promise<Client | undefined> {
-  return isUuid(id) ? findClientById(ctx.db, id) : undefined;
+  return isUuid(id) || isMetadataDocumentUrl(id) ? findClientById(ctx.db, id) : undefined;
 }
 
 export async function listClients(ctx: AppContext): Promise<Client[]> {
@@ -126,7 +153,9 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     id: randomUUID(),
     name: input.name.trim(),
     grant_type: input.grantType as GrantType,
-    redirect_uri: input.redirectUri === '' ? null : input.redirectUri,
+    kind: 'registered',
+    blocked: 0,
+    redirect_uris: JSON.stringify(input.redirectUris),
     secret_hash: secret?.hash ?? null,
     trusted: input.trusted ? 1 : 0,
     require_pkce: input.requirePkce ? 1 : 0,
@@ -138,7 +167,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
 }
 
 /** What an administrator may change after registration: not the grant type nor the client type. */
-export type ClientChanges = Pick<ClientInput, 'name' | 'redirectUri' | 'trusted' | 'requirePkce' | 'scope'>;
+export type ClientChanges = Pick<ClientInput, 'name' | 'redirectUris' | 'trusted' | 'requirePkce' | 'scope'>;
 
 /** Validates the changes against the client's own grant and client type; every problem by field. */
 export function clientChangeProblems(client: Client, changes: ClientChanges): Record<string, string> {
@@ -151,12 +180,13 @@ export function clientChangeProblems(client: Client, changes: ClientChanges): Re
  * scope the client may no longer have (their users are asked again next time).
  */
 export async function changeClient(ctx: AppContext, client: Client, changes: ClientChanges, actor: Actor): Promise<void> {
+  if (client.kind !== 'registered') throw new ClientInputError('client', 'only clients an administrator registered can be edited: block this one instead');
   const problem = firstProblem(clientChangeProblems(client, changes));
   if (problem) throw problem;
   const scopes = await existingScopes(ctx.db, changes.scope);
   await updateClient(ctx.db, client.id, {
     name: changes.name.trim(),
-    redirect_uri: changes.redirectUri === '' ? null : changes.redirectUri,
+    redirect_uris: JSON.stringify(changes.redirectUris),
     trusted: changes.trusted ? 1 : 0,
     require_pkce: changes.requirePkce ? 1 : 0,
     scopes,
@@ -186,4 +216,55 @@ export async function removeClient(ctx: AppContext, clientId: string, actor: Act
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'client_deleted');
   if (deleted) await ctx.audit({ type: 'client_deleted', ...madeBy(actor), clientId });
   return deleted;
+}
+
+/** What a block or unblock applied to: one client, or a URL prefix of metadata documents. */
+export type BlockTarget = { kind: 'client'; client: Client } | { kind: 'prefix'; prefix: string };
+
+/**
+ * Reads `target` (SPEC §2 `client block`): the id of a metadata-document or dynamically
+ * registered client, else an https URL prefix, written as the URL parser writes it (so that
+ * it can match the canonical URLs metadata documents are known by).
+ */
+async function blockTarget(ctx: AppContext, target: string): Promise<BlockTarget> {
+  const client = await findClient(ctx, target);
+  if (client) {
+    if (client.kind === 'registered') throw new ClientInputError('client', 'an administrator registered this client: delete it instead of blocking it');
+    return { kind: 'client', client };
+  }
+  if (!URL.canParse(target) || new URL(target).protocol !== 'https:') throw new ClientInputError('client', 'name a client ID, or an https URL prefix of metadata documents');
+  const canonical = new URL(target).href;
+  if (!canonical.startsWith(target)) throw new ClientInputError('client', `write the URL prefix in canonical form, e.g. ${canonical}`);
+  return { kind: 'prefix', prefix: target };
+}
+
+/**
+ * Refuses a client that no administrator registered from now on — or every metadata document
+ * under a URL prefix — and revokes everything issued to it: grants, tokens, codes not yet
+ * exchanged. The flag is set first: an exchange or refresh that commits afterwards finds the
+ * client blocked (store/grants.ts), and one that committed before is revoked here.
+ */
+export async function blockClient(ctx: AppContext, target: string, actor: Actor): Promise<BlockTarget> {
+  const blocked = await blockTarget(ctx, target);
+  const clientIds = blocked.kind === 'client' ? [blocked.client.id] : await insertClientBlock(ctx.db, blocked.prefix, ctx.now());
+  if (blocked.kind === 'client') await setClientBlocked(ctx.db, blocked.client.id, true);
+  for (const clientId of clientIds) {
+    await voidCodes(ctx.db, { clientId });
+    await revoke(ctx, { clientId }, 'client_blocked');
+  }
+  await ctx.audit({ type: 'client_blocked', ...madeBy(actor), ...describeTarget(blocked) });
+  return blocked;
+}
+
+/** Lifts a block made by `blockClient`; false when the client or prefix was not blocked. */
+export async function unblockClient(ctx: AppContext, target: string, actor: Actor): Promise<boolean> {
+  const blocked = await blockTarget(ctx, target);
+  const lifted =
+    blocked.kind === 'client' ? blocked.client.blocked === 1 && (await setClientBlocked(ctx.db, blocked.client.id, false)) : await deleteClientBlock(ctx.db, blocked.prefix);
+  if (lifted) await ctx.audit({ type: 'client_unblocked', ...madeBy(actor), ...describeTarget(blocked) });
+  return lifted;
+}
+
+function describeTarget(target: BlockTarget) {
+  return target.kind === 'client' ? { clientId: target.client.id } : { detail: { prefix: target.prefix } };
 }

@@ -158,7 +158,7 @@ export async function registerResource(ctx: AppContext, input: ResourceInput, ac
     id: randomUUID(),
     name: `${name} (introspection)`.slice(0, MAX_NAME),
     grant_type: 'client_credentials' as const,
-    redirect_uri: null,
+    redirect_uris: '[]',
     secret_hash: secret.hash,
     trusted: 0,
     require_pkce: 0,

@@ -10,6 +10,7 @@ import type { Actor } from '../audit.ts';
 import {
   ClientInputError,
   GRANT_TYPES,
+  blockClient,
   changeClient,
   clientChangeProblems,
   clientInputProblems,
@@ -19,6 +20,7 @@ import {
   registerClient,
   removeClient,
   rotateClientSecret,
+  unblockClient,
   type Client,
   type ClientChanges,
   type ClientInput,
@@ -39,6 +41,8 @@ const USER_LIST_LIMIT = 200;
 
 const NOTICES: Record<string, string> = {
   deleted: 'The client was deleted and everything issued to it was revoked.',
+  blocked: 'The client is blocked: it is refused from now on, and everything issued to it was revoked.',
+  unblocked: 'The client is no longer blocked.',
   saved: 'Changes saved.',
   created: 'User created.',
   disabled: 'User disabled: their sessions ended and every access they gave was revoked.',
@@ -68,8 +72,13 @@ function clientFormValues(body: RawParams): ClientFormValues {
   };
 }
 
+/** The redirect URLs typed one per line. */
+function linesOf(text: string): string[] {
+  return text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== '');
+}
+
 function changesFrom(values: ClientFormValues): ClientChanges {
-  return { name: values.name, redirectUri: values.redirect_uri, trusted: values.trusted, requirePkce: values.require_pkce, scope: values.scopes.join(' ') };
+  return { name: values.name, redirectUris: linesOf(values.redirect_uri), trusted: values.trusted, requirePkce: values.require_pkce, scope: values.scopes.join(' ') };
 }
 
 /** Problems the form adds to the registration rules: on a form, no scope ticked is a mistake, not "all". */
@@ -118,7 +127,8 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   async function clientOr404(request: FastifyRequest): Promise<Client> {
     const { id } = request.params as { id: string };
     const client = await findClient(ctx, id);
-    if (!client) throw new OAuthError('invalid_request', 'There is no OAuth client with this ID.', undefined, 404);
+    // Clients no administrator registered are not edited here: they are blocked from the list.
+    if (!client || client.kind !== 'registered') throw new OAuthError('invalid_request', 'There is no OAuth client with this ID.', undefined, 404);
     return client;
   }
 
@@ -142,8 +152,21 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   app.get('/admin/oauthclients', page, async (request, reply) => {
     const clients = (await listClients(ctx)).map(clientRow);
-    return reply.view('admin-clients.eta', { title: 'OAuth clients', wide: true, clients, notice: notice(request) });
+    return reply.view('admin-clients.eta', { title: 'OAuth clients', wide: true, clients, notice: notice(request), csrfToken: reply.generateCsrf() });
   });
+
+  // Clients no administrator registered are blocked rather than edited (SPEC §4.5, §4.8).
+  // Their IDs may be URLs, so the form carries the ID instead of the path.
+  for (const [action, perform] of Object.entries({ block: blockClient, unblock: unblockClient })) {
+    app.post(`/admin/oauthclients/${action}`, post, async (request, reply) => {
+      const clientId = field(requireFormBody(request), 'client_id');
+      const client = await findClient(ctx, clientId);
+      if (!client || client.kind === 'registered') throw new OAuthError('invalid_request', 'There is no client with this ID that can be blocked.', undefined, 404);
+      await perform(ctx, client.id, actor(request));
+      request.log.info({ event: `admin_client_${action}ed`, admin: admin(request).id, client: client.id }, `client ${action}ed`);
+      return reply.redirect(`/admin/oauthclients?done=${action}ed`, 303);
+    });
+  }
 
   app.get('/admin/oauthclients/new', page, async (_request, reply) => {
     const values: ClientFormValues = {
@@ -181,7 +204,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const values: ClientFormValues = {
       name: client.name,
       grant_type: client.grant_type,
-      redirect_uri: client.redirect_uri ?? '',
+      redirect_uri: row.redirect_uris.join('\n'),
       client_type: row.confidential ? 'confidential' : 'public',
       trusted: row.trusted,
       require_pkce: row.require_pkce,

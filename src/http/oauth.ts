@@ -17,7 +17,9 @@ import { requestToken } from '../oauth/grants/index.ts';
 import { introspect } from '../oauth/introspection.ts';
 import { serverMetadata } from '../oauth/metadata.ts';
 import { single, type RawParams } from '../oauth/params.ts';
+import { isLoopbackRedirect } from '../oauth/redirect-uri.ts';
 import { revokeToken } from '../oauth/revocation.ts';
+import type { Client } from '../clients/clients.ts';
 import { scopesSupported } from '../oauth/resources.ts';
 import { requireFormBody, rejectOtherMethods } from './helpers.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, authorizeSchema, deviceAuthorizationSchema, introspectSchema, metadataSchema, revokeSchema, tokenSchema } from './schemas.ts';
@@ -74,7 +76,14 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
       popup,
       switchNext: here.pathname + here.search,
       redirectHost: new URL(authorization.redirectUri).host,
+      notVetted: notVetted(authorization.client, authorization.redirectUri),
     });
+  }
+
+  /** What the consent page says of a client no administrator checked (SPEC §4.1), or null for a registered one. */
+  function notVetted(client: Client, redirectUri: string) {
+    if (client.kind === 'registered') return null;
+    return { onThisComputer: isLoopbackRedirect(redirectUri), documentHost: client.kind === 'metadata_document' ? new URL(client.id).host : null };
   }
 
   app.post('/api/token', { schema: tokenSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {

@@ -11,17 +11,16 @@
  * @see RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 9207
  */
 import type { Config } from '../config.ts';
-import { findClient } from '../store/clients.ts';
 import { insertCode } from '../store/codes.ts';
 import { findConsentScopes, saveConsent } from '../store/consents.ts';
 import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
-import { isUuid } from './client-auth.ts';
+import { requestingClient } from './client-kinds.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest, type OAuthErrorCode } from './errors.ts';
 import { readParams, single, type RawParams } from './params.ts';
 import { checkChallenge } from './pkce.ts';
-import { originOf, redirectUriMatches } from './redirect-uri.ts';
+import { originOf, redirectUriMatches, redirectUrisOf } from './redirect-uri.ts';
 import { allowedScopes, requestedAudience, resourceDetail, type Audience } from './resources.ts';
 import { grantableScopes, isSubset, joinScopes, splitScopes } from './scopes.ts';
 
@@ -142,16 +141,18 @@ function redirectableError(error: OAuthErrorCode, description: string): OAuthErr
 export async function resolveTarget(raw: RawParams, ctx: AppContext): Promise<AuthorizationTarget> {
   const clientId = single(raw, 'client_id');
   if (clientId === undefined) throw invalidRequest('the "client_id" parameter is missing');
-  const client = isUuid(clientId) ? await findClient(ctx.db, clientId) : undefined;
-  if (!client) throw invalidRequest('unknown client: check the "client_id" parameter');
-  if (client.redirect_uri === null) throw invalidRequest('this client has no redirect URL registered');
+  const client = await requestingClient(ctx, clientId);
+  const registered = redirectUrisOf(client);
+  const [only, ...others] = registered;
+  if (only === undefined) throw invalidRequest('this client has no redirect URL registered');
   const requested = single(raw, 'redirect_uri');
-  if (requested !== undefined && !redirectUriMatches(client.redirect_uri, requested)) {
-    throw invalidRequest('"redirect_uri" is not the redirect URL registered for this client');
+  if (requested !== undefined && !registered.some((uri) => redirectUriMatches(uri, requested))) {
+    throw invalidRequest('"redirect_uri" is not a redirect URL registered for this client');
   }
+  if (requested === undefined && others.length > 0) throw invalidRequest('the "redirect_uri" parameter is missing: this client has several redirect URLs');
   return {
     client,
-    redirectUri: requested ?? client.redirect_uri,
+    redirectUri: requested ?? only,
     // A repeated state is rejected by the next checks; the error then goes back without one.
     state: Array.isArray(raw.state) ? undefined : single(raw, 'state'),
     responseMode: raw.response_mode === 'web_message' ? 'web_message' : 'query',

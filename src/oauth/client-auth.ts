@@ -7,6 +7,7 @@ import type { Kysely } from 'kysely';
 import { findClient } from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
+import { isMetadataDocumentUrl } from './client-metadata.ts';
 import { OAuthError, invalidRequest } from './errors.ts';
 import { single, type RawParams } from './params.ts';
 
@@ -78,7 +79,7 @@ export async function authenticateClient(db: Kysely<Database>, authorization: st
   const credentials = readCredentials(authorization, params);
   if (credentials === null) return null;
   const { clientId, secret, usedBasic } = credentials;
-  const client = isUuid(clientId) ? await findClient(db, clientId) : undefined;
+  const client = isUuid(clientId) || isMetadataDocumentUrl(clientId) ? await findClient(db, clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
   if (client.secret_hash === null) {
     if (secret !== undefined && secret !== '') throw new InvalidClient('this is a public client: it has no secret to send', usedBasic);

@@ -24,7 +24,7 @@ export const METADATA_CACHE_DEFAULT_SECONDS = 3600;
 export const METADATA_REFUSAL_CACHE_SECONDS = 60;
 const CACHE_ENTRIES = 1000;
 /** The same bounds as for clients an administrator registers (clients/clients.ts). */
-const MAX_NAME_LENGTH = 100;
+export const MAX_NAME_LENGTH = 100;
 const MAX_URL_LENGTH = 2000;
 
 /** A client known by its metadata document: public, PKCE required, never trusted (SPEC §3). */
@@ -91,13 +91,13 @@ export function cacheLifetimeSeconds(cacheControl: string | undefined): number {
   return Math.min(METADATA_CACHE_MAX_SECONDS, Math.max(METADATA_CACHE_MIN_SECONDS, seconds));
 }
 
-const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string');
-const hasControlCharacters = (value: string) => /\p{Cc}/u.test(value);
+export const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string');
+export const hasControlCharacters = (value: string) => /\p{Cc}/u.test(value);
 /** RFC 6749 §3.3 scope tokens, space-separated. */
-const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
+export const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
 
 /** An optional https URL field (`client_uri`, `logo_uri`): null when absent, a problem when not an https URL. */
-function optionalHttpsUrl(document: Record<string, unknown>, field: string): { value: string | null } | { problem: string } {
+export function optionalHttpsUrl(document: Record<string, unknown>, field: string): { value: string | null } | { problem: string } {
   const value = document[field];
   if (value === undefined) return { value: null };
   if (typeof value !== 'string' || value.length > MAX_URL_LENGTH || !URL.canParse(value) || new URL(value).protocol !== 'https:') {

@@ -25,7 +25,10 @@ export type OAuthErrorCode =
   | 'invalid_token'
   | 'insufficient_scope'
   | 'server_error'
-  | 'temporarily_unavailable';
+  | 'temporarily_unavailable'
+  // Dynamic client registration (RFC 7591 §3.2.2).
+  | 'invalid_redirect_uri'
+  | 'invalid_client_metadata';
 
 const STATUS: Record<OAuthErrorCode, number> = {
   invalid_request: 400,
@@ -47,6 +50,8 @@ const STATUS: Record<OAuthErrorCode, number> = {
   insufficient_scope: 403,
   server_error: 500,
   temporarily_unavailable: 503,
+  invalid_redirect_uri: 400,
+  invalid_client_metadata: 400,
 };
 
 export class OAuthError extends Error {

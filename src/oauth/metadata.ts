@@ -14,6 +14,7 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
     token_endpoint: `${base}/api/token`,
     revocation_endpoint: `${base}/oauth/revoke`,
     device_authorization_endpoint: `${base}/oauth/device_authorization`,
+    ...(config.dynamicClientRegistration ? { registration_endpoint: `${base}/oauth/register` } : {}),
     response_types_supported: ['code'],
     response_modes_supported: ['query', 'web_message'],
     grant_types_supported: GRANT_TYPES,
@@ -25,5 +26,6 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
     scopes_supported: [...scopes],
     prompt_values_supported: ['none', 'login', 'consent'],
     authorization_response_iss_parameter_supported: true,
+    client_id_metadata_document_supported: config.clientMetadata.enabled,
   };
 }

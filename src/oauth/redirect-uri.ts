@@ -1,11 +1,22 @@
 /**
- * Redirect URLs: what may be registered, and whether a request's `redirect_uri` is the
- * registered one. Matching is exact, except that a registered `http://127.0.0.1` or
- * `http://[::1]` URL matches any port (RFC 8252 §7.3, native apps on ephemeral ports).
+ * Redirect URLs: what may be registered, and whether a request's `redirect_uri` is one of
+ * the registered ones. Matching is exact, except that a registered `http://localhost`,
+ * `http://127.0.0.1` or `http://[::1]` URL matches any port (RFC 8252 §7.3, native apps on
+ * ephemeral ports; Claude Code and VS Code register localhost).
  */
 
-const LOOPBACK_IPS = new Set(['127.0.0.1', '[::1]']);
-const LOOPBACK_HOSTS = new Set([...LOOPBACK_IPS, 'localhost']);
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
+
+/** Whether the URL sends the person back to their own computer (a native app). */
+export function isLoopbackRedirect(uri: string): boolean {
+  return URL.canParse(uri) && LOOPBACK_HOSTS.has(new URL(uri).hostname);
+}
+
+/** A client's redirect URLs, stored as a JSON array (store/schema.ts). */
+export function redirectUrisOf(client: { redirect_uris: string }): string[] {
+  const parsed: unknown = JSON.parse(client.redirect_uris);
+  return Array.isArray(parsed) ? parsed.filter((uri): uri is string => typeof uri === 'string') : [];
+}
 
 /** Why `value` cannot be registered as a redirect URL, or null when it can. */
 export function redirectUriProblem(value: string): string | null {
@@ -26,7 +37,7 @@ export function redirectUriMatches(registered: string, requested: string): boole
   if (registered === requested) return true;
   if (!URL.canParse(registered) || !URL.canParse(requested)) return false;
   const allowed = new URL(registered);
-  if (allowed.protocol !== 'http:' || !LOOPBACK_IPS.has(allowed.hostname)) return false;
+  if (allowed.protocol !== 'http:' || !LOOPBACK_HOSTS.has(allowed.hostname)) return false;
   // The registered URL with the requested port put in must then match to the letter.
   allowed.port = new URL(requested).port;
   return allowed.href === requested;

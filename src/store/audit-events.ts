@@ -33,6 +33,9 @@ export const AUDIT_EVENT_TYPES = [
   'scope_created',
   'scope_updated',
   'scope_deleted',
+  'client_registered',
+  'client_blocked',
+  'client_unblocked',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

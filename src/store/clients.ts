@@ -25,7 +25,7 @@ export async function listClients(db: Kysely<Database>): Promise<Client[]> {
 export async function updateClient(
   db: Kysely<Database>,
   id: string,
-  patch: Partial<Pick<Client, 'name' | 'redirect_uri' | 'secret_hash' | 'trusted' | 'require_pkce' | 'scopes'>>,
+  patch: Partial<Pick<Client, 'name' | 'redirect_uris' | 'secret_hash' | 'trusted' | 'require_pkce' | 'scopes'>>,
 ): Promise<boolean> {
   const result = await db.updateTable('clients').set(patch).where('id', '=', id).executeTakeFirst();
   return result.numUpdatedRows > 0n;
@@ -47,4 +47,64 @@ export async function deleteClient(db: Kysely<Database>, id: string): Promise<{ 
     const result = await trx.deleteFrom('clients').where('id', '=', id).executeTakeFirst();
     return { deleted: result.numDeletedRows > 0n, grantIds: grants.map((g) => g.id) };
   });
+}
+
+/**
+ * Records (or refreshes) a client known by its metadata document, so that codes and grants
+ * can reference it. Its id is the document's URL, which no other kind of client has.
+ */
+export async function upsertMetadataClient(db: Kysely<Database>, client: Pick<NewClient, 'id' | 'name' | 'redirect_uris' | 'scopes' | 'created_at'>): Promise<void> {
+  await db
+    .insertInto('clients')
+    .values({ ...client, kind: 'metadata_document', grant_type: 'authorization_code', secret_hash: null, trusted: 0, require_pkce: 1 })
+    .onConflict((conflict) => conflict.column('id').doUpdateSet({ name: client.name, redirect_uris: client.redirect_uris }).where('clients.kind', '=', 'metadata_document'))
+    .execute();
+}
+
+/** Sets the client's blocked flag; false when there is no such client. */
+export async function setClientBlocked(db: Kysely<Database>, id: string, blocked: boolean): Promise<boolean> {
+  const result = await db.updateTable('clients').set({ blocked: blocked ? 1 : 0 }).where('id', '=', id).executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
+/** `substr(value, 1, length(prefix)) = prefix`: a prefix test with no LIKE wildcards to escape, on both backends. */
+const startsWith = (value: ReturnType<typeof sql>, prefix: ReturnType<typeof sql>) => sql<boolean>`substr(${value}, 1, length(${prefix})) = ${prefix}`;
+
+/** Blocks every metadata document under `prefix`, and flags the clients already known under it; returns their ids. */
+export async function insertClientBlock(db: Kysely<Database>, prefix: string, now: number): Promise<string[]> {
+  return db.transaction().execute(async (trx) => {
+    await trx.insertInto('client_blocks').values({ prefix, created_at: now }).onConflict((conflict) => conflict.column('prefix').doNothing()).execute();
+    const rows = await trx
+      .updateTable('clients')
+      .set({ blocked: 1 })
+      .where('kind', '=', 'metadata_document')
+      .where(startsWith(sql.ref('clients.id'), sql.val(prefix)))
+      .returning('id')
+      .execute();
+    return rows.map((row) => row.id);
+  });
+}
+
+/** Lifts the block on `prefix` and on the clients known under it; false when it was not blocked. */
+export async function deleteClientBlock(db: Kysely<Database>, prefix: string): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const result = await trx.deleteFrom('client_blocks').where('prefix', '=', prefix).executeTakeFirst();
+    await trx.updateTable('clients').set({ blocked: 0 }).where('kind', '=', 'metadata_document').where(startsWith(sql.ref('clients.id'), sql.val(prefix))).execute();
+    return result.numDeletedRows > 0n;
+  });
+}
+
+export async function listClientBlocks(db: Kysely<Database>): Promise<Array<{ prefix: string; created_at: number }>> {
+  return db.selectFrom('client_blocks').selectAll().orderBy('prefix').execute();
+}
+
+/** Whether the client with this id is blocked, by its own flag or by a blocked prefix of its URL. */
+export async function isClientBlocked(db: Kysely<Database>, id: string): Promise<boolean> {
+  const row = await db
+    .selectNoFrom((eb) => [
+      eb.exists(eb.selectFrom('clients').select('id').where('id', '=', id).where('blocked', '=', 1)).as('flagged'),
+      eb.exists(eb.selectFrom('client_blocks').select('prefix').where(startsWith(sql.val(id), sql.ref('prefix')))).as('prefixed'),
+    ])
+    .executeTakeFirstOrThrow();
+  return Boolean(Number(row.flagged)) || Boolean(Number(row.prefixed));
 }

@@ -29,6 +29,7 @@ import * as audit from './migrations/20261122_003_audit.ts';
 import * as successorBoxIndex from './migrations/20261122_004_successor_box_index.ts';
 import * as deviceCodes from './migrations/20261122_005_device_codes.ts';
 import * as resources from './migrations/20261123_001_resources.ts';
+import * as clientKinds from './migrations/20261123_002_client_kinds.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -44,6 +45,7 @@ export const migrations: Record<string, Migration> = {
   '20261122_004_successor_box_index': successorBoxIndex,
   '20261122_005_device_codes': deviceCodes,
   '20261123_001_resources': resources,
+  '20261123_002_client_kinds': clientKinds,
 };
 
 /**

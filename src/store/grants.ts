@@ -8,7 +8,7 @@
  * their audit event in the same transaction, so it commits with the change.
  *
  * Every write that issues tokens checks its parties again in its first, conditional
- * statement (SPEC §4.2): the client still exists with the scopes the caller decided by, and
+ * statement (SPEC §4.2): the client still exists, unblocked, with the scopes the caller decided by, and
  * the user (if any) is still enabled. A client deleted, a user disabled or a client's scopes
  * changed since the caller read them makes the write find nothing — never a foreign-key
  * violation — and issues nothing.
@@ -93,6 +93,7 @@ const insertUserGrantRow = prepare((db, p: GrantRow & { userId: string }) =>
           .select((eb) => [...grantFromClient(eb, p), 'users.id as user_id'])
           .where('clients.id', '=', p.clientId)
           .where('clients.scopes', '=', p.clientScopes)
+          .where('clients.blocked', '=', 0)
           .where('users.id', '=', p.userId)
           .where('users.disabled', '=', 0),
       ),
@@ -110,7 +111,8 @@ const insertClientGrantRow = prepare((db, p: GrantRow) =>
           .selectFrom('clients')
           .select((eb) => grantFromClient(eb, p))
           .where('clients.id', '=', p.clientId)
-          .where('clients.scopes', '=', p.clientScopes),
+          .where('clients.scopes', '=', p.clientScopes)
+          .where('clients.blocked', '=', 0),
       ),
     ),
 );
@@ -139,7 +141,7 @@ const useGrant = prepare((db, p: { id: string; now: number; expiresAt: number; c
     .where('id', '=', p.id)
     .where('revoked_at', 'is', null)
     .where((eb) =>
-      eb.exists(eb.selectFrom('clients').select('clients.id').whereRef('clients.id', '=', 'grants.client_id').where('clients.scopes', '=', p.clientScopes)),
+      eb.exists(eb.selectFrom('clients').select('clients.id').whereRef('clients.id', '=', 'grants.client_id').where('clients.scopes', '=', p.clientScopes).where('clients.blocked', '=', 0)),
     )
     .where((eb) =>
       eb.or([
@@ -190,7 +192,7 @@ export async function rotateRefreshToken(
  */
 export async function revokeGrants(
   db: Kysely<Database>,
-  where: { grantId: string } | { userId: string } | { userId: string; clientId: string },
+  where: { grantId: string } | { userId: string } | { clientId: string } | { userId: string; clientId: string },
   now: number,
 ): Promise<string[]> {
   let query = db.updateTable('grants').set({ revoked_at: now }).where('revoked_at', 'is', null);

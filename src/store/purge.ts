@@ -84,6 +84,7 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
       return Number(result.numAffectedRows ?? 0n);
     });
   }
+  counts.unused_registrations = await inBatches(batchSize, pacing, (size) => purgeUnusedRegistrations(db, now, size));
   counts.successor_boxes = await inBatches(batchSize, pacing, async (size) => {
     const wiped = await db
       .updateTable('refresh_tokens')
@@ -95,6 +96,22 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
     return Number(wiped.numUpdatedRows);
   });
   return counts;
+}
+
+/** A dynamically registered client that obtained no token this long after registering is purged (SPEC §4.8). */
+export const UNUSED_REGISTRATION_MS = 24 * 3600 * 1000;
+
+/**
+ * Deletes (at most `size`) dynamically registered clients older than a day that hold no grant alive: none
+ * obtained a token within the day, or their last token expired (a grant expires with its
+ * last refresh token, REFRESH_TOKEN_TTL after it was issued). What they held goes with them.
+ */
+async function purgeUnusedRegistrations(db: Kysely<Database>, now: number, size: number): Promise<number> {
+  const result = await sql`
+    delete from clients where id in
+      (select id from clients where kind = 'dynamic' and created_at <= ${now - UNUSED_REGISTRATION_MS}
+        and not exists (select 1 from grants where grants.client_id = clients.id and grants.expires_at > ${now}) limit ${size})`.execute(db);
+  return Number(result.numAffectedRows ?? 0n);
 }
 
 /** Names Gatehouse's purge among the PostgreSQL database's advisory locks (any fixed number would do). */

@@ -26,12 +26,25 @@ export interface ClientsTable {
   id: Immutable<string>;
   name: string;
   grant_type: 'authorization_code' | 'client_credentials' | 'urn:ietf:params:oauth:grant-type:device_code';
-  redirect_uri: string | null;
+  /** Who made it known: an administrator, its metadata document (its id is the document's URL), or dynamic registration. */
+  kind: ColumnType<ClientKind, ClientKind | undefined, ClientKind>;
+  /** 1 when an administrator blocked it (kinds other than 'registered' only). */
+  blocked: ColumnType<number, number | undefined, number>;
+  /** The redirect URLs, as a JSON array of strings; read with `redirectUrisOf`. */
+  redirect_uris: string;
   /** SHA-256 of the secret, for confidential clients; null for public ones. */
   secret_hash: string | null;
   trusted: number;
   require_pkce: number;
   scopes: string;
+  created_at: Immutable<number>;
+}
+
+export type ClientKind = 'registered' | 'metadata_document' | 'dynamic';
+
+/** A URL prefix an administrator blocked: every metadata document under it is refused. */
+export interface ClientBlocksTable {
+  prefix: Immutable<string>;
   created_at: Immutable<number>;
 }
 
@@ -177,6 +190,7 @@ export interface AuditEventsTable {
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
+  client_blocks: ClientBlocksTable;
   sessions: SessionsTable;
   grants: GrantsTable;
   auth_codes: AuthCodesTable;

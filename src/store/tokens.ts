@@ -7,7 +7,7 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { clientConfidential } from './clients.ts';
 import { prepare } from './prepared.ts';
-import type { Database } from './schema.ts';
+import type { ClientKind, Database } from './schema.ts';
 
 type TokenTable = 'access_tokens' | 'refresh_tokens';
 
@@ -103,6 +103,8 @@ export interface RefreshTokenInfo {
   client_confidential: number;
   /** The scopes the client may have now: the grant's own may include some taken away since. */
   client_scopes: string;
+  /** Who made the client known (SPEC §3): clients no administrator registered may have any scope of the resource. */
+  client_kind: ClientKind;
   user_id: string | null;
   resource_id: string;
   scopes: string;
@@ -124,6 +126,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'refresh_tokens.successor_box',
       'grants.client_id',
       'clients.scopes as client_scopes',
+      'clients.kind as client_kind',
       'grants.user_id',
       'grants.resource_id',
       'grants.scopes',

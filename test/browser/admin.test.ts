@@ -101,7 +101,7 @@ describe('the admin console in a browser', browserOptions(), () => {
   });
 
   test('an administrator edits a client, gives it a new secret and deletes it', async () => {
-    const { client, secret } = await server.createClient({ name: 'Old Name', confidential: true, redirectUri: site.redirectUri });
+    const { client, secret } = await server.createClient({ name: 'Old Name', confidential: true, redirectUris: [site.redirectUri] });
     const app = await discover(server, client.id, { secret, redirectUri: site.redirectUri });
     const tokens = await obtainTokens(app, new UserAgent(server.url), 'alice');
 

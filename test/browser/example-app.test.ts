@@ -118,7 +118,7 @@ for (const backend of BACKENDS) {
       const registered = clients[0]!;
       assert.equal(registered.id, clientId);
       assert.equal(registered.name, 'Example web app');
-      assert.equal(registered.redirect_uri, `${example.origin}/callback`);
+      assert.equal(registered.redirect_uris, JSON.stringify([`${example.origin}/callback`]));
       assert.equal(registered.secret_hash, null);
       assert.equal(registered.require_pkce, 1);
       assert.equal(registered.scopes, 'annotation:read');

@@ -26,7 +26,7 @@ describe('the popup flow in a browser', browserOptions(), () => {
     [server, site, browser] = await Promise.all([startServer(sqlite), startClientSite(), launchBrowser()]);
     await server.createUser('alice');
     await server.createUser('bob');
-    const { client } = await server.createClient({ name: 'Popup Notes', redirectUri: site.redirectUri, requirePkce: true });
+    const { client } = await server.createClient({ name: 'Popup Notes', redirectUris: [site.redirectUri], requirePkce: true });
     app = await discover(server, client.id, { redirectUri: site.redirectUri });
   });
   after(async () => {

@@ -25,7 +25,7 @@ describe('device authorization grant across instances (postgres)', backendOption
   after(() => cluster?.close());
 
   test('requested and polled at one instance, approved at the other; slow_down is tracked across them', async () => {
-    const { client } = await cluster.createClient({ name: 'Kitchen TV', grantType: DEVICE_CODE_GRANT_TYPE, redirectUri: '' });
+    const { client } = await cluster.createClient({ name: 'Kitchen TV', grantType: DEVICE_CODE_GRANT_TYPE, redirectUris: [] });
     const issuer = new URL(cluster.publicUrl);
     const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
     const at = (instance: number): App => {

@@ -309,7 +309,7 @@ for (const backend of BACKENDS) {
 
     describe('redirect URLs', () => {
       test('a registered http://127.0.0.1 URL matches any port, but not another path', async () => {
-        const { client } = await server.createClient({ name: 'Native app', redirectUri: 'http://127.0.0.1/cb', trusted: true });
+        const { client } = await server.createClient({ name: 'Native app', redirectUris: ['http://127.0.0.1/cb'], trusted: true });
         for (const redirectUri of ['http://127.0.0.1:51004/cb', 'http://127.0.0.1:8080/cb']) {
           const request = await authorizeRequest(client.id, { redirect_uri: redirectUri });
           assertRedirectedCode(await alice.fetch(request.path), client.id, request.state, redirectUri);

@@ -112,7 +112,7 @@ for (const backend of BACKENDS) {
     });
 
     test('consent is asked even for a trusted client, and Deny answers access_denied', async () => {
-      const { client } = await server.createClient({ name: 'Trusted box', grantType: DEVICE_CODE_GRANT_TYPE, redirectUri: '', trusted: true });
+      const { client } = await server.createClient({ name: 'Trusted box', grantType: DEVICE_CODE_GRANT_TYPE, redirectUris: [], trusted: true });
       const app = await discover(server, client.id);
       const codes = await requestCodes(app);
       const done = await answerAtDevicePage(await loggedIn(server), codes, 'deny');

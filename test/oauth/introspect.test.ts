@@ -24,7 +24,7 @@ for (const backend of BACKENDS) {
       await server.createUser('alice');
       const { client } = await server.createClient({ name: 'Annotator' });
       app = await discover(server, client.id);
-      const registered = await server.createClient({ name: 'Annotation API', grantType: 'client_credentials', redirectUri: '', confidential: true });
+      const registered = await server.createClient({ name: 'Annotation API', grantType: 'client_credentials', redirectUris: [], confidential: true });
       resourceSecret = registered.secret!;
       resourceServer = await discover(server, registered.client.id, { secret: resourceSecret });
     });

@@ -74,7 +74,7 @@ for (const backend of BACKENDS) {
     });
 
     test('client_credentials names its resource too; the resource server\'s own client obtains nothing', async () => {
-      const registered = await server.createClient({ name: 'Batch job', grantType: 'client_credentials', redirectUri: '', confidential: true, scope: 'files:read' });
+      const registered = await server.createClient({ name: 'Batch job', grantType: 'client_credentials', redirectUris: [], confidential: true, scope: 'files:read' });
       const job = await discover(server, registered.client.id, { secret: registered.secret! });
       const granted = await oauth.processClientCredentialsResponse(
         job.as,
@@ -160,7 +160,7 @@ for (const backend of BACKENDS) {
       await removeResource(ctx, (await findResourceNamed(ctx, FILES))!, COMMAND_LINE);
       assert.equal((await tokenResult(await refreshRequest(app, reader.refresh_token!))).body.error, 'invalid_grant');
       assert.equal((await tokenResult(await exchange(pending))).body.error, 'invalid_grant', 'its codes not yet exchanged are void');
-      const caller = await server.createClient({ name: 'Another API', grantType: 'client_credentials', redirectUri: '', confidential: true });
+      const caller = await server.createClient({ name: 'Another API', grantType: 'client_credentials', redirectUris: [], confidential: true });
       const other = await discover(server, caller.client.id, { secret: caller.secret! });
       assert.deepEqual(await introspect(other, reader.access_token), { active: false });
       assert.equal((await introspect(other, builtin.access_token)).active, true, 'the built-in resource is untouched');

@@ -49,7 +49,7 @@ for (const backend of BACKENDS) {
       // Trusted: no consent page, so each authorization is one request.
       const { client } = await createClient(
         store.db,
-        { name: 'Loader', grantType: 'authorization_code', redirectUri: 'http://127.0.0.1:8765/callback', confidential: false, trusted: true, requirePkce: true, scope: '' },
+        { name: 'Loader', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: false, trusted: true, requirePkce: true, scope: '' },
         Date.now(),
       );
       clientId = client.id;

@@ -42,7 +42,7 @@ for (const backend of BACKENDS) {
       const user = await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false }, now);
       const { client, secret } = await createClient(
         store.db,
-        { name: 'Old app', grantType: 'authorization_code', redirectUri: 'http://127.0.0.1:8765/callback', confidential: true, trusted: false, requirePkce: false, scope: '' },
+        { name: 'Old app', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: true, trusted: false, requirePkce: false, scope: '' },
         now,
       );
       clientId = client.id;

@@ -125,7 +125,7 @@ for (const backend of BACKENDS) {
       server = await startServer(backend, { LOG_LEVEL: 'trace' });
       await server.createUser('alice');
       app = await discover(server, (await server.createClient({ name: 'Annotator' })).client.id);
-      const registered = await server.createClient({ name: 'Resource server', grantType: 'client_credentials', redirectUri: '', confidential: true });
+      const registered = await server.createClient({ name: 'Resource server', grantType: 'client_credentials', redirectUris: [], confidential: true });
       secret = registered.secret!;
       confidential = await discover(server, registered.client.id, { secret });
     });

@@ -52,7 +52,7 @@ for (const backend of BACKENDS) {
     test('introspection: a resource server learns about its own tokens only; other clients learn nothing of them', async () => {
       assert.equal((await introspect(files.introspector, filesTokens.access_token)).active, true);
       assert.deepEqual(await introspect(mail.introspector, filesTokens.access_token), { active: false }, 'another resource server');
-      const bystander = await server.createClient({ name: 'Bystander', grantType: 'client_credentials', redirectUri: '', confidential: true });
+      const bystander = await server.createClient({ name: 'Bystander', grantType: 'client_credentials', redirectUris: [], confidential: true });
       const other = await discover(server, bystander.client.id, { secret: bystander.secret! });
       assert.deepEqual(await introspect(other, filesTokens.access_token), { active: false }, 'an unrelated confidential client');
       assert.equal((await introspect(app, filesTokens.access_token)).active, true, 'the client it was issued to');
@@ -64,7 +64,7 @@ for (const backend of BACKENDS) {
       await agent.login('alice');
       const { url } = await authorizationUrl(app, { resource: MAIL, scope: 'files:read' });
       assert.equal((await agent.visit(url.pathname + url.search)).redirect?.searchParams.get('error'), 'invalid_scope');
-      const job = await server.createClient({ name: 'Job', grantType: 'client_credentials', redirectUri: '', confidential: true, scope: 'files:read' });
+      const job = await server.createClient({ name: 'Job', grantType: 'client_credentials', redirectUris: [], confidential: true, scope: 'files:read' });
       const jobApp = await discover(server, job.client.id, { secret: job.secret! });
       const response = await oauth.clientCredentialsGrantRequest(jobApp.as, jobApp.client, jobApp.auth, new URLSearchParams({ resource: MAIL, scope: 'files:read' }), insecure);
       assert.equal(((await response.json()) as { error: string }).error, 'invalid_scope');
@@ -82,7 +82,7 @@ for (const backend of BACKENDS) {
       const { url } = await authorizationUrl(app, { resource: FILES });
       url.searchParams.append('resource', FILES);
       assert.equal((await agent.visit(url.pathname + url.search)).redirect?.searchParams.get('error'), 'invalid_target', 'repeated, even with the same value');
-      const job = await server.createClient({ name: 'Job 2', grantType: 'client_credentials', redirectUri: '', confidential: true, scope: 'files:read' });
+      const job = await server.createClient({ name: 'Job 2', grantType: 'client_credentials', redirectUris: [], confidential: true, scope: 'files:read' });
       const jobApp = await discover(server, job.client.id, { secret: job.secret! });
       const repeated = await oauth.clientCredentialsGrantRequest(jobApp.as, jobApp.client, jobApp.auth, new URLSearchParams([['resource', FILES], ['resource', MAIL]]), insecure);
       assert.deepEqual([repeated.status, ((await repeated.json()) as { error: string }).error], [400, 'invalid_target']);

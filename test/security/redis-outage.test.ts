@@ -88,7 +88,7 @@ for (const backend of BACKENDS) {
       await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: true }, Date.now());
       const { client } = await createClient(
         store.db,
-        { name: 'Reader', grantType: 'authorization_code', redirectUri: 'http://127.0.0.1:8765/callback', confidential: false, trusted: true, requirePkce: true, scope: '' },
+        { name: 'Reader', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: false, trusted: true, requirePkce: true, scope: '' },
         Date.now(),
       );
       const port = String(await freePort());

@@ -41,7 +41,7 @@ for (const backend of BACKENDS) {
     }
 
     const takeScopes = (client: Client, scope: string) =>
-      changeClient(server.app.gatehouse, client, { name: client.name, redirectUri: client.redirect_uri!, trusted: false, requirePkce: false, scope }, COMMAND_LINE);
+      changeClient(server.app.gatehouse, client, { name: client.name, redirectUris: JSON.parse(client.redirect_uris), trusted: false, requirePkce: false, scope }, COMMAND_LINE);
 
     async function profileScopes(accessToken: string): Promise<string[]> {
       const response = await profile(server, accessToken);

@@ -11,7 +11,7 @@ import type { Outcome, UserAgent } from './user-agent.ts';
 
 /** A device client registered on `server` (public unless `confidential`), as the device sees the server. */
 export async function deviceApp(server: Pick<TestServer, 'url' | 'createClient'>, options: { confidential?: boolean; scope?: string } = {}): Promise<App> {
-  const { client, secret } = await server.createClient({ name: 'Kitchen TV', grantType: DEVICE_CODE_GRANT_TYPE, redirectUri: '', confidential: options.confidential ?? false, scope: options.scope ?? '' });
+  const { client, secret } = await server.createClient({ name: 'Kitchen TV', grantType: DEVICE_CODE_GRANT_TYPE, redirectUris: [], confidential: options.confidential ?? false, scope: options.scope ?? '' });
   return discover(server as TestServer, client.id, { secret });
 }
 

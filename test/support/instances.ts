@@ -70,7 +70,7 @@ export async function startCluster(count: number, env: Record<string, string> = 
     createClient: (input = {}) =>
       createClient(
         store.db,
-        { name: 'Cluster app', grantType: 'authorization_code', redirectUri: 'http://127.0.0.1:8765/callback', confidential: false, trusted: false, requirePkce: false, scope: '', ...input },
+        { name: 'Cluster app', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: false, trusted: false, requirePkce: false, scope: '', ...input },
         Date.now(),
       ),
     async close() {

@@ -66,7 +66,7 @@ export async function startServer(backend: Backend, env: Record<string, string> 
         {
           name: 'Test application',
           grantType: 'authorization_code',
-          redirectUri: 'http://127.0.0.1:8765/callback',
+          redirectUris: ['http://127.0.0.1:8765/callback'],
           confidential: false,
           trusted: false,
           requirePkce: false,

@@ -96,12 +96,13 @@ describe('redirectUriMatches', () => {
     assert.equal(redirectUriMatches('https://127.0.0.1:8443/cb', 'https://127.0.0.1:9443/cb'), false);
   });
 
-  test('localhost today: it may be registered over http, but only ever matches exactly', () => {
-    // RFC 8252 §8.3 advises loopback IP literals over "localhost"; the any-port rule is not
-    // extended to it, so a native app registering localhost must always use the same port.
+  test('localhost joins the any-port rule (RFC 8252 §7.3; Claude Code and VS Code register it)', () => {
     assert.equal(redirectUriMatches('http://localhost:8080/cb', 'http://localhost:8080/cb'), true);
-    assert.equal(redirectUriMatches('http://localhost:8080/cb', 'http://localhost:9090/cb'), false);
-    assert.equal(redirectUriMatches('http://localhost/cb', 'http://localhost:9090/cb'), false);
+    assert.equal(redirectUriMatches('http://localhost:8080/cb', 'http://localhost:9090/cb'), true);
+    assert.equal(redirectUriMatches('http://localhost/cb', 'http://localhost:9090/cb'), true);
+    for (const requested of ['http://localhost:9090/other', 'http://127.0.0.1:9090/cb', 'https://localhost:9090/cb', 'http://localhost.evil.example:9090/cb']) {
+      assert.equal(redirectUriMatches('http://localhost/cb', requested), false, requested);
+    }
   });
 });
 

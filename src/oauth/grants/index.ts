@@ -4,7 +4,9 @@
  */
 import type { Client } from '../../store/schema.ts';
 import type { AppContext } from '../../context.ts';
+import { findClient } from '../../store/clients.ts';
 import { authenticateClient } from '../client-auth.ts';
+import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidRequest } from '../errors.ts';
 import type { TokenResponse } from '../issue.ts';
 import { single, type RawParams } from '../params.ts';
@@ -16,7 +18,8 @@ import { refreshToken } from './refresh-token.ts';
 /**
  * Called by a grant once the request has proven it comes from `clientId` — it carries a
  * code or refresh token issued to that client — and before the grant changes anything:
- * charges the client's token budget, throwing `Throttled` beyond it.
+ * charges the client's token budget, throwing `Throttled` beyond it, and checks the client
+ * may still obtain tokens (not blocked; a metadata document that still resolves).
  */
 export type ProvenClient = (clientId: string) => Promise<void>;
 
@@ -57,6 +60,8 @@ export async function requestToken(params: RawParams, authorization: string | un
     if (charged === clientId) return; // an authenticated client is charged once, not again by its grant
     charged = clientId;
     await throttle.tokenRequestOf(clientId);
+    const proved = client?.id === clientId ? client : await findClient(ctx.db, clientId);
+    if (proved) await requireStanding(ctx, proved);
   };
   if (client !== null && client.secret_hash !== null) await proven(client.id);
   return grant.handle(params, client, ctx, address, proven);

@@ -70,8 +70,7 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   if (token.rotated_at === null) {
     // SPEC §4.2: scopes taken from the client since the grant was made are dropped; a grant
     // left with none is over.
-    // P2 merge: add `kind: token.client_kind` (select clients.kind in findRefreshToken) so that clients that may ask for any scope keep theirs.
-    const client = { scopes: token.client_scopes };
+    const client = { scopes: token.client_scopes, kind: token.client_kind };
     if (scopesStillAllowed(grantScopes, client).length === 0) {
       await revoke(ctx, { grantId: token.grant_id }, 'revoked');
       throw invalidGrant('the refresh token has been revoked', 'every scope of the grant was taken from the client: grant revoked');
