@@ -5,7 +5,7 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
-import { AccountError, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
+import { AccountError, allUsers, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
 import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, type AuditFilter } from './audit.ts';
 import { ClientInputError, blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from './clients/clients.ts';
 import { ResourceInputError, createScope, findResourceNamed, listAllScopes, listResources, parseScopeDefinition, registerResource, removeResource, removeScope } from './clients/resources.ts';
@@ -13,8 +13,7 @@ import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from './oauth/device.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
-import { purgeOnce } from './store/purge.ts';
-import { listUsers } from './store/users.ts';
+import { purge } from './maintenance.ts';
 
 const HELP = `Usage: gatehouse <command> [options]
 
@@ -142,7 +141,7 @@ const COMMANDS: Record<string, Command> = {
     return 0;
   },
   async purge(ctx, _rest, _options, print) {
-    const counts = await purgeOnce(ctx.store, ctx.now(), ctx.config.refreshGraceSeconds * 1000);
+    const counts = await purge(ctx);
     if (counts === null) {
       print({ skipped: 'another instance is purging right now' }, 'Another instance is purging right now; nothing to do.');
       return 0;
@@ -154,7 +153,7 @@ const COMMANDS: Record<string, Command> = {
   'user create': (ctx, rest, options, print) => userCreate(ctx, rest, options, print),
   async 'user list'(ctx, rest, _options, print) {
     noArguments(rest);
-    const users = (await listUsers(ctx.db)).map((u) => ({ username: u.username, email: u.email, admin: u.is_admin === 1, disabled: u.disabled === 1 }));
+    const users = (await allUsers(ctx)).map((u) => ({ username: u.username, email: u.email, admin: u.is_admin === 1, disabled: u.disabled === 1 }));
     print(users, users.map((u) => `${u.username}\t${u.email}${u.admin ? '\tadmin' : ''}${u.disabled ? '\tdisabled' : ''}`).join('\n') || 'No users.');
     return 0;
   },

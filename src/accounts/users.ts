@@ -11,7 +11,7 @@ import { isUuid } from '../oauth/client-auth.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { deleteUserSessions } from '../store/sessions.ts';
-import { findUserById, findUserByLogin, findUserByUsername, insertUser, lookupKey, searchUsers, updateUser } from '../store/users.ts';
+import { findUserById, findUserByLogin, findUserByUsername, insertUser, listUsers, lookupKey, searchUsers, updateUser } from '../store/users.ts';
 import type { Database, User } from '../store/schema.ts';
 import { hashPassword, passwordProblem } from './passwords.ts';
 
@@ -95,6 +95,11 @@ export async function findUser(ctx: AppContext, id: string): Promise<User | unde
 /** The user with this username (compared as the login form compares it). */
 export async function findUserNamed(ctx: AppContext, username: string): Promise<User | undefined> {
   return findUserByUsername(ctx.db, username);
+}
+
+/** Every user, in username order (`gatehouse user list`). */
+export function allUsers(ctx: AppContext): Promise<User[]> {
+  return listUsers(ctx.db);
 }
 
 /** Users whose username or email contains `text`, in username order; at most `limit`. */

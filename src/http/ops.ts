@@ -7,8 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { bearerToken } from '../oauth/bearer.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import { isHealthy } from '../store/database.ts';
-import { purgeOnce } from '../store/purge.ts';
+import { databaseAnswers, purge } from '../maintenance.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { rejectOtherMethods } from './helpers.ts';
 import { TAGS, oauthError } from './schemas.ts';
@@ -37,7 +36,7 @@ const metricsSchema = {
 export default async function opsRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/_status', { schema: statusSchema }, async (_request, reply) => {
     reply.header('Cache-Control', 'no-store');
-    if (await isHealthy(ctx.store)) return { status: 'okay' };
+    if (await databaseAnswers(ctx)) return { status: 'okay' };
     return reply.code(503).send({ status: 'failure', reason: 'the database does not answer' });
   });
 
@@ -77,7 +76,7 @@ export function metricsAccess(token: string | null): (authorization: string | un
 }
 
 /**
- * Every instance purges on its own timer; on PostgreSQL, `purgeOnce` lets only one of them
+ * Every instance purges on its own timer; on PostgreSQL, `purge` lets only one of them
  * work at a time.
  */
 function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
@@ -85,7 +84,7 @@ function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
   if (interval === 0) return;
   inBackground(app, interval, false, async () => {
     try {
-      const counts = await purgeOnce(ctx.store, ctx.now(), ctx.config.refreshGraceSeconds * 1000);
+      const counts = await purge(ctx);
       ctx.metrics.purge(counts);
       if (counts === null) app.log.debug({ event: 'purge_skipped' }, 'another instance is purging');
       else app.log.info({ event: 'purge', counts }, 'purged expired rows');
