@@ -235,8 +235,8 @@ for (const backend of BACKENDS) {
 
     test('client create --grant-type device_code registers a device client without a redirect URL; purge takes expired device codes', async () => {
       const created = json(await cli(['client', 'create', '--name', 'Kitchen TV', '--grant-type', 'device_code', '--json'])) as { client_id: string };
-      const listed = (json(await cli(['client', 'list', '--json'])) as Array<{ client_id: string; grant_type: string; redirect_uri: string | null }>).find((c) => c.client_id === created.client_id);
-      assert.deepEqual([listed?.grant_type, listed?.redirect_uri], ['urn:ietf:params:oauth:grant-type:device_code', null]);
+      const listed = (json(await cli(['client', 'list', '--json'])) as Array<{ client_id: string; grant_type: string; redirect_uris: string[] }>).find((c) => c.client_id === created.client_id);
+      assert.deepEqual([listed?.grant_type, listed?.redirect_uris], ['urn:ietf:params:oauth:grant-type:device_code', []]);
       const app = await discover(server, created.client_id);
       server.advance(-2 * 365 * 86_400);
       const stale = await requestCodes(app);

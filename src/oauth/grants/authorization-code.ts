@@ -1,19 +1,19 @@
 /**
  * `grant_type=authorization_code`. @see RFC 6749 §4.1.3, RFC 7636 §4.6, RFC 9700 §4.2.4
  */
-import { randomUUID } from 'node:crypto';
 import { exchangeCode, findCode } from '../../store/codes.ts';
-import type { AuthCode, Client } from '../../store/schema.ts';
+import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
-import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
+import type { TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
 import { checkVerifier } from '../pkce.ts';
-import { splitScopes } from '../scopes.ts';
 import { checkSameAudience } from '../resources.ts';
-import { revoke } from '../revocation.ts';
 import type { Grant, ProvenClient } from './index.ts';
+import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
+
+const AUTHORIZATION_CODE: SingleUseCode = { grantType: 'authorization_code', noun: 'authorization code', exchange: exchangeCode, find: findCode };
 
 export const authorizationCode: Grant = {
   type: 'authorization_code',
@@ -46,7 +46,7 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   // Before anything is consumed or revoked: a request refused with invalid_target changes nothing.
   await checkSameAudience(ctx, raw.resource, code.resource_id);
   if (code.consumed_at !== null) {
-    await replayed(code, code.grant_id, ctx, address);
+    await replayed(AUTHORIZATION_CODE, code, code.grant_id, ctx, address);
     throw invalidGrant('the authorization code has already been used', 'code replay: revoked what it issued');
   }
   if (code.expires_at <= now) throw invalidGrant('the authorization code has expired', 'expired code');
@@ -55,34 +55,5 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   }
   checkVerifier(code.code_challenge, params.code_verifier);
   if (code.user_disabled) throw invalidGrant('the authorization code is invalid', 'user is disabled');
-  // SPEC §4.2: scopes taken from the client since the code was issued are dropped.
-  const scopes = scopesStillAllowed(splitScopes(code.scopes), client);
-  if (scopes.length === 0) throw invalidGrant('the authorization code is invalid', 'every scope of the code was taken from the client');
-
-  const pair = mintTokenResponse(ctx, scopes, true);
-  const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, resourceId: code.resource_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
-  const issued = ctx.audit.pending({
-    type: 'token_issued',
-    userId: code.user_id,
-    clientId: client.id,
-    address,
-    detail: { grant_type: 'authorization_code', grant_id: grant.id, scope: grant.scopes },
-  });
-  const exchange = await exchangeCode(ctx.db, code.hash, grant, pair.stored, now, issued.row);
-  if (exchange === 'parties_changed') throw invalidGrant('the authorization code is invalid', 'client deleted or changed, or user disabled, during the exchange');
-  if (exchange === 'code_consumed') {
-    const winner = await findCode(ctx.db, code.hash);
-    if (!winner) throw invalidGrant('the authorization code is invalid', 'code voided during the exchange');
-    // A concurrent request consumed the code first: that is a replay too.
-    await replayed(code, winner.grant_id, ctx, address);
-    throw invalidGrant('the authorization code has already been used', 'concurrent code replay: revoked what it issued');
-  }
-  issued.committed();
-  return pair.response;
-}
-
-/** RFC 6749 §4.1.2: a reused code SHOULD revoke every token issued from it. */
-async function replayed(code: AuthCode, grantId: string | null, ctx: AppContext, address: string): Promise<void> {
-  if (grantId !== null) await revoke(ctx, { grantId }, 'code_replay');
-  await ctx.audit({ type: 'code_replay_detected', userId: code.user_id, clientId: code.client_id, address, detail: { grant_id: grantId } });
+  return exchangeApproved(AUTHORIZATION_CODE, code, client, ctx, address, now);
 }

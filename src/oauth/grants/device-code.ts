@@ -10,18 +10,18 @@
  *
  * @see RFC 8628 §3.4, §3.5
  */
-import { randomUUID } from 'node:crypto';
 import { exchangeDeviceCode, findDeviceCode, recordPoll } from '../../store/device-codes.ts';
-import type { Client, DeviceCode } from '../../store/schema.ts';
+import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
-import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
+import type { TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
-import { splitScopes } from '../scopes.ts';
-import { revoke } from '../revocation.ts';
 import type { Grant, ProvenClient } from './index.ts';
+import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
+
+const DEVICE_CODE: SingleUseCode = { grantType: DEVICE_CODE_GRANT_TYPE, noun: 'device code', exchange: exchangeDeviceCode, find: findDeviceCode };
 
 export const deviceCode: Grant = {
   type: DEVICE_CODE_GRANT_TYPE,
@@ -45,36 +45,12 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
     throw new OAuthError('slow_down', 'polled too soon: wait 5 seconds longer between polls from now on');
   }
   if (device.consumed_at !== null) {
-    await replayed(device, device.grant_id, ctx, address);
+    await replayed(DEVICE_CODE, device, device.grant_id, ctx, address);
     throw invalidGrant('the device code has already been used', 'device code replay: revoked what it issued');
   }
   if (device.expires_at <= now) throw new OAuthError('expired_token', 'the device code has expired: start again');
   if (device.decision === 'denied') throw new OAuthError('access_denied', 'the person denied the request', undefined, 400);
   if (device.decision === null) throw new OAuthError('authorization_pending', 'the person has not answered yet: keep polling');
   if (device.user_id === null || device.user_disabled !== 0) throw invalidGrant('the device code is invalid', 'user is disabled');
-  // SPEC §4.2: scopes taken from the client since the request was made are dropped.
-  const scopes = scopesStillAllowed(splitScopes(device.scopes), client);
-  if (scopes.length === 0) throw invalidGrant('the device code is invalid', 'every scope of the request was taken from the client');
-
-  const pair = mintTokenResponse(ctx, scopes, true);
-  const grant = { id: randomUUID(), clientId: client.id, userId: device.user_id, resourceId: device.resource_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
-  const detail = { grant_type: DEVICE_CODE_GRANT_TYPE, grant_id: grant.id, scope: grant.scopes };
-  const issued = ctx.audit.pending({ type: 'token_issued', userId: device.user_id, clientId: client.id, address, detail });
-  const exchange = await exchangeDeviceCode(ctx.db, device.hash, grant, pair.stored, now, issued.row);
-  if (exchange === 'parties_changed') throw invalidGrant('the device code is invalid', 'client deleted or changed, or user disabled, during the exchange');
-  if (exchange === 'code_consumed') {
-    // Used by a request that passed its own poll in time, or voided meanwhile.
-    const winner = await findDeviceCode(ctx.db, device.hash);
-    if (!winner) throw invalidGrant('the device code is invalid', 'device code voided during the exchange');
-    await replayed(device, winner.grant_id, ctx, address);
-    throw invalidGrant('the device code has already been used', 'concurrent device code replay: revoked what it issued');
-  }
-  issued.committed();
-  return pair.response;
-}
-
-/** RFC 6749 §4.1.2, as for authorization codes: a reused device code revokes every token issued from it. */
-async function replayed(device: DeviceCode, grantId: string | null, ctx: AppContext, address: string): Promise<void> {
-  if (grantId !== null) await revoke(ctx, { grantId }, 'code_replay');
-  await ctx.audit({ type: 'code_replay_detected', userId: device.user_id, clientId: device.client_id, address, detail: { grant_type: DEVICE_CODE_GRANT_TYPE, grant_id: grantId } });
+  return exchangeApproved(DEVICE_CODE, device, client, ctx, address, now);
 }

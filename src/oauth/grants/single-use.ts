@@ -1,0 +1,70 @@
+/**
+ * What the two single-use grants share once their code has been checked: an authorization
+ * code (authorization-code.ts) and a device code (device-code.ts) are each exchanged exactly
+ * once — one transaction in the store creates the grant, its first tokens and the audit row,
+ * and consumes the code with a conditional write — and presenting one again revokes what it
+ * issued (RFC 6749 §4.1.2; RFC 8628 relies on the same rule).
+ */
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { AppContext } from '../../context.ts';
+import type { AuditEventRow } from '../../store/audit-events.ts';
+import type { Exchange } from '../../store/codes.ts';
+import type { NewGrant } from '../../store/grants.ts';
+import type { Client, Database } from '../../store/schema.ts';
+import type { IssuedTokens } from '../../store/tokens.ts';
+import { invalidGrant } from '../errors.ts';
+import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
+import { revoke } from '../revocation.ts';
+import { splitScopes } from '../scopes.ts';
+
+/** A code the person approved, as both kinds are stored. */
+export interface ApprovedCode {
+  hash: string;
+  client_id: string;
+  user_id: string | null;
+  resource_id: string;
+  scopes: string;
+}
+
+/** One kind of single-use code: how it is named to the client, and its exactly-once write in the store. */
+export interface SingleUseCode {
+  grantType: string;
+  /** `authorization code`, `device code`: in the messages. */
+  noun: string;
+  exchange(db: Kysely<Database>, hash: string, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<Exchange>;
+  /** The code as it is now (who consumed it), or undefined once it is gone (voided). */
+  find(db: Kysely<Database>, hash: string): Promise<{ grant_id: string | null } | undefined>;
+}
+
+/**
+ * Exchanges the checked code for a grant and tokens, exactly once. SPEC §4.2: scopes taken
+ * from the client since the code was issued are dropped; none left is `invalid_grant`.
+ */
+export async function exchangeApproved(kind: SingleUseCode, code: ApprovedCode, client: Client, ctx: AppContext, address: string, now: number): Promise<TokenResponse> {
+  const invalid = `the ${kind.noun} is invalid`;
+  const scopes = scopesStillAllowed(splitScopes(code.scopes), client);
+  if (scopes.length === 0) throw invalidGrant(invalid, `every scope of the ${kind.noun} was taken from the client`);
+
+  const pair = mintTokenResponse(ctx, scopes, true);
+  const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, resourceId: code.resource_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
+  const detail = { grant_type: kind.grantType, grant_id: grant.id, scope: grant.scopes };
+  const issued = ctx.audit.pending({ type: 'token_issued', userId: code.user_id, clientId: client.id, address, detail });
+  const exchange = await kind.exchange(ctx.db, code.hash, grant, pair.stored, now, issued.row);
+  if (exchange === 'parties_changed') throw invalidGrant(invalid, 'client deleted or changed, or user disabled, during the exchange');
+  if (exchange === 'code_consumed') {
+    const winner = await kind.find(ctx.db, code.hash);
+    if (!winner) throw invalidGrant(invalid, `${kind.noun} voided during the exchange`);
+    // A concurrent request consumed the code first: that is a replay too.
+    await replayed(kind, code, winner.grant_id, ctx, address);
+    throw invalidGrant(`the ${kind.noun} has already been used`, `concurrent ${kind.noun} replay: revoked what it issued`);
+  }
+  issued.committed();
+  return pair.response;
+}
+
+/** A code presented again: everything it issued is revoked, and the replay recorded. */
+export async function replayed(kind: SingleUseCode, code: ApprovedCode, grantId: string | null, ctx: AppContext, address: string): Promise<void> {
+  if (grantId !== null) await revoke(ctx, { grantId }, 'code_replay');
+  await ctx.audit({ type: 'code_replay_detected', userId: code.user_id, clientId: code.client_id, address, detail: { grant_type: kind.grantType, grant_id: grantId } });
+}
