@@ -9,7 +9,8 @@ import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/device.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { answerAtDevicePage, assertPollError, deviceApp, poll, pollRequest, requestCodes } from '../support/device.ts';
 import { scrape } from '../support/metrics.ts';
-import { discover, postForm, profile, refresh } from '../support/oauth-client.ts';
+import { discover, insecure, postForm, profile, refresh } from '../support/oauth-client.ts';
+import { registerResourceServer } from '../support/resources.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 import { formFields, UserAgent } from '../support/user-agent.ts';
 
@@ -95,6 +96,28 @@ for (const backend of BACKENDS) {
       for (const row of stored) {
         assert.ok(!JSON.stringify(row).includes(codes.device_code) && !JSON.stringify(row).includes(codes.user_code.replace('-', '')), 'only hashes are stored');
       }
+    });
+
+    test('a device asks for a resource server: the consent page names it, and the token is for it alone', async () => {
+      const files = await registerResourceServer(server, 'https://files.example/mcp', [{ name: 'files:read', description: 'Read your files' }], 'Files');
+      const app = await deviceApp(server, { scope: 'files:read' });
+      const codes = await requestCodes(app, { resource: 'https://files.example/mcp' });
+      const agent = await loggedIn(server);
+      const form = await agent.visit(`/device?user_code=${codes.user_code}`);
+      const consent = await agent.submit(form.html, '/device', { user_code: codes.user_code });
+      assert.match(consent.html, /on <strong class="resource">Files<\/strong>/);
+      assert.match(consent.html, /Read your files/);
+      await agent.submit(consent.html, '/device', { decision: 'approve' });
+      server.advance(5);
+      const tokens = await oauth.processDeviceCodeResponse(app.as, app.client, await pollRequest(app, codes.device_code));
+      assert.equal(tokens.scope, 'files:read');
+      const info = await oauth.processIntrospectionResponse(
+        files.introspector.as,
+        files.introspector.client,
+        await oauth.introspectionRequest(files.introspector.as, files.introspector.client, files.introspector.auth, tokens.access_token, insecure),
+      );
+      assert.deepEqual([info.active, info.aud], [true, 'https://files.example/mcp']);
+      assert.equal((await profile(server, tokens.access_token)).status, 401, "the service's own API refuses it");
     });
 
     test('scope narrows the request; the consent page names what is asked', async () => {
@@ -237,7 +260,8 @@ for (const backend of BACKENDS) {
         ['a client of another grant type', { client_id: web.client.id }, 400, 'unauthorized_client'],
         ['an unknown scope', { client_id: id, scope: 'admin' }, 400, 'invalid_scope'],
         ['a scope the client may not have', { client_id: (await deviceApp(server, { scope: 'annotation:read' })).client.client_id, scope: 'annotation:write' }, 400, 'invalid_scope'],
-        ['a resource', { client_id: id, resource: 'https://api.example' }, 400, 'invalid_target'],
+        ['an unknown resource', { client_id: id, resource: 'https://api.example' }, 400, 'invalid_target'],
+        ['two resources', `client_id=${id}&resource=${encodeURIComponent(server.url)}&resource=https://api.example`, 400, 'invalid_target'],
         ['a repeated scope', `client_id=${id}&scope=annotation:read&scope=annotation:write`, 400, 'invalid_request'],
         ['invalid UTF-8', `client_id=${id}&scope=%FF`, 400, 'invalid_request'],
       ];
