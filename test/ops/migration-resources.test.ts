@@ -10,7 +10,6 @@ import { after, before, describe, test } from 'node:test';
 import { Migrator, type Kysely } from 'kysely';
 import * as oauth from 'oauth4webapi';
 import { createAccount } from '../../src/accounts/users.ts';
-import { createClient } from '../../src/clients/clients.ts';
 import { parseDatabaseUrl } from '../../src/config.ts';
 import { migrations, openStore } from '../../src/store/database.ts';
 import { mintToken } from '../../src/tokens.ts';
@@ -40,13 +39,14 @@ for (const backend of BACKENDS) {
       const db = store.db as unknown as Kysely<any>;
       const now = Date.now();
       const user = await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false }, now);
-      const { client, secret } = await createClient(
-        store.db,
-        { name: 'Old app', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: true, trusted: false, requirePkce: false, scope: '' },
-        now,
-      );
-      clientId = client.id;
-      clientSecret = secret!;
+      // The clients table as it was then, too: one redirect URL, no kind.
+      const secret = mintToken('clientSecret');
+      clientId = randomUUID();
+      clientSecret = secret.token;
+      await db
+        .insertInto('clients')
+        .values({ id: clientId, name: 'Old app', grant_type: 'authorization_code', redirect_uri: 'http://127.0.0.1:8765/callback', secret_hash: secret.hash, trusted: 0, require_pkce: 0, scopes: 'annotation:read annotation:write', created_at: now })
+        .execute();
       const grantId = randomUUID();
       const expires = now + 3600_000;
       await db.insertInto('grants').values({ id: grantId, client_id: clientId, user_id: user.id, scopes: 'annotation:read annotation:write', created_at: now, last_used_at: now, revoked_at: null, expires_at: expires }).execute();
