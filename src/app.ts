@@ -16,6 +16,7 @@ import { randomUUID } from 'node:crypto';
 import type { Config } from './config.ts';
 import { openContext, type AppContext } from './context.ts';
 import { OAuthError } from './oauth/errors.ts';
+import { metadataPaths } from './oauth/metadata.ts';
 import type { Store } from './store/database.ts';
 import accountRoutes from './http/account.ts';
 import adminRoutes from './http/admin.ts';
@@ -62,8 +63,8 @@ class OneLinePerRequest extends LogController {
   }
 }
 
-/** The endpoints browser-based clients call from other origins (SPEC §4.4). */
-const CORS_PATHS = new Set(['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/register', '/oauth/introspect', '/api/profile', '/api/links', '/.well-known/oauth-authorization-server', '/openapi.json']);
+/** The endpoints browser-based clients call from other origins (SPEC §4.4), besides the metadata. */
+const CORS_PATHS = ['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/register', '/oauth/introspect', '/api/profile', '/api/links', '/openapi.json'];
 
 const HSTS = 'max-age=31536000; includeSubDomains';
 
@@ -162,10 +163,11 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     crossOriginOpenerPolicy: false, // the popup flow needs window.opener across origins
     xFrameOptions: { action: 'deny' }, // frame-ancestors 'none' for browsers without CSP 2
   });
+  const corsPaths = new Set([...CORS_PATHS, ...metadataPaths(config)]);
   await app.register(cors, {
     delegator: (request, callback) => {
       const path = (request.url ?? '').split('?')[0] ?? '';
-      callback(null, CORS_PATHS.has(path) ? { origin: '*', methods: ['GET', 'POST'], allowedHeaders: ['Authorization', 'Content-Type'], exposedHeaders: ['WWW-Authenticate', 'Retry-After'], maxAge: 600 } : { origin: false });
+      callback(null, corsPaths.has(path) ? { origin: '*', methods: ['GET', 'POST'], allowedHeaders: ['Authorization', 'Content-Type'], exposedHeaders: ['WWW-Authenticate', 'Retry-After'], maxAge: 600 } : { origin: false });
     },
   });
   await app.register(view, {

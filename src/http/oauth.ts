@@ -15,7 +15,7 @@ import type { AppContext } from '../context.ts';
 import { invalidRequest } from '../oauth/errors.ts';
 import { requestToken } from '../oauth/grants/index.ts';
 import { introspect } from '../oauth/introspection.ts';
-import { serverMetadata } from '../oauth/metadata.ts';
+import { metadataPaths, serverMetadata } from '../oauth/metadata.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { isLoopbackRedirect } from '../oauth/redirect-uri.ts';
 import { revokeToken } from '../oauth/revocation.ts';
@@ -26,7 +26,9 @@ import { PARAMETERS_CHECKED_BY_PROTOCOL, authorizeSchema, deviceAuthorizationSch
 import { currentUser } from './session.ts';
 
 export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
-  app.get('/.well-known/oauth-authorization-server', { schema: metadataSchema }, async () => serverMetadata(ctx.config, await scopesSupported(ctx)));
+  for (const path of metadataPaths(ctx.config)) {
+    app.get(path, { schema: metadataSchema }, async () => serverMetadata(ctx.config, await scopesSupported(ctx)));
+  }
 
   app.get('/oauth/authorize', { config: { page: true }, schema: authorizeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     return answerAuthorization(request, reply, { url: request.url, params: request.query as RawParams, decision: null });
@@ -112,5 +114,5 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   });
 
   rejectOtherMethods(app, ['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect'], 'POST');
-  rejectOtherMethods(app, ['/.well-known/oauth-authorization-server'], 'GET');
+  rejectOtherMethods(app, metadataPaths(ctx.config), 'GET');
 }

@@ -5,6 +5,18 @@
 import type { Config } from '../config.ts';
 import { GRANT_TYPES } from './grants/index.ts';
 
+const WELL_KNOWN = '/.well-known/oauth-authorization-server';
+
+/**
+ * Where the metadata is served: the well-known path, and for an issuer with a path
+ * (`https://example.com/auth`) the path-inserted location as well
+ * (`/.well-known/oauth-authorization-server/auth`, RFC 8414 §3.1), where clients look first.
+ */
+export function metadataPaths(config: Config): string[] {
+  const path = new URL(config.publicUrl).pathname.replace(/\/+$/, '');
+  return path === '' ? [WELL_KNOWN] : [WELL_KNOWN, `${WELL_KNOWN}${path}`];
+}
+
 /** `scopes` is every scope of every resource server (oauth/resources.ts `scopesSupported`). */
 export function serverMetadata(config: Config, scopes: readonly string[]) {
   const base = config.publicUrl;
