@@ -53,6 +53,8 @@ prints Markdown tables at the end.`;
 const PROBE_PATH = '/.well-known/oauth-authorization-server';
 const PROBE_EVERY_MS = 20;
 const BASELINE_MS = 3000;
+/** A probe slower than this counts as stalled. */
+const STALLED_MS = 100;
 /** After start-up, before the baseline: the fixed version counts its tables once at start. */
 const SETTLE_MS = 2000;
 const YEAR = 365 * 24 * 3600_000;
@@ -153,6 +155,8 @@ interface Window {
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
+  /** The share of probes slower than STALLED_MS. */
+  stalled: number;
 }
 
 function window(samples: ProbeSample[], from: number, to: number): Window {
@@ -164,6 +168,7 @@ function window(samples: ProbeSample[], from: number, to: number): Window {
     p50Ms: percentile(ms, 50),
     p99Ms: percentile(ms, 99),
     maxMs: ms.reduce((a, b) => Math.max(a, b), 0),
+    stalled: ms.filter((t) => t > STALLED_MS).length / ms.length,
   };
 }
 
@@ -262,11 +267,12 @@ async function main(): Promise<number> {
     fixed(r.during.p50Ms, 2),
     fixed(r.during.p99Ms, 2),
     fixed(r.during.maxMs, 1),
+    `${fixed(r.during.stalled * 100, 0)} %`,
     ratio(r.during.p50Ms, r.baseline.p50Ms),
     ratio(r.during.p99Ms, r.baseline.p99Ms),
     fixed(r.scrapeSeconds, 2),
   ]);
-  const headers = ['checkout', 'round', 'baseline p50 ms', 'baseline p99 ms', 'during p50 ms', 'during p99 ms', 'during max ms', 'p50 × baseline', 'p99 × baseline', `${options.scrapes} scrapes s`];
+  const headers = ['checkout', 'round', 'baseline p50 ms', 'baseline p99 ms', 'during p50 ms', 'during p99 ms', 'during max ms', `during > ${STALLED_MS} ms`, 'p50 × baseline', 'p99 × baseline', `${options.scrapes} scrapes s`];
   console.log(`\n${markdownTable(headers, roundRows)}`);
   const summaryRows = options.checkouts.map((checkout) => {
     const of = rounds.filter((r) => r.checkout === checkout);
@@ -279,6 +285,7 @@ async function main(): Promise<number> {
       fixed(m((r) => r.during.p50Ms), 2),
       fixed(m((r) => r.during.p99Ms), 2),
       fixed(m((r) => r.during.maxMs), 1),
+      `${fixed(m((r) => r.during.stalled) * 100, 0)} %`,
       `${fixed(m((r) => r.during.p50Ms / r.baseline.p50Ms), 1)}×`,
       `${fixed(m((r) => r.during.p99Ms / r.baseline.p99Ms), 1)}×`,
       fixed(m((r) => r.scrapeSeconds), 2),
