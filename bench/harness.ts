@@ -125,10 +125,13 @@ export async function createDatabase(kind: BackendName, postgresAdminUrl: string
 // ---------------------------------------------------------------------------------------
 // Processes
 
-/** Runs `gatehouse <args>` against `databaseUrl`; resolves with its standard output. */
-export function gatehouse(databaseUrl: string, args: string[], input = ''): Promise<string> {
+/**
+ * Runs `gatehouse <args>` against `databaseUrl`; resolves with its standard output. `checkout`
+ * is the repository whose src/main.ts runs (another worktree, to compare commits).
+ */
+export function gatehouse(databaseUrl: string, args: string[], input = '', checkout = ROOT): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['src/main.ts', ...args], { cwd: ROOT, env: { ...process.env, DATABASE_URL: databaseUrl } });
+    const child = spawn(process.execPath, ['src/main.ts', ...args], { cwd: checkout, env: { ...process.env, DATABASE_URL: databaseUrl } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk) => (stdout += chunk));
@@ -173,11 +176,11 @@ export function processMemory(pid: number): Memory {
  * Starts `node <args>` and waits until `GET <url><readyPath>` answers 200. The last few
  * kilobytes of its stderr are kept, to explain a failed start.
  */
-async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string, readyPath: string, options: { inspect: boolean; quiet: boolean }): Promise<ServerProcess> {
+async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string, readyPath: string, options: { inspect: boolean; quiet: boolean; cwd?: string }): Promise<ServerProcess> {
   refuseAfterInterrupt();
   const { inspect, quiet } = options;
   const child: ChildProcess = spawn(process.execPath, [...(inspect ? ['--inspect=127.0.0.1:0'] : []), ...args], {
-    cwd: ROOT,
+    cwd: options.cwd ?? ROOT,
     env,
     stdio: ['ignore', quiet ? 'ignore' : 'inherit', 'pipe'],
   });
@@ -223,8 +226,9 @@ async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string,
  * `gatehouse serve` on a free loopback port, without its purge schedule. At the default
  * LOG_LEVEL=warn its log (stdout) comes through; below that — one line per request — it is
  * thrown away, so that measuring the cost of logging does not also measure this terminal.
+ * `checkout` is the repository whose src/main.ts serves (default this one).
  */
-export async function startGatehouse(databaseUrl: string, options: { inspect?: boolean; logLevel?: string } = {}): Promise<ServerProcess> {
+export async function startGatehouse(databaseUrl: string, options: { inspect?: boolean; logLevel?: string; checkout?: string } = {}): Promise<ServerProcess> {
   const logLevel = options.logLevel ?? 'warn';
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -243,7 +247,7 @@ export async function startGatehouse(databaseUrl: string, options: { inspect?: b
     TOKEN_REQUESTS_PER_ADDRESS: '1000000000',
   };
   const quiet = ['info', 'debug', 'trace'].includes(logLevel);
-  return startProcess(['src/main.ts', 'serve'], env, url, '/_status', { inspect: options.inspect ?? false, quiet });
+  return startProcess(['src/main.ts', 'serve'], env, url, '/_status', { inspect: options.inspect ?? false, quiet, cwd: options.checkout });
 }
 
 /** The ceiling: a bare `node:http` server answering a tiny JSON body (bench/ceiling.ts). */
@@ -297,6 +301,14 @@ export interface LoadResult {
 export interface Load {
   result: Promise<LoadResult>;
   stop(): void;
+}
+
+/** A count given on the command line, with an optional k or M suffix (5000, 10k, 1M). */
+export function count(name: string, raw: string): number {
+  const match = /^(\d+(?:\.\d+)?)([kKmM]?)$/.exec(raw.trim());
+  if (!match) throw new Error(`--${name}: "${raw}" is not a count (e.g. 5000, 10k, 1M)`);
+  const factor = { '': 1, k: 1e3, K: 1e3, m: 1e6, M: 1e6 }[match[2]!]!;
+  return Math.round(Number(match[1]) * factor);
 }
 
 /** Nearest-rank percentile of `values` (not sorted in place). */
@@ -388,8 +400,8 @@ export function failureReport(result: LoadResult): string | null {
 // Reporting
 
 /** The commit measured, with "+modified" when src/ differs from it (others may be editing it). */
-export function revision(): string {
-  const git = (...args: string[]) => spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' });
+export function revision(checkout = ROOT): string {
+  const git = (...args: string[]) => spawnSync('git', args, { cwd: checkout, encoding: 'utf8' });
   const head = git('rev-parse', '--short', 'HEAD');
   if (head.status !== 0) return 'unknown (not a git checkout)';
   return `${head.stdout.trim()}${git('status', '--porcelain', '--', 'src').stdout.trim() === '' ? '' : '+modified'}`;

@@ -15,6 +15,7 @@ import type { AccessTokensTable, Database, GrantsTable, RefreshTokensTable, User
 import { mintToken } from '../src/tokens.ts';
 import {
   DEFAULT_POSTGRES_URL,
+  count,
   createDatabase,
   exit,
   failureReport,
@@ -80,13 +81,6 @@ interface Options {
   postgresUrl: string;
   connections: number;
   requests: number;
-}
-
-function count(name: string, raw: string): number {
-  const match = /^(\d+(?:\.\d+)?)([kKmM]?)$/.exec(raw.trim());
-  if (!match) throw new Error(`--${name}: "${raw}" is not a count (e.g. 5000, 10k, 1M)`);
-  const factor = { '': 1, k: 1e3, K: 1e3, m: 1e6, M: 1e6 }[match[2]!]!;
-  return Math.round(Number(match[1]) * factor);
 }
 
 function readOptions(argv: string[]): Options | null {
