@@ -102,7 +102,11 @@ export function cacheLifetimeSeconds(cacheControl: string | undefined): number {
 }
 
 export const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string');
-export const hasControlCharacters = (value: string) => /\p{Cc}/u.test(value);
+/**
+ * Control characters, and the bidirectional controls (marks, embeddings, overrides, isolates)
+ * that would make a name read otherwise on the consent page than it is stored.
+ */
+export const hasControlCharacters = (value: string) => /[\p{Cc}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u.test(value);
 /** RFC 6749 §3.3 scope tokens, space-separated. */
 export const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
 
