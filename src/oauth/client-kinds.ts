@@ -9,6 +9,7 @@ import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { findClient, upsertMetadataClient } from '../store/clients.ts';
 import type { Client } from '../store/schema.ts';
+import { Throttled } from '../throttle.ts';
 import { InvalidClient, isUuid } from './client-auth.ts';
 import { invalidRequest } from './errors.ts';
 import { joinScopes } from './scopes.ts';
@@ -27,6 +28,7 @@ export async function requestingClient(ctx: AppContext, clientId: string): Promi
 /** The client as its metadata document describes it now, recorded; a refused document is an unknown client. */
 async function metadataDocumentClient(ctx: AppContext, url: string): Promise<Client> {
   const resolution = await ctx.clientMetadata.resolve(url);
+  if (!resolution.ok && resolution.busy) throw new Throttled(1000, 503);
   if (!resolution.ok) throw invalidRequest('unknown client: its client ID metadata document was refused', resolution.reason);
   const { client: document } = resolution;
   const redirectUris = JSON.stringify(document.redirectUris);
@@ -47,5 +49,6 @@ export async function requireStanding(ctx: AppContext, client: Client): Promise<
   if (client.blocked === 1) throw new InvalidClient('this client has been blocked', false, `blocked client ${client.id}`);
   if (client.kind !== 'metadata_document') return;
   const resolution = await ctx.clientMetadata.resolve(client.id);
+  if (!resolution.ok && resolution.busy) throw new Throttled(1000, 503);
   if (!resolution.ok) throw new InvalidClient('unknown client: its client ID metadata document was refused', false, resolution.reason);
 }

@@ -23,6 +23,13 @@ export const METADATA_CACHE_DEFAULT_SECONDS = 3600;
 /** A refused URL is not fetched again for this long, so a hostile one cannot make us fetch on every request. */
 export const METADATA_REFUSAL_CACHE_SECONDS = 60;
 const CACHE_ENTRIES = 1000;
+/**
+ * At most this many documents are fetched at once. Every URL not in the cache is a fresh
+ * fetch, so a flood of distinct hostile URLs would otherwise start any number of them, each
+ * held up to the 5 s deadline: sockets without bound, and DNS look-ups on libuv's thread pool
+ * (4 threads), which password hashing needs. Two leave that pool room for logins.
+ */
+export const METADATA_FETCHES_AT_ONCE = 2;
 /** The same bounds as for clients an administrator registers (clients/clients.ts). */
 export const MAX_NAME_LENGTH = 100;
 const MAX_URL_LENGTH = 2000;
@@ -42,7 +49,10 @@ export interface MetadataClient {
   readonly expiresAt: number;
 }
 
-export type MetadataResolution = { readonly ok: true; readonly client: MetadataClient } | { readonly ok: false; readonly reason: string };
+export type MetadataResolution =
+  | { readonly ok: true; readonly client: MetadataClient }
+  /** `busy`: not fetched because METADATA_FETCHES_AT_ONCE are under way; not remembered, so asking again soon may succeed. */
+  | { readonly ok: false; readonly reason: string; readonly busy?: true };
 
 type DocumentFields = Omit<MetadataClient, 'fetchedAt' | 'expiresAt'>;
 type Validation = { readonly ok: true; readonly client: DocumentFields } | { readonly ok: false; readonly reason: string };
@@ -92,7 +102,11 @@ export function cacheLifetimeSeconds(cacheControl: string | undefined): number {
 }
 
 export const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string');
-export const hasControlCharacters = (value: string) => /\p{Cc}/u.test(value);
+/**
+ * Control characters, and the bidirectional controls (marks, embeddings, overrides, isolates)
+ * that would make a name read otherwise on the consent page than it is stored.
+ */
+export const hasControlCharacters = (value: string) => /[\p{Cc}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u.test(value);
 /** RFC 6749 §3.3 scope tokens, space-separated. */
 export const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
 
@@ -182,6 +196,9 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
     return { ok: true, client: { ...validation.client, fetchedAt, expiresAt } };
   }
 
+  /** The URLs being fetched now. */
+  const fetching = new Set<string>();
+
   // One entry per URL, good or refused; concurrent requests for a URL share one fetch (lru-cache's `fetch`).
   const cache = new LRUCache<string, MetadataResolution>({
     max: CACHE_ENTRIES,
@@ -189,7 +206,10 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
     ttlResolution: 0, // read the clock on every look-up, so an injected clock is followed exactly
     fetchMethod: async (url, _stale, { options: entry }) => {
       // resolve() never throws: even a fault of our own here makes the client unknown, not a 500.
-      const resolution = await fetchDocument(url).catch((error: Error): MetadataResolution => ({ ok: false, reason: `the metadata document could not be fetched: ${error.message}` }));
+      fetching.add(url);
+      const resolution = await fetchDocument(url)
+        .catch((error: Error): MetadataResolution => ({ ok: false, reason: `the metadata document could not be fetched: ${error.message}` }))
+        .finally(() => fetching.delete(url));
       entry.ttl = resolution.ok ? resolution.client.expiresAt - resolution.client.fetchedAt : METADATA_REFUSAL_CACHE_SECONDS * 1000;
       return resolution;
     },
@@ -204,6 +224,10 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
         return { ok: false, reason: 'the client_id is on a host outside CLIENT_METADATA_ALLOWED_HOSTS' };
       }
       if (await options.isBlocked?.(clientId)) return { ok: false, reason: 'the client is blocked' };
+      // Checked and counted with no await in between, so simultaneous requests cannot all pass.
+      if (!cache.has(clientId) && !fetching.has(clientId) && fetching.size >= METADATA_FETCHES_AT_ONCE) {
+        return { ok: false, reason: `${METADATA_FETCHES_AT_ONCE} metadata documents are being fetched already`, busy: true };
+      }
       return (await cache.fetch(clientId)) ?? { ok: false, reason: 'the metadata document fetch was abandoned' };
     },
   };

@@ -1,0 +1,73 @@
+/**
+ * Flooding the authorization endpoint with client ID metadata document URLs that are all
+ * different (SPEC §4.8), so that the cache never answers: each one is a fresh DNS look-up
+ * and HTTPS fetch, and a hostile server that accepts the connection and never answers holds
+ * each for the full 5 seconds. Unbounded, a few such requests fill libuv's thread pool with
+ * look-ups (the pool password hashing runs on) and any number of them hold sockets. The
+ * fetches in flight are bounded; a request beyond the bound is answered 503 with
+ * Retry-After, and that refusal is not remembered, so a genuine client asking at the same
+ * moment is not turned away for the next minute. Not about storage: SQLite only.
+ */
+import assert from 'node:assert/strict';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { sqlite } from '../support/backends.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+import { serverCertificate, testCaProblem } from '../support/tls.ts';
+
+const HOSTILE_URLS = 24;
+
+describe('a flood of distinct metadata document URLs', { skip: testCaProblem() ?? false, timeout: 30_000 }, () => {
+  let documents: Server;
+  let base: string;
+  let server: TestServer;
+  let stalled = 0;
+  let peakStalled = 0;
+
+  before(async () => {
+    documents = createServer(serverCertificate(['127.0.0.1']), (req, res) => {
+      const path = new URL(req.url!, 'https://x').pathname;
+      if (path === '/genuine.json') {
+        const url = `${base}/genuine.json`;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: url, client_name: 'Genuine', redirect_uris: ['http://127.0.0.1/cb'] }));
+        return;
+      }
+      // Hostile: accept, then never answer.
+      stalled++;
+      peakStalled = Math.max(peakStalled, stalled);
+      req.socket.once('close', () => stalled--);
+    });
+    await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+    base = `https://127.0.0.1:${(documents.address() as AddressInfo).port}`;
+    server = await startServer(sqlite, { CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true' });
+  });
+  after(async () => {
+    documents.closeAllConnections();
+    documents.close();
+    await server?.close();
+  });
+
+  const authorize = (clientId: string) =>
+    fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, response_type: 'code' })}`, { redirect: 'manual' });
+
+  test('only a few fetches are in flight at once; the rest are 503, and a genuine client is not remembered as refused', async () => {
+    const flood = Promise.all(Array.from({ length: HOSTILE_URLS }, (_, i) => authorize(`${base}/hostile/${i}`)));
+    // Once the flood is under way, a genuine client asks too.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const duringFlood = await authorize(`${base}/genuine.json`);
+    const answers = await flood;
+
+    assert.ok(peakStalled <= 2, `${peakStalled} fetches were in flight at once`);
+    const busy = answers.filter((response) => response.status === 503);
+    assert.ok(busy.length >= HOSTILE_URLS - 2, `only ${busy.length} of ${HOSTILE_URLS} were refused as busy`);
+    for (const response of busy) assert.equal(response.headers.get('retry-after'), '1');
+    assert.equal(duringFlood.status, 503, 'the genuine client is told to try again');
+
+    // Once the flood is over, the genuine client is fetched (the busy refusal was not cached):
+    // known now, its request's own mistake (no PKCE) goes back to its redirect URL.
+    const afterFlood = await authorize(`${base}/genuine.json`);
+    assert.equal(afterFlood.status, 302, `the genuine client got ${afterFlood.status}`);
+    assert.match(afterFlood.headers.get('location') ?? '', /^http:\/\/127\.0\.0\.1\/cb\?error=invalid_request/);
+  });
+});
