@@ -11,7 +11,7 @@ import { scopeDescriptions } from '../oauth/resources.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { requireFormBody } from './helpers.ts';
 import { formatTime, navigation, page, toLogin } from './pages.ts';
-import { currentUser } from './session.ts';
+import { currentUser, formToken } from './session.ts';
 
 export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/account/applications', page, async (request, reply) => {
@@ -30,7 +30,7 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
     // Only an id comes back in the URL; the page names the application itself.
     const revokedId = single(request.query as RawParams, 'revoked');
     const revoked = revokedId === undefined ? null : ((await findClient(ctx, revokedId))?.name ?? null);
-    return reply.view('account-applications.eta', { title: 'Your applications', wide: true, applications, revoked, csrfToken: reply.generateCsrf() });
+    return reply.view('account-applications.eta', { title: 'Your applications', wide: true, applications, revoked, csrfToken: formToken(reply) });
   });
 
   app.post('/account/applications/:clientId/revoke', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {

@@ -25,6 +25,7 @@ import { OAuthError } from '../oauth/errors.ts';
 import type { RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, page } from './pages.ts';
+import { formToken } from './session.ts';
 
 const NOTICES: Record<string, string> = {
   saved: 'Changes saved.',
@@ -66,7 +67,7 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
       values: data.values,
       errors: data.errors,
       notice: data.notice ?? null,
-      csrfToken: reply.generateCsrf(),
+      csrfToken: formToken(reply),
     });
   }
 
@@ -129,7 +130,7 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
   app.get('/admin/resources/:id/delete', page, async (request, reply) => {
     const resource = await resourceOr404(request);
     if (resource.builtin) throw new OAuthError('invalid_request', 'The built-in resource cannot be deleted.');
-    return reply.view('admin-resource-delete.eta', { title: `Delete ${resource.name}`, resource, csrfToken: reply.generateCsrf() });
+    return reply.view('admin-resource-delete.eta', { title: `Delete ${resource.name}`, resource, csrfToken: formToken(reply) });
   });
 
   app.post('/admin/resources/:id/delete', post, async (request, reply) => {

@@ -34,7 +34,7 @@ import auditRoutes from './admin-audit.ts';
 import resourceRoutes from './admin-resources.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, sentence, ticked, tickedValues, toLogin } from './pages.ts';
-import { currentUser } from './session.ts';
+import { currentUser, formToken } from './session.ts';
 
 /** At most this many users are listed at once; the search narrows the list. */
 const USER_LIST_LIMIT = 200;
@@ -144,7 +144,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
       notice: data.notice ?? null,
       grantTypes: GRANT_TYPES,
       scopeChoices,
-      csrfToken: reply.generateCsrf(),
+      csrfToken: formToken(reply),
     });
   }
 
@@ -152,7 +152,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   app.get('/admin/oauthclients', page, async (request, reply) => {
     const clients = (await listClients(ctx)).map(clientRow);
-    return reply.view('admin-clients.eta', { title: 'OAuth clients', wide: true, clients, notice: notice(request), csrfToken: reply.generateCsrf() });
+    return reply.view('admin-clients.eta', { title: 'OAuth clients', wide: true, clients, notice: notice(request), csrfToken: formToken(reply) });
   });
 
   // Clients no administrator registered are blocked rather than edited (SPEC §4.5, §4.8).
@@ -238,7 +238,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   app.get('/admin/oauthclients/:id/delete', page, async (request, reply) => {
     const client = await clientOr404(request);
-    return reply.view('admin-client-delete.eta', { title: `Delete ${client.name}`, client: clientRow(client), csrfToken: reply.generateCsrf() });
+    return reply.view('admin-client-delete.eta', { title: `Delete ${client.name}`, client: clientRow(client), csrfToken: formToken(reply) });
   });
 
   app.post('/admin/oauthclients/:id/delete', post, async (request, reply) => {
@@ -268,7 +268,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
         created: formatTime(u.created_at),
       })),
       notice: notice(request),
-      csrfToken: reply.generateCsrf(),
+      csrfToken: formToken(reply),
       ...form,
     });
   }

@@ -14,7 +14,7 @@ import { scopeDescriptions } from '../oauth/resources.ts';
 import type { User } from '../accounts/users.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, navigation, page, toLogin } from './pages.ts';
-import { currentUser } from './session.ts';
+import { currentUser, formToken } from './session.ts';
 
 /** Longer than any user code with dashes and spaces; what is typed beyond is not shown back. */
 const MAX_TYPED = 64;
@@ -26,7 +26,7 @@ const PROBLEMS = {
 
 export default async function deviceRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   function codeForm(reply: FastifyReply, userCode: string, error: string | null) {
-    return reply.view('device.eta', { title: 'Connect a device', userCode: userCode.slice(0, MAX_TYPED), error, csrfToken: reply.generateCsrf() });
+    return reply.view('device.eta', { title: 'Connect a device', userCode: userCode.slice(0, MAX_TYPED), error, csrfToken: formToken(reply) });
   }
 
   async function consentPage(reply: FastifyReply, user: User, device: PendingDevice) {
@@ -37,7 +37,7 @@ export default async function deviceRoutes(app: FastifyInstance, { ctx }: { ctx:
       device,
       resource: device.audience.builtin ? null : { name: device.audience.name, uri: device.audience.uri },
       scopes: device.scopes.map((scope) => ({ scope, description: descriptions.get(scope) ?? scope })),
-      csrfToken: reply.generateCsrf(),
+      csrfToken: formToken(reply),
     });
   }
 

@@ -6,7 +6,7 @@ import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';
-import { clearSessionCookie, currentUser, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
+import { clearSessionCookie, currentUser, formToken, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
 
 const page = { config: { page: true } } as const;
 
@@ -20,7 +20,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.get('/', page, async (request, reply) => {
     const user = await currentUser(request, ctx);
     if (!user) return reply.redirect('/login');
-    return reply.view('home.eta', { title: 'Gatehouse', user, csrfToken: reply.generateCsrf() });
+    return reply.view('home.eta', { title: 'Gatehouse', user, csrfToken: formToken(reply) });
   });
 
   app.get('/login', page, async (request, reply) => {
@@ -30,7 +30,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     // Already signed in, and not asked to switch account: carry on.
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
     reply.header('Cache-Control', 'no-store');
-    return reply.view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: '', error: null, current: user, ...(await loginContext(next)) });
+    return reply.view('login.eta', { title: 'Log in', next, csrfToken: formToken(reply), username: '', error: null, current: user, ...(await loginContext(next)) });
   });
 
   app.post('/login', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
@@ -53,7 +53,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if ('retryAfter' in result) reply.header('Retry-After', String(result.retryAfter));
     else request.log.info({ event: 'login_failed' }, 'login failed');
     reply.header('Cache-Control', 'no-store');
-    return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: reply.generateCsrf(), username: login, error, current: null, ...(await loginContext(next)) });
+    return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: formToken(reply), username: login, error, current: null, ...(await loginContext(next)) });
   });
 
   app.post('/logout', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {

@@ -23,7 +23,7 @@ import type { Client } from '../clients/clients.ts';
 import { scopesSupported } from '../oauth/resources.ts';
 import { requireFormBody, rejectOtherMethods } from './helpers.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, authorizeSchema, deviceAuthorizationSchema, introspectSchema, metadataSchema, revokeSchema, tokenSchema } from './schemas.ts';
-import { currentUser } from './session.ts';
+import { currentUser, formToken } from './session.ts';
 
 export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   for (const path of metadataPaths(ctx.config)) {
@@ -74,7 +74,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
       resource: audience.builtin ? null : { name: audience.name, uri: audience.uri },
       scopes: authorization.scopes.map((scope) => ({ scope, description: described.get(scope) ?? scope })),
       hidden: fields,
-      csrfToken: reply.generateCsrf(),
+      csrfToken: formToken(reply),
       popup,
       switchNext: here.pathname + here.search,
       redirectHost: new URL(authorization.redirectUri).host,

@@ -2,6 +2,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { User } from '../accounts/users.ts';
 import { single, type RawParams } from '../oauth/params.ts';
+import { formToken } from './session.ts';
 
 declare module 'fastify' {
   interface FastifyReply {
@@ -39,7 +40,7 @@ export function toLogin(request: FastifyRequest, reply: FastifyReply, back: stri
  * person shows where else to go and how to log out.
  */
 export function navigation(request: FastifyRequest, reply: FastifyReply, user: User): void {
-  const nav = { username: user.username, admin: user.is_admin === 1, csrfToken: reply.generateCsrf(), current: request.url.split('?')[0] };
+  const nav = { username: user.username, admin: user.is_admin === 1, csrfToken: formToken(reply), current: request.url.split('?')[0] };
   reply.locals = { ...reply.locals, nav };
 }
 

@@ -62,3 +62,17 @@ export function clearSessionCookie(reply: FastifyReply, ctx: AppContext): void {
 export function renewCsrfSecret(reply: FastifyReply, ctx: AppContext): void {
   reply.clearCookie(csrfCookieName(ctx), cookieOptions(ctx));
 }
+
+const formTokens = new WeakMap<FastifyReply, string>();
+
+/**
+ * The CSRF token for every form of this response. @fastify/csrf-protection makes a new secret
+ * on each call when the request brought none (the first page after a login, which renews the
+ * secret): the navigation's **Log out** and the page's own form would get tokens of two
+ * secrets, only the last of which reaches the browser. One token per response keeps them on one.
+ */
+export function formToken(reply: FastifyReply): string {
+  let token = formTokens.get(reply);
+  if (token === undefined) formTokens.set(reply, (token = reply.generateCsrf()));
+  return token;
+}

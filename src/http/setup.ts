@@ -11,11 +11,11 @@ import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, page, sentence } from './pages.ts';
-import { sessionToken, setSessionCookie } from './session.ts';
+import { formToken, sessionToken, setSessionCookie } from './session.ts';
 
 export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   function setupPage(reply: FastifyReply, data: { token: string; values: { username: string; email: string }; errors: Record<string, string> }) {
-    return reply.view('setup.eta', { title: 'Set up Gatehouse', csrfToken: reply.generateCsrf(), ...data });
+    return reply.view('setup.eta', { title: 'Set up Gatehouse', csrfToken: formToken(reply), ...data });
   }
 
   function linkInvalid(reply: FastifyReply, error: SetupLinkInvalid) {

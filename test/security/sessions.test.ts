@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
-import { startServer, type TestServer } from '../support/server.ts';
+import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 
 /** Whether the agent's session cookie opens the home page instead of sending to /login. */
@@ -58,6 +58,20 @@ for (const backend of BACKENDS) {
       const afterLogout = agent.cookies.get('gatehouse_csrf');
       assert.ok(afterLogout);
       assert.notEqual(afterLogout, afterLogin, 'the secret of the session is still in use after logout');
+    });
+
+    test('on the first page after a login, every form of the page works — Log out included', async () => {
+      const agent = new UserAgent(server.url);
+      const form = formFields((await agent.visit('/login')).html, '/login');
+      form.set('username', 'bob');
+      form.set('password', PASSWORD);
+      form.set('next', '/account/applications');
+      assert.equal((await agent.fetch('/login', { method: 'POST', body: form })).status, 303);
+      // The login renewed the CSRF secret: this page, the first after it, makes the new one for both its forms.
+      const page = await agent.visit('/account/applications');
+      assert.equal(page.response.status, 200);
+      const out = await agent.fetch('/logout', { method: 'POST', body: formFields(page.html, '/logout') });
+      assert.equal(out.status, 303, 'the navigation\'s Log out was refused');
     });
 
     test('a CSRF token from before the login is refused after it', async () => {
