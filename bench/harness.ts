@@ -228,7 +228,7 @@ async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string,
  * thrown away, so that measuring the cost of logging does not also measure this terminal.
  * `checkout` is the repository whose src/main.ts serves (default this one).
  */
-export async function startGatehouse(databaseUrl: string, options: { inspect?: boolean; logLevel?: string; checkout?: string } = {}): Promise<ServerProcess> {
+export async function startGatehouse(databaseUrl: string, options: { inspect?: boolean; logLevel?: string; checkout?: string; workers?: number; cpus?: string | null } = {}): Promise<ServerProcess> {
   const logLevel = options.logLevel ?? 'warn';
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -239,6 +239,7 @@ export async function startGatehouse(databaseUrl: string, options: { inspect?: b
     HOST: '127.0.0.1',
     PUBLIC_URL: url,
     LOG_LEVEL: logLevel,
+    WORKERS: String(options.workers ?? 1),
     // The bench purges when it means to (bench:scale), not in the middle of a phase.
     PURGE_INTERVAL_SECONDS: '0',
     // All the load comes from one address and one client: keep the token endpoint's
@@ -247,7 +248,39 @@ export async function startGatehouse(databaseUrl: string, options: { inspect?: b
     TOKEN_REQUESTS_PER_ADDRESS: '1000000000',
   };
   const quiet = ['info', 'debug', 'trace'].includes(logLevel);
-  return startProcess(['src/main.ts', 'serve'], env, url, '/_status', { inspect: options.inspect ?? false, quiet, cwd: options.checkout });
+  const server = await startProcess(['src/main.ts', 'serve'], env, url, '/_status', { inspect: options.inspect ?? false, quiet, cwd: options.checkout });
+  // With WORKERS > 1 the server is the primary and its workers: pinned together, measured together.
+  const processes = () => [server.pid, ...childrenOf(server.pid)];
+  if (options.cpus) for (const pid of processes()) spawnSync('taskset', ['-acp', options.cpus, String(pid)], { stdio: 'ignore' });
+  return {
+    ...server,
+    memory: () =>
+      processes()
+        .map(processMemory)
+        .reduce((sum, one) => ({ rssMiB: sum.rssMiB + one.rssMiB, peakMiB: sum.peakMiB + one.peakMiB })),
+  };
+}
+
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Where to run the server's `workers` processes and the load generator (this process) so
+ * that they do not compete for a core: the server on cores 1…workers, the load on core 0,
+ * when `taskset` (util-linux) exists and the machine has a core to spare; else nowhere
+ * (null), with the reason.
+ */
+export function pinning(workers: number): { server: string | null; note: string } {
+  const cores = cpus().length;
+  if (spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status !== 0) return { server: null, note: 'not pinned: no taskset' };
+  if (cores < workers + 1) return { server: null, note: `not pinned: ${workers} worker(s) and the load generator need ${workers + 1} cores, the machine has ${cores}` };
+  spawnSync('taskset', ['-acp', '0', String(process.pid)], { stdio: 'ignore' });
+  return { server: `1-${workers}`, note: `pinned: load generator on core 0, server on cores 1-${workers} of ${cores}` };
 }
 
 /** The ceiling: a bare `node:http` server answering a tiny JSON body (bench/ceiling.ts). */

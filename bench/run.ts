@@ -30,6 +30,7 @@ import {
   saveResults,
   shout,
   startCeiling,
+  pinning,
   startGatehouse,
   timestamp,
   type BackendName,
@@ -67,6 +68,8 @@ Options:
                         measures the cost of the one-line-per-request log (written to /dev/null)
   --no-websockets       skip the closing WebSocket load (2000 concurrent sockets over 200
                         grants, then every grant revoked at once: npm run bench:ws alone)
+  --workers <n>         serve from n processes (WORKERS=n); where taskset exists and the machine
+                        has n+1 cores, the server is pinned to cores 1..n and the load to core 0
   -h, --help            show this text
 
 Writes bench/results/<timestamp>.json and prints a Markdown table at the end.`;
@@ -119,6 +122,9 @@ interface Options {
   logLevel: string;
   /** Whether to close with the WebSocket load of bench/websockets.ts. */
   websockets: boolean;
+  /** WORKERS for the server, and the cores it is pinned to (null: not pinned). */
+  workers: number;
+  serverCpus: string | null;
 }
 
 function readOptions(argv: string[]): Options | null {
@@ -133,6 +139,7 @@ function readOptions(argv: string[]): Options | null {
       'cpu-prof-dir': { type: 'string' },
       'log-level': { type: 'string' },
       'no-websockets': { type: 'boolean' },
+      workers: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -153,8 +160,11 @@ function readOptions(argv: string[]): Options | null {
     cpuProfileDir: values['cpu-prof'] || values['cpu-prof-dir'] ? (values['cpu-prof-dir'] ?? join(tmpdir(), `gatehouse-profiles-${timestamp()}`)) : null,
     logLevel: values['log-level'] ?? 'warn',
     websockets: !values['no-websockets'],
+    workers: count('workers', values.workers, 1),
+    serverCpus: null,
   };
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(options.logLevel)) throw new Error(`--log-level: unknown level "${options.logLevel}"`);
+  if (options.workers > 1 && options.cpuProfileDir) throw new Error('--cpu-prof profiles one process: use it with --workers 1');
   if (options.requests < options.connections * 4) throw new Error(`--requests must be at least 4 × --connections (${options.connections * 4}): the warm-up round gets a quarter`);
   return options;
 }
@@ -460,7 +470,7 @@ async function prepare(backend: BackendName, databaseUrl: string, options: Optio
   const { client_id: clientId } = JSON.parse(await gatehouse(databaseUrl, ['client', 'create', '--name', 'Bench client', '--redirect-uri', REDIRECT_URI, '--json'])) as {
     client_id: string;
   };
-  const server = await startGatehouse(databaseUrl, { inspect: options.cpuProfileDir !== null, logLevel: options.logLevel });
+  const server = await startGatehouse(databaseUrl, { inspect: options.cpuProfileDir !== null, logLevel: options.logLevel, workers: options.workers, cpus: options.serverCpus });
 
   const agent = new UserAgent(server.url);
   const first = pkce();
@@ -533,12 +543,14 @@ async function main(): Promise<number> {
     return 0;
   }
 
+  const pinned = pinning(options.workers);
+  options.serverCpus = pinned.server;
   const startedAt = new Date().toISOString();
   const measured = revision();
   const notes: string[] = [];
   const reports: BackendReport[] = [];
   console.log(
-    `Gatehouse bench at ${measured}: ${options.connections} connections, ${options.requests} requests per token phase, LOG_LEVEL=${options.logLevel}${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}`,
+    `Gatehouse bench at ${measured}: ${options.connections} connections, ${options.requests} requests per token phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}`,
   );
 
   for (const backend of options.backends) {

@@ -48,6 +48,8 @@ export interface AppOptions {
   now?: () => number;
   /** Pino destination stream, for tests that read the logs. */
   logStream?: NodeJS.WritableStream;
+  /** Whether this process runs the scheduled purge (default true; of `WORKERS=n` workers, only one does: src/cluster.ts). */
+  purges?: boolean;
 }
 
 /** A request id from the load balancer is kept when it is short and plain; otherwise one is made. */
@@ -187,7 +189,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(accountRoutes, { ctx });
   await app.register(deviceRoutes, { ctx });
   await app.register(adminRoutes, { ctx });
-  await app.register(opsRoutes, { ctx });
+  await app.register(opsRoutes, { ctx, purges: options.purges ?? true });
   await app.register(wsRoutes, { ctx });
 
   app.decorate('gatehouse', ctx);

@@ -4,6 +4,7 @@
  *
  * An invalid value stops start-up with one line naming the setting (SPEC §1).
  */
+import { availableParallelism } from 'node:os';
 
 /**
  * The built-in resource's scopes (its rows are seeded by a migration): what an administrator's
@@ -19,6 +20,8 @@ export type DatabaseLocation =
 export interface Config {
   readonly port: number;
   readonly host: string;
+  /** How many processes `gatehouse serve` answers from, all on one port (1: the serving process itself). */
+  readonly workers: number;
   /** The issuer and the base of every absolute URL we hand out; no trailing slash. */
   readonly publicUrl: string;
   readonly database: DatabaseLocation;
@@ -84,6 +87,16 @@ function integer(env: Env, name: string, fallback: number, min: number, max = Nu
   const value = Number(raw);
   if (value < min || value > max) throw new ConfigError(`${name} must be between ${min} and ${max}, got ${value}`);
   return value;
+}
+
+/** The most worker processes WORKERS may ask for: beyond this, more processes only add contention. */
+export const MAX_WORKERS = 64;
+
+/** WORKERS: a whole number from 1 to MAX_WORKERS, or `auto` for one per available core (at most MAX_WORKERS). */
+function workers(env: Env): number {
+  if (env.WORKERS === 'auto') return Math.min(availableParallelism(), MAX_WORKERS);
+  if (env.WORKERS !== undefined && env.WORKERS !== '' && !/^\d+$/.test(env.WORKERS)) throw new ConfigError(`WORKERS must be a whole number from 1 to ${MAX_WORKERS}, or auto, got "${env.WORKERS}"`);
+  return integer(env, 'WORKERS', 1, 1, MAX_WORKERS);
 }
 
 function boolean(env: Env, name: string, fallback: boolean): boolean {
@@ -172,6 +185,7 @@ export function loadConfig(env: Env = process.env): Config {
   return Object.freeze({
     port,
     host: env.HOST || '127.0.0.1',
+    workers: workers(env),
     publicUrl: publicUrl(env, port),
     database: parseDatabaseUrl(env.DATABASE_URL || 'sqlite:./data/gatehouse.db'),
     redisUrl: redisUrl(env),

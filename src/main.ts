@@ -9,6 +9,7 @@ import { AccountError, allUsers, createUser, disableUser, findUserNamed, setPass
 import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, type AuditFilter } from './audit.ts';
 import { ClientInputError, blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from './clients/clients.ts';
 import { ResourceInputError, createScope, findResourceNamed, listAllScopes, listResources, parseScopeDefinition, registerResource, removeResource, removeScope } from './clients/resources.ts';
+import { isWorker, runPrimary, runsPurge } from './cluster.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from './oauth/device.ts';
@@ -54,7 +55,7 @@ Options:
 
 Passwords are prompted for (without echo) unless --password-stdin is given.
 Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
-PORT, HOST, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL, DEVICE_CODE_TTL,
+PORT, HOST, WORKERS, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL, DEVICE_CODE_TTL,
 REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
 AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL, CLIENT_METADATA_DOCUMENTS,
 CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES, DYNAMIC_CLIENT_REGISTRATION.
@@ -387,20 +388,49 @@ function prompt(question: string): Promise<string> {
   });
 }
 
+/**
+ * `gatehouse serve`: one process that serves, or with WORKERS=n a primary that migrates,
+ * prints the setup link, closes the database and forks n workers (src/cluster.ts), each of
+ * which serves like the single process.
+ */
 async function serve(config: Config): Promise<number> {
+  if (isWorker) return serveHere(config, null);
   const store = openStore(config.database);
   await migrate(store);
+  if (config.workers === 1) return serveHere(config, store);
+  const { pino } = await import('pino');
+  const log = pino({ level: config.logLevel });
+  try {
+    await printSetupLink({ config, db: store.db, now: Date.now });
+  } finally {
+    await store.close();
+  }
+  log.info({ workers: config.workers }, `Gatehouse is starting ${config.workers} workers on ${config.publicUrl} (database: ${config.database.kind})`);
+  return runPrimary(config.workers, log);
+}
+
+/** On stderr, apart from the JSON log on stdout: the link is for the person at the terminal, not a log event. */
+async function printSetupLink(ctx: Parameters<typeof firstRunSetupLink>[0]): Promise<void> {
+  const setupLink = await firstRunSetupLink(ctx);
+  if (setupLink) console.error(`\nNo administrator exists yet. Open this link within ${SETUP_LINK_TTL / 60} minutes to create the first one (it works once):\n\n  ${setupLink}\n\nOr from the command line: gatehouse user create <username> --email <email> --admin\n`);
+}
+
+/** Serves from this process until SIGTERM or SIGINT; `store` is the migrated database, or null in a worker (which opens its own). */
+async function serveHere(config: Config, migrated: Store | null): Promise<number> {
+  const store = migrated ?? openStore(config.database);
   // Loaded here only: the HTTP stack is most of the start-up time of the other commands.
   const { buildApp } = await import('./app.ts');
-  const app = await buildApp(config, store); // which also schedules the purge (src/http/ops.ts)
+  const app = await buildApp(config, store, { purges: runsPurge() }); // which also schedules the purge (src/http/ops.ts)
   await app.listen({ port: config.port, host: config.host });
   app.log.info(`Gatehouse is listening on ${config.publicUrl} (database: ${config.database.kind})`);
-  const setupLink = await firstRunSetupLink(app.gatehouse);
-  // On stderr, apart from the JSON log on stdout: the link is for the person at the terminal, not a log event.
-  if (setupLink) console.error(`\nNo administrator exists yet. Open this link within ${SETUP_LINK_TTL / 60} minutes to create the first one (it works once):\n\n  ${setupLink}\n\nOr from the command line: gatehouse user create <username> --email <email> --admin\n`);
+  if (migrated) await printSetupLink(app.gatehouse);
 
   return new Promise((resolve) => {
+    let stopping = false;
     const stop = async (signal: string) => {
+      // A worker gets Ctrl-C twice, from the terminal and passed on by the primary: the second changes nothing.
+      if (stopping) return;
+      stopping = true;
       app.log.info(`${signal}: finishing in-flight requests, then exiting`);
       try {
         await app.close(); // stops accepting, waits for in-flight requests
@@ -412,8 +442,8 @@ async function serve(config: Config): Promise<number> {
         resolve(1);
       }
     };
-    process.once('SIGTERM', () => void stop('SIGTERM'));
-    process.once('SIGINT', () => void stop('SIGINT'));
+    process.on('SIGTERM', () => void stop('SIGTERM'));
+    process.on('SIGINT', () => void stop('SIGINT'));
   });
 }
 

@@ -1,15 +1,18 @@
 /**
  * Throttling of password guessing and token endpoint floods (SPEC §4.5, issue 4), counted
  * in Redis when REDIS_URL is set — so every instance sees the same counts — and in process
- * memory otherwise. Counters are keyed on the account (never on what was typed in clear:
+ * memory otherwise: the serving process's own, or, for the workers of `WORKERS=n`, the
+ * primary process's, which every worker asks over the cluster's IPC channel (src/cluster.ts),
+ * so that n workers allow what one process would, not n times as much. Counters are keyed on the account (never on what was typed in clear:
  * see loginAccountKey) and on the client address, IPv6 grouped by /64 (one host usually
  * holds a whole /64). If the counter store fails, requests
  * are refused (fail closed) rather than let through unthrottled.
  */
+import cluster from 'node:cluster';
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import ipaddr from 'ipaddr.js';
-import { RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import { RateLimiterCluster, RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { redisNamespace, type Config } from './config.ts';
 import { OAuthError } from './oauth/errors.ts';
 import { lookupKey } from './store/users.ts';
@@ -57,11 +60,16 @@ export interface Throttle {
   registrationFrom(address: string): Promise<void>;
 }
 
+/** How long a worker waits for the primary's counters before refusing the request. */
+const CLUSTER_TIMEOUT_MS = 1000;
+
 export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const limiter = (name: string, points: number, duration: number): RateLimiterAbstract | null => {
     if (points === 0) return null;
     const options = { keyPrefix: `${redisNamespace(config)}:${name}`, points, duration };
-    return redis ? new RateLimiterRedis({ ...options, storeClient: redis }) : new RateLimiterMemory(options);
+    if (redis) return new RateLimiterRedis({ ...options, storeClient: redis });
+    // The primary answers within milliseconds; one that does not is treated like a failed Redis (503).
+    return cluster.isWorker ? new RateLimiterCluster({ ...options, timeoutMs: CLUSTER_TIMEOUT_MS }) : new RateLimiterMemory(options);
   };
   const { throttle } = config;
   const loginAccount = limiter('login:account', throttle.loginFailuresPerAccount, throttle.loginWindowSeconds);

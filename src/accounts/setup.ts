@@ -24,7 +24,7 @@ export class SetupLinkInvalid extends Error {
 }
 
 /** A new setup link when there is no enabled administrator; null when there is one. */
-export async function firstRunSetupLink(ctx: AppContext): Promise<string | null> {
+export async function firstRunSetupLink(ctx: Pick<AppContext, 'config' | 'db' | 'now'>): Promise<string | null> {
   if ((await countAdmins(ctx.db)) > 0) return null;
   const setup = mintToken('setup');
   const now = ctx.now();

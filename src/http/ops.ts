@@ -33,7 +33,7 @@ const metricsSchema = {
   },
 } as const;
 
-export default async function opsRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
+export default async function opsRoutes(app: FastifyInstance, { ctx, purges }: { ctx: AppContext; purges: boolean }) {
   app.get('/_status', { schema: statusSchema }, async (_request, reply) => {
     reply.header('Cache-Control', 'no-store');
     if (await databaseAnswers(ctx)) return { status: 'okay' };
@@ -49,7 +49,7 @@ export default async function opsRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
 
   rejectOtherMethods(app, ['/_status', '/metrics'], 'GET');
 
-  schedulePurge(app, ctx);
+  if (purges) schedulePurge(app, ctx);
   inBackground(app, TABLE_COUNT_INTERVAL_MS, true, async () => {
     try {
       await ctx.metrics.countTables();
@@ -77,7 +77,8 @@ export function metricsAccess(token: string | null): (authorization: string | un
 
 /**
  * Every instance purges on its own timer; on PostgreSQL, `purge` lets only one of them
- * work at a time.
+ * work at a time. Of the workers of one instance (WORKERS=n) only one purges: on SQLite
+ * nothing would keep them from racing one another over the same rows and the one write lock.
  */
 function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
   const interval = ctx.config.purgeIntervalSeconds * 1000;

@@ -1,5 +1,6 @@
 /** Settings (src/config.ts `loadConfig`): defaults, accepted forms, and that a bad value stops start-up naming the setting. */
 import assert from 'node:assert/strict';
+import { availableParallelism } from 'node:os';
 import { describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 
@@ -71,6 +72,13 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({ TRUST_PROXY: '0' }).trustProxy, false);
     assert.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2);
     assert.deepEqual(loadConfig({ TRUST_PROXY: '10.0.0.0/8, ::1' }).trustProxy, ['10.0.0.0/8', '::1']);
+  });
+
+  test('WORKERS: 1 by default, a whole number up to 64, or auto (one per core)', () => {
+    assert.equal(loadConfig({}).workers, 1);
+    assert.equal(loadConfig({ WORKERS: '4' }).workers, 4);
+    assert.equal(loadConfig({ WORKERS: 'auto' }).workers, Math.min(availableParallelism(), 64));
+    for (const bad of ['0', '65', 'two', '-1', '1.5']) assert.throws(() => loadConfig({ WORKERS: bad }), (error: Error) => error instanceof ConfigError && error.message.startsWith('WORKERS must be'));
   });
 
   test('REQUIRE_PKCE accepts the usual spellings of true and false', () => {
