@@ -29,16 +29,9 @@ import Provider, { type KoaContextWithOIDC } from 'oidc-provider';
 import MemoryAdapter from 'oidc-provider/lib/adapters/memory_adapter.js';
 import LRU from 'oidc-provider/lib/helpers/lru.js';
 import { normalize } from 'oidc-provider/lib/helpers/user_codes.js';
+import { PEER_CLIENTS, PEER_REDIRECT_URI } from './clients.ts';
 import { sqliteAdapter } from './sqlite-adapter.ts';
 
-export const PEER_CLIENTS = {
-  public: 'bench-public',
-  device: 'bench-device',
-  resourceServer: 'bench-resource-server',
-  resourceServerSecret: 'bench-resource-server-secret-that-is-long-enough',
-  username: 'bench',
-} as const;
-export const PEER_REDIRECT_URI = 'http://127.0.0.1:9/callback';
 const SCOPES = 'annotation:read annotation:write';
 const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 
