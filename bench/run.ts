@@ -843,6 +843,7 @@ async function main(): Promise<number> {
   }
 
   const startedAt = new Date().toISOString();
+  const atStart = machine();
   const measured = revision();
   const notes: string[] = [];
   if (options.backends.includes('postgres')) {
@@ -856,7 +857,7 @@ async function main(): Promise<number> {
   const servers: ServerName[] = [...options.backends.map((backend) => `gatehouse-${backend}` as const), ...options.peers.map((adapter) => `peer-${adapter}` as const)];
   const warm = Math.max(options.connections, Math.floor(options.requests / 4));
   console.log(
-    `Gatehouse bench at ${measured}: ${servers.map((s) => SERVER_LABELS[s]).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${loadavg().map((n) => n.toFixed(2)).join(' ')}`,
+    `Gatehouse bench at ${measured}: ${servers.map((s) => SERVER_LABELS[s]).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
   );
 
   const records: PhaseRecord[] = [];
@@ -905,7 +906,7 @@ async function main(): Promise<number> {
     startedAt,
     finishedAt: new Date().toISOString(),
     revision: measured,
-    machine: { ...machine(), loadAverageAtEnd: loadavg().map((n) => Math.round(n * 100) / 100) },
+    machine: { ...atStart, loadAverageAtEnd: loadavg().map((n) => Math.round(n * 100) / 100) },
     options,
     notes,
     ceiling: pooled,
