@@ -96,9 +96,8 @@ export function shout(lines: string[]): void {
 export async function createDatabase(kind: BackendName, postgresAdminUrl: string): Promise<BenchDatabase> {
   refuseAfterInterrupt();
   if (kind === 'sqlite') {
-    const dir = mkdtempSync(join(tmpdir(), 'gatehouse-bench-'));
-    const drop = onCleanup(async () => rmSync(dir, { recursive: true, force: true }));
-    return { kind, url: `sqlite:${join(dir, 'gatehouse.db')}`, drop };
+    const dir = scratchDirectory();
+    return { kind, url: `sqlite:${join(dir.path, 'gatehouse.db')}`, drop: dir.remove };
   }
   const name = `gatehouse_bench_${randomBytes(6).toString('hex')}`;
   const admin = async (statement: string) => {
@@ -156,6 +155,8 @@ export interface ServerProcess {
   /** The V8 inspector's WebSocket URL, when started with `inspect`. */
   inspectorUrl: string | null;
   memory(): Memory;
+  /** CPU time the process has used so far (user + system, all threads), ms. */
+  cpuMs(): number;
   /** SIGTERM, then SIGKILL if it has not exited within 10 s. */
   stop(): Promise<void>;
 }
@@ -170,6 +171,21 @@ export function processMemory(pid: number): Memory {
   }
   const kib = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
   return { rssMiB: kib('VmRSS') / 1024, peakMiB: kib('VmHWM') / 1024 };
+}
+
+const CLOCK_TICKS_PER_SECOND = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim()) || 100;
+
+/** The process's CPU time (utime + stime, all threads) from /proc (Linux), ms; NaN once it has exited. */
+export function processCpuMs(pid: number): number {
+  let stat = '';
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return NaN;
+  }
+  // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
 }
 
 /**
@@ -218,6 +234,7 @@ async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string,
     pid: child.pid!,
     inspectorUrl: inspect ? /ws:\/\/\S+/.exec(stderr)![0] : null,
     memory: () => processMemory(child.pid!),
+    cpuMs: () => processCpuMs(child.pid!),
     stop,
   };
 }
@@ -287,6 +304,27 @@ export function pinning(workers: number): { server: string | null; note: string 
 export async function startCeiling(): Promise<ServerProcess> {
   const port = await freePort();
   return startProcess(['bench/ceiling.ts', String(port)], process.env, `http://127.0.0.1:${port}`, '/', { inspect: false, quiet: false });
+}
+
+export type PeerAdapter = 'memory' | 'sqlite';
+
+/**
+ * The peer: oidc-provider on Gatehouse's paths (bench/peer/server.ts), with its in-memory
+ * adapter or with a node:sqlite file in `directory`.
+ */
+export async function startPeer(adapter: PeerAdapter, directory: string, options: { inspect?: boolean } = {}): Promise<ServerProcess> {
+  const port = await freePort();
+  const spec = adapter === 'memory' ? 'memory' : `sqlite:${join(directory, 'peer.db')}`;
+  return startProcess(['bench/peer/server.ts', String(port), spec], process.env, `http://127.0.0.1:${port}`, '/.well-known/openid-configuration', {
+    inspect: options.inspect ?? false,
+    quiet: false,
+  });
+}
+
+/** A throw-away directory, removed by the returned function or when the run is interrupted. */
+export function scratchDirectory(): { path: string; remove(): Promise<void> } {
+  const path = mkdtempSync(join(tmpdir(), 'gatehouse-bench-'));
+  return { path, remove: onCleanup(async () => rmSync(path, { recursive: true, force: true })) };
 }
 
 // ---------------------------------------------------------------------------------------

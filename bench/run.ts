@@ -1,18 +1,23 @@
 /**
- * `npm run bench`: Gatehouse under load, phase by phase, on SQLite and on PostgreSQL, next
- * to the ceiling of a bare Node `http` server on the same machine.
+ * `npm run bench`: Gatehouse under load, phase by phase, side by side with the peer —
+ * panva's oidc-provider on Gatehouse's paths (bench/peer/), once with its in-memory adapter
+ * and once on node:sqlite — next to the ceiling of a bare Node `http` server on the same
+ * machine.
  *
- * Every request gets input nobody has used before: the authorize phase's redirects carry
- * the codes the exchange phase redeems, whose refresh tokens the refresh phase rotates,
- * whose successors the revocation phase revokes. A warm-up round of the same chain runs
- * first, unrecorded. Any response without the expected status fails the run (exit 1).
+ * Every phase is measured on every server in turn, each server started fresh (a new
+ * process, an empty database) for each phase; what a phase consumes is produced first,
+ * unmeasured, by the phases before it (the codes an exchange redeems come from
+ * authorizations, the refresh tokens a refresh rotates from exchanges), then a warm-up of
+ * the phase itself runs unrecorded. Every request gets input nobody has used before, and
+ * any response without the expected status and shape fails that server's phase (exit 1).
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { UserAgent } from '../test/support/user-agent.ts';
+import { formFields, UserAgent } from '../test/support/user-agent.ts';
+import { PEER_CLIENTS, PEER_REDIRECT_URI } from './peer/clients.ts';
 import {
   DEFAULT_POSTGRES_URL,
   createDatabase,
@@ -28,43 +33,82 @@ import {
   revision,
   runLoad,
   saveResults,
+  scratchDirectory,
   shout,
   startCeiling,
   pinning,
   startGatehouse,
+  startPeer,
   timestamp,
   type BackendName,
   type LoadResult,
   type Memory,
+  type PeerAdapter,
+  type RequestSpec,
   type ServerProcess,
 } from './harness.ts';
 import { measureWebsockets } from './websockets.ts';
 import { connectProfiler, formatSummary, summarise, type ProfileSummary, type ProfilerSession } from './profile.ts';
 
+const PHASES = ['authorize', 'exchange', 'refresh', 'profile', 'introspect', 'ws', 'revoke', 'device'] as const;
+type Phase = (typeof PHASES)[number];
+
+const LABELS: Record<Phase | 'ceiling', string> = {
+  ceiling: 'ceiling: bare node:http',
+  authorize: 'authorize (consented session → code)',
+  exchange: 'code exchange (public + PKCE)',
+  refresh: 'refresh with rotation',
+  profile: 'bearer GET /api/profile',
+  introspect: 'introspection',
+  ws: 'WebSocket connect',
+  revoke: 'revocation',
+  device: 'device-code exchange',
+};
+
+type ServerName = `gatehouse-${BackendName}` | `peer-${PeerAdapter}`;
+
+const SERVER_LABELS: Record<ServerName, string> = {
+  'gatehouse-sqlite': 'Gatehouse (SQLite)',
+  'gatehouse-postgres': 'Gatehouse (PostgreSQL)',
+  'peer-memory': 'oidc-provider (in-memory)',
+  'peer-sqlite': 'oidc-provider (node:sqlite)',
+};
+
 const HELP = `Usage: npm run bench -- [options]
 
-Measures Gatehouse phase by phase on SQLite and on PostgreSQL: authorize with a logged-in,
-already-consented session (302 with a code), code exchange, refresh, bearer GET
-/api/profile, introspection by a resource server, WebSocket connect (these two only if
-the server has /oauth/introspect and /ws), and revocation; and, in the same run, a bare
-Node http server answering a tiny JSON body as the ceiling. Gatehouse and the ceiling run
-as separate processes, the load generator (autocannon) in this one. Every request gets
-fresh input, and any response without the expected status fails the run (exit code 1).
+Measures Gatehouse phase by phase on SQLite and on PostgreSQL, side by side with panva's
+oidc-provider configured as a plain OAuth 2 server on Gatehouse's paths (bench/peer/), once
+with its in-memory adapter and once with a durable node:sqlite adapter (WAL,
+synchronous=NORMAL). Phases: ${PHASES.join(', ')}
+(${PHASES.map((phase) => LABELS[phase]).join('; ')}). WebSocket connect is Gatehouse's alone.
+
+Each phase runs on every server in turn (the order alternates between rounds), each server
+started fresh for it (its own process, an empty database), after the phases that produce its
+input and an unrecorded warm-up of its own. Every response is checked (status and shape);
+any other fails that server's phase and the run (exit code 1). A bare Node http server
+answering a tiny JSON body, sampled before and after every round, is the ceiling. All
+servers run as separate processes, the load generator (autocannon) in this one. Reported
+per server and phase: requests/s, p50 and p99 latency, the server's CPU time per request,
+its RSS, the share of the ceiling, and Gatehouse ÷ peer per phase (medians over rounds).
 
 Options:
   --connections <n>     concurrent connections (default 50)
-  --requests <n>        requests per token phase (default 3000); bearer /api/profile gets
-                        3 times as many; the ceiling is sampled with 4 times as many before and
-                        again after the phases; the unrecorded warm-up round gets a quarter
-  --backends <list>     comma-separated: sqlite,postgres (default both; PostgreSQL is skipped,
-                        loudly, when it cannot be reached)
-  --postgres-url <url>  administrator connection used to create and drop a throw-away database
+  --requests <n>        requests per measured phase (default 3000); bearer /api/profile gets
+                        3 times as many; the ceiling is sampled with 4 times as many; each
+                        phase's unrecorded warm-up gets a quarter
+  --rounds <n>          rounds, interleaved: every phase on every server, then again (default 1)
+  --phases <list>       comma-separated subset of: ${PHASES.join(',')} (default all)
+  --backends <list>     Gatehouse's backends, comma-separated: sqlite,postgres (default both;
+                        PostgreSQL is skipped, loudly, when it cannot be reached)
+  --peers <list>        the peer's adapters: memory,sqlite (default both)
+  --no-peer             Gatehouse only (no oidc-provider)
+  --postgres-url <url>  administrator connection used to create and drop throw-away databases
                         (default $BENCH_POSTGRES_URL or postgres://postgres@127.0.0.1:5432/postgres)
-  --cpu-prof            record a CPU profile of the server during every phase (V8's sampling
-                        profiler through the inspector, as node --cpu-prof does, but cut per
-                        phase) and print the top self-time functions
+  --cpu-prof            record a CPU profile of the server during every measured phase (V8's
+                        sampling profiler through the inspector, cut per phase) and print the
+                        top self-time functions
   --cpu-prof-dir <dir>  where the .cpuprofile files go (default: a new directory in the temp dir)
-  --log-level <level>   the server's LOG_LEVEL (default warn: no per-request lines); info
+  --log-level <level>   Gatehouse's LOG_LEVEL (default warn: no per-request lines); info
                         measures the cost of the one-line-per-request log (written to /dev/null)
   --no-websockets       skip the closing WebSocket load (2000 concurrent sockets over 200
                         grants, then every grant revoked at once: npm run bench:ws alone)
@@ -72,51 +116,47 @@ Options:
                         has n+1 cores, the server is pinned to cores 1..n and the load to core 0
   -h, --help            show this text
 
-Writes bench/results/<timestamp>.json and prints a Markdown table at the end.`;
+Writes bench/results/<timestamp>.json and prints Markdown tables at the end.`;
 
-const REDIRECT_URI = 'http://127.0.0.1:9/callback'; // never visited: the bench reads the code from the Location header
-const USERNAME = 'bench';
-
-type Phase = 'ceiling' | 'authorize' | 'exchange' | 'refresh' | 'profile' | 'introspect' | 'ws' | 'revoke';
-
-const LABELS: Record<Phase, string> = {
-  ceiling: 'ceiling: bare node:http',
-  authorize: 'authorize (302 + code)',
-  exchange: 'code exchange',
-  refresh: 'refresh',
-  profile: 'bearer GET /api/profile',
-  introspect: 'introspection',
-  ws: 'WebSocket connect',
-  revoke: 'revocation',
-};
+const REDIRECT_URI = PEER_REDIRECT_URI; // never visited: the bench reads the code from the Location header
+const USERNAME = PEER_CLIENTS.username;
+const SCOPE = 'annotation:read annotation:write';
+const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
+/** RFC 8628's default polling interval, which Gatehouse also applies before the first poll. */
+const DEVICE_INTERVAL_MS = 5_000;
 
 interface PhaseRecord {
-  phase: Phase;
+  server: ServerName;
+  phase: Phase | 'ceiling';
   label: string;
+  round: number;
   requests: number;
   seconds: number;
   rps: number;
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
-  /** Of the process under load, right after the phase. */
+  /** The server's CPU time (user + system) during the phase, per request. */
+  cpuMsPerRequest: number;
+  /** Of the server under load, right after the phase. */
   memory: Memory;
-  /** rps divided by the ceiling's rps. */
-  ofCeiling: number;
   cpuProfile?: { file: string; summary: ProfileSummary };
 }
 
-interface BackendReport {
-  backend: BackendName;
-  status: 'measured' | 'failed' | 'skipped';
-  reason?: string;
-  phases: PhaseRecord[];
+interface Failure {
+  server: ServerName;
+  phase: Phase;
+  round: number;
+  reason: string;
 }
 
 interface Options {
   connections: number;
   requests: number;
+  rounds: number;
+  phases: Phase[];
   backends: BackendName[];
+  peers: PeerAdapter[];
   postgresUrl: string;
   cpuProfileDir: string | null;
   logLevel: string;
@@ -133,7 +173,11 @@ function readOptions(argv: string[]): Options | null {
     options: {
       connections: { type: 'string' },
       requests: { type: 'string' },
+      rounds: { type: 'string' },
+      phases: { type: 'string' },
       backends: { type: 'string' },
+      peers: { type: 'string' },
+      'no-peer': { type: 'boolean' },
       'postgres-url': { type: 'string' },
       'cpu-prof': { type: 'boolean' },
       'cpu-prof-dir': { type: 'string' },
@@ -150,12 +194,18 @@ function readOptions(argv: string[]): Options | null {
     if (!/^[1-9]\d*$/.test(raw)) throw new Error(`--${name} must be a positive whole number, got "${raw}"`);
     return Number(raw);
   };
-  const backends = (values.backends ?? 'sqlite,postgres').split(',').map((name) => name.trim());
-  for (const name of backends) if (name !== 'sqlite' && name !== 'postgres') throw new Error(`--backends: unknown backend "${name}" (sqlite, postgres)`);
+  const list = <T extends string>(name: string, raw: string, allowed: readonly T[]): T[] => {
+    const names = raw.split(',').map((item) => item.trim());
+    for (const item of names) if (!allowed.includes(item as T)) throw new Error(`--${name}: unknown value "${item}" (${allowed.join(', ')})`);
+    return allowed.filter((item) => names.includes(item)); // in the bench's order, once each
+  };
   const options: Options = {
     connections: count('connections', values.connections, 50),
     requests: count('requests', values.requests, 3000),
-    backends: [...new Set(backends)] as BackendName[],
+    rounds: count('rounds', values.rounds, 1),
+    phases: list('phases', values.phases ?? PHASES.join(','), PHASES),
+    backends: list('backends', values.backends ?? 'sqlite,postgres', ['sqlite', 'postgres'] as const),
+    peers: values['no-peer'] ? [] : list('peers', values.peers ?? 'memory,sqlite', ['memory', 'sqlite'] as const),
     postgresUrl: values['postgres-url'] ?? DEFAULT_POSTGRES_URL,
     cpuProfileDir: values['cpu-prof'] || values['cpu-prof-dir'] ? (values['cpu-prof-dir'] ?? join(tmpdir(), `gatehouse-profiles-${timestamp()}`)) : null,
     logLevel: values['log-level'] ?? 'warn',
@@ -163,9 +213,10 @@ function readOptions(argv: string[]): Options | null {
     workers: count('workers', values.workers, 1),
     serverCpus: null,
   };
+  if (values['no-peer'] && values.peers !== undefined) throw new Error('--no-peer and --peers contradict each other');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(options.logLevel)) throw new Error(`--log-level: unknown level "${options.logLevel}"`);
   if (options.workers > 1 && options.cpuProfileDir) throw new Error('--cpu-prof profiles one process: use it with --workers 1');
-  if (options.requests < options.connections * 4) throw new Error(`--requests must be at least 4 × --connections (${options.connections * 4}): the warm-up round gets a quarter`);
+  if (options.requests < options.connections * 4) throw new Error(`--requests must be at least 4 × --connections (${options.connections * 4}): the warm-up gets a quarter`);
   return options;
 }
 
@@ -173,17 +224,23 @@ function readOptions(argv: string[]): Options | null {
 
 /** A server being measured, with what the phases need to talk to it. */
 interface Target {
-  backend: BackendName;
+  name: ServerName;
   server: ServerProcess;
   clientId: string;
+  /** What its authorization endpoint answers a consented session with (Gatehouse 302, oidc-provider 303). */
+  authorizeStatus: number;
   /** The logged-in user's session cookie(s). */
   cookie: string;
   /** The Authorization header of a confidential client acting as resource server; null when the server has no /oauth/introspect. */
   introspector: string | null;
   hasWebSocket: boolean;
+  /** A device client and the request that approves a user code as the user; null without the device flow. */
+  device: { clientId: string; approval: (userCode: string) => RequestSpec } | null;
   connections: number;
   profiler: ProfilerSession | null;
   profileDir: string | null;
+  /** Stops the server and removes its database. */
+  stop(): Promise<void>;
 }
 
 interface Pair {
@@ -197,14 +254,16 @@ function pkce() {
 }
 
 function authorizePath(clientId: string, state: string, challenge: string): string {
-  const query = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT_URI, state, code_challenge: challenge, code_challenge_method: 'S256' });
+  const query = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT_URI, scope: SCOPE, state, code_challenge: challenge, code_challenge_method: 'S256' });
   return `/oauth/authorize?${query}`;
 }
 
 /** The pair in a token response, or null. */
 function tokensOf(body: string): Pair | null {
-  const parsed = JSON.parse(body) as { access_token?: unknown; refresh_token?: unknown };
-  return typeof parsed.access_token === 'string' && typeof parsed.refresh_token === 'string' ? { access: parsed.access_token, refresh: parsed.refresh_token } : null;
+  const parsed = JSON.parse(body) as { access_token?: unknown; refresh_token?: unknown; token_type?: unknown };
+  return typeof parsed.access_token === 'string' && typeof parsed.refresh_token === 'string' && /^bearer$/i.test(String(parsed.token_type))
+    ? { access: parsed.access_token, refresh: parsed.refresh_token }
+    : null;
 }
 
 function header(headers: Record<string, string | string[] | undefined>, name: string): string | undefined {
@@ -217,89 +276,96 @@ function take<T>(pool: T[], exhausted: T): T {
   return pool.shift() ?? exhausted;
 }
 
-/** Runs one phase; records it (with a CPU profile when asked) unless this is the warm-up. */
-async function phase(target: Target, name: Phase, records: PhaseRecord[] | null, load: () => Promise<LoadResult>): Promise<LoadResult> {
-  const profiler = records ? target.profiler : null;
+/**
+ * Runs one load on `target`. Unless `record` says otherwise this is preparation or warm-up:
+ * checked like the rest, not recorded. A recorded load is timed in the server's CPU too,
+ * and profiled when asked.
+ */
+async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, round: number, run: () => Promise<LoadResult>): Promise<void> {
+  const profiler = record ? target.profiler : null;
   await profiler?.start();
-  const result = await load();
+  const cpuBefore = target.server.cpuMs();
+  const result = await run();
+  const cpuMs = target.server.cpuMs() - cpuBefore;
   const profile = profiler ? await profiler.stop() : null;
   const memory = target.server.memory();
   const problem = failureReport(result);
-  if (problem) throw new Error(`${target.backend} ${LABELS[name]}: ${failures(result)} of ${result.requests} requests failed: ${problem}`);
-  if (records) {
-    const record: PhaseRecord = {
-      phase: name,
-      label: LABELS[name],
-      requests: result.requests,
-      seconds: result.seconds,
-      rps: result.rps,
-      p50Ms: result.p50,
-      p99Ms: result.p99,
-      maxMs: result.max,
-      memory,
-      ofCeiling: NaN,
-    };
-    if (profile && target.profileDir) {
-      const file = join(target.profileDir, `${target.backend}-${name}.cpuprofile`);
-      writeFileSync(file, JSON.stringify(profile));
-      record.cpuProfile = { file, summary: summarise(profile) };
-    }
-    records.push(record);
-    printPhase(target.backend, record);
+  if (problem) throw new Error(`${LABELS[phase]}${record ? '' : ' (preparing or warming up)'}: ${failures(result)} of ${result.requests} requests failed: ${problem}`);
+  if (!record) return;
+  const entry: PhaseRecord = {
+    server: target.name,
+    phase,
+    label: LABELS[phase],
+    round,
+    requests: result.requests,
+    seconds: result.seconds,
+    rps: result.rps,
+    p50Ms: result.p50,
+    p99Ms: result.p99,
+    maxMs: result.max,
+    cpuMsPerRequest: cpuMs / result.requests,
+    memory,
+  };
+  if (profile && target.profileDir) {
+    const file = join(target.profileDir, `${target.name}-${phase}-round${round}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    entry.cpuProfile = { file, summary: summarise(profile) };
   }
-  return result;
+  record.push(entry);
+  printPhase(entry);
 }
 
-function printPhase(backend: BackendName, p: PhaseRecord): void {
+function printPhase(p: PhaseRecord): void {
   console.log(
-    `  ${backend.padEnd(8)} ${p.label.padEnd(24)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  RSS ${fixed(p.memory.rssMiB, 0)} MiB`,
+    `  ${SERVER_LABELS[p.server].padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB`,
   );
 }
 
-/**
- * One round of the chain: n authorizations, n exchanges of their codes, n refreshes of the
- * resulting tokens, bearer requests, introspections and WebSocket connects with the fresh
- * access tokens, and n revocations of the fresh refresh tokens.
- */
-async function chain(target: Target, n: number, records: PhaseRecord[] | null): Promise<void> {
-  const { server, clientId, connections } = target;
-  const url = server.url;
+/** Where a phase's load goes to be recorded, or nowhere (preparation, warm-up). */
+interface Sink {
+  record: PhaseRecord[] | null;
+  round: number;
+}
+const UNRECORDED: Sink = { record: null, round: 0 };
 
+/** `n` authorizations with the consented session: the codes, each with its PKCE verifier. */
+async function authorize(target: Target, n: number, sink = UNRECORDED): Promise<Array<{ code: string; verifier: string }>> {
   const requests = Array.from({ length: n }, () => ({ state: randomBytes(12).toString('base64url'), ...pkce() }));
   const verifiers = new Map(requests.map((r) => [r.state, r.verifier]));
   const codes: Array<{ code: string; verifier: string }> = [];
-  await phase(target, 'authorize', records, () =>
+  await load(target, 'authorize', sink.record, sink.round, () =>
     runLoad({
-      url,
-      connections,
+      url: target.server.url,
+      connections: target.connections,
       amount: n,
-      expect: 302,
+      expect: target.authorizeStatus,
       next: () => {
         const request = take(requests, { state: 'exhausted', verifier: '', challenge: 'exhausted' });
-        return { path: authorizePath(clientId, request.state, request.challenge), headers: { cookie: target.cookie } };
+        return { path: authorizePath(target.clientId, request.state, request.challenge), headers: { cookie: target.cookie } };
       },
       check: (_body, headers) => {
         const location = new URL(header(headers, 'location') ?? '', 'http://invalid');
         const code = location.searchParams.get('code');
         const verifier = verifiers.get(location.searchParams.get('state') ?? '');
-        if (code === null || verifier === undefined) return false;
+        if (location.origin + location.pathname !== REDIRECT_URI || code === null || verifier === undefined) return false;
         codes.push({ code, verifier });
         return true;
       },
     }),
   );
+  return codes;
+}
 
+/** A load of token requests, each answered with a fresh pair; the pairs. */
+async function tokenRequests(target: Target, phase: Phase, n: number, form: () => Record<string, string>, sink: Sink): Promise<Pair[]> {
   const issued: Pair[] = [];
-  await phase(target, 'exchange', records, () =>
+  await load(target, phase, sink.record, sink.round, () =>
     runLoad({
-      url,
-      connections,
+      url: target.server.url,
+      connections: target.connections,
       amount: n,
       expect: 200,
-      next: () => {
-        const { code, verifier } = take(codes, { code: 'exhausted', verifier: 'exhausted' });
-        return { method: 'POST', path: '/api/token', form: { grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: clientId, code_verifier: verifier } };
-      },
+      next: () => ({ method: 'POST', path: '/api/token', form: form() }),
       check: (body) => {
         const pair = tokensOf(body);
         if (pair) issued.push(pair);
@@ -307,76 +373,174 @@ async function chain(target: Target, n: number, records: PhaseRecord[] | null): 
       },
     }),
   );
+  return issued;
+}
 
-  const refreshed: Pair[] = [];
-  await phase(target, 'refresh', records, () =>
+function exchange(target: Target, codes: Array<{ code: string; verifier: string }>, n: number, sink = UNRECORDED): Promise<Pair[]> {
+  return tokenRequests(
+    target,
+    'exchange',
+    n,
+    () => {
+      const { code, verifier } = take(codes, { code: 'exhausted', verifier: 'exhausted' });
+      return { grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: target.clientId, code_verifier: verifier };
+    },
+    sink,
+  );
+}
+
+function refresh(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<Pair[]> {
+  return tokenRequests(target, 'refresh', n, () => ({ grant_type: 'refresh_token', refresh_token: take(pairs, { access: '', refresh: 'exhausted' }).refresh, client_id: target.clientId }), sink);
+}
+
+/** `n` fresh token pairs: authorizations, then their exchanges. */
+async function freshPairs(target: Target, n: number): Promise<Pair[]> {
+  return exchange(target, await authorize(target, n), n);
+}
+
+async function bearer(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<void> {
+  let turn = 0;
+  await load(target, 'profile', sink.record, sink.round, () =>
     runLoad({
-      url,
-      connections,
+      url: target.server.url,
+      connections: target.connections,
+      amount: n,
+      expect: 200,
+      next: () => ({ path: '/api/profile', headers: { authorization: `Bearer ${pairs[turn++ % pairs.length]!.access}` } }),
+      check: (body) => body.includes(`"username":"${USERNAME}"`),
+    }),
+  );
+}
+
+async function introspect(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<void> {
+  let turn = 0;
+  await load(target, 'introspect', sink.record, sink.round, () =>
+    runLoad({
+      url: target.server.url,
+      connections: target.connections,
       amount: n,
       expect: 200,
       next: () => ({
         method: 'POST',
-        path: '/api/token',
-        form: { grant_type: 'refresh_token', refresh_token: take(issued, { access: '', refresh: 'exhausted' }).refresh, client_id: clientId },
+        path: '/oauth/introspect',
+        headers: { authorization: target.introspector! },
+        form: { token: pairs[turn++ % pairs.length]!.access, token_type_hint: 'access_token' },
       }),
-      check: (body) => {
-        const pair = tokensOf(body);
-        if (pair) refreshed.push(pair);
-        return pair !== null;
-      },
+      check: (body) => body.includes('"active":true'),
     }),
   );
+}
 
-  // Every access token from the refresh phase is live; the bearer phase goes round them all.
-  let turn = 0;
-  await phase(target, 'profile', records, () =>
+async function revoke(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<void> {
+  await load(target, 'revoke', sink.record, sink.round, () =>
     runLoad({
-      url,
-      connections,
-      amount: n * 3,
-      expect: 200,
-      next: () => ({ path: '/api/profile', headers: { authorization: `Bearer ${refreshed[turn++ % refreshed.length]!.access}` } }),
-      check: (body) => body.includes(`"username":"${USERNAME}"`),
-    }),
-  );
-
-  const introspector = target.introspector;
-  if (introspector !== null) {
-    await phase(target, 'introspect', records, () =>
-      runLoad({
-        url,
-        connections,
-        amount: n,
-        expect: 200,
-        next: () => ({
-          method: 'POST',
-          path: '/oauth/introspect',
-          headers: { authorization: introspector },
-          form: { token: refreshed[turn++ % refreshed.length]!.access, token_type_hint: 'access_token' },
-        }),
-        check: (body) => body.includes('"active":true'),
-      }),
-    );
-  }
-
-  if (target.hasWebSocket) {
-    await phase(target, 'ws', records, () => websocketConnects(url, refreshed.map((pair) => pair.access), n, connections));
-  }
-
-  await phase(target, 'revoke', records, () =>
-    runLoad({
-      url,
-      connections,
+      url: target.server.url,
+      connections: target.connections,
       amount: n,
       expect: 200,
       next: () => ({
         method: 'POST',
         path: '/oauth/revoke',
-        form: { token: take(refreshed, { access: '', refresh: 'exhausted' }).refresh, token_type_hint: 'refresh_token', client_id: clientId },
+        form: { token: take(pairs, { access: '', refresh: 'exhausted' }).refresh, token_type_hint: 'refresh_token', client_id: target.clientId },
       }),
     }),
   );
+}
+
+/** `n` device authorizations, each then approved by the user: device codes ready to be exchanged, from the time they may be. */
+async function approvedDeviceCodes(target: Target, n: number): Promise<{ codes: string[]; pollableAt: number }> {
+  const device = target.device!;
+  const issued: Array<{ deviceCode: string; userCode: string }> = [];
+  await load(target, 'device', null, 0, () =>
+    runLoad({
+      url: target.server.url,
+      connections: target.connections,
+      amount: n,
+      expect: 200,
+      next: () => ({ method: 'POST', path: '/oauth/device_authorization', form: { client_id: device.clientId, scope: SCOPE } }),
+      check: (body) => {
+        const parsed = JSON.parse(body) as { device_code?: unknown; user_code?: unknown };
+        if (typeof parsed.device_code !== 'string' || typeof parsed.user_code !== 'string') return false;
+        issued.push({ deviceCode: parsed.device_code, userCode: parsed.user_code });
+        return true;
+      },
+    }),
+  );
+  const pollableAt = performance.now() + DEVICE_INTERVAL_MS;
+  const userCodes = issued.map((code) => code.userCode);
+  await load(target, 'device', null, 0, () =>
+    runLoad({ url: target.server.url, connections: target.connections, amount: n, expect: 200, next: () => device.approval(take(userCodes, 'EXHAUSTED')) }),
+  );
+  return { codes: issued.map((code) => code.deviceCode), pollableAt };
+}
+
+function deviceExchange(target: Target, codes: string[], n: number, sink = UNRECORDED): Promise<Pair[]> {
+  const clientId = target.device!.clientId;
+  return tokenRequests(target, 'device', n, () => ({ grant_type: DEVICE_CODE_GRANT, device_code: take(codes, 'exhausted'), client_id: clientId }), sink);
+}
+
+/**
+ * One phase on a freshly started server: its input made by the phases before it, a warm-up
+ * of `warm` requests (three times as many for the bearer phase), then `n` recorded.
+ */
+async function runPhase(target: Target, phase: Phase, n: number, warm: number, sink: Sink): Promise<void> {
+  switch (phase) {
+    case 'authorize':
+      await authorize(target, warm);
+      await authorize(target, n, sink);
+      return;
+    case 'exchange': {
+      const codes = await authorize(target, warm + n);
+      await exchange(target, codes, warm);
+      await exchange(target, codes, n, sink);
+      return;
+    }
+    case 'refresh': {
+      const pairs = await freshPairs(target, warm + n);
+      await refresh(target, pairs, warm);
+      await refresh(target, pairs, n, sink);
+      return;
+    }
+    case 'profile': {
+      const pairs = await freshPairs(target, n);
+      await bearer(target, pairs, warm * 3);
+      await bearer(target, pairs, n * 3, sink);
+      return;
+    }
+    case 'introspect': {
+      const pairs = await freshPairs(target, n);
+      await introspect(target, pairs, warm);
+      await introspect(target, pairs, n, sink);
+      return;
+    }
+    case 'ws': {
+      const tokens = (await freshPairs(target, n)).map((pair) => pair.access);
+      await load(target, 'ws', null, 0, () => websocketConnects(target.server.url, tokens, warm, target.connections));
+      await load(target, 'ws', sink.record, sink.round, () => websocketConnects(target.server.url, tokens, n, target.connections));
+      return;
+    }
+    case 'revoke': {
+      const pairs = await freshPairs(target, warm + n);
+      await revoke(target, pairs, warm);
+      await revoke(target, pairs, n, sink);
+      return;
+    }
+    case 'device': {
+      const { codes, pollableAt } = await approvedDeviceCodes(target, warm + n);
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, pollableAt - performance.now())));
+      await deviceExchange(target, codes, warm);
+      await deviceExchange(target, codes, n, sink);
+      return;
+    }
+  }
+}
+
+/** Whether `target` can be measured in `phase`, or why not. */
+function unsupported(target: Target, phase: Phase): string | null {
+  if (phase === 'introspect' && target.introspector === null) return 'no /oauth/introspect (404)';
+  if (phase === 'ws' && !target.hasWebSocket) return 'no /ws';
+  if (phase === 'device' && target.device === null) return 'no /oauth/device_authorization (404)';
+  return null;
 }
 
 /**
@@ -425,22 +589,24 @@ async function websocketConnects(base: string, tokens: string[], amount: number,
 }
 
 /**
- * The bare-Node ceiling, sampled before and after the backend's phases and pooled, so that
+ * The bare-Node ceiling, sampled before and after every round and pooled, so that
  * background load that comes and goes on a shared machine weighs on both sides of the ratio.
  */
 async function ceilingSampler(options: Options) {
   const ceiling = await startCeiling();
   const samples: LoadResult[] = [];
-  const load = (amount: number) => runLoad({ url: ceiling.url, connections: options.connections, amount, expect: 200, next: () => ({ path: '/' }) });
-  const sample = async () => {
-    const result = await load(options.requests * 4);
-    const problem = failureReport(result);
-    if (problem) throw new Error(`ceiling: ${problem}`);
-    samples.push(result);
-  };
-  await load(options.requests); // warm-up
+  let cpuMs = 0;
+  const run = (amount: number) => runLoad({ url: ceiling.url, connections: options.connections, amount, expect: 200, next: () => ({ path: '/' }) });
+  await run(options.requests); // warm-up
   return {
-    sample,
+    async sample() {
+      const before = ceiling.cpuMs();
+      const result = await run(options.requests * 4);
+      cpuMs += ceiling.cpuMs() - before;
+      const problem = failureReport(result);
+      if (problem) throw new Error(`ceiling: ${problem}`);
+      samples.push(result);
+    },
     /** The pooled samples as one record; stops the ceiling's process. */
     async finish(): Promise<PhaseRecord> {
       const memory = ceiling.memory();
@@ -448,86 +614,229 @@ async function ceilingSampler(options: Options) {
       const latencies = samples.flatMap((s) => s.latencies);
       const seconds = samples.reduce((sum, s) => sum + s.seconds, 0);
       return {
+        server: 'gatehouse-sqlite',
         phase: 'ceiling',
         label: LABELS.ceiling,
+        round: 0,
         requests: latencies.length,
         seconds,
         rps: latencies.length / seconds,
         p50Ms: percentile(latencies, 50),
         p99Ms: percentile(latencies, 99),
         maxMs: latencies.reduce((a, b) => Math.max(a, b), 0),
+        cpuMsPerRequest: cpuMs / latencies.length,
         memory,
-        ofCeiling: 1,
       };
     },
   };
 }
 
-/** Creates the user and client with the CLI, starts the server, logs in and consents once. */
-async function prepare(backend: BackendName, databaseUrl: string, options: Options): Promise<Target> {
-  const password = randomBytes(18).toString('base64url');
-  await gatehouse(databaseUrl, ['user', 'create', USERNAME, '--email', `${USERNAME}@example.com`, '--admin', '--password-stdin'], password);
-  const { client_id: clientId } = JSON.parse(await gatehouse(databaseUrl, ['client', 'create', '--name', 'Bench client', '--redirect-uri', REDIRECT_URI, '--json'])) as {
-    client_id: string;
-  };
-  const server = await startGatehouse(databaseUrl, { inspect: options.cpuProfileDir !== null, logLevel: options.logLevel, workers: options.workers, cpus: options.serverCpus });
-
-  const agent = new UserAgent(server.url);
-  const first = pkce();
-  const outcome = await agent.authorize(authorizePath(clientId, 'consent', first.challenge), { username: USERNAME, password, decision: 'approve' });
-  if (outcome.redirect?.searchParams.get('code') == null) {
-    await server.stop();
-    throw new Error(`${backend}: logging in and approving the client did not end in a redirect with a code (status ${outcome.response.status})`);
-  }
-  const cookie = [...agent.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
-
-  // Endpoints that arrived after the bench did are measured only where the server has them,
-  // so the bench still runs against older builds.
-  const has = async (path: string, method: string) => (await fetch(server.url + path, { method })).status !== 404;
-  let introspector: string | null = null;
-  if (await has('/oauth/introspect', 'POST')) {
-    const created = await gatehouse(databaseUrl, ['client', 'create', '--name', 'Bench resource server', '--redirect-uri', REDIRECT_URI, '--confidential', '--json']);
-    const { client_id, client_secret } = JSON.parse(created) as { client_id: string; client_secret: string };
-    introspector = `Basic ${Buffer.from(`${encodeURIComponent(client_id)}:${encodeURIComponent(client_secret)}`).toString('base64')}`;
-  }
-  const hasWebSocket = await has('/ws', 'GET');
-  const profiler = options.cpuProfileDir === null ? null : await connectProfiler(server.inspectorUrl!);
-  if (options.cpuProfileDir !== null) mkdirSync(options.cpuProfileDir, { recursive: true });
-  return { backend, server, clientId, cookie, introspector, hasWebSocket, connections: options.connections, profiler, profileDir: options.cpuProfileDir };
+function basic(clientId: string, secret: string): string {
+  return `Basic ${Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(secret)}`).toString('base64')}`;
 }
 
-async function benchBackend(backend: BackendName, options: Options, notes: string[]): Promise<BackendReport> {
-  const phases: PhaseRecord[] = [];
-  console.log(`\n${backend}:`);
+function cookieHeader(agent: UserAgent): string {
+  return [...agent.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
+}
+
+async function attachProfiler(server: ServerProcess, options: Options): Promise<ProfilerSession | null> {
+  if (options.cpuProfileDir === null) return null;
+  mkdirSync(options.cpuProfileDir, { recursive: true });
+  return connectProfiler(server.inspectorUrl!);
+}
+
+/** A fresh Gatehouse on an empty database: a user and clients made with the CLI, logged in, consented once. */
+async function startGatehouseTarget(backend: BackendName, options: Options): Promise<Target> {
   const database = await createDatabase(backend, options.postgresUrl);
-  let target: Target | null = null;
-  let ceiling: Awaited<ReturnType<typeof ceilingSampler>> | null = null;
-  try {
-    ceiling = await ceilingSampler(options);
-    await ceiling.sample();
-    target = await prepare(backend, database.url, options);
-    const missing = [
-      ...(target.introspector === null ? ['introspection: not measured, this server has no /oauth/introspect (404)'] : []),
-      ...(target.hasWebSocket ? [] : ['WebSocket connect: not measured, this server has no /ws (404)']),
-    ];
-    for (const note of missing) if (!notes.includes(note)) notes.push(note);
-    await chain(target, Math.max(options.connections, Math.floor(options.requests / 4)), null); // warm-up, unrecorded
-    await chain(target, options.requests, phases);
-    await ceiling.sample();
-    const pooled = await ceiling.finish();
-    ceiling = null;
-    printPhase(backend, pooled);
-    for (const record of phases) record.ofCeiling = record.rps / pooled.rps;
-    return { backend, status: 'measured', phases: [pooled, ...phases] };
-  } catch (error) {
-    console.error(`  ${backend}: FAILED: ${(error as Error).message}`);
-    return { backend, status: 'failed', reason: (error as Error).message, phases };
-  } finally {
-    await ceiling?.finish();
-    await target?.profiler?.close();
-    await target?.server.stop();
+  let server: ServerProcess | null = null;
+  let profiler: ProfilerSession | null = null;
+  const stop = async () => {
+    await profiler?.close();
+    await server?.stop();
     await database.drop();
+  };
+  try {
+    const password = randomBytes(18).toString('base64url');
+    await gatehouse(database.url, ['user', 'create', USERNAME, '--email', `${USERNAME}@example.com`, '--admin', '--password-stdin'], password);
+    const created = async (args: string[]) => JSON.parse(await gatehouse(database.url, ['client', 'create', ...args, '--json'])) as { client_id: string; client_secret?: string };
+    const { client_id: clientId } = await created(['--name', 'Bench client', '--redirect-uri', REDIRECT_URI]);
+    server = await startGatehouse(database.url, { inspect: options.cpuProfileDir !== null, logLevel: options.logLevel, workers: options.workers, cpus: options.serverCpus });
+
+    const agent = new UserAgent(server.url);
+    const outcome = await agent.authorize(authorizePath(clientId, 'consent', pkce().challenge), { username: USERNAME, password, decision: 'approve' });
+    if (outcome.redirect?.searchParams.get('code') == null) {
+      throw new Error(`logging in and approving the client did not end in a redirect with a code (status ${outcome.response.status})`);
+    }
+    const cookie = cookieHeader(agent);
+
+    // Endpoints that arrived after the bench did are measured only where the server has them,
+    // so the bench still runs against older builds.
+    const has = async (path: string, method: string) => (await fetch(server!.url + path, { method })).status !== 404;
+    let introspector: string | null = null;
+    if (await has('/oauth/introspect', 'POST')) {
+      const { client_id, client_secret } = await created(['--name', 'Bench resource server', '--redirect-uri', REDIRECT_URI, '--confidential']);
+      introspector = basic(client_id, client_secret!);
+    }
+    let device: Target['device'] = null;
+    if (await has('/oauth/device_authorization', 'POST')) {
+      const { client_id } = await created(['--name', 'Bench device', '--grant-type', 'device_code']);
+      // The /device form's CSRF token (and its cookie), reused for every approval.
+      const fields = formFields((await agent.visit('/device')).html, '/device');
+      const deviceCookie = cookieHeader(agent);
+      device = {
+        clientId: client_id,
+        approval: (userCode) => ({ method: 'POST', path: '/device', headers: { cookie: deviceCookie }, form: { ...Object.fromEntries(fields), user_code: userCode, decision: 'approve' } }),
+      };
+    }
+    profiler = await attachProfiler(server, options);
+    return {
+      name: `gatehouse-${backend}`,
+      server,
+      clientId,
+      authorizeStatus: 302,
+      cookie,
+      introspector,
+      hasWebSocket: await has('/ws', 'GET'),
+      device,
+      connections: options.connections,
+      profiler,
+      profileDir: options.cpuProfileDir,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
   }
+}
+
+/** A fresh oidc-provider (bench/peer/server.ts), its session logged in and consented once through its interaction. */
+async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<Target> {
+  const directory = scratchDirectory();
+  let server: ServerProcess | null = null;
+  let profiler: ProfilerSession | null = null;
+  const stop = async () => {
+    await profiler?.close();
+    await server?.stop();
+    await directory.remove();
+  };
+  try {
+    server = await startPeer(adapter, directory.path, { inspect: options.cpuProfileDir !== null });
+    const agent = new UserAgent(server.url);
+    const outcome = await agent.visit(authorizePath(PEER_CLIENTS.public, 'consent', pkce().challenge));
+    if (outcome.redirect?.searchParams.get('code') == null) throw new Error(`the first authorization did not end in a redirect with a code (status ${outcome.response.status})`);
+    profiler = await attachProfiler(server, options);
+    return {
+      name: `peer-${adapter}`,
+      server,
+      clientId: PEER_CLIENTS.public,
+      authorizeStatus: 303,
+      cookie: cookieHeader(agent),
+      introspector: basic(PEER_CLIENTS.resourceServer, PEER_CLIENTS.resourceServerSecret),
+      hasWebSocket: false,
+      device: { clientId: PEER_CLIENTS.device, approval: (userCode) => ({ method: 'POST', path: '/_bench/device/approve', form: { user_code: userCode } }) },
+      connections: options.connections,
+      profiler,
+      profileDir: options.cpuProfileDir,
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+function startTarget(name: ServerName, options: Options): Promise<Target> {
+  const [kind, variant] = name.split('-') as ['gatehouse' | 'peer', string];
+  return kind === 'gatehouse' ? startGatehouseTarget(variant as BackendName, options) : startPeerTarget(variant as PeerAdapter, options);
+}
+
+const median = (values: number[]) => {
+  const sorted = values.filter(Number.isFinite).sort((a, b) => a - b);
+  if (sorted.length === 0) return NaN;
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
+};
+
+/** Per server and phase, the median of each figure over the rounds. */
+interface Summary {
+  server: ServerName;
+  phase: Phase;
+  label: string;
+  rounds: number;
+  requests: number;
+  rps: number;
+  p50Ms: number;
+  p99Ms: number;
+  cpuMsPerRequest: number;
+  rssMiB: number;
+  ofCeiling: number;
+}
+
+function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[], ceiling: PhaseRecord): Summary[] {
+  return servers.flatMap((server) =>
+    phases.flatMap((phase) => {
+      const rounds = records.filter((r) => r.server === server && r.phase === phase);
+      if (rounds.length === 0) return [];
+      const rps = median(rounds.map((r) => r.rps));
+      return [
+        {
+          server,
+          phase,
+          label: LABELS[phase],
+          rounds: rounds.length,
+          requests: rounds[0]!.requests,
+          rps,
+          p50Ms: median(rounds.map((r) => r.p50Ms)),
+          p99Ms: median(rounds.map((r) => r.p99Ms)),
+          cpuMsPerRequest: median(rounds.map((r) => r.cpuMsPerRequest)),
+          rssMiB: median(rounds.map((r) => r.memory.rssMiB)),
+          ofCeiling: rps / ceiling.rps,
+        },
+      ];
+    }),
+  );
+}
+
+/** Gatehouse beside the peer, phase by phase: one row per Gatehouse backend and phase. */
+function sideBySide(summaries: Summary[], options: Options): { headers: string[]; rows: Array<Array<string | number>> } {
+  const find = (server: ServerName, phase: Phase) => summaries.find((s) => s.server === server && s.phase === phase);
+  const peers = options.peers.map((adapter) => `peer-${adapter}` as const);
+  const peerName = (peer: ServerName) => (peer === 'peer-memory' ? 'in-memory' : 'node:sqlite');
+  const headers = [
+    'operation',
+    'Gatehouse req/s',
+    ...peers.map((peer) => `oidc-provider ${peerName(peer)} req/s`),
+    ...peers.map((peer) => `ratio ÷ ${peerName(peer)}`),
+    'Gatehouse p50 / p99 ms',
+    ...peers.map((peer) => `${peerName(peer)} p50 / p99 ms`),
+    'Gatehouse CPU ms/req',
+    ...peers.map((peer) => `${peerName(peer)} CPU ms/req`),
+    'Gatehouse RSS MiB',
+    ...peers.map((peer) => `${peerName(peer)} RSS MiB`),
+  ];
+  const rows = options.backends.flatMap((backend) =>
+    options.phases.flatMap((phase) => {
+      const ours = find(`gatehouse-${backend}`, phase);
+      if (!ours) return [];
+      const theirs = peers.map((peer) => find(peer, phase));
+      const cell = (s: Summary | undefined, f: (s: Summary) => string) => (s ? f(s) : '–');
+      return [
+        [
+          `${ours.label}${options.backends.length > 1 ? ` (${backend})` : ''}`,
+          fixed(ours.rps, 0),
+          ...theirs.map((s) => cell(s, (x) => fixed(x.rps, 0))),
+          ...theirs.map((s) => cell(s, (x) => fixed(ours.rps / x.rps, 2))),
+          `${fixed(ours.p50Ms, 1)} / ${fixed(ours.p99Ms, 1)}`,
+          ...theirs.map((s) => cell(s, (x) => `${fixed(x.p50Ms, 1)} / ${fixed(x.p99Ms, 1)}`)),
+          fixed(ours.cpuMsPerRequest, 3),
+          ...theirs.map((s) => cell(s, (x) => fixed(x.cpuMsPerRequest, 3))),
+          fixed(ours.rssMiB, 0),
+          ...theirs.map((s) => cell(s, (x) => fixed(x.rssMiB, 0))),
+        ],
+      ];
+    }),
+  );
+  return { headers, rows };
 }
 
 async function main(): Promise<number> {
@@ -546,56 +855,109 @@ async function main(): Promise<number> {
   const pinned = pinning(options.workers);
   options.serverCpus = pinned.server;
   const startedAt = new Date().toISOString();
+  const atStart = machine();
   const measured = revision();
   const notes: string[] = [];
-  const reports: BackendReport[] = [];
-  console.log(
-    `Gatehouse bench at ${measured}: ${options.connections} connections, ${options.requests} requests per token phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}`,
-  );
-
-  for (const backend of options.backends) {
-    if (backend === 'postgres') {
-      const problem = await postgresProblem(options.postgresUrl);
-      if (problem) {
-        shout([`PostgreSQL NOT MEASURED: ${problem}`, 'Only SQLite was benchmarked. Set --postgres-url or BENCH_POSTGRES_URL to point at a server.']);
-        notes.push(`PostgreSQL not measured: ${problem}`);
-        reports.push({ backend, status: 'skipped', reason: problem, phases: [] });
-        continue;
-      }
+  if (options.backends.includes('postgres')) {
+    const problem = await postgresProblem(options.postgresUrl);
+    if (problem) {
+      shout([`PostgreSQL NOT MEASURED: ${problem}`, 'Only SQLite was benchmarked. Set --postgres-url or BENCH_POSTGRES_URL to point at a server.']);
+      notes.push(`PostgreSQL not measured: ${problem}`);
+      options.backends = options.backends.filter((backend) => backend !== 'postgres');
     }
-    reports.push(await benchBackend(backend, options, notes));
   }
-
-  const name = timestamp();
-  const file = saveResults(name, { kind: 'bench', startedAt, revision: measured, machine: machine(), options, notes, backends: reports });
-
-  const rows = reports.flatMap((report) =>
-    report.phases.map((p) => [
-      report.backend,
-      p.label,
-      p.requests,
-      fixed(p.rps, 0),
-      fixed(p.p50Ms, 2),
-      fixed(p.p99Ms, 2),
-      fixed(p.memory.rssMiB, 0),
-      Number.isFinite(p.ofCeiling) ? `${fixed(p.ofCeiling * 100, 1)} %` : '-',
-    ]),
+  const servers: ServerName[] = [...options.backends.map((backend) => `gatehouse-${backend}` as const), ...options.peers.map((adapter) => `peer-${adapter}` as const)];
+  const warm = Math.max(options.connections, Math.floor(options.requests / 4));
+  console.log(
+    `Gatehouse bench at ${measured}: ${servers.map((s) => SERVER_LABELS[s]).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
   );
-  console.log(`\n${markdownTable(['backend', 'phase', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'RSS MiB', 'of ceiling'], rows)}\n`);
-  for (const note of notes) console.log(`- ${note}`);
-  for (const report of reports) if (report.status === 'failed') console.log(`- ${report.backend} FAILED: ${report.reason}`);
 
-  const profiled = reports.flatMap((report) => report.phases.filter((p) => p.cpuProfile).map((p) => ({ report, p })));
+  const records: PhaseRecord[] = [];
+  const failed: Failure[] = [];
+  const ceiling = await ceilingSampler(options);
+  let pooled: PhaseRecord;
+  try {
+    for (let round = 1; round <= options.rounds; round++) {
+      console.log(`\nround ${round} of ${options.rounds}:`);
+      await ceiling.sample();
+      for (const phase of options.phases) {
+        // Alternating: each round takes the servers in the other order.
+        for (const name of round % 2 === 1 ? servers : [...servers].reverse()) {
+          if (failed.some((f) => f.server === name && f.phase === phase)) continue;
+          let target: Target | null = null;
+          try {
+            target = await startTarget(name, options);
+            const why = unsupported(target, phase);
+            if (why !== null) {
+              const note = `${SERVER_LABELS[name]}: ${LABELS[phase]} not measured (${why})`;
+              if (!notes.includes(note)) notes.push(note);
+              continue;
+            }
+            await runPhase(target, phase, options.requests, warm, { record: records, round });
+          } catch (error) {
+            const reason = (error as Error).message;
+            console.error(`  ${SERVER_LABELS[name]} ${LABELS[phase]}: FAILED: ${reason}`);
+            failed.push({ server: name, phase, round, reason });
+          } finally {
+            await target?.stop();
+          }
+        }
+      }
+      await ceiling.sample();
+    }
+  } finally {
+    pooled = await ceiling.finish();
+  }
+  console.log(`  ${LABELS.ceiling}: ${fixed(pooled.rps, 0)} req/s, p50 ${fixed(pooled.p50Ms, 2)} ms, p99 ${fixed(pooled.p99Ms, 2)} ms, CPU ${fixed(pooled.cpuMsPerRequest, 3)} ms/req`);
+
+  const summaries = summarize(records, servers, options.phases, pooled);
+  const comparison = options.peers.length > 0 ? sideBySide(summaries, options) : null;
+  const name = timestamp();
+  const file = saveResults(name, {
+    kind: 'bench',
+    startedAt,
+    finishedAt: new Date().toISOString(),
+    revision: measured,
+    machine: { ...atStart, loadAverageAtEnd: loadavg().map((n) => Math.round(n * 100) / 100) },
+    options,
+    notes,
+    ceiling: pooled,
+    summary: summaries,
+    records,
+    failures: failed,
+  });
+
+  const rows = [
+    ['ceiling', LABELS.ceiling, pooled.requests, fixed(pooled.rps, 0), fixed(pooled.p50Ms, 2), fixed(pooled.p99Ms, 2), fixed(pooled.cpuMsPerRequest, 3), fixed(pooled.memory.rssMiB, 0), '100 %'],
+    ...summaries.map((s) => [
+      SERVER_LABELS[s.server],
+      s.label,
+      s.requests,
+      fixed(s.rps, 0),
+      fixed(s.p50Ms, 2),
+      fixed(s.p99Ms, 2),
+      fixed(s.cpuMsPerRequest, 3),
+      fixed(s.rssMiB, 0),
+      `${fixed(s.ofCeiling * 100, 1)} %`,
+    ]),
+  ];
+  console.log(`\n${markdownTable(['server', 'phase', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms/req', 'RSS MiB', 'of ceiling'], rows)}\n`);
+  if (comparison) console.log(`${markdownTable(comparison.headers, comparison.rows, 1)}\n`);
+  if (options.rounds > 1) console.log(`Medians of ${options.rounds} interleaved rounds.`);
+  for (const note of notes) console.log(`- ${note}`);
+  for (const f of failed) console.log(`- ${SERVER_LABELS[f.server]} ${LABELS[f.phase]} FAILED (round ${f.round}): ${f.reason}`);
+
+  const profiled = records.filter((p) => p.cpuProfile);
   if (profiled.length > 0) {
     console.log(`\nCPU profiles (${options.cpuProfileDir}):`);
-    for (const { report, p } of profiled) console.log(`\n${formatSummary(`${report.backend} ${p.label}`, p.cpuProfile!.summary)}`);
+    for (const p of profiled) console.log(`\n${formatSummary(`${SERVER_LABELS[p.server]} ${p.label} (round ${p.round})`, p.cpuProfile!.summary)}`);
   }
   console.log(`\nResults: ${file}`);
   if (options.websockets) {
     console.log('\nWebSocket load: concurrent sockets, then a mass revocation (bench/websockets.ts)');
-    await measureWebsockets(reports.filter((report) => report.status !== 'failed').map((report) => report.backend));
+    await measureWebsockets(options.backends.filter((backend) => !failed.some((f) => f.server === `gatehouse-${backend}`)));
   }
-  return reports.some((report) => report.status === 'failed') ? 1 : 0;
+  return failed.length > 0 ? 1 : 0;
 }
 
 main().then(exit, (error: unknown) => {
