@@ -13,7 +13,7 @@ import { checkSameAudience } from '../resources.ts';
 import type { Grant, ProvenClient } from './index.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
-const AUTHORIZATION_CODE: SingleUseCode = { grantType: 'authorization_code', noun: 'authorization code', exchange: exchangeCode, find: findCode };
+const AUTHORIZATION_CODE: SingleUseCode = { grantType: 'authorization_code', noun: 'authorization code', replayDetail: {}, exchange: exchangeCode, find: findCode };
 
 export const authorizationCode: Grant = {
   type: 'authorization_code',

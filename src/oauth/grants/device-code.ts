@@ -21,7 +21,7 @@ import { readParams, type RawParams } from '../params.ts';
 import type { Grant, ProvenClient } from './index.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
-const DEVICE_CODE: SingleUseCode = { grantType: DEVICE_CODE_GRANT_TYPE, noun: 'device code', exchange: exchangeDeviceCode, find: findDeviceCode };
+const DEVICE_CODE: SingleUseCode = { grantType: DEVICE_CODE_GRANT_TYPE, noun: 'device code', replayDetail: { grant_type: DEVICE_CODE_GRANT_TYPE }, exchange: exchangeDeviceCode, find: findDeviceCode };
 
 export const deviceCode: Grant = {
   type: DEVICE_CODE_GRANT_TYPE,

@@ -32,6 +32,8 @@ export interface SingleUseCode {
   grantType: string;
   /** `authorization code`, `device code`: in the messages. */
   noun: string;
+  /** What a replay's audit event adds to tell this kind from the authorization code (the default). */
+  replayDetail: Record<string, string>;
   exchange(db: Kysely<Database>, hash: string, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<Exchange>;
   /** The code as it is now (who consumed it), or undefined once it is gone (voided). */
   find(db: Kysely<Database>, hash: string): Promise<{ grant_id: string | null } | undefined>;
@@ -66,5 +68,5 @@ export async function exchangeApproved(kind: SingleUseCode, code: ApprovedCode, 
 /** A code presented again: everything it issued is revoked, and the replay recorded. */
 export async function replayed(kind: SingleUseCode, code: ApprovedCode, grantId: string | null, ctx: AppContext, address: string): Promise<void> {
   if (grantId !== null) await revoke(ctx, { grantId }, 'code_replay');
-  await ctx.audit({ type: 'code_replay_detected', userId: code.user_id, clientId: code.client_id, address, detail: { grant_type: kind.grantType, grant_id: grantId } });
+  await ctx.audit({ type: 'code_replay_detected', userId: code.user_id, clientId: code.client_id, address, detail: { ...kind.replayDetail, grant_id: grantId } });
 }
