@@ -12,8 +12,8 @@ const page = { config: { page: true } } as const;
 
 export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   /** Which application the login is for, and in a popup what closing it posts (SPEC §4.1). */
-  async function loginContext(next: string) {
-    const pending = await pendingAuthorization(next, ctx);
+  async function loginContext(next: string, address: string) {
+    const pending = await pendingAuthorization(next, ctx, address);
     return { application: pending?.clientName ?? null, popup: pending?.popup ?? null };
   }
 
@@ -30,7 +30,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     // Already signed in, and not asked to switch account: carry on.
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
     reply.header('Cache-Control', 'no-store');
-    return reply.view('login.eta', { title: 'Log in', next, csrfToken: formToken(reply), username: '', error: null, current: user, ...(await loginContext(next)) });
+    return reply.view('login.eta', { title: 'Log in', next, csrfToken: formToken(reply), username: '', error: null, current: user, ...(await loginContext(next, request.ip)) });
   });
 
   app.post('/login', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
@@ -53,7 +53,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if ('retryAfter' in result) reply.header('Retry-After', String(result.retryAfter));
     else request.log.info({ event: 'login_failed' }, 'login failed');
     reply.header('Cache-Control', 'no-store');
-    return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: formToken(reply), username: login, error, current: null, ...(await loginContext(next)) });
+    return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: formToken(reply), username: login, error, current: null, ...(await loginContext(next, request.ip)) });
   });
 
   app.post('/logout', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {

@@ -104,7 +104,7 @@ export type NextStep =
  * unexpected one); they render the error page.
  */
 export async function authorize(arrival: Arrival, user: User | null, ctx: AppContext, address: string): Promise<NextStep> {
-  const target = await resolveTarget(arrival.params, ctx);
+  const target = await resolveTarget(arrival.params, ctx, address);
   try {
     const request = await checkRequest(arrival.params, target, ctx);
     if (user === null || request.prompt.has('login')) {
@@ -138,10 +138,10 @@ function redirectableError(error: OAuthErrorCode, description: string): OAuthErr
  * Checks 1 and 2: the client exists and may use this endpoint, and the redirect URL is its
  * own. Its errors are not redirectable: they render a page.
  */
-export async function resolveTarget(raw: RawParams, ctx: AppContext): Promise<AuthorizationTarget> {
+export async function resolveTarget(raw: RawParams, ctx: AppContext, address: string): Promise<AuthorizationTarget> {
   const clientId = single(raw, 'client_id');
   if (clientId === undefined) throw invalidRequest('the "client_id" parameter is missing');
-  const client = await requestingClient(ctx, clientId);
+  const client = await requestingClient(ctx, clientId, address);
   const registered = redirectUrisOf(client);
   const [only, ...others] = registered;
   if (only === undefined) throw invalidRequest('this client has no redirect URL registered');

@@ -18,16 +18,20 @@ import { joinScopes } from './scopes.ts';
  * The client an authorization request names, known to be allowed to ask: a refusal is the
  * error page, never a redirect (its reason goes to the log, not to the page).
  */
-export async function requestingClient(ctx: AppContext, clientId: string): Promise<Client> {
-  const client = clientId.includes(':') ? await metadataDocumentClient(ctx, clientId) : isUuid(clientId) ? await findClient(ctx.db, clientId) : undefined;
+export async function requestingClient(ctx: AppContext, clientId: string, address: string): Promise<Client> {
+  const client = clientId.includes(':') ? await metadataDocumentClient(ctx, clientId, address) : isUuid(clientId) ? await findClient(ctx.db, clientId) : undefined;
   if (!client) throw invalidRequest('unknown client: check the "client_id" parameter');
   if (client.blocked === 1) throw invalidRequest('an administrator has blocked this application', `blocked client ${client.id}`);
   return client;
 }
 
-/** The client as its metadata document describes it now, recorded; a refused document is an unknown client. */
-async function metadataDocumentClient(ctx: AppContext, url: string): Promise<Client> {
-  const resolution = await ctx.clientMetadata.resolve(url);
+/**
+ * The client as its metadata document describes it now, recorded; a refused document is an
+ * unknown client. A fetch (not a cached document) counts against the requesting address's
+ * budget (TOKEN_REQUESTS_PER_ADDRESS a minute, like registrations): over it, 429.
+ */
+async function metadataDocumentClient(ctx: AppContext, url: string, address: string): Promise<Client> {
+  const resolution = await ctx.clientMetadata.resolve(url, () => ctx.services.throttle.tokenRequestFrom(address));
   if (!resolution.ok && resolution.busy) throw new Throttled(1000, 503);
   if (!resolution.ok) throw invalidRequest('unknown client: its client ID metadata document was refused', resolution.reason);
   const { client: document } = resolution;

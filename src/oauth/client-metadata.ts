@@ -173,8 +173,13 @@ export interface ClientMetadataOptions {
 }
 
 export interface ClientMetadataResolver {
-  /** The client `clientId` names, from the cache or freshly fetched; or why it is unknown. */
-  resolve(clientId: string): Promise<MetadataResolution>;
+  /**
+   * The client `clientId` names, from the cache or freshly fetched; or why it is unknown.
+   * `beforeFetch` runs only when a fetch is about to start (not for a cached document) and may
+   * throw to prevent it: the caller's budget for fetches (its address's), so that a flood of
+   * distinct URLs is refused before it costs lookups and connections.
+   */
+  resolve(clientId: string, beforeFetch?: () => Promise<void>): Promise<MetadataResolution>;
 }
 
 export function createClientMetadataResolver(settings: Config['clientMetadata'], options: ClientMetadataOptions): ClientMetadataResolver {
@@ -216,7 +221,7 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
   });
 
   return {
-    async resolve(clientId) {
+    async resolve(clientId, beforeFetch) {
       if (!settings.enabled) return { ok: false, reason: 'client ID metadata documents are turned off (CLIENT_METADATA_DOCUMENTS)' };
       const problem = metadataUrlProblem(clientId);
       if (problem !== null) return { ok: false, reason: `the client_id ${problem}` };
@@ -224,6 +229,7 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
         return { ok: false, reason: 'the client_id is on a host outside CLIENT_METADATA_ALLOWED_HOSTS' };
       }
       if (await options.isBlocked?.(clientId)) return { ok: false, reason: 'the client is blocked' };
+      if (!cache.has(clientId) && !fetching.has(clientId)) await beforeFetch?.();
       // Checked and counted with no await in between, so simultaneous requests cannot all pass.
       if (!cache.has(clientId) && !fetching.has(clientId) && fetching.size >= METADATA_FETCHES_AT_ONCE) {
         return { ok: false, reason: `${METADATA_FETCHES_AT_ONCE} metadata documents are being fetched already`, busy: true };

@@ -18,11 +18,11 @@ export interface PendingAuthorization {
  * The authorization request `next` leads to; null when `next` (already a safe same-site
  * path) is no authorization request of a known client.
  */
-export async function pendingAuthorization(next: string, ctx: AppContext): Promise<PendingAuthorization | null> {
+export async function pendingAuthorization(next: string, ctx: AppContext, address: string): Promise<PendingAuthorization | null> {
   const url = new URL(next, ctx.config.publicUrl);
   if (url.pathname !== '/oauth/authorize') return null;
   try {
-    const target = await resolveTarget(parseForm(url.search.slice(1)), ctx);
+    const target = await resolveTarget(parseForm(url.search.slice(1)), ctx, address);
     return { clientName: target.client.name, popup: target.responseMode === 'web_message' ? popupCancel(target) : null };
   } catch (error) {
     if (error instanceof OAuthError) return null; // the authorization page itself will explain

@@ -71,3 +71,39 @@ describe('a flood of distinct metadata document URLs', { skip: testCaProblem() ?
     assert.match(afterFlood.headers.get('location') ?? '', /^http:\/\/127\.0\.0\.1\/cb\?error=invalid_request/);
   });
 });
+
+describe('one address fetching many metadata documents', { skip: testCaProblem() ?? false, timeout: 30_000 }, () => {
+  let documents: Server;
+  let base: string;
+  let server: TestServer;
+  let fetched = 0;
+
+  before(async () => {
+    documents = createServer(serverCertificate(['127.0.0.1']), (req, res) => {
+      fetched++;
+      const url = `${base}${new URL(req.url!, 'https://x').pathname}`;
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: url, client_name: 'App', redirect_uris: ['http://127.0.0.1/cb'] }));
+    });
+    await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+    base = `https://127.0.0.1:${(documents.address() as AddressInfo).port}`;
+    server = await startServer(sqlite, { CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true', TOKEN_REQUESTS_PER_ADDRESS: '5' });
+  });
+  after(async () => {
+    documents.closeAllConnections();
+    documents.close();
+    await server?.close();
+  });
+
+  const authorize = (clientId: string) =>
+    fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, response_type: 'code' })}`, { redirect: 'manual' });
+
+  test('fetches count against the address (TOKEN_REQUESTS_PER_ADDRESS a minute); cached documents do not', async () => {
+    const statuses: number[] = [];
+    for (let i = 0; i < 8; i++) statuses.push((await authorize(`${base}/app/${i}.json`)).status);
+    assert.deepEqual(statuses, [302, 302, 302, 302, 302, 429, 429, 429], 'the sixth new document was fetched all the same');
+    assert.equal(fetched, 5, 'a refused request still made a fetch');
+    // A document already fetched is served from the cache, budget or not.
+    assert.equal((await authorize(`${base}/app/0.json`)).status, 302);
+    assert.equal(fetched, 5);
+  });
+});
