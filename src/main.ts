@@ -5,11 +5,12 @@
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
 import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
-import { AccountError, allUsers, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
+import { allUsers, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
 import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, type AuditFilter } from './audit.ts';
-import { ClientInputError, blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from './clients/clients.ts';
-import { ResourceInputError, createScope, findResourceNamed, listAllScopes, listResources, parseScopeDefinition, registerResource, removeResource, removeScope } from './clients/resources.ts';
+import { blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from './clients/clients.ts';
+import { createScope, findResourceNamed, listAllScopes, listResources, parseScopeDefinition, registerResource, removeResource, removeScope } from './clients/resources.ts';
 import { isWorker, runPrimary, runsPurge } from './cluster.ts';
+import { InputError } from './input-error.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from './oauth/device.ts';
@@ -450,7 +451,7 @@ async function serveHere(config: Config, migrated: Store | null): Promise<number
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (error: unknown) => {
-    const known = error instanceof ConfigError || error instanceof UsageError || error instanceof AccountError || error instanceof ClientInputError || error instanceof ResourceInputError;
+    const known = error instanceof ConfigError || error instanceof UsageError || error instanceof InputError;
     console.error(`gatehouse: ${known ? (error as Error).message : `unexpected error: ${(error as Error).message}`}`);
     process.exit(known ? 2 : 1);
   },

@@ -2,6 +2,7 @@
  * User accounts: creating, finding, disabling and promoting them, shared by the CLI and the
  * admin pages. The changes record their own audit events, made by the given actor.
  */
+import { InputError } from '../input-error.ts';
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { madeBy, type Actor } from '../audit.ts';
@@ -22,14 +23,9 @@ export function userId(username: string, config: Config): string {
   return `acct:${username}@${authority(config)}`;
 }
 
-export class AccountError extends Error {
+/** A problem with what was asked for, naming the field at fault. */
+export class AccountError extends InputError {
   override name = 'AccountError';
-  /** The form field the problem is about. */
-  readonly field: string;
-  constructor(field: string, message: string) {
-    super(message);
-    this.field = field;
-  }
 }
 
 const USERNAME = /^[A-Za-z0-9][A-Za-z0-9._-]{2,29}$/;

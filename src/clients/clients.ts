@@ -3,6 +3,7 @@
  * shared by the CLI and the admin pages. Each change records its own audit event, made by
  * the given actor.
  */
+import { InputError } from '../input-error.ts';
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { madeBy, type Actor } from '../audit.ts';
@@ -37,13 +38,8 @@ export const GRANT_TYPES = ['authorization_code', 'client_credentials', DEVICE_C
 export type GrantType = (typeof GRANT_TYPES)[number];
 
 /** A problem with what was asked for, naming the field at fault. */
-export class ClientInputError extends Error {
+export class ClientInputError extends InputError {
   override name = 'ClientInputError';
-  readonly field: string;
-  constructor(field: string, message: string) {
-    super(message);
-    this.field = field;
-  }
 }
 
 export interface ClientInput {

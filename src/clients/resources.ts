@@ -4,6 +4,7 @@
  * records its own audit event, made by the given actor. Taking scopes away (deleting a scope
  * or a resource server) revokes every grant that holds them, on every instance.
  */
+import { InputError } from '../input-error.ts';
 import { randomUUID } from 'node:crypto';
 import { madeBy, type Actor } from '../audit.ts';
 import { SCOPES } from '../config.ts';
@@ -28,13 +29,8 @@ import type { Resource, ScopeRow } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 
 /** A problem with what was asked for, naming the field at fault. */
-export class ResourceInputError extends Error {
+export class ResourceInputError extends InputError {
   override name = 'ResourceInputError';
-  readonly field: string;
-  constructor(field: string, message: string) {
-    super(message);
-    this.field = field;
-  }
 }
 
 export interface ScopeInput {

@@ -17,7 +17,7 @@ import { openContext, type AppContext, type OpenContext } from '../../src/contex
 import { openStore, type Store } from '../../src/store/database.ts';
 import type { User } from '../../src/store/schema.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { discover, exchangeRequest, obtainCallback, obtainTokens, postForm, profile, refreshRequest, tokenResult, type App, type TokenResult } from '../support/oauth-client.ts';
+import { discover, exchangeRequest, obtainCallback, obtainTokens, postForm, profile, refreshRequest, tokenResult, type TokenResult } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
