@@ -223,8 +223,11 @@ export function loadConfig(env: Env = process.env): Config {
  * PUBLIC_URL without its port, so an id stays the same when the port changes.
  */
 export function authority(config: Config): string {
-  return new URL(config.publicUrl).hostname;
+  // Parsed once per PUBLIC_URL: every bearer answer names its user by this id.
+  if (lastAuthority?.publicUrl !== config.publicUrl) lastAuthority = { publicUrl: config.publicUrl, hostname: new URL(config.publicUrl).hostname };
+  return lastAuthority.hostname;
 }
+let lastAuthority: { publicUrl: string; hostname: string } | undefined;
 
 /**
  * What this deployment's keys and channels in Redis start with: its issuer, so that several

@@ -50,13 +50,14 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
   app.get('/api/profile', { schema: profileRouteSchema }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const token = await authenticateAccessToken(ctx, bearerToken(request.headers.authorization));
-    requireScope(token, 'annotation:read');
+    const scopes = splitScopes(token.scopes);
+    requireScope(scopes, 'annotation:read');
     return {
       userid: token.username === null ? null : userId(token.username, ctx.config),
       username: token.username,
-      ...(token.display_name ? { display_name: token.display_name } : {}),
+      display_name: token.display_name || undefined, // left out of the answer when empty
       client_id: token.client_id,
-      scopes: splitScopes(token.scopes),
+      scopes,
     };
   });
 

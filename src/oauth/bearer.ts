@@ -1,14 +1,13 @@
 /** Bearer token checks for the resource side. @see RFC 6750 §2.1, §3.1 */
 import type { Scope } from '../config.ts';
 import { liveAccessTokenHashes } from '../store/liveness.ts';
-import { findLiveAccessToken, type AccessTokenInfo } from '../store/tokens.ts';
+import { findLiveBearerToken, type BearerTokenInfo } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from './errors.ts';
 import { BUILTIN_RESOURCE_ID } from './resources.ts';
-import { splitScopes } from './scopes.ts';
 
-export type { AccessTokenInfo };
+export type { BearerTokenInfo };
 
 /** The token of an `Authorization: Bearer …` header, or undefined. */
 export function bearerToken(authorization: string | undefined): string | undefined {
@@ -21,10 +20,10 @@ export function bearerToken(authorization: string | undefined): string | undefin
  * `invalid_token` for a missing, unknown, expired or revoked token, and for a token meant for
  * another resource server (SPEC §4.4: its audience is not this API).
  */
-export async function authenticateAccessToken(ctx: AppContext, token: string | undefined): Promise<AccessTokenInfo> {
+export async function authenticateAccessToken(ctx: AppContext, token: string | undefined): Promise<BearerTokenInfo> {
   if (token === undefined) throw new OAuthError('invalid_token', 'an access token is required');
   const hash = hashIfWellFormed('access', token);
-  const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, ctx.now());
+  const info = hash === null ? undefined : await findLiveBearerToken(ctx.db, hash, ctx.now());
   if (!info) throw new OAuthError('invalid_token', 'the access token is invalid, expired or revoked');
   if (info.resource_id !== BUILTIN_RESOURCE_ID) throw new OAuthError('invalid_token', 'the access token is for another resource server', 'audience mismatch');
   return info;
@@ -39,8 +38,9 @@ export class InsufficientScope extends OAuthError {
   }
 }
 
-export function requireScope(info: AccessTokenInfo, scope: Scope): void {
-  if (!splitScopes(info.scopes).includes(scope)) throw new InsufficientScope(scope);
+/** `scopes`: the token's, as `splitScopes` gives them (the caller answers with them too). */
+export function requireScope(scopes: readonly string[], scope: Scope): void {
+  if (!scopes.includes(scope)) throw new InsufficientScope(scope);
 }
 
 /**

@@ -43,35 +43,37 @@ export async function insertTokens(db: Kysely<Database>, trx: Transaction<Databa
   if (refreshHash !== null) await insertRefreshToken.execute(db, { hash: refreshHash, grantId, now, expiresAt: tokens.refreshExpiresAt }, trx);
 }
 
-export interface AccessTokenInfo {
+/** What the resource side (`/api/profile`, `/ws`) needs of a live access token. */
+export interface BearerTokenInfo {
   grant_id: string;
   scopes: string;
   created_at: number;
   expires_at: number;
   client_id: string;
-  client_confidential: number;
   user_id: string | null;
   username: string | null;
   display_name: string | null;
-  /** The resource server the token is for; its URI is NULL for the built-in one (PUBLIC_URL). */
+  /** The resource server the token is for. */
   resource_id: string;
+}
+
+export interface AccessTokenInfo extends BearerTokenInfo {
+  client_confidential: number;
+  /** The resource server's URI; NULL for the built-in one (PUBLIC_URL). */
   resource_uri: string | null;
   /** The resource server's own introspection client, if any. */
   resource_client_id: string | null;
 }
 
 /** The token's audience, for queries that join `grants`. */
-const audienceColumns = ['grants.resource_id', 'resources.uri as resource_uri', 'resources.client_id as resource_client_id'] as const;
+const audienceColumns = ['resources.uri as resource_uri', 'resources.client_id as resource_client_id'] as const;
 
-const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
+/** A live access token by hash: the token, its grant and its user. */
+const liveAccessTokenQuery = (db: Kysely<Database>, p: { hash: string; now: number }) =>
   db
     .selectFrom('access_tokens')
     .innerJoin('grants', 'grants.id', 'access_tokens.grant_id')
-    .innerJoin('clients', 'clients.id', 'grants.client_id')
-    .innerJoin('resources', 'resources.id', 'grants.resource_id')
     .leftJoin('users', 'users.id', 'grants.user_id')
-    .select(clientConfidential)
-    .select(audienceColumns)
     .select([
       'access_tokens.grant_id',
       'access_tokens.scopes',
@@ -79,16 +81,36 @@ const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
       'access_tokens.expires_at',
       'grants.client_id',
       'grants.user_id',
+      'grants.resource_id',
       'users.username',
       'users.display_name',
     ])
     .where('access_tokens.hash', '=', p.hash)
-    .where(liveToken('access_tokens', p.now)),
+    .where(liveToken('access_tokens', p.now));
+
+/**
+ * The bearer check joins neither the client nor the resource: a grant's client and resource
+ * exist while the grant does (both foreign keys cascade on delete), so those joins would only
+ * add two index lookups to the hottest query (docs/performance.md).
+ */
+const liveBearerToken = prepare(liveAccessTokenQuery);
+
+const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
+  liveAccessTokenQuery(db, p)
+    .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .innerJoin('resources', 'resources.id', 'grants.resource_id')
+    .select(clientConfidential)
+    .select(audienceColumns),
 );
 
 /** A live access token: not expired, its grant not revoked, its user (if any) not disabled. */
 export async function findLiveAccessToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
   return liveAccessToken.first(db, { hash, now });
+}
+
+/** The same check for the resource side, without what only introspection reads. */
+export async function findLiveBearerToken(db: Kysely<Database>, hash: string, now: number): Promise<BearerTokenInfo | undefined> {
+  return liveBearerToken.first(db, { hash, now });
 }
 
 export interface RefreshTokenInfo {
@@ -156,6 +178,7 @@ const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
       'refresh_tokens.expires_at',
       'grants.client_id',
       'grants.user_id',
+      'grants.resource_id',
       'users.username',
       'users.display_name',
     ])
