@@ -114,7 +114,8 @@ Options:
                         grants, then every grant revoked at once: npm run bench:ws alone)
   --workers <n>         serve from n processes (WORKERS=n); where taskset exists and the machine
                         has n+1 cores, the server is pinned to cores 1..n and the load to core 0
-  --node-options <flags>  NODE_OPTIONS for Gatehouse's server process only, e.g.
+  --node-options <flags>
+                        NODE_OPTIONS for Gatehouse's server process only, e.g.
                         "--max-semi-space-size=16" (a smaller young generation: less RSS, more GC)
   -h, --help            show this text
 
