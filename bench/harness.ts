@@ -245,7 +245,7 @@ async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string,
  * thrown away, so that measuring the cost of logging does not also measure this terminal.
  * `checkout` is the repository whose src/main.ts serves (default this one).
  */
-export async function startGatehouse(databaseUrl: string, options: { inspect?: boolean; logLevel?: string; checkout?: string; workers?: number; cpus?: string | null } = {}): Promise<ServerProcess> {
+export async function startGatehouse(databaseUrl: string, options: { inspect?: boolean; logLevel?: string; checkout?: string; workers?: number; cpus?: string | null; nodeOptions?: string } = {}): Promise<ServerProcess> {
   const logLevel = options.logLevel ?? 'warn';
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -263,6 +263,8 @@ export async function startGatehouse(databaseUrl: string, options: { inspect?: b
     // counters running (their cost is part of every request) but far above what we send.
     TOKEN_REQUESTS_PER_CLIENT: '1000000000',
     TOKEN_REQUESTS_PER_ADDRESS: '1000000000',
+    // Node's own flags for the server alone (not the load generator), e.g. a smaller young generation.
+    ...(options.nodeOptions ? { NODE_OPTIONS: options.nodeOptions } : {}),
   };
   const quiet = ['info', 'debug', 'trace'].includes(logLevel);
   const server = await startProcess(['src/main.ts', 'serve'], env, url, '/_status', { inspect: options.inspect ?? false, quiet, cwd: options.checkout });

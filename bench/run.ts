@@ -114,6 +114,9 @@ Options:
                         grants, then every grant revoked at once: npm run bench:ws alone)
   --workers <n>         serve from n processes (WORKERS=n); where taskset exists and the machine
                         has n+1 cores, the server is pinned to cores 1..n and the load to core 0
+  --node-options <flags>
+                        NODE_OPTIONS for Gatehouse's server process only, e.g.
+                        "--max-semi-space-size=16" (a smaller young generation: less RSS, more GC)
   -h, --help            show this text
 
 Writes bench/results/<timestamp>.json and prints Markdown tables at the end.`;
@@ -165,6 +168,8 @@ interface Options {
   /** WORKERS for the server, and the cores it is pinned to (null: not pinned). */
   workers: number;
   serverCpus: string | null;
+  /** NODE_OPTIONS for Gatehouse's server process ('' for none). */
+  nodeOptions: string;
 }
 
 function readOptions(argv: string[]): Options | null {
@@ -184,6 +189,7 @@ function readOptions(argv: string[]): Options | null {
       'log-level': { type: 'string' },
       'no-websockets': { type: 'boolean' },
       workers: { type: 'string' },
+      'node-options': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -212,6 +218,7 @@ function readOptions(argv: string[]): Options | null {
     websockets: !values['no-websockets'],
     workers: count('workers', values.workers, 1),
     serverCpus: null,
+    nodeOptions: values['node-options'] ?? '',
   };
   if (values['no-peer'] && values.peers !== undefined) throw new Error('--no-peer and --peers contradict each other');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(options.logLevel)) throw new Error(`--log-level: unknown level "${options.logLevel}"`);
@@ -660,7 +667,7 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
     await gatehouse(database.url, ['user', 'create', USERNAME, '--email', `${USERNAME}@example.com`, '--admin', '--password-stdin'], password);
     const created = async (args: string[]) => JSON.parse(await gatehouse(database.url, ['client', 'create', ...args, '--json'])) as { client_id: string; client_secret?: string };
     const { client_id: clientId } = await created(['--name', 'Bench client', '--redirect-uri', REDIRECT_URI]);
-    server = await startGatehouse(database.url, { inspect: options.cpuProfileDir !== null, logLevel: options.logLevel, workers: options.workers, cpus: options.serverCpus });
+    server = await startGatehouse(database.url, { inspect: options.cpuProfileDir !== null, logLevel: options.logLevel, workers: options.workers, cpus: options.serverCpus, nodeOptions: options.nodeOptions });
 
     const agent = new UserAgent(server.url);
     const outcome = await agent.authorize(authorizePath(clientId, 'consent', pkce().challenge), { username: USERNAME, password, decision: 'approve' });
@@ -869,7 +876,7 @@ async function main(): Promise<number> {
   const servers: ServerName[] = [...options.backends.map((backend) => `gatehouse-${backend}` as const), ...options.peers.map((adapter) => `peer-${adapter}` as const)];
   const warm = Math.max(options.connections, Math.floor(options.requests / 4));
   console.log(
-    `Gatehouse bench at ${measured}: ${servers.map((s) => SERVER_LABELS[s]).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
+    `Gatehouse bench at ${measured}: ${servers.map((s) => SERVER_LABELS[s]).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers}${options.nodeOptions ? `, NODE_OPTIONS=${options.nodeOptions}` : ''} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
   );
 
   const records: PhaseRecord[] = [];
