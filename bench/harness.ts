@@ -511,3 +511,19 @@ export function markdownTable(headers: string[], rows: Array<Array<string | numb
 }
 
 export const fixed = (value: number, digits = 1) => (Number.isFinite(value) ? value.toFixed(digits) : '-');
+
+/**
+ * The bench's command line through `read` (which returns null for --help and throws on a
+ * mistake): the options, or the exit code after printing the help (0) or the mistake (2).
+ */
+export function commandLine<T>(name: string, help: string, read: (argv: string[]) => T | null): { options: T } | { exit: number } {
+  try {
+    const options = read(process.argv.slice(2));
+    if (options !== null) return { options };
+    console.log(help);
+    return { exit: 0 };
+  } catch (error) {
+    console.error(`${name}: ${(error as Error).message}\n\n${help}`);
+    return { exit: 2 };
+  }
+}

@@ -12,6 +12,7 @@ import { DatabaseSync } from 'node:sqlite';
 import { parseArgs } from 'node:util';
 import { parseDatabaseUrl } from '../src/config.ts';
 import {
+  commandLine,
   ROOT,
   count,
   createDatabase,
@@ -235,17 +236,9 @@ function median(values: number[]): number {
 }
 
 async function main(): Promise<number> {
-  let options: Options | null;
-  try {
-    options = readOptions(process.argv.slice(2));
-  } catch (error) {
-    console.error(`bench:metrics: ${(error as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (options === null) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = commandLine('bench:metrics', HELP, readOptions);
+  if ('exit' in parsed) return parsed.exit;
+  const { options } = parsed;
   const startedAt = new Date().toISOString();
   const host = machine();
   console.log(

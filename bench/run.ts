@@ -19,6 +19,7 @@ import { parseArgs } from 'node:util';
 import { formFields, UserAgent } from '../test/support/user-agent.ts';
 import { PEER_CLIENTS, PEER_REDIRECT_URI } from './peer/clients.ts';
 import {
+  commandLine,
   DEFAULT_POSTGRES_URL,
   createDatabase,
   exit,
@@ -847,17 +848,9 @@ function sideBySide(summaries: Summary[], options: Options): { headers: string[]
 }
 
 async function main(): Promise<number> {
-  let options: Options | null;
-  try {
-    options = readOptions(process.argv.slice(2));
-  } catch (error) {
-    console.error(`bench: ${(error as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (options === null) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = commandLine('bench', HELP, readOptions);
+  if ('exit' in parsed) return parsed.exit;
+  const { options } = parsed;
 
   const pinned = pinning(options.workers);
   options.serverCpus = pinned.server;

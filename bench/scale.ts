@@ -14,6 +14,7 @@ import { openStore } from '../src/store/database.ts';
 import type { AccessTokensTable, Database, GrantsTable, RefreshTokensTable, UsersTable } from '../src/store/schema.ts';
 import { mintToken } from '../src/tokens.ts';
 import {
+  commandLine,
   DEFAULT_POSTGRES_URL,
   count,
   createDatabase,
@@ -439,17 +440,9 @@ async function scaleBackend(backend: BackendName, options: Options): Promise<Bac
 }
 
 async function main(): Promise<number> {
-  let options: Options | null;
-  try {
-    options = readOptions(process.argv.slice(2));
-  } catch (error) {
-    console.error(`bench:scale: ${(error as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (options === null) {
-    console.log(HELP);
-    return 0;
-  }
+  const parsed = commandLine('bench:scale', HELP, readOptions);
+  if ('exit' in parsed) return parsed.exit;
+  const { options } = parsed;
   const startedAt = new Date().toISOString();
   const measured = revision();
   console.log(`Gatehouse scale bench at ${measured}: levels ${options.levels.map((l) => l.toLocaleString('en')).join(' → ')} grants, ${options.connections} connections`);

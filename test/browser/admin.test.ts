@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
 import type { BrowserContext, Page } from 'playwright-core';
 import { sqlite } from '../support/backends.ts';
-import { browserOptions, launchBrowser, logIn, startClientSite, type ClientSite, type TestBrowser } from '../support/browser.ts';
+import { browserOptions, launchBrowser, logIn, openAs, startClientSite, type ClientSite, type TestBrowser } from '../support/browser.ts';
 import { authorizationUrl, discover, insecure, obtainTokens, profile } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -32,15 +32,7 @@ describe('the admin console in a browser', browserOptions(), () => {
     await server?.close();
   });
 
-  /** A fresh browser (own cookies) on `path`, logged in as `username` when the page asks. */
-  async function open(path: string, username: string): Promise<Page> {
-    const context = await browser.newContext();
-    contexts.push(context);
-    const page = await context.newPage();
-    await page.goto(new URL(path, server.url).href);
-    if (new URL(page.url()).pathname === '/login') await logIn(page, username);
-    return page;
-  }
+  const open = (path: string, username: string): Promise<Page> => openAs(browser, new URL(path, server.url).href, username);
 
   after(() => Promise.all(contexts.map((context) => context.close())));
 

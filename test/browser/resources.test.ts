@@ -5,16 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { BrowserContext, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { sqlite } from '../support/backends.ts';
-import { browserOptions, launchBrowser, logIn, type TestBrowser } from '../support/browser.ts';
+import { browserOptions, launchBrowser, openAs, type TestBrowser } from '../support/browser.ts';
 import { authorizationUrl, discover } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 
 describe('resource servers in a browser', browserOptions(), () => {
   let server: TestServer;
   let browser: TestBrowser;
-  const contexts: BrowserContext[] = [];
 
   before(async () => {
     [server, browser] = await Promise.all([startServer(sqlite), launchBrowser()]);
@@ -22,19 +21,11 @@ describe('resource servers in a browser', browserOptions(), () => {
     await server.createUser('alice');
   });
   after(async () => {
-    await Promise.all(contexts.map((context) => context.close()));
     await browser?.close();
     await server?.close();
   });
 
-  async function open(path: string, username: string): Promise<Page> {
-    const context = await browser.newContext();
-    contexts.push(context);
-    const page = await context.newPage();
-    await page.goto(new URL(path, server.url).href);
-    if (new URL(page.url()).pathname === '/login') await logIn(page, username);
-    return page;
-  }
+  const open = (path: string, username: string): Promise<Page> => openAs(browser, new URL(path, server.url).href, username);
 
   test('an administrator registers a resource server; the consent page names it', async () => {
     const admin = await open('/admin/oauthclients', 'root');

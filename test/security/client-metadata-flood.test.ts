@@ -9,24 +9,45 @@
  * moment is not turned away for the next minute. Not about storage: SQLite only.
  */
 import assert from 'node:assert/strict';
-import { createServer, type Server } from 'node:https';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sqlite } from '../support/backends.ts';
-import { startServer, type TestServer } from '../support/server.ts';
+import { startServer } from '../support/server.ts';
 import { serverCertificate, testCaProblem } from '../support/tls.ts';
 
 const HOSTILE_URLS = 24;
 
+/**
+ * A Gatehouse that accepts metadata documents from loopback, and an https server (the test
+ * CA's certificate) answering the document requests with `handler`.
+ */
+async function documentsAndGatehouse(handler: (req: IncomingMessage, res: ServerResponse, base: string) => void, env: Record<string, string> = {}) {
+  let base = '';
+  const documents = createServer(serverCertificate(['127.0.0.1']), (req, res) => handler(req, res, base));
+  await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
+  base = `https://127.0.0.1:${(documents.address() as AddressInfo).port}`;
+  const server = await startServer(sqlite, { CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true', ...env });
+  return {
+    base,
+    authorize: (clientId: string) =>
+      fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, response_type: 'code' })}`, { redirect: 'manual' }),
+    async close() {
+      documents.closeAllConnections();
+      documents.close();
+      await server.close();
+    },
+  };
+}
+
 describe('a flood of distinct metadata document URLs', { skip: testCaProblem() ?? false, timeout: 30_000 }, () => {
-  let documents: Server;
-  let base: string;
-  let server: TestServer;
+  let world: Awaited<ReturnType<typeof documentsAndGatehouse>>;
   let stalled = 0;
   let peakStalled = 0;
 
   before(async () => {
-    documents = createServer(serverCertificate(['127.0.0.1']), (req, res) => {
+    world = await documentsAndGatehouse((req, res, base) => {
       const path = new URL(req.url!, 'https://x').pathname;
       if (path === '/genuine.json') {
         const url = `${base}/genuine.json`;
@@ -38,24 +59,14 @@ describe('a flood of distinct metadata document URLs', { skip: testCaProblem() ?
       peakStalled = Math.max(peakStalled, stalled);
       req.socket.once('close', () => stalled--);
     });
-    await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
-    base = `https://127.0.0.1:${(documents.address() as AddressInfo).port}`;
-    server = await startServer(sqlite, { CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true' });
   });
-  after(async () => {
-    documents.closeAllConnections();
-    documents.close();
-    await server?.close();
-  });
-
-  const authorize = (clientId: string) =>
-    fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, response_type: 'code' })}`, { redirect: 'manual' });
+  after(() => world?.close());
 
   test('only a few fetches are in flight at once; the rest are 503, and a genuine client is not remembered as refused', async () => {
-    const flood = Promise.all(Array.from({ length: HOSTILE_URLS }, (_, i) => authorize(`${base}/hostile/${i}`)));
+    const flood = Promise.all(Array.from({ length: HOSTILE_URLS }, (_, i) => world.authorize(`${world.base}/hostile/${i}`)));
     // Once the flood is under way, a genuine client asks too.
     await new Promise((resolve) => setTimeout(resolve, 500));
-    const duringFlood = await authorize(`${base}/genuine.json`);
+    const duringFlood = await world.authorize(`${world.base}/genuine.json`);
     const answers = await flood;
 
     assert.ok(peakStalled <= 2, `${peakStalled} fetches were in flight at once`);
@@ -66,44 +77,35 @@ describe('a flood of distinct metadata document URLs', { skip: testCaProblem() ?
 
     // Once the flood is over, the genuine client is fetched (the busy refusal was not cached):
     // known now, its request's own mistake (no PKCE) goes back to its redirect URL.
-    const afterFlood = await authorize(`${base}/genuine.json`);
+    const afterFlood = await world.authorize(`${world.base}/genuine.json`);
     assert.equal(afterFlood.status, 302, `the genuine client got ${afterFlood.status}`);
     assert.match(afterFlood.headers.get('location') ?? '', /^http:\/\/127\.0\.0\.1\/cb\?error=invalid_request/);
   });
 });
 
 describe('one address fetching many metadata documents', { skip: testCaProblem() ?? false, timeout: 30_000 }, () => {
-  let documents: Server;
-  let base: string;
-  let server: TestServer;
+  let world: Awaited<ReturnType<typeof documentsAndGatehouse>>;
   let fetched = 0;
 
   before(async () => {
-    documents = createServer(serverCertificate(['127.0.0.1']), (req, res) => {
-      fetched++;
-      const url = `${base}${new URL(req.url!, 'https://x').pathname}`;
-      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: url, client_name: 'App', redirect_uris: ['http://127.0.0.1/cb'] }));
-    });
-    await new Promise<void>((resolve) => documents.listen(0, '127.0.0.1', resolve));
-    base = `https://127.0.0.1:${(documents.address() as AddressInfo).port}`;
-    server = await startServer(sqlite, { CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true', TOKEN_REQUESTS_PER_ADDRESS: '5' });
+    world = await documentsAndGatehouse(
+      (req, res, base) => {
+        fetched++;
+        const url = `${base}${new URL(req.url!, 'https://x').pathname}`;
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: url, client_name: 'App', redirect_uris: ['http://127.0.0.1/cb'] }));
+      },
+      { TOKEN_REQUESTS_PER_ADDRESS: '5' },
+    );
   });
-  after(async () => {
-    documents.closeAllConnections();
-    documents.close();
-    await server?.close();
-  });
-
-  const authorize = (clientId: string) =>
-    fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, response_type: 'code' })}`, { redirect: 'manual' });
+  after(() => world?.close());
 
   test('fetches count against the address (TOKEN_REQUESTS_PER_ADDRESS a minute); cached documents do not', async () => {
     const statuses: number[] = [];
-    for (let i = 0; i < 8; i++) statuses.push((await authorize(`${base}/app/${i}.json`)).status);
+    for (let i = 0; i < 8; i++) statuses.push((await world.authorize(`${world.base}/app/${i}.json`)).status);
     assert.deepEqual(statuses, [302, 302, 302, 302, 302, 429, 429, 429], 'the sixth new document was fetched all the same');
     assert.equal(fetched, 5, 'a refused request still made a fetch');
     // A document already fetched is served from the cache, budget or not.
-    assert.equal((await authorize(`${base}/app/0.json`)).status, 302);
+    assert.equal((await world.authorize(`${world.base}/app/0.json`)).status, 302);
     assert.equal(fetched, 5);
   });
 });

@@ -111,3 +111,14 @@ export async function startClientSite(): Promise<ClientSite> {
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
 }
+
+/**
+ * A fresh browser context (its own cookies, as another person's browser) on `url`, logged in
+ * as `username` when Gatehouse asks. Closing the browser closes it.
+ */
+export async function openAs(browser: TestBrowser, url: string, username: string): Promise<Page> {
+  const page = await (await browser.newContext()).newPage();
+  await page.goto(url);
+  if (new URL(page.url()).pathname === '/login') await logIn(page, username);
+  return page;
+}
