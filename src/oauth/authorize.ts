@@ -221,6 +221,7 @@ async function approve(request: AuthorizationRequest, user: User, ctx: AppContex
 async function issueCode(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
   const code = mintToken('code');
+  const issued = ctx.audit.pending({ type: 'code_issued', userId: user.id, clientId: request.client.id, address, detail: { scope: joinScopes(request.scopes), ...resourceDetail(request.audience) } });
   await insertCode(ctx.db, {
     hash: code.hash,
     client_id: request.client.id,
@@ -231,8 +232,8 @@ async function issueCode(request: AuthorizationRequest, user: User, ctx: AppCont
     code_challenge: request.codeChallenge,
     created_at: now,
     expires_at: now + ctx.config.authCodeTtl * 1000,
-  });
-  await ctx.audit({ type: 'code_issued', userId: user.id, clientId: request.client.id, address, detail: { scope: joinScopes(request.scopes), ...resourceDetail(request.audience) } });
+  }, issued.row);
+  issued.committed();
   return code.token;
 }
 

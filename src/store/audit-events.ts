@@ -1,5 +1,6 @@
 /** The audit trail's rows: written one event at a time, read newest first with filters. */
 import type { Kysely, Selectable } from 'kysely';
+import { bigint, gated, type Gate } from './chained-writes.ts';
 import { prepare } from './prepared.ts';
 import type { AuditEventsTable, Database } from './schema.ts';
 
@@ -75,18 +76,56 @@ export function auditEventRow(event: AuditEvent, at: number, expiresAt: number):
   };
 }
 
-const insertAuditRow = prepare((db, p: AuditEventRow) =>
-  db.insertInto('audit_events').values({
-    at: p.at,
-    type: p.type,
-    actor_id: p.actor_id,
-    user_id: p.user_id,
-    client_id: p.client_id,
-    address: p.address,
-    detail: p.detail,
-    expires_at: p.expires_at,
-  }),
-);
+/**
+ * The INSERT of an audit row; on PostgreSQL, `gate` makes it part of the statement of the
+ * change it describes (chained-writes.ts), so the row is written exactly when the change is.
+ */
+export const insertAuditRowQuery = (db: Kysely<Database>, p: AuditEventRow, gate?: Gate) =>
+  db
+    .insertInto('audit_events')
+    .columns(['at', 'type', 'actor_id', 'user_id', 'client_id', 'address', 'detail', 'expires_at'])
+    .expression(
+      gated(
+        db.selectNoFrom((eb) => [
+          bigint(eb, p.at).as('at'),
+          eb.val(p.type).as('type'),
+          eb.val(p.actor_id).as('actor_id'),
+          eb.val(p.user_id).as('user_id'),
+          eb.val(p.client_id).as('client_id'),
+          eb.val(p.address).as('address'),
+          eb.val(p.detail).as('detail'),
+          bigint(eb, p.expires_at).as('expires_at'),
+        ]),
+        gate,
+      ),
+    );
+
+const insertAuditRow = prepare((db, p: AuditEventRow) => insertAuditRowQuery(db, p));
+
+/**
+ * An audit row's fields under names of their own, for the arguments of a statement that
+ * writes other rows too: a code's `expires_at` is not its audit row's.
+ */
+export type AuditArgs = { [K in keyof AuditEventRow as `audit_${K}`]: AuditEventRow[K] };
+
+export function auditArgs(row: AuditEventRow): AuditArgs {
+  const { at, type, actor_id, user_id, client_id, address, detail, expires_at } = row;
+  return { audit_at: at, audit_type: type, audit_actor_id: actor_id, audit_user_id: user_id, audit_client_id: client_id, audit_address: address, audit_detail: detail, audit_expires_at: expires_at };
+}
+
+/** The audit row of such a statement, as `insertAuditRowQuery` takes it. */
+export function auditRowOf(p: AuditArgs): AuditEventRow {
+  return {
+    at: p.audit_at,
+    type: p.audit_type,
+    actor_id: p.audit_actor_id,
+    user_id: p.audit_user_id,
+    client_id: p.audit_client_id,
+    address: p.audit_address,
+    detail: p.audit_detail,
+    expires_at: p.audit_expires_at,
+  };
+}
 
 /** Inserts the row, on `trx`'s connection when given: inside the transaction of the change it describes. */
 export async function insertAuditEvent(db: Kysely<Database>, row: AuditEventRow, trx?: Kysely<Database>): Promise<void> {

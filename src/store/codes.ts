@@ -1,18 +1,19 @@
 /**
  * Authorization codes. A code is used at most once: `exchangeCode` consumes it with one
- * conditional UPDATE in the transaction that creates its grant (see grants.ts). A code not
+ * conditional UPDATE in the transaction or statement that creates its grant (see grants.ts). A code not
  * yet exchanged can be voided (deleted) when the access it would give is taken away.
  */
-import type { Kysely, Transaction } from 'kysely';
-import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
-import { insertGrantWithTokens, LostRace, type NewGrant } from './grants.ts';
+import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
+import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
+import { after, onPostgres } from './chained-writes.ts';
+import { grantRow, insertUserGrant, LostRace, USER_GRANT_COLUMNS, userParties, type NewGrant, type StepCounts, type UserGrantRow } from './grants.ts';
 import { prepare } from './prepared.ts';
 import type { AuthCode, Database } from './schema.ts';
-import type { IssuedTokens } from './tokens.ts';
+import { insertAccessTokenRow, insertRefreshTokenRow, insertTokens, tokenRows, type IssuedTokens, type TokenRows } from './tokens.ts';
 
 type NewCode = Omit<AuthCode, 'consumed_at' | 'grant_id'>;
 
-const insertCodeRow = prepare((db, p: NewCode) =>
+const insertCodeRow = (db: Kysely<Database>, p: NewCode) =>
   db.insertInto('auth_codes').values({
     hash: p.hash,
     client_id: p.client_id,
@@ -23,11 +24,28 @@ const insertCodeRow = prepare((db, p: NewCode) =>
     code_challenge: p.code_challenge,
     created_at: p.created_at,
     expires_at: p.expires_at,
-  }),
+  });
+
+const insertCodeAlone = prepare(insertCodeRow);
+
+/** PostgreSQL: the code and its audit row in one statement (chained-writes.ts). */
+const insertCodeStatement = prepare((db, p: NewCode & AuditArgs) =>
+  db
+    .with('code', () => insertCodeRow(db, p).returning('hash'))
+    .with('audit', () => insertAuditRowQuery(db, auditRowOf(p), after('code')))
+    .selectNoFrom((eb) => eb.selectFrom('code').select(eb.fn.countAll<number>().as('n')).as('inserted')),
 );
 
-export async function insertCode(db: Kysely<Database>, code: NewCode): Promise<void> {
-  await insertCodeRow.execute(db, code);
+/** Stores the code with the audit event `issued`, both or neither. */
+export async function insertCode(db: Kysely<Database>, code: NewCode, issued: AuditEventRow): Promise<void> {
+  if (onPostgres(db)) {
+    await insertCodeStatement.execute(db, { ...code, ...auditArgs(issued) });
+    return;
+  }
+  await db.transaction().execute(async (trx) => {
+    await insertCodeAlone.execute(db, code, trx);
+    await insertAuditEvent(db, issued, trx);
+  });
 }
 
 const codeByHash = prepare((db, p: { hash: string }) =>
@@ -44,9 +62,22 @@ export async function findCode(db: Kysely<Database>, hash: string): Promise<(Aut
   return codeByHash.first(db, { hash });
 }
 
-const consumeCode = prepare((db, p: { hash: string; grantId: string; now: number }) =>
-  db.updateTable('auth_codes').set({ consumed_at: p.now, grant_id: p.grantId }).where('hash', '=', p.hash).where('consumed_at', 'is', null),
-);
+/** What consuming a code-like credential records: when, and the grant its exchange created (so that a replay can revoke it). */
+export interface ConsumeArgs {
+  hash: string;
+  grantId: string;
+  now: number;
+}
+
+/**
+ * The exactly-once write of a code-like credential (an authorization code, a device code):
+ * marks it consumed when it is still unused (and whatever else its kind requires); it must
+ * change exactly one row, or the credential was used already (or voided).
+ */
+// Typed loosely (`any`): it is either code table, and both have `hash`, `consumed_at` and `grant_id`.
+export type Consume = (db: Kysely<Database>, p: ConsumeArgs) => UpdateQueryBuilder<Database, any, any, UpdateResult>;
+
+const consumeCode: Consume = (db, p) => db.updateTable('auth_codes').set({ consumed_at: p.now, grant_id: p.grantId }).where('hash', '=', p.hash).where('consumed_at', 'is', null);
 
 /**
  * How an exchange ended: only one exchange of a code issues anything, and only while the
@@ -55,47 +86,67 @@ const consumeCode = prepare((db, p: { hash: string; grantId: string; now: number
  */
 export type Exchange = 'exchanged' | 'code_consumed' | 'parties_changed';
 
-/**
- * Consumes the code and creates its grant and first tokens, with the audit event `issued`,
- * all or nothing.
- */
-export async function exchangeCode(
-  db: Kysely<Database>,
-  codeHash: string,
-  grant: NewGrant,
-  tokens: IssuedTokens,
-  now: number,
-  issued: AuditEventRow,
-): Promise<Exchange> {
-  return consumeAndIssue(db, (trx) => consumeCode.affected(db, { hash: codeHash, grantId: grant.id, now }, trx), grant, tokens, now, issued);
-}
+export type Exchanger = (db: Kysely<Database>, hash: string, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow) => Promise<Exchange>;
 
 /**
- * The exactly-once step of every code-like credential (an authorization code, a device
- * code): in one transaction, the grant and its first tokens, the conditional write `consume`
- * (which must change exactly one row, or the credential was used already) and the audit
- * event `issued`.
+ * The exchange of one kind of code-like credential: consumes it with `consume`, and creates
+ * its grant and first tokens with the audit event `issued`, all or nothing.
+ *
+ * SQLite, in one transaction: the grant from its parties (none: `parties_changed`), then
+ * the consumption (nothing: `code_consumed`), then the tokens and the audit row; a lost
+ * race rolls the grant back. PostgreSQL, in one statement that cannot roll back (see
+ * chained-writes.ts), so the order changes — the parties, locked for share, then the
+ * consumption gated on them, then the grant gated on the consumption (the code may name the
+ * grant before it is inserted: foreign keys are checked at the end of the statement), then
+ * the tokens and the audit row gated on the grant. Races, on PostgreSQL:
+ * - N exchanges of one code: each `consumed` waits for the one before to commit, then
+ *   re-checks the code's newest version, finds it consumed and skips it; only the first
+ *   writes anything, the others answer `code_consumed`;
+ * - the code voided (deleted) meanwhile: `consumed` finds no row: `code_consumed`;
+ * - a client deleted, blocked or changed, or a user disabled, committed before `parties`
+ *   takes its locks: the locked read waits for it, re-checks, finds no row: nothing is
+ *   consumed or written, `parties_changed`; one that comes after waits for this statement
+ *   to commit, and then revokes (or, deleting, removes) the grant it made.
  */
-export async function consumeAndIssue(
-  db: Kysely<Database>,
-  consume: (trx: Transaction<Database>) => Promise<bigint>,
-  grant: NewGrant,
-  tokens: IssuedTokens,
-  now: number,
-  issued: AuditEventRow,
-): Promise<Exchange> {
-  try {
-    await db.transaction().execute(async (trx) => {
-      await insertGrantWithTokens(db, trx, grant, tokens, now);
-      if ((await consume(trx)) !== 1n) throw new LostRace('code_consumed');
-      await insertAuditEvent(db, issued, trx);
-    });
-    return 'exchanged';
-  } catch (error) {
-    if (error instanceof LostRace && (error.outcome === 'code_consumed' || error.outcome === 'parties_changed')) return error.outcome;
-    throw error;
-  }
+export function codeExchange(consume: Consume): Exchanger {
+  const consumeAlone = prepare(consume);
+  const statement = prepare((db, p: UserGrantRow & ConsumeArgs & TokenRows & AuditArgs) =>
+    db
+      .with('parties', () => userParties(db, p))
+      .with('consumed', () => consume(db, p).where(after('parties')).returning('hash'))
+      .with('new_grant', (qc) => qc.insertInto('grants').columns(USER_GRANT_COLUMNS).expression(qc.selectFrom('parties').select(USER_GRANT_COLUMNS).where(after('consumed'))).returning('id'))
+      .with('access', () => insertAccessTokenRow(db, p, after('new_grant')))
+      .with('refresh', () => insertRefreshTokenRow(db, p, after('new_grant')))
+      .with('audit', () => insertAuditRowQuery(db, auditRowOf(p), after('new_grant')))
+      .selectNoFrom((eb) => [eb.selectFrom('parties').select(eb.fn.countAll<number>().as('n')).as('parties'), eb.selectFrom('consumed').select(eb.fn.countAll<number>().as('n')).as('consumed')]),
+  );
+  return async (db, hash, grant, tokens, now, issued) => {
+    const { userId } = grant;
+    if (userId === null) throw new Error('a code is always exchanged for a grant with a user');
+    const row = { ...grantRow(grant, tokens, now), userId };
+    const consumption = { hash, grantId: grant.id, now };
+    const rows = tokenRows(grant.id, tokens, now);
+    if (onPostgres(db)) {
+      const counts = (await statement.first(db, { ...row, ...consumption, ...rows, ...auditArgs(issued) })) as StepCounts<'parties' | 'consumed'>;
+      return counts.parties === 0 ? 'parties_changed' : counts.consumed === 0 ? 'code_consumed' : 'exchanged';
+    }
+    try {
+      await db.transaction().execute(async (trx) => {
+        if ((await insertUserGrant.affected(db, row, trx)) !== 1n) throw new LostRace('parties_changed');
+        if ((await consumeAlone.affected(db, consumption, trx)) !== 1n) throw new LostRace('code_consumed');
+        await insertTokens(db, trx, rows);
+        await insertAuditEvent(db, issued, trx);
+      });
+      return 'exchanged';
+    } catch (error) {
+      if (error instanceof LostRace && (error.outcome === 'code_consumed' || error.outcome === 'parties_changed')) return error.outcome;
+      throw error;
+    }
+  };
 }
+
+/** Consumes the authorization code and creates its grant and first tokens, with the audit event `issued`, all or nothing. */
+export const exchangeCode: Exchanger = codeExchange(consumeCode);
 
 /**
  * Voids the codes not yet exchanged that the client holds (from `userId` only, when given):

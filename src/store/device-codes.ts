@@ -3,15 +3,12 @@
  * conditional write: a poll either finds the interval respected or grows it (`slow_down`),
  * the person's answer is recorded only on a request not yet answered, and the exchange
  * consumes an approved, unused device code in the transaction that creates its grant
- * (codes.ts `consumeAndIssue`). The state lives in the database, so it holds across instances.
+ * (codes.ts `codeExchange`). The state lives in the database, so it holds across instances.
  */
 import { sql, type Kysely } from 'kysely';
-import type { AuditEventRow } from './audit-events.ts';
-import { consumeAndIssue, type Exchange } from './codes.ts';
-import type { NewGrant } from './grants.ts';
+import { codeExchange, type Consume, type Exchanger } from './codes.ts';
 import { prepare } from './prepared.ts';
 import type { Database, DeviceCode } from './schema.ts';
-import type { IssuedTokens } from './tokens.ts';
 
 export type NewDeviceCode = Pick<DeviceCode, 'hash' | 'user_code_hash' | 'client_id' | 'scopes' | 'resource_id' | 'created_at' | 'expires_at' | 'poll_interval'>;
 
@@ -92,19 +89,16 @@ export async function decideDeviceCode(db: Kysely<Database>, hash: string, answe
   return result.numUpdatedRows === 1n;
 }
 
-const consumeDeviceCode = prepare((db, p: { hash: string; grantId: string; now: number }) =>
+const consumeDeviceCode: Consume = (db, p) =>
   db
     .updateTable('device_codes')
     .set({ consumed_at: p.now, grant_id: p.grantId })
     .where('hash', '=', p.hash)
     .where('decision', '=', 'approved')
-    .where('consumed_at', 'is', null),
-);
+    .where('consumed_at', 'is', null);
 
 /** Consumes the approved device code and creates its grant, first tokens and audit event `issued`, all or nothing. */
-export async function exchangeDeviceCode(db: Kysely<Database>, hash: string, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<Exchange> {
-  return consumeAndIssue(db, (trx) => consumeDeviceCode.affected(db, { hash, grantId: grant.id, now }, trx), grant, tokens, now, issued);
-}
+export const exchangeDeviceCode: Exchanger = codeExchange(consumeDeviceCode);
 
 /**
  * Voids the device codes of the client not yet exchanged (those `userId` approved, when

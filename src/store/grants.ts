@@ -1,23 +1,25 @@
 /**
  * Grants, and the writes that change a grant together with its tokens. The exactly-once
  * steps — consuming a code (codes.ts), rotating a refresh token (here) — are each a single
- * conditional UPDATE inside a transaction: the database, not application code, decides
- * which of several concurrent requests wins. A token is live only while its grant is not
- * revoked, and every validity check joins the grant (tokens.ts), so a revocation that
- * commits at any point of a concurrent rotation still leaves nothing alive. Both steps write
- * their audit event in the same transaction, so it commits with the change.
+ * conditional UPDATE among the writes of one transaction (SQLite) or of one statement
+ * (PostgreSQL, chained-writes.ts): the database, not application code, decides which of
+ * several concurrent requests wins. A token is live only while its grant is not revoked, and
+ * every validity check joins the grant (tokens.ts), so a revocation that commits at any
+ * point of a concurrent rotation still leaves nothing alive. Both steps write their audit
+ * event in the same transaction or statement, so it commits with the change.
  *
- * Every write that issues tokens checks its parties again in its first, conditional
- * statement (SPEC §4.2): the client still exists, unblocked, with the scopes the caller decided by, and
+ * Every write that issues tokens checks its parties again in its first, conditional step
+ * (SPEC §4.2): the client still exists, unblocked, with the scopes the caller decided by, and
  * the user (if any) is still enabled. A client deleted, a user disabled or a client's scopes
- * changed since the caller read them makes the write find nothing — never a foreign-key
+ * changed since the caller read them makes the step find nothing — never a foreign-key
  * violation — and issues nothing.
  */
-import type { ExpressionBuilder, Kysely, Transaction } from 'kysely';
-import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
+import type { ExpressionBuilder, Kysely } from 'kysely';
+import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
+import { after, bigint, onPostgres } from './chained-writes.ts';
 import { lockedForShare, prepare } from './prepared.ts';
 import type { Database } from './schema.ts';
-import { insertTokens, markRefreshTokenRotated, type IssuedTokens } from './tokens.ts';
+import { insertAccessTokenRow, insertRefreshTokenRow, insertTokens, markRotated, tokenRows, type IssuedTokens, type RotationMark, type TokenRows } from './tokens.ts';
 
 export interface NewGrant {
   id: string;
@@ -37,7 +39,7 @@ export interface NewGrant {
  */
 export type Rotation = 'rotated' | 'already_rotated' | 'grant_unusable';
 
-/** Thrown inside a transaction to roll it back when its conditional write lost the race. */
+/** Thrown inside a transaction (SQLite) to roll it back when its conditional write lost the race. */
 export class LostRace extends Error {
   readonly outcome: Exclude<Rotation, 'rotated'> | 'code_consumed' | 'parties_changed';
   constructor(outcome: LostRace['outcome']) {
@@ -46,17 +48,98 @@ export class LostRace extends Error {
   }
 }
 
+/** What a statement of chained writes (chained-writes.ts) says it did: the rows each named step changed. */
+export type StepCounts<K extends string> = Record<K, number>;
+
 function grantExpiry(tokens: IssuedTokens): number {
   return Math.max(tokens.accessExpiresAt, tokens.refreshHash === null ? 0 : tokens.refreshExpiresAt);
 }
 
+export type GrantRow = NewGrant & { now: number; expiresAt: number };
+export type UserGrantRow = GrantRow & { userId: string };
+
+export function grantRow(grant: NewGrant, tokens: IssuedTokens, now: number): GrantRow {
+  return { ...grant, now, expiresAt: grantExpiry(tokens) };
+}
+
+/** The new grant's columns, as selected from its parties' rows: what both kinds of grant share. */
+function grantFromClient(eb: ExpressionBuilder<Database, 'clients'>, p: GrantRow) {
+  return [
+    eb.val(p.id).as('id'),
+    eb.ref('clients.id').as('client_id'),
+    eb.val(p.resourceId).as('resource_id'),
+    eb.val(p.scopes).as('scopes'),
+    bigint(eb, p.now).as('created_at'),
+    bigint(eb, p.now).as('last_used_at'),
+    bigint(eb, p.expiresAt).as('expires_at'),
+  ] as const;
+}
+
+export const USER_GRANT_COLUMNS = ['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'user_id'] as const;
+const CLIENT_GRANT_COLUMNS = ['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'] as const;
+
+// The new grant's row, selected from its parties' rows as the caller read them: no row when
+// they have changed since — the client deleted, blocked or given other scopes, the user
+// disabled. Locked for share on PostgreSQL, so that they stay so until the grant commits.
+
+/** The parties of a user's grant: its client and its user. */
+export const userParties = (db: Kysely<Database>, p: UserGrantRow) =>
+  lockedForShare(
+    db,
+    db
+      .selectFrom(['clients', 'users'])
+      .select((eb) => [...grantFromClient(eb, p), 'users.id as user_id'])
+      .where('clients.id', '=', p.clientId)
+      .where('clients.scopes', '=', p.clientScopes)
+      .where('clients.blocked', '=', 0)
+      .where('users.id', '=', p.userId)
+      .where('users.disabled', '=', 0),
+  );
+
+/** The party of a grant without a user (client_credentials): its client. */
+const clientParty = (db: Kysely<Database>, p: GrantRow) =>
+  lockedForShare(
+    db,
+    db
+      .selectFrom('clients')
+      .select((eb) => grantFromClient(eb, p))
+      .where('clients.id', '=', p.clientId)
+      .where('clients.scopes', '=', p.clientScopes)
+      .where('clients.blocked', '=', 0),
+  );
+
+/** INSERT … SELECT from the parties: the grant exists only if they are as the caller read them. */
+export const insertUserGrant = prepare((db, p: UserGrantRow) => db.insertInto('grants').columns(USER_GRANT_COLUMNS).expression(userParties(db, p)));
+const insertClientGrant = (db: Kysely<Database>, p: GrantRow) => db.insertInto('grants').columns(CLIENT_GRANT_COLUMNS).expression(clientParty(db, p));
+
+/** The one statement of a client_credentials issuance on PostgreSQL: the grant, then its token and audit row, gated on it. */
+const issueClientGrantStatement = prepare((db, p: GrantRow & TokenRows & AuditArgs) =>
+  db
+    .with('new_grant', () => insertClientGrant(db, p).returning('id'))
+    .with('access', () => insertAccessTokenRow(db, p, after('new_grant')))
+    .with('audit', () => insertAuditRowQuery(db, auditRowOf(p), after('new_grant')))
+    .selectNoFrom((eb) => [eb.selectFrom('new_grant').select(eb.fn.countAll<number>().as('n')).as('granted')]),
+);
+const insertClientGrantRow = prepare(insertClientGrant);
+
 /**
- * A grant with its first tokens, for grants that start without a code (client_credentials);
- * false, and nothing stored, when the client was deleted or its scopes changed meanwhile.
+ * A grant with its first token and the audit event `issued`, for grants that start without
+ * a code (client_credentials), all or nothing; false, and nothing stored, when the client
+ * was deleted, blocked or its scopes changed meanwhile.
  */
-export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<boolean> {
+export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<boolean> {
+  const row = grantRow(grant, tokens, now);
+  const rows = tokenRows(grant.id, tokens, now);
+  if (onPostgres(db)) {
+    const counts = (await issueClientGrantStatement.first(db, { ...row, ...rows, ...auditArgs(issued) })) as StepCounts<'granted'>;
+    return counts.granted === 1;
+  }
   try {
-    await db.transaction().execute((trx) => insertGrantWithTokens(db, trx, grant, tokens, now));
+    await db.transaction().execute(async (trx) => {
+      if ((await insertClientGrantRow.affected(db, row, trx)) !== 1n) throw new LostRace('parties_changed');
+      await insertTokens(db, trx, rows);
+      await insertAuditEvent(db, issued, trx);
+    });
     return true;
   } catch (error) {
     if (error instanceof LostRace) return false;
@@ -64,91 +147,72 @@ export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens:
   }
 }
 
-type GrantRow = NewGrant & { now: number; expiresAt: number };
-
-/** The new grant's columns, as selected from its client's row: what both grant inserts share. */
-function grantFromClient(eb: ExpressionBuilder<Database, 'clients'>, p: GrantRow) {
-  return [
-    eb.val(p.id).as('id'),
-    eb.ref('clients.id').as('client_id'),
-    eb.val(p.resourceId).as('resource_id'),
-    eb.val(p.scopes).as('scopes'),
-    eb.cast<number>(eb.val(p.now), 'bigint').as('created_at'),
-    eb.cast<number>(eb.val(p.now), 'bigint').as('last_used_at'),
-    eb.cast<number>(eb.val(p.expiresAt), 'bigint').as('expires_at'),
-  ] as const;
+interface GrantUse {
+  grantId: string;
+  clientScopes: string;
+  now: number;
+  expiresAt: number;
 }
-
-// INSERT … SELECT from the parties' rows, locked for share on PostgreSQL: the grant is
-// inserted only when they are as the caller read them, and they stay so until it commits.
-const insertUserGrantRow = prepare((db, p: GrantRow & { userId: string }) =>
-  db
-    .insertInto('grants')
-    .columns(['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'user_id'])
-    .expression(
-      lockedForShare(
-        db,
-        db
-          .selectFrom(['clients', 'users'])
-          .select((eb) => [...grantFromClient(eb, p), 'users.id as user_id'])
-          .where('clients.id', '=', p.clientId)
-          .where('clients.scopes', '=', p.clientScopes)
-          .where('clients.blocked', '=', 0)
-          .where('users.id', '=', p.userId)
-          .where('users.disabled', '=', 0),
-      ),
-    ),
-);
-
-const insertClientGrantRow = prepare((db, p: GrantRow) =>
-  db
-    .insertInto('grants')
-    .columns(['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'])
-    .expression(
-      lockedForShare(
-        db,
-        db
-          .selectFrom('clients')
-          .select((eb) => grantFromClient(eb, p))
-          .where('clients.id', '=', p.clientId)
-          .where('clients.scopes', '=', p.clientScopes)
-          .where('clients.blocked', '=', 0),
-      ),
-    ),
-);
 
 /**
- * The grant and its first tokens, inside the caller's transaction (a code exchange's, say).
- * Throws LostRace('parties_changed') when the client is gone or its scopes are no longer
- * those the caller read, or the user is disabled.
+ * A grant that may still issue tokens: not revoked, its client still there, unblocked and
+ * with the scopes the caller read, its user (if any) enabled. The parties are only read (a
+ * token row references the grant, which the rotation holds, not the client or the user): a
+ * delete or a disable committing after this read revokes the grant — new tokens and all —
+ * once the rotation commits, since revocation writes the grant row the rotation holds.
  */
-export async function insertGrantWithTokens(db: Kysely<Database>, trx: Transaction<Database>, grant: NewGrant, tokens: IssuedTokens, now: number): Promise<void> {
-  const row = { ...grant, now, expiresAt: grantExpiry(tokens) };
-  const { userId } = row;
-  const inserted = userId === null ? await insertClientGrantRow.affected(db, row, trx) : await insertUserGrantRow.affected(db, { ...row, userId }, trx);
-  if (inserted !== 1n) throw new LostRace('parties_changed');
-  await insertTokens(db, trx, grant.id, tokens, now);
+function grantUsable(eb: ExpressionBuilder<Database, 'grants'>, p: GrantUse) {
+  return eb.and([
+    eb('grants.revoked_at', 'is', null),
+    eb.exists(eb.selectFrom('clients').select('clients.id').whereRef('clients.id', '=', 'grants.client_id').where('clients.scopes', '=', p.clientScopes).where('clients.blocked', '=', 0)),
+    eb.or([
+      eb('grants.user_id', 'is', null),
+      eb.exists(eb.selectFrom('users').select('users.id').whereRef('users.id', '=', 'grants.user_id').where('users.disabled', '=', 0)),
+    ]),
+  ]);
 }
 
-// Revocation writes this same row, so the two serialize on it; the parties are only read
-// (a token row references the grant, which this holds, not the client or the user). A delete
-// or a disable committing after this read revokes the grant, new tokens and all, once this
-// transaction commits.
-const useGrant = prepare((db, p: { id: string; now: number; expiresAt: number; clientScopes: string }) =>
+/** The grant's use by a rotation: its last use, and its expiry moved to its newest token's. */
+const useGrant = (db: Kysely<Database>, p: GrantUse) => db.updateTable('grants').set({ last_used_at: p.now, expires_at: p.expiresAt }).where('grants.id', '=', p.grantId);
+
+type RotationArgs = GrantUse & RotationMark & TokenRows & AuditArgs;
+
+// SQLite, in one transaction: the grant row first (revocation writes that same row, so the
+// two serialize on it: a rotation ordered after a revocation sees it here and issues nothing
+// rather than answering with tokens that are dead on arrival; one ordered before has its new
+// tokens revoked with the rest), then the exactly-once mark, then the new rows; a lost race
+// rolls it all back.
+const useUsableGrant = prepare((db, p: GrantUse) => useGrant(db, p).where((eb) => grantUsable(eb, p)));
+const markRotatedRow = prepare(markRotated);
+
+// PostgreSQL, one statement that cannot roll back a step once it ran: the grant row is
+// still taken first — locked FOR NO KEY UPDATE, the lock revocation's UPDATE takes too, by
+// the same conditions as above — but written last, only once the mark has succeeded. Races:
+// - a revocation (or another rotation) holding the grant row: `usable` waits for it, then
+//   re-checks the row; revoked, it is skipped, nothing below runs: `grant_unusable`;
+// - a revocation arriving after `usable`: it waits for this statement, then revokes the grant
+//   with the tokens this statement issued;
+// - two rotations of one token: the second waits at `usable` for the first to commit, then
+//   `rotated` finds the token's newest version already marked and skips it (the snapshot
+//   would still show it unmarked: the re-check decides), nothing below runs: `already_rotated`.
+// Locks are taken grant first, then token, as by SQLite's order and by a client's or a
+// user's deletion cascading from grants to tokens: no deadlock between them.
+const rotateStatement = prepare((db, p: RotationArgs) =>
   db
-    .updateTable('grants')
-    .set({ last_used_at: p.now, expires_at: p.expiresAt })
-    .where('id', '=', p.id)
-    .where('revoked_at', 'is', null)
-    .where((eb) =>
-      eb.exists(eb.selectFrom('clients').select('clients.id').whereRef('clients.id', '=', 'grants.client_id').where('clients.scopes', '=', p.clientScopes).where('clients.blocked', '=', 0)),
+    .with('usable', () =>
+      db
+        .selectFrom('grants')
+        .select('grants.id')
+        .where('grants.id', '=', p.grantId)
+        .where((eb) => grantUsable(eb, p))
+        .forNoKeyUpdate(),
     )
-    .where((eb) =>
-      eb.or([
-        eb('grants.user_id', 'is', null),
-        eb.exists(eb.selectFrom('users').select('users.id').whereRef('users.id', '=', 'grants.user_id').where('users.disabled', '=', 0)),
-      ]),
-    ),
+    .with('rotated', () => markRotated(db, p).where(after('usable')).returning('hash'))
+    .with('used', () => useGrant(db, p).where(after('rotated')))
+    .with('access', () => insertAccessTokenRow(db, p, after('rotated')))
+    .with('refresh', () => insertRefreshTokenRow(db, p, after('rotated')))
+    .with('audit', () => insertAuditRowQuery(db, auditRowOf(p), after('rotated')))
+    .selectNoFrom((eb) => [eb.selectFrom('usable').select(eb.fn.countAll<number>().as('n')).as('usable'), eb.selectFrom('rotated').select(eb.fn.countAll<number>().as('n')).as('rotated')]),
 );
 
 /**
@@ -165,17 +229,18 @@ export async function rotateRefreshToken(
   now: number,
   refreshed: AuditEventRow,
 ): Promise<Rotation> {
+  const use: GrantUse = { grantId: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt: grantExpiry(successor) };
+  const mark: RotationMark = { hash: refresh.hash, now, successorHash: successor.refreshHash, successorBox: successor.box };
+  const rows = tokenRows(refresh.grantId, successor, now);
+  if (onPostgres(db)) {
+    const counts = (await rotateStatement.first(db, { ...use, ...mark, ...rows, ...auditArgs(refreshed) })) as StepCounts<'usable' | 'rotated'>;
+    return counts.usable === 0 ? 'grant_unusable' : counts.rotated === 0 ? 'already_rotated' : 'rotated';
+  }
   try {
     await db.transaction().execute(async (trx) => {
-      // The grant row first: revocation writes that same row, so the two serialize on it. A
-      // rotation ordered after a revocation sees it here and issues nothing (rather than
-      // answering with tokens that are dead on arrival); one ordered before has its new
-      // tokens revoked with the rest.
-      const usable = await useGrant.affected(db, { id: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt: grantExpiry(successor) }, trx);
-      if (usable !== 1n) throw new LostRace('grant_unusable');
-      const rotated = await markRefreshTokenRotated(db, trx, { hash: refresh.hash, now, successorHash: successor.refreshHash, successorBox: successor.box });
-      if (rotated !== 1n) throw new LostRace('already_rotated');
-      await insertTokens(db, trx, refresh.grantId, successor, now);
+      if ((await useUsableGrant.affected(db, use, trx)) !== 1n) throw new LostRace('grant_unusable');
+      if ((await markRotatedRow.affected(db, mark, trx)) !== 1n) throw new LostRace('already_rotated');
+      await insertTokens(db, trx, rows);
       await insertAuditEvent(db, refreshed, trx);
     });
     return 'rotated';

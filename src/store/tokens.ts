@@ -6,6 +6,7 @@
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { clientConfidential } from './clients.ts';
+import { bigint, gated, type Gate } from './chained-writes.ts';
 import { prepare } from './prepared.ts';
 import type { ClientKind, Database } from './schema.ts';
 
@@ -28,19 +29,51 @@ function liveToken(table: TokenTable, now: number) {
   return sql<boolean>`(${sql.ref(`${table}.expires_at`)} > ${now} and grants.revoked_at is null and (grants.user_id is null or users.disabled = 0))`;
 }
 
-const insertAccessToken = prepare((db, p: { hash: string; grantId: string; scopes: string; now: number; expiresAt: number }) =>
-  db.insertInto('access_tokens').values({ hash: p.hash, grant_id: p.grantId, scopes: p.scopes, created_at: p.now, expires_at: p.expiresAt }),
-);
+/** A grant's new tokens as the statements that store them see them. */
+export interface TokenRows {
+  grantId: string;
+  now: number;
+  accessHash: string;
+  accessScopes: string;
+  accessExpiresAt: number;
+  refreshHash: string | null;
+  refreshExpiresAt: number;
+}
 
-const insertRefreshToken = prepare((db, p: { hash: string; grantId: string; now: number; expiresAt: number }) =>
-  db.insertInto('refresh_tokens').values({ hash: p.hash, grant_id: p.grantId, created_at: p.now, expires_at: p.expiresAt }),
-);
+export function tokenRows(grantId: string, tokens: IssuedTokens, now: number): TokenRows {
+  const { accessHash, accessExpiresAt, refreshHash, refreshExpiresAt, scopes } = tokens;
+  return { grantId, now, accessHash, accessScopes: scopes, accessExpiresAt, refreshHash, refreshExpiresAt };
+}
 
-/** Stores the grant's new tokens, inside the transaction that creates or extends the grant. */
-export async function insertTokens(db: Kysely<Database>, trx: Transaction<Database>, grantId: string, tokens: IssuedTokens, now: number): Promise<void> {
-  const { accessHash, refreshHash, scopes } = tokens;
-  await insertAccessToken.execute(db, { hash: accessHash, grantId, scopes, now, expiresAt: tokens.accessExpiresAt }, trx);
-  if (refreshHash !== null) await insertRefreshToken.execute(db, { hash: refreshHash, grantId, now, expiresAt: tokens.refreshExpiresAt }, trx);
+// INSERT … SELECT rather than VALUES, so that `gate` can make the insert conditional: on
+// PostgreSQL, a token is inserted only when the statement's earlier steps did their part
+// (grants.ts `issueGrant`, `rotateRefreshToken`). Without a gate, the plain insert.
+export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: Gate) =>
+  db
+    .insertInto('access_tokens')
+    .columns(['hash', 'grant_id', 'scopes', 'created_at', 'expires_at'])
+    .expression(
+      gated(
+        db.selectNoFrom((eb) => [eb.val(p.accessHash).as('hash'), eb.val(p.grantId).as('grant_id'), eb.val(p.accessScopes).as('scopes'), bigint(eb, p.now).as('created_at'), bigint(eb, p.accessExpiresAt).as('expires_at')]),
+        gate,
+      ),
+    );
+
+export const insertRefreshTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: Gate) =>
+  db
+    .insertInto('refresh_tokens')
+    .columns(['hash', 'grant_id', 'created_at', 'expires_at'])
+    .expression(
+      gated(db.selectNoFrom((eb) => [eb.val(p.refreshHash).as('hash'), eb.val(p.grantId).as('grant_id'), bigint(eb, p.now).as('created_at'), bigint(eb, p.refreshExpiresAt).as('expires_at')]), gate),
+    );
+
+const insertAccessToken = prepare((db, p: TokenRows) => insertAccessTokenRow(db, p));
+const insertRefreshToken = prepare((db, p: TokenRows) => insertRefreshTokenRow(db, p));
+
+/** Stores the grant's new tokens, inside the transaction that creates or extends the grant (SQLite: PostgreSQL stores them in that one statement). */
+export async function insertTokens(db: Kysely<Database>, trx: Transaction<Database>, rows: TokenRows): Promise<void> {
+  await insertAccessToken.execute(db, rows, trx);
+  if (rows.refreshHash !== null) await insertRefreshToken.execute(db, rows, trx);
 }
 
 /** What the resource side (`/api/profile`, `/ws`) needs of a live access token. */
@@ -195,25 +228,20 @@ export async function findLiveRefreshToken(db: Kysely<Database>, hash: string, n
   return liveRefreshToken.first(db, { hash, now });
 }
 
-const markRotated = prepare((db, p: { hash: string; now: number; successorHash: string | null; successorBox: string | null }) =>
+export interface RotationMark {
+  hash: string;
+  now: number;
+  successorHash: string | null;
+  successorBox: string | null;
+}
+
+/** Marks the refresh token rotated and records its successor, when no rotation has yet: the exactly-once write of a refresh. */
+export const markRotated = (db: Kysely<Database>, p: RotationMark) =>
   db
     .updateTable('refresh_tokens')
     .set({ rotated_at: p.now, successor_hash: p.successorHash, successor_box: p.successorBox })
     .where('hash', '=', p.hash)
-    .where('rotated_at', 'is', null),
-);
-
-/**
- * Marks the refresh token rotated and records its successor, inside the rotation's
- * transaction; 1n when this call rotated it, 0n when it had been rotated already.
- */
-export async function markRefreshTokenRotated(
-  db: Kysely<Database>,
-  trx: Transaction<Database>,
-  rotation: { hash: string; now: number; successorHash: string | null; successorBox: string | null },
-): Promise<bigint> {
-  return markRotated.affected(db, rotation, trx);
-}
+    .where('rotated_at', 'is', null);
 
 /** Whether the refresh token with this hash has been rotated itself (null if unknown). */
 export async function refreshRotatedAt(db: Kysely<Database>, hash: string): Promise<number | null | undefined> {

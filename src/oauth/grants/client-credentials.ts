@@ -35,9 +35,10 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   const scopes = grantableScopes(params.scope, allowedScopes(client, audience), audience.scopes.map((s) => s.name));
   const pair = mintTokenResponse(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
   const grant = { id: randomUUID(), clientId: client.id, userId: null, resourceId: audience.id, scopes: joinScopes(scopes), clientScopes: client.scopes };
-  if (!(await insertGrant(ctx.db, grant, pair.stored, ctx.now()))) {
+  const issued = ctx.audit.pending({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes, ...resourceDetail(audience) } });
+  if (!(await insertGrant(ctx.db, grant, pair.stored, ctx.now(), issued.row))) {
     throw new InvalidClient('the client was deleted or changed while the request ran', false);
   }
-  await ctx.audit({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes, ...resourceDetail(audience) } });
+  issued.committed();
   return pair.response;
 }
