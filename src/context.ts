@@ -22,8 +22,11 @@ export interface AppContext {
   readonly db: Kysely<Database>;
   /** Epoch milliseconds; tests inject their own clock. */
   readonly now: () => number;
-  /** Told about every grant that stops being valid, so live connections can be closed. */
-  readonly onGrantsRevoked: (grantIds: readonly string[], reason: RevocationReason) => void;
+  /**
+   * Told about every grant that stops being valid, so live connections can be closed; `sentByDatabase`:
+   * the revocation's statement has already sent the fan-out message (`services.bus.inDatabase`).
+   */
+  readonly onGrantsRevoked: (grantIds: readonly string[], reason: RevocationReason, sentByDatabase?: boolean) => void;
   /**
    * Records a security event in the audit trail, after the change it describes (never
    * throws), or with `audit.pending` inside the change's own transaction. The event names
@@ -63,10 +66,10 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     metrics,
     audit: auditTrail(store.db, config, now, log, metrics.event),
     clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
-    onGrantsRevoked(grantIds, reason) {
+    onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
       log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
       metrics.grantsRevoked(grantIds.length, reason);
-      const sent = services.bus.publish(grantIds).catch((error: Error) => log.error({ err: error }, 'revocation fan-out failed'));
+      const sent = services.bus.publish(grantIds, sentByDatabase).catch((error: Error) => log.error({ err: error }, 'revocation fan-out failed'));
       publishing.add(sent);
       void sent.finally(() => publishing.delete(sent));
     },

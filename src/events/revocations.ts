@@ -22,8 +22,19 @@ const IDS_PER_MESSAGE = 150;
 export type RevocationListener = (grantIds: readonly string[]) => void;
 
 export interface RevocationBus {
-  /** Tells every instance, this one included (at once, before the message travels). */
-  publish(grantIds: readonly string[]): Promise<void>;
+  /**
+   * Where a revocation's own statement can send the message itself, when the fan-out goes
+   * through PostgreSQL LISTEN/NOTIFY (no Redis): the channel, and how many ids fit in one
+   * message. The message then leaves exactly when the revocation commits, at no extra round
+   * trip; `publish` is told so with `sentByDatabase`. Null with Redis (Redis is not the database) and
+   * with SQLite (one instance).
+   */
+  readonly inDatabase: { channel: string; idsPerMessage: number } | null;
+  /**
+   * Tells every instance, this one included (at once, before the message travels); `sentByDatabase`:
+   * the revocation's statement has sent the message already, so only this instance is told.
+   */
+  publish(grantIds: readonly string[], sentByDatabase?: boolean): Promise<void>;
   subscribe(listener: RevocationListener): void;
   close(): Promise<void>;
 }
@@ -50,14 +61,19 @@ export async function openRevocationBus(config: Config, store: Store, redis: { p
   };
 
   let transport: Transport | null = null;
+  let inDatabase: RevocationBus['inDatabase'] = null;
   if (redis) transport = await redisTransport(redis, `${redisNamespace(config)}:revocations`, receive);
-  else if (config.database.kind === 'postgres') transport = await listenPostgres(config.database.url, store.db, CHANNEL, receive, log);
+  else if (config.database.kind === 'postgres') {
+    transport = await listenPostgres(config.database.url, store.db, CHANNEL, receive, log);
+    inDatabase = { channel: CHANNEL, idsPerMessage: IDS_PER_MESSAGE };
+  }
 
   return {
-    async publish(grantIds) {
+    inDatabase,
+    async publish(grantIds, sentByDatabase = false) {
       if (grantIds.length === 0) return;
       deliver(grantIds);
-      for (let i = 0; transport && i < grantIds.length; i += IDS_PER_MESSAGE) {
+      for (let i = 0; transport && !sentByDatabase && i < grantIds.length; i += IDS_PER_MESSAGE) {
         await transport.send(JSON.stringify(grantIds.slice(i, i + IDS_PER_MESSAGE)));
       }
     },

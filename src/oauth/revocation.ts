@@ -2,7 +2,8 @@
  * Revocation. Revoking any token revokes its whole grant: the access token, every
  * generation of the refresh chain. @see RFC 7009 §2.1
  */
-import { revokeGrants } from '../store/grants.ts';
+import type { AuditEvent } from '../store/audit-events.ts';
+import { revokeGrants, type GrantsToRevoke } from '../store/grants.ts';
 import { findTokenOwner, type TokenOwner } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
@@ -11,10 +12,20 @@ import type { AppContext, RevocationReason } from '../context.ts';
 import { OAuthError } from './errors.ts';
 import { readParams, type RawParams } from './params.ts';
 
-/** Revokes the grants matched by `where` and tells the listeners. */
-export async function revoke(ctx: AppContext, where: Parameters<typeof revokeGrants>[1], reason: RevocationReason): Promise<string[]> {
-  const revoked = await revokeGrants(ctx.db, where, ctx.now());
-  if (revoked.length > 0) ctx.onGrantsRevoked(revoked, reason);
+/**
+ * Revokes the grants matched by `where` and tells the listeners. `recorded`: the audit event
+ * of this revocation, written with it (same transaction or statement) when it revoked
+ * anything. With the fan-out on PostgreSQL LISTEN/NOTIFY, the revocation's statement sends
+ * the message itself.
+ */
+export async function revoke(ctx: AppContext, where: GrantsToRevoke, reason: RevocationReason, recorded?: AuditEvent): Promise<string[]> {
+  const notify = ctx.services.bus.inDatabase ?? undefined;
+  const event = recorded === undefined ? undefined : ctx.audit.pending(recorded);
+  const revoked = await revokeGrants(ctx.db, where, ctx.now(), { recorded: event?.row, notify });
+  if (revoked.length > 0) {
+    event?.committed();
+    ctx.onGrantsRevoked(revoked, reason, notify !== undefined);
+  }
   return revoked;
 }
 
@@ -31,10 +42,7 @@ export async function revokeToken(raw: RawParams, client: Client | null, ctx: Ap
   if (client !== null && owner.client_id !== client.id) {
     throw new OAuthError('unauthorized_client', 'the token was not issued to this client', 'revocation refused: token of another client');
   }
-  const revoked = await revoke(ctx, { grantId: owner.grant_id }, 'revoked');
-  if (revoked.length > 0) {
-    await ctx.audit({ type: 'token_revoked', userId: owner.user_id, clientId: owner.client_id, address, detail: { grant_id: owner.grant_id } });
-  }
+  await revoke(ctx, { grantId: owner.grant_id }, 'revoked', { type: 'token_revoked', userId: owner.user_id, clientId: owner.client_id, address, detail: { grant_id: owner.grant_id } });
 }
 
 /** The live grant a token belongs to, looked up by its kind (the hint only picks which kind first). */

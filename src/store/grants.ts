@@ -14,7 +14,7 @@
  * changed since the caller read them makes the step find nothing — never a foreign-key
  * violation — and issues nothing.
  */
-import type { ExpressionBuilder, Kysely } from 'kysely';
+import { sql, type ExpressionBuilder, type Kysely } from 'kysely';
 import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
 import { after, bigint, onPostgres } from './chained-writes.ts';
 import { lockedForShare, prepare } from './prepared.ts';
@@ -250,20 +250,58 @@ export async function rotateRefreshToken(
   }
 }
 
-/**
- * Revokes grants: every access and refresh token of them dies at once (validity joins the
- * grant). The rows stay until purge so that later reuse is still recognised. Returns the ids
- * of the grants this call revoked.
- */
-export async function revokeGrants(
-  db: Kysely<Database>,
-  where: { grantId: string } | { userId: string } | { clientId: string } | { userId: string; clientId: string },
-  now: number,
-): Promise<string[]> {
+export type GrantsToRevoke = { grantId: string } | { userId: string } | { clientId: string } | { userId: string; clientId: string };
+
+function revokeQuery(db: Kysely<Database>, where: GrantsToRevoke, now: number) {
   let query = db.updateTable('grants').set({ revoked_at: now }).where('revoked_at', 'is', null);
   if ('grantId' in where) query = query.where('id', '=', where.grantId);
   if ('userId' in where) query = query.where('user_id', '=', where.userId);
   if ('clientId' in where) query = query.where('client_id', '=', where.clientId);
-  const rows = await query.returning('id').execute();
+  return query.returning('id');
+}
+
+export interface RevocationRecord {
+  /** The audit event of this revocation: written with it, and only if it revoked anything. */
+  recorded?: AuditEventRow;
+  /**
+   * PostgreSQL: the LISTEN/NOTIFY channel of the revocation fan-out (events/revocations.ts),
+   * when it goes that way: the revoked ids are sent from the revocation's own statement, in
+   * messages of `idsPerMessage`, and delivered when it commits.
+   */
+  notify?: { channel: string; idsPerMessage: number };
+}
+
+/**
+ * Revokes grants: every access and refresh token of them dies at once (validity joins the
+ * grant). The rows stay until purge so that later reuse is still recognised. Returns the ids
+ * of the grants this call revoked. On PostgreSQL, one statement (chained-writes.ts) with the
+ * audit row and the notification; on SQLite, a transaction with the audit row.
+ */
+export async function revokeGrants(db: Kysely<Database>, where: GrantsToRevoke, now: number, record: RevocationRecord = {}): Promise<string[]> {
+  const { recorded, notify } = record;
+  if (!onPostgres(db)) {
+    if (recorded === undefined) return (await revokeQuery(db, where, now).execute()).map((r) => r.id);
+    return db.transaction().execute(async (trx) => {
+      const ids = (await revokeQuery(trx, where, now).execute()).map((r) => r.id);
+      if (ids.length > 0) await insertAuditEvent(db, recorded, trx);
+      return ids;
+    });
+  }
+  // Not prepared: the shape depends on `where` and on what goes with it, and revocations are
+  // not the hot path that compiling once is for.
+  type Statement = ReturnType<typeof withRevoked>;
+  const withRevoked = () => db.with('revoked', () => revokeQuery(db, where, now));
+  let statement: Statement = withRevoked();
+  if (recorded !== undefined) statement = statement.with('audit', () => insertAuditRowQuery(db, recorded, after('revoked'))) as unknown as Statement;
+  if (notify !== undefined) {
+    const numbered = sql`select id, (row_number() over () - 1) / ${sql.lit(notify.idsPerMessage)} as message from revoked`;
+    statement = statement.with('notified', () => sql`(select pg_notify(${notify.channel}, json_agg(id)::text) from (${numbered}) as numbered group by message)`) as unknown as Statement;
+  }
+  // A CTE that only reads runs only when read: reading `notified` is what sends its messages.
+  const rows = await statement
+    .selectFrom('revoked')
+    .select('revoked.id')
+    .$if(notify !== undefined, (query) => query.select(sql<number>`(select count(*) from notified)`.as('messages')))
+    .execute();
   return rows.map((r) => r.id);
 }
