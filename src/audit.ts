@@ -7,11 +7,13 @@
  *
  * Most events are recorded after the change they describe has committed. A failed write is
  * logged, never thrown: the change has happened, and the client must get the answer that
- * matches it. The events of code exchange and refresh rotation are written instead inside
- * the transaction of their change (`Audit.pending`): the event commits exactly when the
- * change does — no issued token without its event, no event for a rotation that lost its
- * race — and the operation commits once rather than twice. A failure to write such an
- * event rolls the change back with it, so the answer still matches what is stored.
+ * matches it. The events of the token operations — code issuance, code and device-code
+ * exchange, client_credentials, refresh rotation, a client's revocation — are written
+ * instead inside the transaction (SQLite) or statement (PostgreSQL) of their change
+ * (`Audit.pending`): the event commits exactly when the change does — no issued token without
+ * its event, no event for a rotation that lost its race — and the operation commits once
+ * rather than twice. A failure to write such an event rolls the change back with it, so the
+ * answer still matches what is stored.
  */
 import type { Kysely } from 'kysely';
 import type { Config } from './config.ts';

@@ -1,8 +1,9 @@
 /**
  * Revocation fan-out: when grants stop being valid on one instance, every instance learns
  * it at once, so live WebSockets using them close (SPEC §4.4). Carried by an existing
- * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY. With SQLite
- * there is one instance, and delivery stays in the process.
+ * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY, whose message
+ * a revocation sends from its own statement (`inDatabase`). With SQLite there is one
+ * instance, and delivery stays in the process.
  *
  * The database remains the source of truth: bearer checks read it on every request, and the
  * WebSocket route re-checks the tokens of its open sockets every second (src/http/ws.ts), so
