@@ -17,7 +17,7 @@
  * - foreign keys are checked at the end of the statement, so a row may reference one a
  *   later step inserts.
  */
-import { PostgresAdapter, sql, type Expression, type ExpressionBuilder, type Kysely, type SelectQueryBuilder, type SqlBool } from 'kysely';
+import { PostgresAdapter, sql, type Expression, type ExpressionBuilder, type Kysely, type SelectQueryBuilder, type SqlBool, type Transaction } from 'kysely';
 import type { Database } from './schema.ts';
 
 /** A condition a step waits on; none (SQLite, or the first step) means the step runs as written. */
@@ -40,4 +40,45 @@ export function bigint<DB, TB extends keyof DB>(eb: ExpressionBuilder<DB, TB>, v
 
 export function onPostgres(db: Kysely<Database>): boolean {
   return db.getExecutor().adapter instanceof PostgresAdapter;
+}
+
+/** Thrown inside a SQLite transaction to roll it back when a step lost its race. */
+class LostRace extends Error {
+  readonly outcome: string;
+  constructor(outcome: string) {
+    super(outcome);
+    this.outcome = outcome;
+  }
+}
+
+/** A SQLite step: a write whose outcome does not matter, or a deciding one that must change exactly one row, else `lost` is the outcome. */
+type SqliteStep<L> = ((trx: Transaction<Database>) => Promise<void>) | { write: (trx: Transaction<Database>) => Promise<bigint>; lost: L };
+
+export interface ChainedWrites<L> {
+  /** PostgreSQL: runs the one statement, which selects the row counts of its deciding steps by their names. */
+  statement: () => Promise<Record<string, number | null> | undefined>;
+  /** Its deciding steps in order, each with the outcome when it found nothing: the first such names the outcome. */
+  decidedBy: readonly (readonly [step: string, lost: L])[];
+  /** SQLite: the writes, in order, in one transaction. */
+  steps: readonly SqliteStep<L>[];
+}
+
+/** Runs writes that go together on either backend: `won` when every deciding step found its row, or the first that did not's outcome — and then nothing is stored. */
+export async function writeTogether<W extends string, L extends string>(db: Kysely<Database>, won: W, writes: ChainedWrites<L>): Promise<W | L> {
+  if (onPostgres(db)) {
+    const counts = await writes.statement();
+    return writes.decidedBy.find(([step]) => !counts?.[step])?.[1] ?? won;
+  }
+  try {
+    await db.transaction().execute(async (trx) => {
+      for (const step of writes.steps) {
+        if (typeof step === 'function') await step(trx);
+        else if ((await step.write(trx)) !== 1n) throw new LostRace(step.lost);
+      }
+    });
+    return won;
+  } catch (error) {
+    if (error instanceof LostRace) return error.outcome as L;
+    throw error;
+  }
 }

@@ -5,8 +5,8 @@
  */
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
 import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
-import { after, onPostgres } from './chained-writes.ts';
-import { grantRow, insertUserGrant, LostRace, USER_GRANT_COLUMNS, userParties, type NewGrant, type StepCounts, type UserGrantRow } from './grants.ts';
+import { after, onPostgres, writeTogether } from './chained-writes.ts';
+import { grantRow, insertUserGrant, USER_GRANT_COLUMNS, userParties, type NewGrant, type UserGrantRow } from './grants.ts';
 import { prepare } from './prepared.ts';
 import type { AuthCode, Database } from './schema.ts';
 import { insertAccessTokenRow, insertRefreshTokenRow, insertTokens, tokenRows, type IssuedTokens, type TokenRows } from './tokens.ts';
@@ -126,22 +126,19 @@ export function codeExchange(consume: Consume): Exchanger {
     const row = { ...grantRow(grant, tokens, now), userId };
     const consumption = { hash, grantId: grant.id, now };
     const rows = tokenRows(grant.id, tokens, now);
-    if (onPostgres(db)) {
-      const counts = (await statement.first(db, { ...row, ...consumption, ...rows, ...auditArgs(issued) })) as StepCounts<'parties' | 'consumed'>;
-      return counts.parties === 0 ? 'parties_changed' : counts.consumed === 0 ? 'code_consumed' : 'exchanged';
-    }
-    try {
-      await db.transaction().execute(async (trx) => {
-        if ((await insertUserGrant.affected(db, row, trx)) !== 1n) throw new LostRace('parties_changed');
-        if ((await consumeAlone.affected(db, consumption, trx)) !== 1n) throw new LostRace('code_consumed');
-        await insertTokens(db, trx, rows);
-        await insertAuditEvent(db, issued, trx);
-      });
-      return 'exchanged';
-    } catch (error) {
-      if (error instanceof LostRace && (error.outcome === 'code_consumed' || error.outcome === 'parties_changed')) return error.outcome;
-      throw error;
-    }
+    return writeTogether(db, 'exchanged', {
+      statement: () => statement.first(db, { ...row, ...consumption, ...rows, ...auditArgs(issued) }),
+      decidedBy: [
+        ['parties', 'parties_changed'],
+        ['consumed', 'code_consumed'],
+      ],
+      steps: [
+        { write: (trx) => insertUserGrant.affected(db, row, trx), lost: 'parties_changed' },
+        { write: (trx) => consumeAlone.affected(db, consumption, trx), lost: 'code_consumed' },
+        (trx) => insertTokens(db, trx, rows),
+        (trx) => insertAuditEvent(db, issued, trx),
+      ],
+    });
   };
 }
 

@@ -16,7 +16,7 @@
  */
 import { sql, type ExpressionBuilder, type Kysely } from 'kysely';
 import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
-import { after, bigint, onPostgres } from './chained-writes.ts';
+import { after, bigint, onPostgres, writeTogether } from './chained-writes.ts';
 import { lockedForShare, prepare } from './prepared.ts';
 import type { Database } from './schema.ts';
 import { insertAccessTokenRow, insertRefreshTokenRow, insertTokens, markRotated, tokenRows, type IssuedTokens, type RotationMark, type TokenRows } from './tokens.ts';
@@ -38,18 +38,6 @@ export interface NewGrant {
  * caller read, its user enabled.
  */
 export type Rotation = 'rotated' | 'already_rotated' | 'grant_unusable';
-
-/** Thrown inside a transaction (SQLite) to roll it back when its conditional write lost the race. */
-export class LostRace extends Error {
-  readonly outcome: Exclude<Rotation, 'rotated'> | 'code_consumed' | 'parties_changed';
-  constructor(outcome: LostRace['outcome']) {
-    super(outcome);
-    this.outcome = outcome;
-  }
-}
-
-/** What a statement of chained writes (chained-writes.ts) says it did: the rows each named step changed. */
-export type StepCounts<K extends string> = Record<K, number>;
 
 function grantExpiry(tokens: IssuedTokens): number {
   return Math.max(tokens.accessExpiresAt, tokens.refreshHash === null ? 0 : tokens.refreshExpiresAt);
@@ -130,21 +118,12 @@ const insertClientGrantRow = prepare(insertClientGrant);
 export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<boolean> {
   const row = grantRow(grant, tokens, now);
   const rows = tokenRows(grant.id, tokens, now);
-  if (onPostgres(db)) {
-    const counts = (await issueClientGrantStatement.first(db, { ...row, ...rows, ...auditArgs(issued) })) as StepCounts<'granted'>;
-    return counts.granted === 1;
-  }
-  try {
-    await db.transaction().execute(async (trx) => {
-      if ((await insertClientGrantRow.affected(db, row, trx)) !== 1n) throw new LostRace('parties_changed');
-      await insertTokens(db, trx, rows);
-      await insertAuditEvent(db, issued, trx);
-    });
-    return true;
-  } catch (error) {
-    if (error instanceof LostRace) return false;
-    throw error;
-  }
+  const outcome = await writeTogether(db, 'issued', {
+    statement: () => issueClientGrantStatement.first(db, { ...row, ...rows, ...auditArgs(issued) }),
+    decidedBy: [['granted', 'parties_changed']],
+    steps: [{ write: (trx) => insertClientGrantRow.affected(db, row, trx), lost: 'parties_changed' }, (trx) => insertTokens(db, trx, rows), (trx) => insertAuditEvent(db, issued, trx)],
+  });
+  return outcome === 'issued';
 }
 
 interface GrantUse {
@@ -232,22 +211,19 @@ export async function rotateRefreshToken(
   const use: GrantUse = { grantId: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt: grantExpiry(successor) };
   const mark: RotationMark = { hash: refresh.hash, now, successorHash: successor.refreshHash, successorBox: successor.box };
   const rows = tokenRows(refresh.grantId, successor, now);
-  if (onPostgres(db)) {
-    const counts = (await rotateStatement.first(db, { ...use, ...mark, ...rows, ...auditArgs(refreshed) })) as StepCounts<'usable' | 'rotated'>;
-    return counts.usable === 0 ? 'grant_unusable' : counts.rotated === 0 ? 'already_rotated' : 'rotated';
-  }
-  try {
-    await db.transaction().execute(async (trx) => {
-      if ((await useUsableGrant.affected(db, use, trx)) !== 1n) throw new LostRace('grant_unusable');
-      if ((await markRotatedRow.affected(db, mark, trx)) !== 1n) throw new LostRace('already_rotated');
-      await insertTokens(db, trx, rows);
-      await insertAuditEvent(db, refreshed, trx);
-    });
-    return 'rotated';
-  } catch (error) {
-    if (error instanceof LostRace && (error.outcome === 'already_rotated' || error.outcome === 'grant_unusable')) return error.outcome;
-    throw error;
-  }
+  return writeTogether(db, 'rotated', {
+    statement: () => rotateStatement.first(db, { ...use, ...mark, ...rows, ...auditArgs(refreshed) }),
+    decidedBy: [
+      ['usable', 'grant_unusable'],
+      ['rotated', 'already_rotated'],
+    ],
+    steps: [
+      { write: (trx) => useUsableGrant.affected(db, use, trx), lost: 'grant_unusable' },
+      { write: (trx) => markRotatedRow.affected(db, mark, trx), lost: 'already_rotated' },
+      (trx) => insertTokens(db, trx, rows),
+      (trx) => insertAuditEvent(db, refreshed, trx),
+    ],
+  });
 }
 
 export type GrantsToRevoke = { grantId: string } | { userId: string } | { clientId: string } | { userId: string; clientId: string };
