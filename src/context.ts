@@ -24,7 +24,7 @@ export interface AppContext {
   readonly now: () => number;
   /**
    * Told about every grant that stops being valid, so live connections can be closed; `sentByDatabase`:
-   * the revocation's statement has already sent the fan-out message (`services.bus.inDatabase`).
+   * the revocation's statement has already sent the fan-out message (`services.bus.databaseChannel`).
    */
   readonly onGrantsRevoked: (grantIds: readonly string[], reason: RevocationReason, sentByDatabase?: boolean) => void;
   /**

@@ -2,7 +2,7 @@
  * Revocation fan-out: when grants stop being valid on one instance, every instance learns
  * it at once, so live WebSockets using them close (SPEC §4.4). Carried by an existing
  * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY, whose message
- * a revocation sends from its own statement (`inDatabase`). With SQLite there is one
+ * a revocation sends from its own statement (`databaseChannel`). With SQLite there is one
  * instance, and delivery stays in the process.
  *
  * The database remains the source of truth: bearer checks read it on every request, and the
@@ -13,24 +13,21 @@
 import type { Redis } from 'ioredis';
 import { redisNamespace, type Config } from '../config.ts';
 import type { Store } from '../store/database.ts';
-import { listenPostgres } from '../store/notify.ts';
+import { IDS_PER_MESSAGE, listenPostgres } from '../store/notify.ts';
 
 /** The PostgreSQL channel (a database is one deployment's); on Redis the channel is namespaced by issuer. */
 const CHANNEL = 'gatehouse_revocations';
-/** PostgreSQL NOTIFY payloads stop at 8000 bytes: send grant ids (36 characters each) in chunks. */
-const IDS_PER_MESSAGE = 150;
 
 export type RevocationListener = (grantIds: readonly string[]) => void;
 
 export interface RevocationBus {
   /**
-   * Where a revocation's own statement can send the message itself, when the fan-out goes
-   * through PostgreSQL LISTEN/NOTIFY (no Redis): the channel, and how many ids fit in one
-   * message. The message then leaves exactly when the revocation commits, at no extra round
-   * trip; `publish` is told so with `sentByDatabase`. Null with Redis (Redis is not the database) and
-   * with SQLite (one instance).
+   * The channel on which a revocation's own statement can send the message itself, when the
+   * fan-out goes through PostgreSQL LISTEN/NOTIFY (no Redis). The message then leaves exactly
+   * when the revocation commits, at no extra round trip; `publish` is told so with
+   * `sentByDatabase`. Null with Redis (Redis is not the database) and with SQLite (one instance).
    */
-  readonly inDatabase: { channel: string; idsPerMessage: number } | null;
+  readonly databaseChannel: string | null;
   /**
    * Tells every instance, this one included (at once, before the message travels); `sentByDatabase`:
    * the revocation's statement has sent the message already, so only this instance is told.
@@ -62,15 +59,15 @@ export async function openRevocationBus(config: Config, store: Store, redis: { p
   };
 
   let transport: Transport | null = null;
-  let inDatabase: RevocationBus['inDatabase'] = null;
+  let databaseChannel: string | null = null;
   if (redis) transport = await redisTransport(redis, `${redisNamespace(config)}:revocations`, receive);
   else if (config.database.kind === 'postgres') {
     transport = await listenPostgres(config.database.url, store.db, CHANNEL, receive, log);
-    inDatabase = { channel: CHANNEL, idsPerMessage: IDS_PER_MESSAGE };
+    databaseChannel = CHANNEL;
   }
 
   return {
-    inDatabase,
+    databaseChannel,
     async publish(grantIds, sentByDatabase = false) {
       if (grantIds.length === 0) return;
       deliver(grantIds);

@@ -19,12 +19,12 @@ import { readParams, type RawParams } from './params.ts';
  * the message itself.
  */
 export async function revoke(ctx: AppContext, where: GrantsToRevoke, reason: RevocationReason, recorded?: AuditEvent): Promise<string[]> {
-  const notify = ctx.services.bus.inDatabase ?? undefined;
+  const notifyChannel = ctx.services.bus.databaseChannel ?? undefined;
   const event = recorded === undefined ? undefined : ctx.audit.pending(recorded);
-  const revoked = await revokeGrants(ctx.db, where, ctx.now(), { recorded: event?.row, notify });
+  const revoked = await revokeGrants(ctx.db, where, ctx.now(), { recorded: event?.row, notifyChannel });
   if (revoked.length > 0) {
     event?.committed();
-    ctx.onGrantsRevoked(revoked, reason, notify !== undefined);
+    ctx.onGrantsRevoked(revoked, reason, notifyChannel !== undefined);
   }
   return revoked;
 }

@@ -17,7 +17,8 @@
 import { sql, type ExpressionBuilder, type Kysely } from 'kysely';
 import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
 import { after, bigint, onPostgres, writeTogether } from './chained-writes.ts';
-import { lockedForShare, prepare } from './prepared.ts';
+import { notifyIds } from './notify.ts';
+import { lockedForShare, prepare, type PreparedQuery } from './prepared.ts';
 import type { Database } from './schema.ts';
 import { insertAccessTokenRow, insertRefreshTokenRow, insertTokens, markRotated, tokenRows, type IssuedTokens, type RotationMark, type TokenRows } from './tokens.ts';
 
@@ -228,6 +229,9 @@ export async function rotateRefreshToken(
 
 export type GrantsToRevoke = { grantId: string } | { userId: string } | { clientId: string } | { userId: string; clientId: string };
 
+/** The arguments of a revocation, whatever its shape: the prepared statements take them all. */
+type RevocationArgs = { grantId: string; userId: string; clientId: string; now: number; channel: string } & AuditArgs;
+
 function revokeQuery(db: Kysely<Database>, where: GrantsToRevoke, now: number) {
   let query = db.updateTable('grants').set({ revoked_at: now }).where('revoked_at', 'is', null);
   if ('grantId' in where) query = query.where('id', '=', where.grantId);
@@ -236,48 +240,72 @@ function revokeQuery(db: Kysely<Database>, where: GrantsToRevoke, now: number) {
   return query.returning('id');
 }
 
+/** What goes with a revocation: which grants, whether its audit row, whether its fan-out message (PostgreSQL). */
+interface RevocationShape {
+  by: readonly ('grantId' | 'userId' | 'clientId')[];
+  recorded: boolean;
+  notifying: boolean;
+}
+
+const whereOf = (shape: RevocationShape, p: RevocationArgs) => Object.fromEntries(shape.by.map((key) => [key, p[key]])) as unknown as GrantsToRevoke;
+
+/**
+ * PostgreSQL: the grants revoked, then the audit row and the LISTEN/NOTIFY messages, both
+ * gated on them (chained-writes.ts). The messages leave when the statement commits, and a
+ * grant revoked already (by a concurrent revocation, whose statement sent its own) is neither
+ * recorded nor told again.
+ */
+function revocationStatement(db: Kysely<Database>, shape: RevocationShape, p: RevocationArgs) {
+  const where = whereOf(shape, p);
+  type Statement = ReturnType<typeof withRevoked>;
+  const withRevoked = () => db.with('revoked', () => revokeQuery(db, where, p.now));
+  let statement: Statement = withRevoked();
+  if (shape.recorded) statement = statement.with('audit', () => insertAuditRowQuery(db, auditRowOf(p), after('revoked'))) as unknown as Statement;
+  if (shape.notifying) statement = statement.with('notified', () => notifyIds(p.channel, 'revoked')) as unknown as Statement;
+  // A CTE that only reads runs only when read: reading `notified` is what sends its messages.
+  return statement
+    .selectFrom('revoked')
+    .select('revoked.id')
+    .$if(shape.notifying, (query) => query.select(sql<number>`(select count(*) from notified)`.as('messages')));
+}
+
+/** Each shape of revocation compiled once, on first use (a handful: four kinds of `where`, with or without each companion). */
+const revocations = new Map<string, PreparedQuery<RevocationArgs, { id: string }>>();
+
+function preparedRevocation(shape: RevocationShape): PreparedQuery<RevocationArgs, { id: string }> {
+  const key = JSON.stringify(shape);
+  let statement = revocations.get(key);
+  if (!statement) {
+    statement = prepare((db, p: RevocationArgs) => (onPostgres(db) ? revocationStatement(db, shape, p) : revokeQuery(db, whereOf(shape, p), p.now)));
+    revocations.set(key, statement);
+  }
+  return statement;
+}
+
 export interface RevocationRecord {
   /** The audit event of this revocation: written with it, and only if it revoked anything. */
   recorded?: AuditEventRow;
-  /**
-   * PostgreSQL: the LISTEN/NOTIFY channel of the revocation fan-out (events/revocations.ts),
-   * when it goes that way: the revoked ids are sent from the revocation's own statement, in
-   * messages of `idsPerMessage`, and delivered when it commits.
-   */
-  notify?: { channel: string; idsPerMessage: number };
+  /** PostgreSQL: the LISTEN/NOTIFY channel of the revocation fan-out (events/revocations.ts), when it goes that way. */
+  notifyChannel?: string;
 }
 
 /**
  * Revokes grants: every access and refresh token of them dies at once (validity joins the
  * grant). The rows stay until purge so that later reuse is still recognised. Returns the ids
- * of the grants this call revoked. On PostgreSQL, one statement (chained-writes.ts) with the
- * audit row and the notification; on SQLite, a transaction with the audit row.
+ * of the grants this call revoked. On PostgreSQL, one statement with the audit row and the
+ * fan-out's messages; on SQLite, a transaction with the audit row.
  */
 export async function revokeGrants(db: Kysely<Database>, where: GrantsToRevoke, now: number, record: RevocationRecord = {}): Promise<string[]> {
-  const { recorded, notify } = record;
-  if (!onPostgres(db)) {
-    if (recorded === undefined) return (await revokeQuery(db, where, now).execute()).map((r) => r.id);
-    return db.transaction().execute(async (trx) => {
-      const ids = (await revokeQuery(trx, where, now).execute()).map((r) => r.id);
-      if (ids.length > 0) await insertAuditEvent(db, recorded, trx);
-      return ids;
-    });
-  }
-  // Not prepared: the shape depends on `where` and on what goes with it, and revocations are
-  // not the hot path that compiling once is for.
-  type Statement = ReturnType<typeof withRevoked>;
-  const withRevoked = () => db.with('revoked', () => revokeQuery(db, where, now));
-  let statement: Statement = withRevoked();
-  if (recorded !== undefined) statement = statement.with('audit', () => insertAuditRowQuery(db, recorded, after('revoked'))) as unknown as Statement;
-  if (notify !== undefined) {
-    const numbered = sql`select id, (row_number() over () - 1) / ${sql.lit(notify.idsPerMessage)} as message from revoked`;
-    statement = statement.with('notified', () => sql`(select pg_notify(${notify.channel}, json_agg(id)::text) from (${numbered}) as numbered group by message)`) as unknown as Statement;
-  }
-  // A CTE that only reads runs only when read: reading `notified` is what sends its messages.
-  const rows = await statement
-    .selectFrom('revoked')
-    .select('revoked.id')
-    .$if(notify !== undefined, (query) => query.select(sql<number>`(select count(*) from notified)`.as('messages')))
-    .execute();
-  return rows.map((r) => r.id);
+  const { recorded, notifyChannel } = record;
+  const postgres = onPostgres(db);
+  const shape: RevocationShape = { by: Object.keys(where) as RevocationShape['by'], recorded: postgres && recorded !== undefined, notifying: postgres && notifyChannel !== undefined };
+  // Only the arguments of the shape are read.
+  const args = { ...where, now, channel: notifyChannel, ...(recorded === undefined ? {} : auditArgs(recorded)) } as RevocationArgs;
+  const statement = preparedRevocation(shape);
+  if (postgres || recorded === undefined) return (await statement.execute(db, args)).rows.map((r) => r.id);
+  return db.transaction().execute(async (trx) => {
+    const ids = (await statement.execute(db, args, trx)).rows.map((r) => r.id);
+    if (ids.length > 0) await insertAuditEvent(db, recorded, trx);
+    return ids;
+  });
 }
