@@ -6,7 +6,8 @@
  * cannot roll a step back once it ran. So every step there is *gated* on the one before it:
  * an UPDATE by a WHERE, an INSERT … SELECT by the SELECT's WHERE, `exists (select 1 from
  * <earlier step>)`. A step that changes nothing leaves every later one with nothing to do,
- * and the order of the steps is what makes "all or nothing" hold.
+ * and the order of the steps is what makes "all or nothing" hold. `writeTogether` runs
+ * either form and tells which step, if any, found nothing.
  *
  * What the sub-statements of one such statement see (PostgreSQL, READ COMMITTED):
  * - one snapshot, taken when the statement starts: a step does not see the rows an earlier
@@ -52,7 +53,7 @@ class LostRace extends Error {
 }
 
 /** A SQLite step: a write whose outcome does not matter, or a deciding one that must change exactly one row, else `lost` is the outcome. */
-type SqliteStep<L> = ((trx: Transaction<Database>) => Promise<void>) | { write: (trx: Transaction<Database>) => Promise<bigint>; lost: L };
+type SqliteStep<L> = ((trx: Transaction<Database>) => Promise<unknown>) | { write: (trx: Transaction<Database>) => Promise<bigint>; lost: L };
 
 export interface ChainedWrites<L> {
   /** PostgreSQL: runs the one statement, which selects the row counts of its deciding steps by their names. */

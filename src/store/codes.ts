@@ -1,11 +1,11 @@
 /**
  * Authorization codes. A code is used at most once: `exchangeCode` consumes it with one
- * conditional UPDATE in the transaction or statement that creates its grant (see grants.ts). A code not
- * yet exchanged can be voided (deleted) when the access it would give is taken away.
+ * conditional UPDATE in the transaction or statement that creates its grant (see grants.ts).
+ * A code not yet exchanged can be voided (deleted) when the access it would give is taken away.
  */
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
 import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
-import { after, onPostgres, writeTogether } from './chained-writes.ts';
+import { after, writeTogether } from './chained-writes.ts';
 import { grantRow, insertUserGrant, USER_GRANT_COLUMNS, userParties, type NewGrant, type UserGrantRow } from './grants.ts';
 import { prepare } from './prepared.ts';
 import type { AuthCode, Database } from './schema.ts';
@@ -38,13 +38,10 @@ const insertCodeStatement = prepare((db, p: NewCode & AuditArgs) =>
 
 /** Stores the code with the audit event `issued`, both or neither. */
 export async function insertCode(db: Kysely<Database>, code: NewCode, issued: AuditEventRow): Promise<void> {
-  if (onPostgres(db)) {
-    await insertCodeStatement.execute(db, { ...code, ...auditArgs(issued) });
-    return;
-  }
-  await db.transaction().execute(async (trx) => {
-    await insertCodeAlone.execute(db, code, trx);
-    await insertAuditEvent(db, issued, trx);
+  await writeTogether(db, 'stored', {
+    statement: () => insertCodeStatement.first(db, { ...code, ...auditArgs(issued) }),
+    decidedBy: [],
+    steps: [(trx) => insertCodeAlone.execute(db, code, trx), (trx) => insertAuditEvent(db, issued, trx)],
   });
 }
 

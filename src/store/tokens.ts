@@ -47,7 +47,8 @@ export function tokenRows(grantId: string, tokens: IssuedTokens, now: number): T
 
 // INSERT … SELECT rather than VALUES, so that `gate` can make the insert conditional: on
 // PostgreSQL, a token is inserted only when the statement's earlier steps did their part
-// (grants.ts `issueGrant`, `rotateRefreshToken`). Without a gate, the plain insert.
+// (codes.ts `codeExchange`, grants.ts `insertGrant`, `rotateRefreshToken`). Without a gate,
+// the plain insert.
 export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: Gate) =>
   db
     .insertInto('access_tokens')
@@ -70,7 +71,7 @@ export const insertRefreshTokenRow = (db: Kysely<Database>, p: TokenRows, gate?:
 const insertAccessToken = prepare((db, p: TokenRows) => insertAccessTokenRow(db, p));
 const insertRefreshToken = prepare((db, p: TokenRows) => insertRefreshTokenRow(db, p));
 
-/** Stores the grant's new tokens, inside the transaction that creates or extends the grant (SQLite: PostgreSQL stores them in that one statement). */
+/** SQLite: stores the grant's new tokens inside the transaction that creates or extends the grant (PostgreSQL: in that change's one statement). */
 export async function insertTokens(db: Kysely<Database>, trx: Transaction<Database>, rows: TokenRows): Promise<void> {
   await insertAccessToken.execute(db, rows, trx);
   if (rows.refreshHash !== null) await insertRefreshToken.execute(db, rows, trx);
