@@ -30,6 +30,7 @@ import * as successorBoxIndex from './migrations/20261122_004_successor_box_inde
 import * as deviceCodes from './migrations/20261122_005_device_codes.ts';
 import * as resources from './migrations/20261123_001_resources.ts';
 import * as clientKinds from './migrations/20261123_002_client_kinds.ts';
+import * as fewerPagesPerWrite from './migrations/20261123_003_fewer_pages_per_write.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -46,6 +47,7 @@ export const migrations: Record<string, Migration> = {
   '20261122_005_device_codes': deviceCodes,
   '20261123_001_resources': resources,
   '20261123_002_client_kinds': clientKinds,
+  '20261123_003_fewer_pages_per_write': fewerPagesPerWrite,
 };
 
 /**
