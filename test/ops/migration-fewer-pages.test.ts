@@ -17,7 +17,7 @@ import { migrations, openStore, type Store } from '../../src/store/database.ts';
 import { hashToken, mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, insecure, profile, refreshRequest, tokenResult } from '../support/oauth-client.ts';
-import { startServer, type TestServer } from '../support/server.ts';
+import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 
 const THIS = '20261123_003_fewer_pages_per_write';
 
@@ -74,8 +74,8 @@ for (const backend of BACKENDS) {
       // A little of everything, through the schema as it was, parents and children.
       const now = Date.now();
       const later = now + 3600_000;
-      userId = (await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false }, now)).id;
-      const admin = (await createAccount(store.db, { username: 'root', email: 'root@example.com', password: 'correct horse battery staple', isAdmin: true }, now)).id;
+      userId = (await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now)).id;
+      const admin = (await createAccount(store.db, { username: 'root', email: 'root@example.com', password: PASSWORD, isAdmin: true }, now)).id;
       const secret = mintToken('clientSecret');
       clientId = randomUUID();
       clientSecret = secret.token;
