@@ -7,13 +7,15 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { bearerToken } from '../oauth/bearer.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import { databaseAnswers, purge } from '../maintenance.ts';
+import { checkpoint, databaseAnswers, purge } from '../maintenance.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { rejectOtherMethods } from './helpers.ts';
 import { TAGS, oauthError } from './schemas.ts';
 
 /** Table sizes are counted at start and then at most this often (SPEC §4.6: at most once a minute). */
 const TABLE_COUNT_INTERVAL_MS = 60_000;
+/** How often the purging process checkpoints SQLite's WAL (src/store/database.ts, WAL_AUTOCHECKPOINT_PAGES). */
+const CHECKPOINT_INTERVAL_MS = 1000;
 
 const statusSchema = {
   tags: [TAGS.operations],
@@ -50,6 +52,7 @@ export default async function opsRoutes(app: FastifyInstance, { ctx, purges }: {
   rejectOtherMethods(app, ['/_status', '/metrics'], 'GET');
 
   if (purges) schedulePurge(app, ctx);
+  if (purges && ctx.store.kind === 'sqlite') scheduleCheckpoints(app, ctx);
   inBackground(app, TABLE_COUNT_INTERVAL_MS, true, async () => {
     try {
       await ctx.metrics.countTables();
@@ -92,6 +95,21 @@ function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
     } catch (error) {
       ctx.metrics.purge(null, true);
       app.log.error({ err: error }, 'purge failed');
+    }
+  });
+}
+
+/**
+ * SQLite: the WAL is copied back into the database file on this timer, between requests,
+ * rather than by whichever request's commit fills it. A checkpoint covers the whole file,
+ * so one process does it: the one that purges (of WORKERS=n, one worker).
+ */
+function scheduleCheckpoints(app: FastifyInstance, ctx: AppContext): void {
+  inBackground(app, CHECKPOINT_INTERVAL_MS, false, async () => {
+    try {
+      await checkpoint(ctx);
+    } catch (error) {
+      app.log.warn({ err: error }, 'checkpoint failed; the next commit past the WAL limit will do it');
     }
   });
 }

@@ -1,9 +1,9 @@
 /** `grant_type=client_credentials`, for confidential clients registered for it. @see RFC 6749 §4.4 */
-import { randomUUID } from 'node:crypto';
 import { insertGrant } from '../../store/grants.ts';
 import type { Client } from '../../store/schema.ts';
 import { InvalidClient, secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
+import { timeOrderedUuid } from '../../ids.ts';
 import { OAuthError } from '../errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { readParams, type RawParams } from '../params.ts';
@@ -34,9 +34,10 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   const audience = await requestedAudience(ctx, raw.resource);
   const scopes = grantableScopes(params.scope, allowedScopes(client, audience), audience.scopes.map((s) => s.name));
   const pair = mintTokenResponse(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
-  const grant = { id: randomUUID(), clientId: client.id, userId: null, resourceId: audience.id, scopes: joinScopes(scopes), clientScopes: client.scopes };
+  const now = ctx.now();
+  const grant = { id: timeOrderedUuid(now), clientId: client.id, userId: null, resourceId: audience.id, scopes: joinScopes(scopes), clientScopes: client.scopes };
   const issued = ctx.audit.pending({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes, ...resourceDetail(audience) } });
-  if (!(await insertGrant(ctx.db, grant, pair.stored, ctx.now(), issued.row))) {
+  if (!(await insertGrant(ctx.db, grant, pair.stored, now, issued.row))) {
     throw new InvalidClient('the client was deleted or changed while the request ran', false);
   }
   issued.committed();

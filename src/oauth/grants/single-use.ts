@@ -5,9 +5,9 @@
  * and consumes the code with a conditional write — and presenting one again revokes what it
  * issued (RFC 6749 §4.1.2; RFC 8628 relies on the same rule).
  */
-import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { AppContext } from '../../context.ts';
+import { timeOrderedUuid } from '../../ids.ts';
 import type { AuditEventRow } from '../../store/audit-events.ts';
 import type { Exchange } from '../../store/codes.ts';
 import type { NewGrant } from '../../store/grants.ts';
@@ -49,7 +49,7 @@ export async function exchangeApproved(kind: SingleUseCode, code: ApprovedCode, 
   if (scopes.length === 0) throw invalidGrant(invalid, `every scope of the ${kind.noun} was taken from the client`);
 
   const pair = mintTokenResponse(ctx, scopes, true);
-  const grant = { id: randomUUID(), clientId: client.id, userId: code.user_id, resourceId: code.resource_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
+  const grant = { id: timeOrderedUuid(now), clientId: client.id, userId: code.user_id, resourceId: code.resource_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
   const detail = { grant_type: kind.grantType, grant_id: grant.id, scope: grant.scopes };
   const issued = ctx.audit.pending({ type: 'token_issued', userId: code.user_id, clientId: client.id, address, detail });
   const exchange = await kind.exchange(ctx.db, code.hash, grant, pair.stored, now, issued.row);

@@ -1,0 +1,155 @@
+/**
+ * `npm run bench:wal`: how many pages each operation writes on SQLite — a count, steady on
+ * a shared machine, unlike requests per second. One server in this process on a fresh
+ * database, one request at a time. A second connection holds a read transaction open for
+ * the whole run, so that no checkpoint can restart the WAL: it only grows, by one frame per
+ * page each commit writes, and its growth over a phase divided by the phase's requests is
+ * the pages per request. From the frames' page numbers come what a checkpoint would copy
+ * back into the database file per request (each page once per checkpoint), and, with
+ * `--trees`, which B-tree (table or index) each page belongs to. What a phase consumes
+ * (codes, refresh tokens, approved device codes) is produced, unmeasured, before it.
+ */
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
+import { DatabaseSync } from 'node:sqlite';
+import { parseArgs } from 'node:util';
+import * as oauth from 'oauth4webapi';
+import { sqlite } from '../test/support/backends.ts';
+import { answerAtDevicePage, deviceApp, requestCodes } from '../test/support/device.ts';
+import { authorizationUrl, discover, exchangeRequest, insecure, profile, refresh, revokeToken } from '../test/support/oauth-client.ts';
+import { startServer } from '../test/support/server.ts';
+import { UserAgent } from '../test/support/user-agent.ts';
+import { commandLine, fixed, markdownTable } from './harness.ts';
+
+const HELP = `Usage: npm run bench:wal -- [--requests N] [--trees]
+
+Counts the pages Gatehouse writes to SQLite's WAL per request, per operation, one request
+at a time, and the pages a checkpoint copies back into the database file per request when
+it runs every 1,000 or every 10,000 WAL pages.
+  --requests N   requests per operation (default 2000: enough for the tables to span many pages)
+  --trees        also the pages per request of each table and index`;
+
+const WAL_HEADER = 32;
+const FRAME_HEADER = 24;
+const CHECKPOINT_EVERY = [1000, 10_000];
+
+function readOptions(argv: string[]): { requests: number; trees: boolean } | null {
+  const { values } = parseArgs({ args: argv, options: { requests: { type: 'string', default: '2000' }, trees: { type: 'boolean', default: false }, help: { type: 'boolean' } } });
+  if (values.help) return null;
+  const requests = Number(values.requests);
+  if (!Number.isInteger(requests) || requests < 1) throw new Error('--requests must be a positive integer');
+  return { requests, trees: values.trees };
+}
+
+interface Result {
+  operation: string;
+  walPages: number;
+  /** Pages copied back per request, for each of CHECKPOINT_EVERY. */
+  copied: number[];
+  trees: Map<string, number>;
+}
+
+async function main(): Promise<void> {
+  const parsed = commandLine('bench:wal', HELP, readOptions);
+  if ('exit' in parsed) process.exit(parsed.exit);
+  const { requests: n, trees } = parsed.options;
+
+  const server = await startServer(sqlite, { LOG_LEVEL: 'warn', TOKEN_REQUESTS_PER_CLIENT: '0', TOKEN_REQUESTS_PER_ADDRESS: '0' });
+  const path = (server.config.database as { path: string }).path;
+  const reader = new DatabaseSync(path, { readOnly: true });
+  reader.exec('begin');
+  reader.prepare('select count(*) from sqlite_schema').get(); // the snapshot that keeps the WAL from restarting
+  const pageSize = (reader.prepare('pragma page_size').get() as { page_size: number }).page_size;
+  const frameSize = pageSize + FRAME_HEADER;
+  /** The page number of every WAL frame from frame `from` on. */
+  const pagesOf = (from = 0) => {
+    const fd = openSync(`${path}-wal`, 'r');
+    const header = Buffer.alloc(4);
+    const pages: number[] = [];
+    for (let offset = WAL_HEADER + from * frameSize; offset + frameSize <= fstatSync(fd).size; offset += frameSize) {
+      readSync(fd, header, 0, 4, offset);
+      pages.push(header.readUInt32BE(0));
+    }
+    closeSync(fd);
+    return pages;
+  };
+  const frames = () => {
+    const fd = openSync(`${path}-wal`, 'r');
+    const size = fstatSync(fd).size;
+    closeSync(fd);
+    return Math.max(0, Math.floor((size - WAL_HEADER) / frameSize));
+  };
+  /** Which B-tree each page belongs to, as the database is now (a snapshot of its own, read outside the run's). */
+  const treesOf = () => {
+    const now = new DatabaseSync(path, { readOnly: true });
+    const names = new Map((now.prepare('select pageno, name from dbstat').all() as Array<{ pageno: number; name: string }>).map((row) => [row.pageno, row.name]));
+    now.close();
+    return names;
+  };
+
+  await server.createUser('alice');
+  const { client } = await server.createClient({ name: 'Bench', requirePkce: true });
+  const app = await discover(server, client.id);
+  const agent = new UserAgent(server.url);
+  await agent.login('alice');
+  await agent.authorize((await authorizationUrl(app)).url); // consent, once
+
+  const results: Result[] = [];
+  /** Sends `request` for each of `inputs`, one at a time, and counts the WAL frames they add. */
+  async function measure<T, R>(operation: string, inputs: T[], request: (input: T) => Promise<R>): Promise<R[]> {
+    const start = frames();
+    const outputs: R[] = [];
+    for (const input of inputs) outputs.push(await request(input));
+    const written = pagesOf(start);
+    const copied = CHECKPOINT_EVERY.map((every) => {
+      let distinct = 0;
+      for (let i = 0; i < written.length; i += every) distinct += new Set(written.slice(i, i + every)).size;
+      return distinct / inputs.length;
+    });
+    const byTree = new Map<string, number>();
+    if (trees) {
+      const names = treesOf();
+      for (const page of written) byTree.set(names.get(page) ?? 'other', (byTree.get(names.get(page) ?? 'other') ?? 0) + 1 / inputs.length);
+    }
+    results.push({ operation, walPages: written.length / inputs.length, copied, trees: byTree });
+    return outputs;
+  }
+  const times = Array.from({ length: n }, (_, i) => i);
+
+  const authorizations = await Promise.all(times.map(() => authorizationUrl(app)));
+  const callbacks = await measure('authorize (consented session → code)', authorizations, async (authorization) => {
+    const outcome = await agent.visit(authorization.url.pathname + authorization.url.search);
+    return { callback: oauth.validateAuthResponse(app.as, app.client, outcome.redirect!, authorization.state), verifier: authorization.verifier };
+  });
+  const pairs = await measure('code exchange', callbacks, async (authorized) => oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, authorized)));
+  const rotated = await measure('refresh with rotation', pairs, (pair) => refresh(app, pair.refresh_token!));
+  await measure('bearer GET /api/profile', rotated, async (pair) => {
+    if ((await profile(server, pair.access_token)).status !== 200) throw new Error('a bearer request failed');
+  });
+  await measure('revocation', rotated, (pair) => revokeToken(app, pair.refresh_token!));
+
+  const device = await deviceApp(server);
+  const deviceCodes: string[] = [];
+  for (const _ of times) {
+    const requested = await requestCodes(device);
+    await answerAtDevicePage(agent, requested, 'approve');
+    deviceCodes.push(requested.device_code);
+  }
+  server.advance(5); // the polling interval
+  await measure('device-code exchange', deviceCodes, async (code) =>
+    oauth.processGenericTokenEndpointResponse(device.as, device.client, await oauth.deviceCodeGrantRequest(device.as, device.client, device.auth, code, insecure)),
+  );
+
+  reader.exec('rollback');
+  reader.close();
+  await server.close();
+  console.log(`SQLite, ${pageSize / 1024} KiB pages, ${n} requests per operation, one at a time:\n`);
+  const copiedHeaders = CHECKPOINT_EVERY.map((every) => `copied back per request, checkpoint every ${every.toLocaleString('en')} pages`);
+  console.log(markdownTable(['operation', 'WAL pages per request', ...copiedHeaders], results.map((r) => [r.operation, fixed(r.walPages), ...r.copied.map((c) => fixed(c))]), 1));
+  if (trees) {
+    for (const r of results.filter((r) => r.trees.size > 0)) {
+      console.log(`\n${r.operation}: ${[...r.trees].sort((a, b) => b[1] - a[1]).map(([name, pages]) => `${name} ${fixed(pages, 2)}`).join(', ')}`);
+    }
+  }
+}
+
+await main();
