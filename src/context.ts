@@ -51,7 +51,7 @@ export interface OpenContext extends AppContext {
 }
 
 export async function openContext(config: Config, store: Store, log: ContextLogger, now: () => number = Date.now): Promise<OpenContext> {
-  const metrics = createMetrics(store.db);
+  const metrics = createMetrics(store);
   const services = await openServices(config, store, log);
   const publishing = new Set<Promise<void>>();
   return {
