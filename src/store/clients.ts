@@ -85,12 +85,18 @@ export async function insertClientBlock(db: Kysely<Database>, prefix: string, no
   });
 }
 
-/** Lifts the block on `prefix` and on the clients known under it; false when it was not blocked. */
-export async function deleteClientBlock(db: Kysely<Database>, prefix: string): Promise<boolean> {
+/** Lifts the block on `prefix` and on the clients known under it; their ids, or null when the prefix was not blocked. */
+export async function deleteClientBlock(db: Kysely<Database>, prefix: string): Promise<string[] | null> {
   return db.transaction().execute(async (trx) => {
     const result = await trx.deleteFrom('client_blocks').where('prefix', '=', prefix).executeTakeFirst();
-    await trx.updateTable('clients').set({ blocked: 0 }).where('kind', '=', 'metadata_document').where(startsWith(sql.ref('clients.id'), sql.val(prefix))).execute();
-    return result.numDeletedRows > 0n;
+    const rows = await trx
+      .updateTable('clients')
+      .set({ blocked: 0 })
+      .where('kind', '=', 'metadata_document')
+      .where(startsWith(sql.ref('clients.id'), sql.val(prefix)))
+      .returning('id')
+      .execute();
+    return result.numDeletedRows > 0n ? rows.map((row) => row.id) : null;
   });
 }
 
