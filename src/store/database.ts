@@ -24,6 +24,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import type { DatabaseLocation } from '../config.ts';
+import { statementName } from './prepared.ts';
 import type { Database } from './schema.ts';
 import * as initial from './migrations/20261122_001_initial.ts';
 import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
@@ -182,12 +183,16 @@ function postgresPool(url: string, counter: StatementCounter): PostgresPool {
   pool.on('error', () => {});
   // Kysely asks the pool for the interface it declares (PostgresPool); each pooled connection
   // gets one wrapper, so that Kysely, which keys its connections by client, sees the same one.
+  // The wrapper counts the statements, and runs those of prepared queries (prepared.ts) as
+  // named statements: node-postgres sends every other one unnamed, and PostgreSQL parses and
+  // plans an unnamed statement anew each time.
   const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
   const wrap = (client: pg.PoolClient): PostgresPoolClient => ({
     // Only the (text, values) form: the other takes a cursor, and the dialect has none configured.
     query: ((text: string, values: unknown[]) => {
       counter.sent++;
-      return client.query(text, values);
+      const name = statementName(text);
+      return name === undefined ? client.query(text, values) : client.query({ name, text, values });
     }) as unknown as PostgresPoolClient['query'],
     release: () => client.release(),
   });
