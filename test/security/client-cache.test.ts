@@ -1,6 +1,7 @@
 /**
- * The client cache (src/client-cache.ts) attacked: a copy of a client that is no longer true
- * must never issue a token, and a secret must stop working when it is replaced. The changes
+ * The client cache (src/client-cache.ts): what it keeps and for how long, then attacked — a
+ * copy of a client that is no longer true must never issue a token, and a secret must stop
+ * working when it is replaced. The changes
  * come from a context of their own, as from the command line: on SQLite no message reaches
  * the server from it, so its copy stays stale for up to CLIENT_CACHE_TTL_MS, and only the
  * database's own checks stand between that copy and a token. (Across instances, where the
@@ -10,10 +11,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { COMMAND_LINE } from '../../src/audit.ts';
-import { CLIENT_CACHE_TTL_MS } from '../../src/client-cache.ts';
+import { CLIENT_CACHE_TTL_MS, createClientCache } from '../../src/client-cache.ts';
 import { removeClient, rotateClientSecret } from '../../src/clients/clients.ts';
 import { openContext, type OpenContext } from '../../src/context.ts';
-import { setClientBlocked } from '../../src/store/clients.ts';
+import { setClientBlocked, updateClient } from '../../src/store/clients.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, exchangeRequest, obtainCallback, obtainTokens, postForm, profile, refreshRequest, tokenResult, type TokenResult } from '../support/oauth-client.ts';
@@ -30,7 +31,7 @@ function assertRefused(result: TokenResult, what: string): void {
 }
 
 for (const backend of BACKENDS) {
-  describe(`the client cache, attacked (${backend.name})`, backendOptions(backend), () => {
+  describe(`the client cache (${backend.name})`, backendOptions(backend), () => {
     let server: TestServer;
     let otherStore: Store;
     let other: OpenContext;
@@ -54,6 +55,37 @@ for (const backend of BACKENDS) {
     const assertStillCached = async (clientId: string) => {
       if (backend.name === 'sqlite') assert.ok(await ctx().clients.find(clientId), 'the server no longer holds a copy of the client: this tests nothing');
     };
+
+    test('the cache keeps only clients that exist, answers from memory, and believes an entry a second at most', async () => {
+      // A cache of its own on a store of its own, so that every statement counted is its doing.
+      const cache = createClientCache(otherStore.db);
+      const { client } = await server.createClient({ name: 'Cached' });
+      const sent = otherStore.statements();
+      assert.equal(await cache.find('00000000-0000-4000-8000-000000000000'), undefined);
+      assert.equal(await cache.find('00000000-0000-4000-8000-000000000000'), undefined);
+      assert.equal(otherStore.statements() - sent, 2, 'an unknown id was remembered');
+      const [first, second] = await Promise.all([cache.find(client.id), cache.find(client.id)]);
+      assert.equal(first?.name, 'Cached');
+      assert.equal(second, first);
+      assert.equal(otherStore.statements() - sent, 3, 'two requests at once for one client read it more than once');
+      assert.equal((await cache.find(client.id))?.name, 'Cached');
+      assert.equal(otherStore.statements() - sent, 3, 'a cached client was read again');
+
+      await updateClient(server.store.db, client.id, { name: 'Renamed' }); // a change no message reports
+      assert.equal((await cache.find(client.id))?.name, 'Cached');
+      await sleep(CLIENT_CACHE_TTL_MS);
+      assert.equal((await cache.find(client.id))?.name, 'Renamed');
+    });
+
+    test('a read under way when its client is forgotten is not kept: it may predate the change', async () => {
+      const cache = createClientCache(otherStore.db);
+      const { client } = await server.createClient({ name: 'Before' });
+      const reading = cache.find(client.id);
+      cache.forget([client.id]);
+      assert.equal((await reading)?.name, 'Before');
+      await updateClient(server.store.db, client.id, { name: 'After' });
+      assert.equal((await cache.find(client.id))?.name, 'After');
+    });
 
     test('the old secret after a rotation on this instance: refused at once', async () => {
       const { client, secret } = await server.createClient({ name: 'Rotated', confidential: true });
