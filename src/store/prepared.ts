@@ -73,8 +73,16 @@ export function prepare<A extends object, O>(build: (db: Kysely<Database>, args:
  */
 const statementNames = new Map<string, string>();
 
+/**
+ * Columns chosen with `*` (`selectAll`): a migration that adds a column changes such a
+ * statement's result, which PostgreSQL refuses for a named one ("cached plan must not change
+ * result type"), so an instance still running the previous release during a rolling upgrade
+ * (docs/operations.md) would fail them. They stay unnamed; list the columns to have one named.
+ */
+const STAR = /(?:^|[\s,])(?:"[^"]*"\.)?\*(?=[\s,]|$)/;
+
 function nameStatement(sql: string): void {
-  if (!statementNames.has(sql)) statementNames.set(sql, `gh_${createHash('sha256').update(sql).digest('base64url').slice(0, 24)}`);
+  if (!statementNames.has(sql) && !STAR.test(sql)) statementNames.set(sql, `gh_${createHash('sha256').update(sql).digest('base64url').slice(0, 24)}`);
 }
 
 /** The statement name of a prepared query's SQL text; undefined for any other text. */
