@@ -72,14 +72,15 @@ export async function openRevocationBus(config: Config, store: Store, redis: { p
   const listeners = { grants: new Set<RevocationListener>(), clients: new Set<ClientChangeListener>() };
   const deliver = (kind: keyof typeof listeners, ids: readonly string[]) => listeners[kind].forEach((listener) => listener(ids));
   const receive = (payload: string) => {
-    let message: unknown;
+    let message: unknown = null;
     try {
       message = JSON.parse(payload);
     } catch {
-      // reported below
+      // malformed: reported below
     }
+    const clients = (message as { clients?: unknown } | null)?.clients;
     if (isIds(message)) deliver('grants', message);
-    else if (typeof message === 'object' && message !== null && isIds((message as { clients?: unknown }).clients)) deliver('clients', (message as { clients: string[] }).clients);
+    else if (isIds(clients)) deliver('clients', clients);
     else log.warn({ channel: CHANNEL }, 'ignored a malformed revocation message');
   };
 
