@@ -50,10 +50,8 @@ export async function requestDeviceAuthorization(raw: RawParams, authorization: 
   const { throttle } = ctx.services;
   // Every request stores a row: an address gets the token endpoint's budget here too.
   await throttle.tokenRequestFrom(address);
-  // From the database, not the client cache: the row stored below references the client, and
-  // a client deleted where no fan-out reaches (the CLI on SQLite) would fail that insert — a
-  // 500 — for as long as a cached copy lived. The token endpoint's writes check the client
-  // themselves instead (store/grants.ts).
+  // From the database, not the client cache, as at the authorization endpoint (client-kinds.ts
+  // `requestingClient`): the row stored below refers to the client.
   const client = await authenticateClient((id) => findClient(ctx.db, id), authorization, raw);
   const params = readParams(raw, client === null ? ['client_id'] : [], ['scope']);
   if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
