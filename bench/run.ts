@@ -90,7 +90,9 @@ any other fails that server's phase and the run (exit code 1). A bare Node http 
 answering a tiny JSON body, sampled before and after every round, is the ceiling. All
 servers run as separate processes, the load generator (autocannon) in this one. Reported
 per server and phase: requests/s, p50 and p99 latency, the server's CPU time per request,
-its RSS, the share of the ceiling, and Gatehouse ÷ peer per phase (medians over rounds).
+its RSS, the share of the ceiling, and Gatehouse ÷ peer per phase (medians over rounds); for
+Gatehouse with one worker, the database statements per request (round trips on PostgreSQL),
+from gatehouse_database_statements_total scraped before and after the measured requests.
 
 Options:
   --connections <n>     concurrent connections (default 50)
@@ -144,6 +146,8 @@ interface PhaseRecord {
   cpuMsPerRequest: number;
   /** Of the server under load, right after the phase. */
   memory: Memory;
+  /** Gatehouse's database statements per request (gatehouse_database_statements_total; on PostgreSQL, round trips); null where not counted. */
+  statementsPerRequest: number | null;
   cpuProfile?: { file: string; summary: ProfileSummary };
 }
 
@@ -245,6 +249,8 @@ interface Target {
   /** A device client and the request that approves a user code as the user; null without the device flow. */
   device: { clientId: string; approval: (userCode: string) => RequestSpec } | null;
   connections: number;
+  /** How many statements the server has sent to its database so far; null where they are not counted (the peer, an older Gatehouse, several workers). */
+  statements: (() => Promise<number>) | null;
   profiler: ProfilerSession | null;
   profileDir: string | null;
   /** Stops the server and removes its database. */
@@ -291,11 +297,14 @@ function take<T>(pool: T[], exhausted: T): T {
  */
 async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, round: number, run: () => Promise<LoadResult>): Promise<void> {
   const profiler = record ? target.profiler : null;
+  const statements = record ? target.statements : null;
+  const statementsBefore = await statements?.();
   await profiler?.start();
   const cpuBefore = target.server.cpuMs();
   const result = await run();
   const cpuMs = target.server.cpuMs() - cpuBefore;
   const profile = profiler ? await profiler.stop() : null;
+  const statementsAfter = await statements?.();
   const memory = target.server.memory();
   const problem = failureReport(result);
   if (problem) throw new Error(`${LABELS[phase]}${record ? '' : ' (preparing or warming up)'}: ${failures(result)} of ${result.requests} requests failed: ${problem}`);
@@ -313,6 +322,7 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
     maxMs: result.max,
     cpuMsPerRequest: cpuMs / result.requests,
     memory,
+    statementsPerRequest: statementsBefore === undefined || statementsAfter === undefined ? null : (statementsAfter - statementsBefore) / result.requests,
   };
   if (profile && target.profileDir) {
     const file = join(target.profileDir, `${target.name}-${phase}-round${round}.cpuprofile`);
@@ -325,7 +335,7 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
 
 function printPhase(p: PhaseRecord): void {
   console.log(
-    `  ${SERVER_LABELS[p.server].padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB`,
+    `  ${SERVER_LABELS[p.server].padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB${p.statementsPerRequest === null ? '' : `  ${fixed(p.statementsPerRequest, 2)} ${p.server === 'gatehouse-postgres' ? 'round trips' : 'statements'}/req`}`,
   );
 }
 
@@ -634,6 +644,7 @@ async function ceilingSampler(options: Options) {
         maxMs: latencies.reduce((a, b) => Math.max(a, b), 0),
         cpuMsPerRequest: cpuMs / latencies.length,
         memory,
+        statementsPerRequest: null,
       };
     },
   };
@@ -651,6 +662,13 @@ async function attachProfiler(server: ServerProcess, options: Options): Promise<
   if (options.cpuProfileDir === null) return null;
   mkdirSync(options.cpuProfileDir, { recursive: true });
   return connectProfiler(server.inspectorUrl!);
+}
+
+/** `gatehouse_database_statements_total` as the server's /metrics says now; null for a build without it. */
+async function statementsSent(base: string): Promise<number | null> {
+  const text = await (await fetch(`${base}/metrics`)).text();
+  const line = /^gatehouse_database_statements_total (\S+)$/m.exec(text);
+  return line ? Number(line[1]) : null;
 }
 
 /** A fresh Gatehouse on an empty database: a user and clients made with the CLI, logged in, consented once. */
@@ -707,6 +725,8 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
       hasWebSocket: await has('/ws', 'GET'),
       device,
       connections: options.connections,
+      // With several workers a scrape is one worker's count (README, "WORKERS").
+      statements: options.workers === 1 && (await statementsSent(server.url)) !== null ? async () => (await statementsSent(server!.url))! : null,
       profiler,
       profileDir: options.cpuProfileDir,
       stop,
@@ -743,6 +763,7 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
       hasWebSocket: false,
       device: { clientId: PEER_CLIENTS.device, approval: (userCode) => ({ method: 'POST', path: '/_bench/device/approve', form: { user_code: userCode } }) },
       connections: options.connections,
+      statements: null,
       profiler,
       profileDir: options.cpuProfileDir,
       stop,
@@ -778,6 +799,7 @@ interface Summary {
   cpuMsPerRequest: number;
   rssMiB: number;
   ofCeiling: number;
+  statementsPerRequest: number | null;
 }
 
 function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[], ceiling: PhaseRecord): Summary[] {
@@ -799,11 +821,20 @@ function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[
           cpuMsPerRequest: median(rounds.map((r) => r.cpuMsPerRequest)),
           rssMiB: median(rounds.map((r) => r.memory.rssMiB)),
           ofCeiling: rps / ceiling.rps,
+          statementsPerRequest: rounds.every((r) => r.statementsPerRequest === null) ? null : median(rounds.map((r) => r.statementsPerRequest ?? NaN)),
         },
       ];
     }),
   );
 }
+
+/** The statements column's name: on PostgreSQL each statement is a round trip. */
+function statementsColumn(backends: readonly BackendName[]): string {
+  if (!backends.includes('sqlite')) return 'round trips';
+  return backends.includes('postgres') ? 'statements (PostgreSQL: round trips)' : 'statements';
+}
+
+const perRequest = (value: number | null) => (value === null ? '–' : fixed(value, 2));
 
 /** Gatehouse beside the peer, phase by phase: one row per Gatehouse backend and phase. */
 function sideBySide(summaries: Summary[], options: Options): { headers: string[]; rows: Array<Array<string | number>> } {
@@ -821,6 +852,7 @@ function sideBySide(summaries: Summary[], options: Options): { headers: string[]
     ...peers.map((peer) => `${peerName(peer)} CPU ms/req`),
     'Gatehouse RSS MiB',
     ...peers.map((peer) => `${peerName(peer)} RSS MiB`),
+    `Gatehouse ${statementsColumn(options.backends)}`,
   ];
   const rows = options.backends.flatMap((backend) =>
     options.phases.flatMap((phase) => {
@@ -840,6 +872,7 @@ function sideBySide(summaries: Summary[], options: Options): { headers: string[]
           ...theirs.map((s) => cell(s, (x) => fixed(x.cpuMsPerRequest, 3))),
           fixed(ours.rssMiB, 0),
           ...theirs.map((s) => cell(s, (x) => fixed(x.rssMiB, 0))),
+          perRequest(ours.statementsPerRequest),
         ],
       ];
     }),
@@ -928,7 +961,7 @@ async function main(): Promise<number> {
   });
 
   const rows = [
-    ['ceiling', LABELS.ceiling, pooled.requests, fixed(pooled.rps, 0), fixed(pooled.p50Ms, 2), fixed(pooled.p99Ms, 2), fixed(pooled.cpuMsPerRequest, 3), fixed(pooled.memory.rssMiB, 0), '100 %'],
+    ['ceiling', LABELS.ceiling, pooled.requests, fixed(pooled.rps, 0), fixed(pooled.p50Ms, 2), fixed(pooled.p99Ms, 2), fixed(pooled.cpuMsPerRequest, 3), fixed(pooled.memory.rssMiB, 0), '100 %', '–'],
     ...summaries.map((s) => [
       SERVER_LABELS[s.server],
       s.label,
@@ -939,9 +972,11 @@ async function main(): Promise<number> {
       fixed(s.cpuMsPerRequest, 3),
       fixed(s.rssMiB, 0),
       `${fixed(s.ofCeiling * 100, 1)} %`,
+      perRequest(s.statementsPerRequest),
     ]),
   ];
-  console.log(`\n${markdownTable(['server', 'phase', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms/req', 'RSS MiB', 'of ceiling'], rows)}\n`);
+  const headers = ['server', 'phase', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms/req', 'RSS MiB', 'of ceiling', `${statementsColumn(options.backends)} per request`];
+  console.log(`\n${markdownTable(headers, rows)}\n`);
   if (comparison) console.log(`${markdownTable(comparison.headers, comparison.rows, 1)}\n`);
   if (options.rounds > 1) console.log(`Medians of ${options.rounds} interleaved rounds.`);
   for (const note of notes) console.log(`- ${note}`);

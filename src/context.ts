@@ -8,6 +8,7 @@
  */
 import type { Kysely } from 'kysely';
 import { auditTrail, type Audit } from './audit.ts';
+import { createClientCache, type ClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
 import { createMetrics, type Metrics } from './metrics.ts';
 import { createClientMetadataResolver, type ClientMetadataResolver } from './oauth/client-metadata.ts';
@@ -27,6 +28,17 @@ export interface AppContext {
    * the revocation's statement has already sent the fan-out message (`services.bus.databaseChannel`).
    */
   readonly onGrantsRevoked: (grantIds: readonly string[], reason: RevocationReason, sentByDatabase?: boolean) => void;
+  /**
+   * Clients by id for the endpoints that read the requesting client on every request
+   * (token, revocation, introspection); a second old at most.
+   */
+  readonly clients: ClientCache;
+  /**
+   * Told, once it is committed, about every change to clients' rows or standing (settings,
+   * secret, scopes, deletion, block): `clients` forgets them at once, here and on every other
+   * instance when the fan-out's message arrives.
+   */
+  readonly onClientsChanged: (clientIds: readonly string[]) => void;
   /**
    * Records a security event in the audit trail, after the change it describes (never
    * throws), or with `audit.pending` inside the change's own transaction. The event names
@@ -54,9 +66,17 @@ export interface OpenContext extends AppContext {
 }
 
 export async function openContext(config: Config, store: Store, log: ContextLogger, now: () => number = Date.now): Promise<OpenContext> {
-  const metrics = createMetrics(store.db);
+  const metrics = createMetrics(store);
   const services = await openServices(config, store, log);
+  const clients = createClientCache(store.db);
+  services.bus.subscribeClientChanges((clientIds) => clients.forget(clientIds));
   const publishing = new Set<Promise<void>>();
+  /** Keeps a fan-out message being sent until it is, for close(); a failure is logged, never thrown. */
+  const track = (sending: Promise<void>, what: string) => {
+    const sent = sending.catch((error: Error) => log.error({ err: error }, `${what} fan-out failed`));
+    publishing.add(sent);
+    void sent.finally(() => publishing.delete(sent));
+  };
   return {
     config,
     store,
@@ -69,10 +89,11 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
       log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
       metrics.grantsRevoked(grantIds.length, reason);
-      const sent = services.bus.publish(grantIds, sentByDatabase).catch((error: Error) => log.error({ err: error }, 'revocation fan-out failed'));
-      publishing.add(sent);
-      void sent.finally(() => publishing.delete(sent));
+      track(services.bus.publish(grantIds, sentByDatabase), 'revocation');
     },
+    clients,
+    // The bus delivers to this instance's subscriber (above) before the message leaves.
+    onClientsChanged: (clientIds) => track(services.bus.publishClientChanges(clientIds), 'client change'),
     async close() {
       await Promise.all(publishing);
       await services.close();

@@ -7,12 +7,11 @@
  * they are counted in the background (`countTables`, scheduled by http/ops.ts) and a scrape
  * reports the last count: many scrapes at once cost the database nothing.
  */
-import type { Kysely } from 'kysely';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { RevocationReason } from './context.ts';
 import type { AuditEvent } from './store/audit-events.ts';
+import type { Store } from './store/database.ts';
 import type { PurgeCounts } from './store/purge.ts';
-import type { Database } from './store/schema.ts';
 import { countTableRows } from './store/stats.ts';
 
 export interface Metrics {
@@ -30,7 +29,7 @@ export interface Metrics {
   countTables(): Promise<void>;
 }
 
-export function createMetrics(db: Kysely<Database>): Metrics {
+export function createMetrics(store: Store): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
@@ -54,6 +53,18 @@ export function createMetrics(db: Kysely<Database>): Metrics {
   const userCodeFailures = new Counter({ name: 'gatehouse_user_code_failures_total', help: 'Wrong, expired or used user codes entered at /device (throttled like failed logins)', registers });
   const purgeRuns = new Counter({ name: 'gatehouse_purge_runs_total', help: 'Purge runs, by outcome (skipped: another instance was purging)', labelNames: ['outcome'], registers });
   const purged = new Counter({ name: 'gatehouse_purged_rows_total', help: 'Expired rows deleted by purge, by table', labelNames: ['table'], registers });
+  // Counted by the store where statements leave for the database (store/database.ts); read at each scrape.
+  let statementsReported = 0;
+  new Counter({
+    name: 'gatehouse_database_statements_total',
+    help: 'Statements sent to the database, BEGIN and COMMIT included (on PostgreSQL, each is a round trip)',
+    registers,
+    collect() {
+      const sent = store.statements();
+      this.inc(sent - statementsReported);
+      statementsReported = sent;
+    },
+  });
   const tableRows = new Gauge({ name: 'gatehouse_table_rows', help: 'Rows per table, as of the last background count (at most a minute old)', labelNames: ['table'], registers });
 
   const eventCounters: Partial<Record<AuditEvent['type'], (event: AuditEvent) => void>> = {
@@ -83,7 +94,7 @@ export function createMetrics(db: Kysely<Database>): Metrics {
       for (const [table, n] of Object.entries(counts ?? {})) if (n > 0) purged.inc({ table }, n);
     },
     async countTables() {
-      for (const [table, n] of Object.entries(await countTableRows(db))) tableRows.set({ table }, n);
+      for (const [table, n] of Object.entries(await countTableRows(store.db))) tableRows.set({ table }, n);
     },
   };
 }

@@ -187,6 +187,7 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
     require_pkce: changes.requirePkce ? 1 : 0,
     scopes,
   });
+  ctx.onClientsChanged([client.id]);
   const kept = scopes.split(' ');
   // After the update: an exchange or refresh that read the old scopes is refused from then on
   // (store/grants.ts), and one that committed before it made a grant revoked below.
@@ -202,6 +203,7 @@ export async function rotateClientSecret(ctx: AppContext, client: Client, actor:
   if (client.secret_hash === null) throw new OAuthError('invalid_request', 'This is a public client: it has no secret.');
   const secret = mintToken('clientSecret');
   await updateClient(ctx.db, client.id, { secret_hash: secret.hash });
+  ctx.onClientsChanged([client.id]);
   await ctx.audit({ type: 'client_secret_rotated', ...madeBy(actor), clientId: client.id });
   return secret.token;
 }
@@ -209,6 +211,7 @@ export async function rotateClientSecret(ctx: AppContext, client: Client, actor:
 /** Deletes the client and everything issued to it; false when there was no such client. */
 export async function removeClient(ctx: AppContext, clientId: string, actor: Actor): Promise<boolean> {
   const { deleted, grantIds } = await deleteClient(ctx.db, clientId);
+  if (deleted) ctx.onClientsChanged([clientId]);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'client_deleted');
   if (deleted) await ctx.audit({ type: 'client_deleted', ...madeBy(actor), clientId });
   return deleted;
@@ -244,6 +247,7 @@ export async function blockClient(ctx: AppContext, target: string, actor: Actor)
   const blocked = await blockTarget(ctx, target);
   const clientIds = blocked.kind === 'client' ? [blocked.client.id] : await insertClientBlock(ctx.db, blocked.prefix, ctx.now());
   if (blocked.kind === 'client') await setClientBlocked(ctx.db, blocked.client.id, true);
+  ctx.onClientsChanged(clientIds);
   for (const clientId of clientIds) {
     await voidCodes(ctx.db, { clientId });
     await revoke(ctx, { clientId }, 'client_blocked');
@@ -255,10 +259,13 @@ export async function blockClient(ctx: AppContext, target: string, actor: Actor)
 /** Lifts a block made by `blockClient`; false when the client or prefix was not blocked. */
 export async function unblockClient(ctx: AppContext, target: string, actor: Actor): Promise<boolean> {
   const blocked = await blockTarget(ctx, target);
-  const lifted =
-    blocked.kind === 'client' ? blocked.client.blocked === 1 && (await setClientBlocked(ctx.db, blocked.client.id, false)) : await deleteClientBlock(ctx.db, blocked.prefix);
-  if (lifted) await ctx.audit({ type: 'client_unblocked', ...madeBy(actor), ...describeTarget(blocked) });
-  return lifted;
+  let unblocked: string[] | null; // the clients whose block was lifted; null: nothing was blocked
+  if (blocked.kind === 'prefix') unblocked = await deleteClientBlock(ctx.db, blocked.prefix);
+  else unblocked = blocked.client.blocked === 1 && (await setClientBlocked(ctx.db, blocked.client.id, false)) ? [blocked.client.id] : null;
+  if (unblocked === null) return false;
+  ctx.onClientsChanged(unblocked);
+  await ctx.audit({ type: 'client_unblocked', ...madeBy(actor), ...describeTarget(blocked) });
+  return true;
 }
 
 function describeTarget(target: BlockTarget) {

@@ -181,8 +181,9 @@ export async function renameResource(ctx: AppContext, resource: ResourceView, na
 /** Deletes a resource server: every grant for it is revoked, its scopes and its client removed. */
 export async function removeResource(ctx: AppContext, resource: ResourceView, actor: Actor): Promise<void> {
   if (resource.builtin) throw new ResourceInputError('uri', 'the built-in resource cannot be deleted');
-  const { deleted, grantIds } = await deleteResource(ctx.db, resource.id, ctx.now());
+  const { deleted, grantIds, clientIds } = await deleteResource(ctx.db, resource.id, ctx.now());
   forgetScopeCatalogue(ctx);
+  ctx.onClientsChanged(clientIds);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'revoked');
   if (deleted) await ctx.audit({ type: 'resource_deleted', ...madeBy(actor), detail: { resource: resource.uri, grants_revoked: grantIds.length } });
 }
@@ -208,8 +209,9 @@ export async function removeScope(ctx: AppContext, name: string, actor: Actor): 
   if ((SCOPES as readonly string[]).includes(name)) throw new ResourceInputError('scopes', `${name} is a built-in scope: it cannot be deleted`);
   const scope = await findScope(ctx.db, name);
   if (!scope) throw new ResourceInputError('scopes', `there is no scope named ${name}`);
-  const grantIds = await deleteScope(ctx.db, name, ctx.now());
+  const { grantIds, clientIds } = await deleteScope(ctx.db, name, ctx.now());
   forgetScopeCatalogue(ctx);
+  ctx.onClientsChanged(clientIds);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'revoked');
   await ctx.audit({ type: 'scope_deleted', ...madeBy(actor), detail: { scope: name, grants_revoked: grantIds.length } });
 }

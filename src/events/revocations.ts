@@ -3,7 +3,9 @@
  * it at once, so live WebSockets using them close (SPEC §4.4). Carried by an existing
  * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY, whose message
  * a revocation sends from its own statement (`databaseChannel`). With SQLite there is one
- * instance, and delivery stays in the process.
+ * instance, and delivery stays in the process. The same channel carries a second kind of
+ * message: clients whose rows changed, which every instance forgets from its client cache
+ * (client-cache.ts).
  *
  * The database remains the source of truth: bearer checks read it on every request, and the
  * WebSocket route re-checks the tokens of its open sockets every second (src/http/ws.ts), so
@@ -13,12 +15,18 @@
 import type { Redis } from 'ioredis';
 import { redisNamespace, type Config } from '../config.ts';
 import type { Store } from '../store/database.ts';
-import { IDS_PER_MESSAGE, listenPostgres } from '../store/notify.ts';
+import { listenPostgres } from '../store/notify.ts';
 
 /** The PostgreSQL channel (a database is one deployment's); on Redis the channel is namespaced by issuer. */
 const CHANNEL = 'gatehouse_revocations';
+/**
+ * PostgreSQL NOTIFY payloads stop at 8000 bytes: ids (a grant's is 36 characters, a client's
+ * up to a 2000-character URL) are sent in chunks of at most this many bytes of JSON.
+ */
+const MAX_MESSAGE_BYTES = 7000;
 
 export type RevocationListener = (grantIds: readonly string[]) => void;
+export type ClientChangeListener = (clientIds: readonly string[]) => void;
 
 export interface RevocationBus {
   /**
@@ -34,7 +42,32 @@ export interface RevocationBus {
    */
   publish(grantIds: readonly string[], sentByDatabase?: boolean): Promise<void>;
   subscribe(listener: RevocationListener): void;
+  /** Tells every instance, this one included (at once), that these clients' rows changed. */
+  publishClientChanges(clientIds: readonly string[]): Promise<void>;
+  subscribeClientChanges(listener: ClientChangeListener): void;
   close(): Promise<void>;
+}
+
+/** The wire forms: revoked grants as a bare array of ids (as before clients were cached), changed clients as `{"clients":[…]}`. */
+const encode = { grants: (ids: readonly string[]) => JSON.stringify(ids), clients: (ids: readonly string[]) => JSON.stringify({ clients: ids }) };
+
+const isIds = (value: unknown): value is string[] => Array.isArray(value) && value.every((id) => typeof id === 'string');
+
+/** `ids` in chunks whose JSON stays within MAX_MESSAGE_BYTES. */
+function* chunks(ids: readonly string[]): Generator<string[]> {
+  let chunk: string[] = [];
+  let bytes = 0;
+  for (const id of ids) {
+    const size = Buffer.byteLength(JSON.stringify(id)) + 1;
+    if (chunk.length > 0 && bytes + size > MAX_MESSAGE_BYTES) {
+      yield chunk;
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(id);
+    bytes += size;
+  }
+  if (chunk.length > 0) yield chunk;
 }
 
 interface Transport {
@@ -47,15 +80,19 @@ export interface BusLogger {
 }
 
 export async function openRevocationBus(config: Config, store: Store, redis: { publisher: Redis; subscriber: Redis } | null, log: BusLogger): Promise<RevocationBus> {
-  const listeners = new Set<RevocationListener>();
-  const deliver = (grantIds: readonly string[]) => listeners.forEach((listener) => listener(grantIds));
+  const listeners = { grants: new Set<RevocationListener>(), clients: new Set<ClientChangeListener>() };
+  const deliver = (kind: keyof typeof listeners, ids: readonly string[]) => listeners[kind].forEach((listener) => listener(ids));
   const receive = (payload: string) => {
+    let message: unknown = null;
     try {
-      const ids: unknown = JSON.parse(payload);
-      if (Array.isArray(ids) && ids.every((id) => typeof id === 'string')) deliver(ids);
+      message = JSON.parse(payload);
     } catch {
-      log.warn({ channel: CHANNEL }, 'ignored a malformed revocation message');
+      // malformed: reported below
     }
+    const clients = (message as { clients?: unknown } | null)?.clients;
+    if (isIds(message)) deliver('grants', message);
+    else if (isIds(clients)) deliver('clients', clients);
+    else log.warn({ channel: CHANNEL }, 'ignored a malformed revocation message');
   };
 
   let transport: Transport | null = null;
@@ -66,18 +103,23 @@ export async function openRevocationBus(config: Config, store: Store, redis: { p
     databaseChannel = CHANNEL;
   }
 
+  /** `sentByDatabase`: the change's own statement sent the message (a revocation on PostgreSQL without Redis). */
+  const publish = async (kind: keyof typeof listeners, ids: readonly string[], sentByDatabase = false) => {
+    if (ids.length === 0) return;
+    deliver(kind, ids);
+    if (!transport || sentByDatabase) return;
+    for (const chunk of chunks(ids)) await transport.send(encode[kind](chunk));
+  };
+
   return {
     databaseChannel,
-    async publish(grantIds, sentByDatabase = false) {
-      if (grantIds.length === 0) return;
-      deliver(grantIds);
-      for (let i = 0; transport && !sentByDatabase && i < grantIds.length; i += IDS_PER_MESSAGE) {
-        await transport.send(JSON.stringify(grantIds.slice(i, i + IDS_PER_MESSAGE)));
-      }
-    },
-    subscribe: (listener) => void listeners.add(listener),
+    publish: (grantIds, sentByDatabase = false) => publish('grants', grantIds, sentByDatabase),
+    subscribe: (listener) => void listeners.grants.add(listener),
+    publishClientChanges: (clientIds) => publish('clients', clientIds),
+    subscribeClientChanges: (listener) => void listeners.clients.add(listener),
     close: async () => {
-      listeners.clear();
+      listeners.grants.clear();
+      listeners.clients.clear();
       await transport?.close();
     },
   };

@@ -3,9 +3,7 @@
  * endpoints: `client_secret_basic`, `client_secret_post`, or `none` (a public client that
  * sends only `client_id`). @see RFC 6749 §2.3.1, §3.2.1
  */
-import type { Kysely } from 'kysely';
-import { findClient } from '../store/clients.ts';
-import type { Client, Database } from '../store/schema.ts';
+import type { Client } from '../store/schema.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { isMetadataDocumentUrl } from './client-metadata.ts';
 import { OAuthError, invalidRequest } from './errors.ts';
@@ -71,15 +69,18 @@ function readCredentials(authorization: string | undefined, params: RawParams): 
   return { clientId: bodyId, secret: bodySecret, usedBasic: false };
 }
 
+/** Where a client is looked up by id: the client cache (AppContext `clients`), or the database itself. */
+export type FindClient = (id: string) => Promise<Client | undefined>;
+
 /**
  * The client making the request, authenticated when it is confidential; null when the
  * request names no client (allowed where the caller says so).
  */
-export async function authenticateClient(db: Kysely<Database>, authorization: string | undefined, params: RawParams): Promise<Client | null> {
+export async function authenticateClient(findClient: FindClient, authorization: string | undefined, params: RawParams): Promise<Client | null> {
   const credentials = readCredentials(authorization, params);
   if (credentials === null) return null;
   const { clientId, secret, usedBasic } = credentials;
-  const client = isUuid(clientId) || isMetadataDocumentUrl(clientId) ? await findClient(db, clientId) : undefined;
+  const client = isUuid(clientId) || isMetadataDocumentUrl(clientId) ? await findClient(clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
   if (client.secret_hash === null) {
     if (secret !== undefined && secret !== '') throw new InvalidClient('this is a public client: it has no secret to send', usedBasic);

@@ -16,7 +16,10 @@ import { joinScopes } from './scopes.ts';
 
 /**
  * The client an authorization request names, known to be allowed to ask: a refusal is the
- * error page, never a redirect (its reason goes to the log, not to the page).
+ * error page, never a redirect (its reason goes to the log, not to the page). Read from the
+ * database, not the client cache: the consent and the code stored next reference the client,
+ * and a client deleted where no fan-out reaches would fail those inserts (a 500) for as long
+ * as a cached copy lived.
  */
 export async function requestingClient(ctx: AppContext, clientId: string, address: string): Promise<Client> {
   const client = clientId.includes(':') ? await metadataDocumentClient(ctx, clientId, address) : isUuid(clientId) ? await findClient(ctx.db, clientId) : undefined;
@@ -39,6 +42,7 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
   const known = await findClient(ctx.db, url);
   if (known && known.name === document.name && known.redirect_uris === redirectUris) return known;
   await upsertMetadataClient(ctx.db, { id: url, name: document.name, redirect_uris: redirectUris, scopes: joinScopes(SCOPES), created_at: ctx.now() });
+  ctx.onClientsChanged([url]);
   const recorded = await findClient(ctx.db, url);
   if (!recorded) throw invalidRequest('unknown client: check the "client_id" parameter', 'metadata-document client deleted while it was recorded');
   return recorded;

@@ -14,6 +14,7 @@
  * @see RFC 8628 §3.1–3.3, §5.1 (user code brute force), §5.4 (remote phishing)
  */
 import type { AppContext } from '../context.ts';
+import { findClient } from '../store/clients.ts';
 import { decideDeviceCode, findByUserCode, insertDeviceCode } from '../store/device-codes.ts';
 import type { Client, DeviceCode, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
@@ -49,7 +50,9 @@ export async function requestDeviceAuthorization(raw: RawParams, authorization: 
   const { throttle } = ctx.services;
   // Every request stores a row: an address gets the token endpoint's budget here too.
   await throttle.tokenRequestFrom(address);
-  const client = await authenticateClient(ctx.db, authorization, raw);
+  // From the database, not the client cache, as at the authorization endpoint (client-kinds.ts
+  // `requestingClient`): the row stored below refers to the client.
+  const client = await authenticateClient((id) => findClient(ctx.db, id), authorization, raw);
   const params = readParams(raw, client === null ? ['client_id'] : [], ['scope']);
   if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
   if (client.secret_hash !== null) await throttle.tokenRequestOf(client.id);

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { prepare } from './prepared.ts';
 import type { Client, Database, NewClient } from './schema.ts';
 
@@ -70,27 +70,32 @@ export async function setClientBlocked(db: Kysely<Database>, id: string, blocked
 /** `substr(value, 1, length(prefix)) = prefix`: a prefix test with no LIKE wildcards to escape, on both backends. */
 const startsWith = (value: ReturnType<typeof sql>, prefix: ReturnType<typeof sql>) => sql<boolean>`substr(${value}, 1, length(${prefix})) = ${prefix}`;
 
+/** Sets the blocked flag of the metadata-document clients known under `prefix`; returns their ids. */
+async function flagClientsUnder(trx: Transaction<Database>, prefix: string, blocked: boolean): Promise<string[]> {
+  const rows = await trx
+    .updateTable('clients')
+    .set({ blocked: blocked ? 1 : 0 })
+    .where('kind', '=', 'metadata_document')
+    .where(startsWith(sql.ref('clients.id'), sql.val(prefix)))
+    .returning('id')
+    .execute();
+  return rows.map((row) => row.id);
+}
+
 /** Blocks every metadata document under `prefix`, and flags the clients already known under it; returns their ids. */
 export async function insertClientBlock(db: Kysely<Database>, prefix: string, now: number): Promise<string[]> {
   return db.transaction().execute(async (trx) => {
     await trx.insertInto('client_blocks').values({ prefix, created_at: now }).onConflict((conflict) => conflict.column('prefix').doNothing()).execute();
-    const rows = await trx
-      .updateTable('clients')
-      .set({ blocked: 1 })
-      .where('kind', '=', 'metadata_document')
-      .where(startsWith(sql.ref('clients.id'), sql.val(prefix)))
-      .returning('id')
-      .execute();
-    return rows.map((row) => row.id);
+    return flagClientsUnder(trx, prefix, true);
   });
 }
 
-/** Lifts the block on `prefix` and on the clients known under it; false when it was not blocked. */
-export async function deleteClientBlock(db: Kysely<Database>, prefix: string): Promise<boolean> {
+/** Lifts the block on `prefix` and on the clients known under it; their ids, or null when the prefix was not blocked. */
+export async function deleteClientBlock(db: Kysely<Database>, prefix: string): Promise<string[] | null> {
   return db.transaction().execute(async (trx) => {
     const result = await trx.deleteFrom('client_blocks').where('prefix', '=', prefix).executeTakeFirst();
-    await trx.updateTable('clients').set({ blocked: 0 }).where('kind', '=', 'metadata_document').where(startsWith(sql.ref('clients.id'), sql.val(prefix))).execute();
-    return result.numDeletedRows > 0n;
+    const unblocked = await flagClientsUnder(trx, prefix, false);
+    return result.numDeletedRows > 0n ? unblocked : null;
   });
 }
 

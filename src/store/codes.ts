@@ -49,13 +49,17 @@ const codeByHash = prepare((db, p: { hash: string }) =>
   db
     .selectFrom('auth_codes')
     .innerJoin('users', 'users.id', 'auth_codes.user_id')
+    .innerJoin('clients', 'clients.id', 'auth_codes.client_id')
     .selectAll('auth_codes')
-    .select('users.disabled as user_disabled')
+    .select(['users.disabled as user_disabled', 'clients.scopes as client_scopes'])
     .where('auth_codes.hash', '=', p.hash),
 );
 
-/** The code row whatever its state, with whether its user is disabled: the caller checks each. */
-export async function findCode(db: Kysely<Database>, hash: string): Promise<(AuthCode & { user_disabled: number }) | undefined> {
+/**
+ * The code row whatever its state, with whether its user is disabled and its client's scopes
+ * as stored now: the caller checks each.
+ */
+export async function findCode(db: Kysely<Database>, hash: string): Promise<(AuthCode & { user_disabled: number; client_scopes: string }) | undefined> {
   return codeByHash.first(db, { hash });
 }
 

@@ -17,11 +17,14 @@ import {
   type DatabaseConnection,
   type Driver,
   type Migration,
+  type PostgresPool,
+  type PostgresPoolClient,
   type SqliteDatabase,
   type SqliteStatement,
 } from 'kysely';
 import pg from 'pg';
 import type { DatabaseLocation } from '../config.ts';
+import { statementName } from './prepared.ts';
 import type { Database } from './schema.ts';
 import * as initial from './migrations/20261122_001_initial.ts';
 import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
@@ -35,7 +38,14 @@ import * as fewerPagesPerWrite from './migrations/20261123_003_fewer_pages_per_w
 export interface Store {
   readonly db: Kysely<Database>;
   readonly kind: DatabaseLocation['kind'];
+  /** How many statements have been sent to the database so far (BEGIN and COMMIT included): on PostgreSQL, each is a round trip. */
+  statements(): number;
   close(): Promise<void>;
+}
+
+/** Counts the statements a store sends, where they leave for the database. */
+interface StatementCounter {
+  sent: number;
 }
 
 /** Every migration by name, in order; exported for the migration tests, which stop part-way. */
@@ -66,7 +76,7 @@ const WAL_AUTOCHECKPOINT_PAGES = 10_000;
  * are cached by SQL text: Kysely emits the same text for the same query shape, so the cache
  * stays as small as the number of distinct queries.
  */
-function nodeSqlite(path: string): SqliteDatabase {
+function nodeSqlite(path: string, counter: StatementCounter): SqliteDatabase {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const database = new DatabaseSync(path);
   // WAL lets readers proceed during a write; synchronous=NORMAL in WAL mode keeps every
@@ -93,9 +103,9 @@ function nodeSqlite(path: string): SqliteDatabase {
       const { statement, reader } = prepared(text);
       return {
         reader,
-        all: (parameters) => statement.all(...(parameters as Bindings)),
-        run: (parameters) => statement.run(...(parameters as Bindings)),
-        iterate: (parameters) => statement.iterate(...(parameters as Bindings)),
+        all: (parameters) => (counter.sent++, statement.all(...(parameters as Bindings))),
+        run: (parameters) => (counter.sent++, statement.run(...(parameters as Bindings))),
+        iterate: (parameters) => (counter.sent++, statement.iterate(...(parameters as Bindings))),
       };
     },
   };
@@ -177,21 +187,45 @@ const pgTypes = {
   },
 };
 
-function postgresPool(url: string): pg.Pool {
+function postgresPool(url: string, counter: StatementCounter): PostgresPool {
   const pool = new pg.Pool({ connectionString: url, max: 10, types: pgTypes });
   // An idle connection that dies (a database restart, an administrator's kill) is reported
   // here; without a listener it would crash the process. The pool has already dropped it and
   // opens a fresh one on demand, and the next query that fails says so where it matters.
   pool.on('error', () => {});
-  return pool;
+  // Kysely asks the pool for the interface it declares (PostgresPool); each pooled connection
+  // gets one wrapper, so that Kysely, which keys its connections by client, sees the same one.
+  // The wrapper counts the statements, and runs those of prepared queries (prepared.ts) as
+  // named statements: node-postgres sends every other one unnamed, and PostgreSQL parses and
+  // plans an unnamed statement anew each time.
+  const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
+  const wrap = (client: pg.PoolClient): PostgresPoolClient => ({
+    // Only the (text, values) form: the other takes a cursor, and the dialect has none configured.
+    query: ((text: string, values: unknown[]) => {
+      counter.sent++;
+      const name = statementName(text);
+      return name === undefined ? client.query(text, values) : client.query({ name, text, values });
+    }) as unknown as PostgresPoolClient['query'],
+    release: () => client.release(),
+  });
+  return {
+    async connect() {
+      const client = await pool.connect();
+      let wrapper = wrappers.get(client);
+      if (!wrapper) wrappers.set(client, (wrapper = wrap(client)));
+      return wrapper;
+    },
+    end: () => pool.end(),
+  };
 }
 
 export function openStore(location: DatabaseLocation): Store {
+  const counter: StatementCounter = { sent: 0 };
   const db =
     location.kind === 'sqlite'
-      ? new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(nodeSqlite(location.path)) })
-      : new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url) }) });
-  return { db, kind: location.kind, close: () => db.destroy() };
+      ? new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(nodeSqlite(location.path, counter)) })
+      : new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url, counter) }) });
+  return { db, kind: location.kind, statements: () => counter.sent, close: () => db.destroy() };
 }
 
 /** Applies pending migrations; returns the names applied. Safe to run from several instances at once. */

@@ -26,13 +26,17 @@ const deviceCodeByHash = prepare((db, p: { hash: string }) =>
   db
     .selectFrom('device_codes')
     .leftJoin('users', 'users.id', 'device_codes.user_id')
+    .innerJoin('clients', 'clients.id', 'device_codes.client_id')
     .selectAll('device_codes')
-    .select('users.disabled as user_disabled')
+    .select(['users.disabled as user_disabled', 'clients.scopes as client_scopes'])
     .where('device_codes.hash', '=', p.hash),
 );
 
-/** The request whatever its state, with whether the person who answered it is disabled now (null: nobody answered). */
-export async function findDeviceCode(db: Kysely<Database>, hash: string): Promise<(DeviceCode & { user_disabled: number | null }) | undefined> {
+/**
+ * The request whatever its state, with whether the person who answered it is disabled now
+ * (null: nobody answered) and its client's scopes as stored now.
+ */
+export async function findDeviceCode(db: Kysely<Database>, hash: string): Promise<(DeviceCode & { user_disabled: number | null; client_scopes: string }) | undefined> {
   return deviceCodeByHash.first(db, { hash });
 }
 

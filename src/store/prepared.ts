@@ -6,6 +6,7 @@
  * The builder stays the only source of the SQL: a prepared query is written with Kysely as
  * usual, with its inputs taken from a placeholder object instead of real values.
  */
+import { createHash } from 'node:crypto';
 import { CompiledQuery, PostgresAdapter, type Compilable, type Kysely, type QueryResult, type SelectQueryBuilder } from 'kysely';
 import type { Database } from './schema.ts';
 
@@ -49,6 +50,7 @@ export function prepare<A extends object, O>(build: (db: Kysely<Database>, args:
       const { sql, parameters } = build(db, placeholders).compile();
       entry = { sql, parameters };
       byDatabase.set(db, entry);
+      nameStatement(sql);
     }
     return entry;
   };
@@ -62,6 +64,30 @@ export function prepare<A extends object, O>(build: (db: Kysely<Database>, args:
     first: async (db, args, trx) => (await execute(db, args, trx)).rows[0],
     affected: async (db, args, trx) => (await execute(db, args, trx)).numAffectedRows ?? 0n,
   };
+}
+
+/**
+ * The names prepared texts run under on PostgreSQL (store/database.ts hands them to
+ * node-postgres), so that each connection parses and plans a text once rather than on every
+ * run. node-postgres requires one text per name: the name is derived from the text.
+ */
+const statementNames = new Map<string, string>();
+
+/**
+ * Columns chosen with `*` (`selectAll`): a migration that adds a column changes such a
+ * statement's result, which PostgreSQL refuses for a named one ("cached plan must not change
+ * result type"), so an instance still running the previous release during a rolling upgrade
+ * (docs/operations.md) would fail them. They stay unnamed; list the columns to have one named.
+ */
+const STAR = /(?:^|[\s,])(?:"[^"]*"\.)?\*(?=[\s,]|$)/;
+
+function nameStatement(sql: string): void {
+  if (!statementNames.has(sql) && !STAR.test(sql)) statementNames.set(sql, `gh_${createHash('sha256').update(sql).digest('base64url').slice(0, 24)}`);
+}
+
+/** The statement name of a prepared query's SQL text; undefined for any other text. */
+export function statementName(sql: string): string | undefined {
+  return statementNames.get(sql);
 }
 
 /**

@@ -86,15 +86,23 @@ export async function updateScopeDescription(db: Kysely<Database>, name: string,
 
 const holds = (stored: string, names: ReadonlySet<string>) => stored.split(' ').some((s) => names.has(s));
 
+/** What taking access away changed: the grants revoked, and the clients changed or deleted. */
+export interface Withdrawal {
+  grantIds: string[];
+  clientIds: string[];
+}
+
 /**
  * Takes the scopes away: from every client's list, from the codes not yet exchanged (voided)
- * and from the live grants (revoked), then deletes them. Returns the ids of the grants revoked.
+ * and from the live grants (revoked), then deletes them.
  */
-async function withdrawScopes(trx: Transaction<Database>, names: ReadonlySet<string>, now: number): Promise<string[]> {
+async function withdrawScopes(trx: Transaction<Database>, names: ReadonlySet<string>, now: number): Promise<Withdrawal> {
+  const clientIds: string[] = [];
   for (const client of await trx.selectFrom('clients').select(['id', 'scopes']).execute()) {
     if (!holds(client.scopes, names)) continue;
     const kept = client.scopes.split(' ').filter((s) => !names.has(s)).join(' ');
     await trx.updateTable('clients').set({ scopes: kept }).where('id', '=', client.id).execute();
+    clientIds.push(client.id);
   }
   const codes = await trx.selectFrom('auth_codes').select(['hash', 'scopes']).where('consumed_at', 'is', null).execute();
   const voided = codes.filter((code) => holds(code.scopes, names)).map((code) => code.hash);
@@ -103,31 +111,33 @@ async function withdrawScopes(trx: Transaction<Database>, names: ReadonlySet<str
   const revoked = grants.filter((grant) => holds(grant.scopes, names)).map((grant) => grant.id);
   if (revoked.length > 0) await trx.updateTable('grants').set({ revoked_at: now }).where('id', 'in', revoked).where('revoked_at', 'is', null).execute();
   if (names.size > 0) await trx.deleteFrom('scopes').where('name', 'in', [...names]).execute();
-  return revoked;
+  return { grantIds: revoked, clientIds };
 }
 
-/** Deletes the scope and takes it away from everyone; the ids of the grants revoked. */
-export async function deleteScope(db: Kysely<Database>, name: string, now: number): Promise<string[]> {
+/** Deletes the scope and takes it away from everyone. */
+export async function deleteScope(db: Kysely<Database>, name: string, now: number): Promise<Withdrawal> {
   return db.transaction().execute((trx) => withdrawScopes(trx, new Set([name]), now));
 }
 
 /**
  * Deletes the resource server: its scopes are taken away as above, every grant for it is
  * revoked and every code for it voided, and its introspection client goes with it. Returns
- * whether it existed and the ids of the grants revoked.
+ * whether it existed, and what it changed.
  */
-export async function deleteResource(db: Kysely<Database>, id: string, now: number): Promise<{ deleted: boolean; grantIds: string[] }> {
+export async function deleteResource(db: Kysely<Database>, id: string, now: number): Promise<Withdrawal & { deleted: boolean }> {
   return db.transaction().execute(async (trx) => {
     const resource = await trx.selectFrom('resources').select(['id', 'client_id']).where('id', '=', id).executeTakeFirst();
-    if (!resource) return { deleted: false, grantIds: [] };
+    if (!resource) return { deleted: false, grantIds: [], clientIds: [] };
     const scopes = await trx.selectFrom('scopes').select('name').where('resource_id', '=', id).execute();
-    const revoked = new Set(await withdrawScopes(trx, new Set(scopes.map((s) => s.name)), now));
+    const withdrawn = await withdrawScopes(trx, new Set(scopes.map((s) => s.name)), now);
+    const revoked = new Set(withdrawn.grantIds);
     await trx.deleteFrom('auth_codes').where('resource_id', '=', id).where('consumed_at', 'is', null).execute();
     const grants = await trx.updateTable('grants').set({ revoked_at: now }).where('resource_id', '=', id).where('revoked_at', 'is', null).returning('id').execute();
     for (const grant of grants) revoked.add(grant.id);
     await trx.deleteFrom('resources').where('id', '=', id).execute();
     // Its introspection client's grants (it obtains none) and consents go with it.
     if (resource.client_id !== null) await trx.deleteFrom('clients').where('id', '=', resource.client_id).execute();
-    return { deleted: true, grantIds: [...revoked] };
+    const clientIds = resource.client_id === null ? withdrawn.clientIds : [...withdrawn.clientIds, resource.client_id];
+    return { deleted: true, grantIds: [...revoked], clientIds };
   });
 }

@@ -5,7 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import * as oauth from 'oauth4webapi';
+import { CLIENT_CACHE_TTL_MS } from '../../src/client-cache.ts';
 import { postgres } from '../support/backends.ts';
 import { startCluster, type Cluster } from '../support/instances.ts';
 import { authorizationUrl, insecure, type App } from '../support/oauth-client.ts';
@@ -50,6 +52,7 @@ for (const fanOut of ['redis', 'postgres'] as const) {
     before(async () => {
       cluster = await startCluster(3, { REFRESH_GRACE_SECONDS: '0', ...(fanOut === 'redis' ? { REDIS_URL: redisUrl! } : {}) });
       await cluster.createUser('alice');
+      await cluster.createUser('root', { admin: true });
       clientId = (await cluster.createClient()).client.id;
     });
     after(() => cluster?.close());
@@ -81,6 +84,35 @@ for (const fanOut of ['redis', 'postgres'] as const) {
       assert.equal(code, 4001);
       assert.ok(ms < 1000, `closed after ${ms} ms`);
       assert.equal(await profileStatus(cluster, 1, tokens.access_token), 401);
+    });
+
+    test('a secret replaced by an administrator at A: A refuses the old one at once, B as soon as the message arrives', async () => {
+      const { client, secret } = await cluster.createClient({ confidential: true });
+      const introspect = async (instance: number, presented: string) =>
+        (
+          await fetch(`${cluster.instances[instance]!.url}/oauth/introspect`, {
+            method: 'POST',
+            headers: { 'content-type': 'application/x-www-form-urlencoded', authorization: `Basic ${btoa(`${client.id}:${presented}`)}` },
+            body: new URLSearchParams({ token: 'gat_unknown' }),
+          })
+        ).status;
+      const admin = new UserAgent(cluster.instances[0]!.url);
+      await admin.login('root');
+      const page = await admin.visit(`/admin/oauthclients/${client.id}`);
+      // The first use of the client at B reads it: B's copy is believed until at least a second
+      // from now, so a refusal before then is the message's doing.
+      const readAt = performance.now();
+      assert.equal(await introspect(1, secret!), 200);
+      assert.equal(await introspect(0, secret!), 200);
+      const rotated = await admin.submit(page.html, `/admin/oauthclients/${client.id}/secret`);
+      const replacement = /id="client-secret">([^<]+)</.exec(rotated.html)?.[1];
+      assert.ok(replacement, 'no new secret shown');
+      assert.equal(await introspect(0, secret!), 401);
+      while ((await introspect(1, secret!)) !== 401) await sleep(5);
+      const ms = performance.now() - readAt;
+      assert.ok(ms < CLIENT_CACHE_TTL_MS, `B refused the old secret ${Math.round(ms)} ms after reading the client: by expiry, not by the message`);
+      assert.equal(await introspect(1, replacement), 200);
+      assert.equal(await introspect(2, replacement), 200);
     });
   });
 }

@@ -94,6 +94,16 @@ for (const backend of BACKENDS) {
       }
     });
 
+    test('count the statements sent to the database: none for a scrape, one for a bearer check', async () => {
+      const tokens = await obtainTokens(app, new UserAgent(server.url));
+      await scrapeUntil(server, (samples) => samples.has('gatehouse_table_rows{table="users"}')); // the count at start is over
+      const first = await scrape(server);
+      const second = await scrape(server);
+      assert.equal(growth(first, second, 'gatehouse_database_statements_total'), 0);
+      assert.equal((await fetch(`${server.url}/api/profile`, { headers: { authorization: `Bearer ${tokens.access_token}` } })).status, 200);
+      assert.equal(growth(second, await scrape(server), 'gatehouse_database_statements_total'), 1);
+    });
+
     test('label routes by pattern, so no code or token reaches the metrics', async () => {
       await fetch(`${server.url}/oauth/authorize?client_id=${app.client.client_id}&code=gac_${'A'.repeat(43)}`, { redirect: 'manual' });
       await fetch(`${server.url}/no/such/page?access_token=gat_${'B'.repeat(43)}`);

@@ -24,7 +24,7 @@ export interface Cluster {
   /** The issuer all instances announce. */
   publicUrl: string;
   store: Store;
-  createUser(username: string): Promise<void>;
+  createUser(username: string, options?: { admin?: boolean }): Promise<void>;
   createClient(input?: Partial<ClientInput>): Promise<RegisteredClient>;
   close(): Promise<void>;
 }
@@ -66,7 +66,8 @@ export async function startCluster(count: number, env: Record<string, string> = 
     instances,
     publicUrl,
     store,
-    createUser: async (username) => void (await createAccount(store.db, { username, email: `${username}@example.com`, password: PASSWORD, isAdmin: false }, Date.now())),
+    createUser: async (username, options = {}) =>
+      void (await createAccount(store.db, { username, email: `${username}@example.com`, password: PASSWORD, isAdmin: options.admin ?? false }, Date.now())),
     createClient: (input = {}) =>
       createClient(
         store.db,

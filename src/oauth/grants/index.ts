@@ -4,7 +4,6 @@
  */
 import type { Client } from '../../store/schema.ts';
 import type { AppContext } from '../../context.ts';
-import { findClient } from '../../store/clients.ts';
 import { authenticateClient } from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidRequest } from '../errors.ts';
@@ -54,13 +53,13 @@ export async function requestToken(params: RawParams, authorization: string | un
   if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${GRANT_TYPES.join(', ')}`);
   const { throttle } = ctx.services;
   await throttle.tokenRequestFrom(address);
-  const client = await authenticateClient(ctx.db, authorization, params);
+  const client = await authenticateClient(ctx.clients.find, authorization, params);
   let charged: string | null = null;
   const proven: ProvenClient = async (clientId) => {
     if (charged === clientId) return; // an authenticated client is charged once, not again by its grant
     charged = clientId;
     await throttle.tokenRequestOf(clientId);
-    const proved = client?.id === clientId ? client : await findClient(ctx.db, clientId);
+    const proved = client?.id === clientId ? client : await ctx.clients.find(clientId);
     if (proved) await requireStanding(ctx, proved);
   };
   if (client !== null && client.secret_hash !== null) await proven(client.id);

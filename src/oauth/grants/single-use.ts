@@ -25,6 +25,11 @@ export interface ApprovedCode {
   user_id: string | null;
   resource_id: string;
   scopes: string;
+  /**
+   * The client's scopes as stored now, read with the code: what the exchange decides by,
+   * rather than the request's copy of the client, which may be up to a second old (client-cache.ts).
+   */
+  client_scopes: string;
 }
 
 /** One kind of single-use code: how it is named to the client, and its exactly-once write in the store. */
@@ -45,11 +50,11 @@ export interface SingleUseCode {
  */
 export async function exchangeApproved(kind: SingleUseCode, code: ApprovedCode, client: Client, ctx: AppContext, address: string, now: number): Promise<TokenResponse> {
   const invalid = `the ${kind.noun} is invalid`;
-  const scopes = scopesStillAllowed(splitScopes(code.scopes), client);
+  const scopes = scopesStillAllowed(splitScopes(code.scopes), { scopes: code.client_scopes, kind: client.kind });
   if (scopes.length === 0) throw invalidGrant(invalid, `every scope of the ${kind.noun} was taken from the client`);
 
   const pair = mintTokenResponse(ctx, scopes, true);
-  const grant = { id: timeOrderedUuid(now), clientId: client.id, userId: code.user_id, resourceId: code.resource_id, scopes: pair.stored.scopes, clientScopes: client.scopes };
+  const grant = { id: timeOrderedUuid(now), clientId: client.id, userId: code.user_id, resourceId: code.resource_id, scopes: pair.stored.scopes, clientScopes: code.client_scopes };
   const detail = { grant_type: kind.grantType, grant_id: grant.id, scope: grant.scopes };
   const issued = ctx.audit.pending({ type: 'token_issued', userId: code.user_id, clientId: client.id, address, detail });
   const exchange = await kind.exchange(ctx.db, code.hash, grant, pair.stored, now, issued.row);

@@ -1,0 +1,164 @@
+/**
+ * The client cache (src/client-cache.ts): what it keeps and for how long, then attacked — a
+ * copy of a client that is no longer true must never issue a token, and a secret must stop
+ * working when it is replaced. The changes
+ * come from a context of their own, as from the command line: on SQLite no message reaches
+ * the server from it, so its copy stays stale for up to CLIENT_CACHE_TTL_MS, and only the
+ * database's own checks stand between that copy and a token. (Across instances, where the
+ * message does arrive: test/multi/instances.test.ts.)
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { COMMAND_LINE } from '../../src/audit.ts';
+import { CLIENT_CACHE_TTL_MS, createClientCache } from '../../src/client-cache.ts';
+import { removeClient, rotateClientSecret } from '../../src/clients/clients.ts';
+import { openContext, type OpenContext } from '../../src/context.ts';
+import { setClientBlocked, updateClient } from '../../src/store/clients.ts';
+import { openStore, type Store } from '../../src/store/database.ts';
+import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { discover, exchangeRequest, obtainCallback, obtainTokens, postForm, profile, refreshRequest, tokenResult, type TokenResult } from '../support/oauth-client.ts';
+import { databaseUrl, gatehouse } from '../support/processes.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+import { UserAgent } from '../support/user-agent.ts';
+
+const basic = (clientId: string, secret: string) => ({ authorization: `Basic ${btoa(`${clientId}:${secret}`)}` });
+
+/** Refused, never a 5xx, nothing issued. */
+function assertRefused(result: TokenResult, what: string): void {
+  assert.ok(result.status === 400 || result.status === 401, `${what}: ${result.status} ${JSON.stringify(result.body)}`);
+  assert.equal(result.body.access_token, undefined, `${what}: a token was issued`);
+}
+
+for (const backend of BACKENDS) {
+  describe(`the client cache (${backend.name})`, backendOptions(backend), () => {
+    let server: TestServer;
+    let otherStore: Store;
+    let other: OpenContext;
+
+    before(async () => {
+      server = await startServer(backend, { DYNAMIC_CLIENT_REGISTRATION: 'true', TOKEN_REQUESTS_PER_ADDRESS: '0', TOKEN_REQUESTS_PER_CLIENT: '0' });
+      await server.createUser('alice');
+      otherStore = openStore(server.config.database);
+      other = await openContext(server.config, otherStore, { info() {}, warn() {}, error() {} });
+    });
+    after(async () => {
+      await other?.close();
+      await otherStore?.close();
+      await server?.close();
+    });
+
+    const ctx = () => server.app.gatehouse;
+    const grantsOf = async (clientId: string) =>
+      Number((await server.store.db.selectFrom('grants').select((eb) => eb.fn.countAll<number>().as('n')).where('client_id', '=', clientId).executeTakeFirstOrThrow()).n);
+    /** On SQLite, that the server still holds its copy of the client: the attack goes through the stale copy. */
+    const assertStillCached = async (clientId: string) => {
+      if (backend.name === 'sqlite') assert.ok(await ctx().clients.find(clientId), 'the server no longer holds a copy of the client: this tests nothing');
+    };
+
+    test('the cache keeps only clients that exist, answers from memory, and believes an entry a second at most', async () => {
+      // A cache of its own on a store of its own, so that every statement counted is its doing.
+      const cache = createClientCache(otherStore.db);
+      const { client } = await server.createClient({ name: 'Cached' });
+      const sent = otherStore.statements();
+      assert.equal(await cache.find('00000000-0000-4000-8000-000000000000'), undefined);
+      assert.equal(await cache.find('00000000-0000-4000-8000-000000000000'), undefined);
+      assert.equal(otherStore.statements() - sent, 2, 'an unknown id was remembered');
+      const [first, second] = await Promise.all([cache.find(client.id), cache.find(client.id)]);
+      assert.equal(first?.name, 'Cached');
+      assert.equal(second, first);
+      assert.equal(otherStore.statements() - sent, 3, 'two requests at once for one client read it more than once');
+      assert.equal((await cache.find(client.id))?.name, 'Cached');
+      assert.equal(otherStore.statements() - sent, 3, 'a cached client was read again');
+
+      await updateClient(server.store.db, client.id, { name: 'Renamed' }); // a change no message reports
+      assert.equal((await cache.find(client.id))?.name, 'Cached');
+      await sleep(CLIENT_CACHE_TTL_MS);
+      assert.equal((await cache.find(client.id))?.name, 'Renamed');
+    });
+
+    test('a read under way when its client is forgotten is not kept: it may predate the change', async () => {
+      const cache = createClientCache(otherStore.db);
+      const { client } = await server.createClient({ name: 'Before' });
+      const reading = cache.find(client.id);
+      cache.forget([client.id]);
+      assert.equal((await reading)?.name, 'Before');
+      await updateClient(server.store.db, client.id, { name: 'After' });
+      assert.equal((await cache.find(client.id))?.name, 'After');
+    });
+
+    test('the old secret after a rotation on this instance: refused at once', async () => {
+      const { client, secret } = await server.createClient({ name: 'Rotated', confidential: true });
+      const introspect = async (presented: string) => (await postForm(server, '/oauth/introspect', { token: 'gat_unknown' }, basic(client.id, presented))).status;
+      assert.equal(await introspect(secret!), 200); // the client is cached now
+      const replacement = await rotateClientSecret(ctx(), client, COMMAND_LINE);
+      assert.equal(await introspect(secret!), 401);
+      assert.equal(await introspect(replacement), 200);
+    });
+
+    test('a client deleted elsewhere, still cached here: its code, refresh token and client credentials yield nothing', async () => {
+      const { client } = await server.createClient({ name: 'Deleted' });
+      const app = await discover(server, client.id);
+      const agent = new UserAgent(server.url);
+      const tokens = await obtainTokens(app, agent); // the exchange caches the client
+      const outstanding = await obtainCallback(app, agent);
+      const service = await server.createClient({ name: 'Deleted service', grantType: 'client_credentials', redirectUris: [], confidential: true });
+      const credentials = () => postForm(server, '/api/token', { grant_type: 'client_credentials' }, basic(service.client.id, service.secret!));
+      assert.equal((await credentials()).status, 200); // cached too
+
+      assert.equal(await removeClient(other, client.id, COMMAND_LINE), true);
+      assert.equal(await removeClient(other, service.client.id, COMMAND_LINE), true);
+      await assertStillCached(client.id);
+      assertRefused(await tokenResult(await exchangeRequest(app, outstanding)), 'the outstanding code');
+      assertRefused(await tokenResult(await refreshRequest(app, tokens.refresh_token!)), 'the refresh token');
+      assertRefused(await tokenResult(await credentials()), 'client credentials');
+      assert.equal((await profile(server, tokens.access_token)).status, 401);
+      assert.equal(await grantsOf(client.id), 0);
+      assert.equal(await grantsOf(service.client.id), 0);
+    });
+
+    test('a client blocked elsewhere, still cached here: its code and refresh token yield nothing', async () => {
+      const registered = await postForm(server, '/oauth/register', JSON.stringify({ client_name: 'Blocked', redirect_uris: ['http://127.0.0.1:8765/callback'] }), { 'content-type': 'application/json' });
+      const { client_id: clientId } = (await registered.json()) as { client_id: string };
+      const app = await discover(server, clientId);
+      const agent = new UserAgent(server.url);
+      const tokens = await obtainTokens(app, agent);
+      const outstanding = await obtainCallback(app, agent);
+
+      // The flag alone, without the revocation and voiding that `gatehouse client block` adds:
+      // only the token writes' own check of the client stands between the stale copy and a token.
+      assert.equal(await setClientBlocked(otherStore.db, clientId, true), true);
+      await assertStillCached(clientId);
+      assertRefused(await tokenResult(await exchangeRequest(app, outstanding)), 'the outstanding code');
+      assertRefused(await tokenResult(await refreshRequest(app, tokens.refresh_token!)), 'the refresh token');
+      assert.equal(await grantsOf(clientId), 1, 'a grant was made after the block');
+    });
+
+    test(`a client deleted by the command line while the server runs: seen within ${CLIENT_CACHE_TTL_MS} ms`, async () => {
+      const { client, secret } = await server.createClient({ name: 'Deleted by the CLI', confidential: true });
+      const introspect = async () => (await postForm(server, '/oauth/introspect', { token: 'gat_unknown' }, basic(client.id, secret!))).status;
+      // Asked all along, so that the server's copy is never older than the cache allows.
+      let asking = true;
+      const statuses: number[] = [];
+      const polling = (async () => {
+        while (asking) {
+          statuses.push(await introspect());
+          await sleep(20);
+        }
+      })();
+      try {
+        const run = await gatehouse(['client', 'delete', client.id], { DATABASE_URL: databaseUrl(server.config) });
+        assert.equal(run.code, 0, run.stderr);
+        const deletedBy = performance.now();
+        while ((await introspect()) !== 401) {
+          assert.ok(performance.now() - deletedBy < CLIENT_CACHE_TTL_MS + 500, 'the deleted client still authenticates');
+          await sleep(10);
+        }
+      } finally {
+        asking = false;
+        await polling;
+      }
+      assert.ok(statuses.length > 0 && statuses.every((status) => status === 200 || status === 401), statuses.join(' '));
+    });
+  });
+}
