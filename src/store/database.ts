@@ -52,9 +52,10 @@ export const migrations: Record<string, Migration> = {
  * Kysely's SQLite dialect speaks the better-sqlite3 interface; `node:sqlite` differs only in
  * spreading parameters and in telling readers apart by their columns. Prepared statements
  * are cached by SQL text: Kysely emits the same text for the same query shape, so the cache
- * stays as small as the number of distinct queries.
+ * stays as small as the number of distinct queries. Besides the interface Kysely speaks, it
+ * gives the reads that may run at once without Kysely's connection queue (`readNow`).
  */
-function nodeSqlite(path: string): SqliteDatabase {
+function nodeSqlite(path: string): { database: SqliteDatabase; readNow: ReadNow } {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const database = new DatabaseSync(path);
   // WAL lets readers proceed during a write; synchronous=NORMAL in WAL mode keeps every
@@ -76,17 +77,51 @@ function nodeSqlite(path: string): SqliteDatabase {
   };
   type Bindings = Parameters<StatementSync['all']>;
   return {
-    close: () => database.close(),
-    prepare(text: string): SqliteStatement {
-      const { statement, reader } = prepared(text);
-      return {
-        reader,
-        all: (parameters) => statement.all(...(parameters as Bindings)),
-        run: (parameters) => statement.run(...(parameters as Bindings)),
-        iterate: (parameters) => statement.iterate(...(parameters as Bindings)),
-      };
+    database: {
+      close: () => database.close(),
+      prepare(text: string): SqliteStatement {
+        const { statement, reader } = prepared(text);
+        return {
+          reader,
+          all: (parameters) => statement.all(...(parameters as Bindings)),
+          run: (parameters) => statement.run(...(parameters as Bindings)),
+          iterate: (parameters) => statement.iterate(...(parameters as Bindings)),
+        };
+      },
+    },
+    readNow(text, parameters) {
+      // The one connection is shared by every request. While a transaction is open on it
+      // (between BEGIN and COMMIT or ROLLBACK, across the awaits of the request that opened
+      // it), a read here would see that transaction's uncommitted writes, and then maybe
+      // their rollback: such a read takes its turn behind the transaction instead, as every
+      // Kysely query does. Outside one, SQLite is in autocommit mode, the statement runs to
+      // its end before anything else can, and it sees only what is committed.
+      if (database.isTransaction) return LATER;
+      try {
+        return prepared(text).statement.get(...(parameters as Bindings));
+      } catch (error) {
+        if (isBusy(error)) return LATER; // another process's lock: the queued path waits for it
+        throw error;
+      }
     },
   };
+}
+
+/** What `readNow` answers when the read must take its turn on the connection instead. */
+export const LATER = Symbol('later');
+
+/**
+ * Runs a reading statement on SQLite's connection at once, without Kysely's connection
+ * queue, and returns its first row (undefined for none) — or LATER, when it must not run
+ * now. For reads only: a write would skip the wait for another process's write lock.
+ */
+export type ReadNow = (sql: string, parameters: readonly unknown[]) => unknown;
+
+const immediateReads = new WeakMap<Kysely<Database>, ReadNow>();
+
+/** The immediate read path of this database (SQLite only; not of a transaction), if it has one. */
+export function readNowOn(db: Kysely<Database>): ReadNow | undefined {
+  return immediateReads.get(db);
 }
 
 /** How long a statement waits for another process's write lock before it fails, as busy_timeout did. */
@@ -175,10 +210,13 @@ function postgresPool(url: string): pg.Pool {
 }
 
 export function openStore(location: DatabaseLocation): Store {
-  const db =
-    location.kind === 'sqlite'
-      ? new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(nodeSqlite(location.path)) })
-      : new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url) }) });
+  if (location.kind === 'sqlite') {
+    const { database, readNow } = nodeSqlite(location.path);
+    const db = new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(database) });
+    immediateReads.set(db, readNow);
+    return { db, kind: location.kind, close: () => db.destroy() };
+  }
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url) }) });
   return { db, kind: location.kind, close: () => db.destroy() };
 }
 
