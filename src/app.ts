@@ -3,16 +3,26 @@
  * by `gatehouse serve` and by the tests.
  */
 import { fileURLToPath } from 'node:url';
-import Fastify, { LogController, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type onRequestHookHandler,
+  type onResponseHookHandler,
+} from 'fastify';
 import cookie from '@fastify/cookie';
-import cors from '@fastify/cors';
+import cors, { type FastifyCorsOptions } from '@fastify/cors';
 import csrf from '@fastify/csrf-protection';
 import formbody from '@fastify/formbody';
-import helmet from '@fastify/helmet';
+import helmet, { type FastifyHelmetOptions } from '@fastify/helmet';
 import fastifyStatic from '@fastify/static';
 import view from '@fastify/view';
 import { Eta } from 'eta';
 import { randomUUID } from 'node:crypto';
+import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
 import type { Config } from './config.ts';
 import { openContext, type AppContext } from './context.ts';
 import { OAuthError } from './oauth/errors.ts';
@@ -65,10 +75,113 @@ class OneLinePerRequest extends LogController {
   }
 }
 
+/**
+ * A request's logger that makes pino's child logger (the request id bound to it) only when a
+ * line is written: at LOG_LEVEL=warn most requests write none, and making the child costs a
+ * measurable share of a bearer check (docs/performance.md). The lines are pino's own.
+ */
+class RequestLogger {
+  readonly #parent: Logger;
+  readonly #bindings: Bindings;
+  readonly #options: ChildLoggerOptions;
+  /** The lowest level this request writes (its route's, else the server's). */
+  readonly #threshold: number;
+  #child: FastifyBaseLogger | undefined;
+  constructor(parent: Logger, bindings: Bindings, options: ChildLoggerOptions) {
+    this.#parent = parent;
+    this.#bindings = bindings;
+    this.#options = options;
+    this.#threshold = parent.levels.values[this.level]!;
+  }
+  get level(): string {
+    return this.#options.level ?? this.#parent.level;
+  }
+  #write(level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace', line: unknown[]): void {
+    if (this.#parent.levels.values[level]! < this.#threshold) return;
+    const child = this.#made();
+    (child[level] as (...line: unknown[]) => void).apply(child, line);
+  }
+  #made(): FastifyBaseLogger {
+    return (this.#child ??= this.#parent.child(this.#bindings, this.#options));
+  }
+  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
+    return this.#made().child(bindings, options);
+  }
+  fatal(...line: unknown[]): void {
+    this.#write('fatal', line);
+  }
+  error(...line: unknown[]): void {
+    this.#write('error', line);
+  }
+  warn(...line: unknown[]): void {
+    this.#write('warn', line);
+  }
+  info(...line: unknown[]): void {
+    this.#write('info', line);
+  }
+  debug(...line: unknown[]): void {
+    this.#write('debug', line);
+  }
+  trace(...line: unknown[]): void {
+    this.#write('trace', line);
+  }
+  silent(): void {}
+}
+
 /** The endpoints browser-based clients call from other origins (SPEC §4.4), besides the metadata. */
 const CORS_PATHS = ['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/register', '/oauth/introspect', '/api/profile', '/api/links', '/openapi.json'];
+/** What those endpoints answer: readable from any origin, without credentials. One object, made once, for every request. */
+const CORS_ENDPOINT: FastifyCorsOptions = { origin: '*', methods: ['GET', 'POST'], allowedHeaders: ['Authorization', 'Content-Type'], exposedHeaders: ['WWW-Authenticate', 'Retry-After'], maxAge: 600 };
+const NO_CORS: FastifyCorsOptions = { origin: false };
 
 const HSTS = 'max-age=31536000; includeSubDomains';
+
+/** Browser security headers for the pages (SPEC §4.5): no inline script, no framing, no Referer. */
+const PAGE_SECURITY: FastifyHelmetOptions = {
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: {
+      defaultSrc: ["'self'"],
+      scriptSrc: ["'self'"],
+      styleSrc: ["'self'"],
+      imgSrc: ["'self'", 'data:'],
+      objectSrc: ["'none'"],
+      baseUri: ["'none'"],
+      frameAncestors: ["'none'"],
+    },
+  },
+  referrerPolicy: { policy: 'no-referrer' },
+  strictTransportSecurity: false, // set with the headers of every response
+  crossOriginResourcePolicy: false, // the CORS endpoints are meant to be read cross-origin
+  crossOriginOpenerPolicy: false, // the popup flow needs window.opener across origins
+  xFrameOptions: { action: 'deny' }, // frame-ancestors 'none' for browsers without CSP 2
+};
+
+/**
+ * The headers helmet sets with these options. Without CSP nonces they are the same for every
+ * page, so they are asked of @fastify/helmet once, on a throw-away instance, and the pages set
+ * them from this table: no route runs helmet's per-request hooks (docs/performance.md).
+ */
+async function helmetHeaders(options: FastifyHelmetOptions): Promise<Record<string, string>> {
+  const probe = Fastify();
+  await probe.register(helmet, options);
+  probe.get('/with', async () => '');
+  probe.get('/without', { helmet: false }, async () => '');
+  const [withHelmet, without] = [await probe.inject('/with'), await probe.inject('/without')];
+  await probe.close();
+  return Object.fromEntries(Object.entries(withHelmet.headers).filter(([name]) => !(name in without.headers))) as Record<string, string>;
+}
+
+/** The route's own hooks of one kind, as an array (Fastify takes a function or an array). */
+function hooksOf<H>(hooks: H | H[] | undefined): H[] {
+  return hooks === undefined ? [] : Array.isArray(hooks) ? hooks : [hooks];
+}
+
+/** The path of a request URL, without its query. */
+function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query < 0 ? url : url.slice(0, query);
+}
 
 /** A request whose headers and body have not all arrived by then is answered 408 and its connection closed (SPEC §4.6). */
 export const REQUEST_TIMEOUT_MS = 30_000;
@@ -109,6 +222,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     logController: new OneLinePerRequest(),
+    childLoggerFactory: (logger, bindings, options) => new RequestLogger(logger as Logger, bindings, options),
     // A path Fastify cannot route (bad percent-encoding, an over-long segment) is answered like
     // every other bad request, and without quoting the URL back.
     frameworkErrors: (error, request, reply) => {
@@ -120,22 +234,47 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   const ctx = await openContext(config, store, app.log, options.now);
   app.addHook('onClose', () => ctx.close());
   const { metrics } = ctx;
-  // Browser security headers (CSP, framing, referrer…) are for the pages; every answer gets
-  // nosniff and, behind https, HSTS. Skipping helmet's per-request work on the JSON routes
-  // is a measurable share of a bearer check (docs/performance.md).
+  // Every answer gets nosniff and, behind https, HSTS; helmet's browser headers come from a
+  // table made once, set on the pages and on a path nothing is routed to (a 404). On the bearer
+  // path, helmet's per-request work was a measurable share of the CPU (docs/performance.md).
   const everyResponse = { 'X-Content-Type-Options': 'nosniff', ...(isHttps(ctx) ? { 'Strict-Transport-Security': HSTS } : {}) };
+  const pageHeaders = await helmetHeaders(PAGE_SECURITY);
+  const unrouted = { ...everyResponse, ...pageHeaders };
   // Hooks that run on every request take a callback rather than returning a promise: one
   // promise and a microtask less per request on the bearer path (docs/performance.md).
   app.addHook('onRequest', (request, reply, done) => {
-    reply.header('X-Request-Id', request.id).headers(everyResponse);
+    reply.header('X-Request-Id', request.id).headers(request.is404 ? unrouted : everyResponse);
     done();
   });
+  const unmatched = new Map<string, ReturnType<typeof metrics.requests>>();
   app.addHook('onResponse', (request, reply, done) => {
-    // The route pattern, not the URL: bounded label values, and no code or token from a query string.
-    metrics.request(request.method, request.routeOptions.url ?? 'unmatched', reply.statusCode, reply.elapsedTime / 1000);
+    if (request.is404) {
+      let count = unmatched.get(request.method);
+      if (count === undefined) unmatched.set(request.method, (count = metrics.requests(request.method, 'unmatched')));
+      count(reply.statusCode, reply.elapsedTime / 1000);
+    }
     done();
   });
-
+  // What depends on the route is settled when it is added: its headers, and its metrics
+  // labelled with the route pattern — bounded label values, and no code or token from a
+  // query string.
+  app.addHook('onRoute', (route) => {
+    if (route.config?.page) {
+      const setHeaders: onRequestHookHandler = (_request, reply, done) => {
+        reply.headers(pageHeaders);
+        done();
+      };
+      route.onRequest = [setHeaders, ...hooksOf(route.onRequest)];
+    }
+    const counts = new Map<string, ReturnType<typeof metrics.requests>>();
+    const count: onResponseHookHandler = (request, reply, done) => {
+      let answered = counts.get(request.method);
+      if (answered === undefined) counts.set(request.method, (answered = metrics.requests(request.method, route.url)));
+      answered(reply.statusCode, reply.elapsedTime / 1000);
+      done();
+    };
+    route.onResponse = [...hooksOf(route.onResponse), count];
+  });
 
   app.removeAllContentTypeParsers(); // only forms are accepted (and JSON at /oauth/register, http/register.ts); anything else is a 400
   await app.register(formbody, { parser: (text) => parseForm(text) });
@@ -146,35 +285,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     cookieOpts: cookieOptions(ctx),
     getToken: (request) => (request.body as Record<string, unknown> | undefined)?._csrf as string,
   });
-  app.addHook('onRoute', (route) => {
-    if (!route.config?.page && route.helmet === undefined) route.helmet = false;
-  });
-  await app.register(helmet, {
-    contentSecurityPolicy: {
-      useDefaults: false,
-      directives: {
-        defaultSrc: ["'self'"],
-        scriptSrc: ["'self'"],
-        styleSrc: ["'self'"],
-        imgSrc: ["'self'", 'data:'],
-        objectSrc: ["'none'"],
-        baseUri: ["'none'"],
-        frameAncestors: ["'none'"],
-      },
-    },
-    referrerPolicy: { policy: 'no-referrer' },
-    strictTransportSecurity: false, // set with the headers of every response, above
-    crossOriginResourcePolicy: false, // the CORS endpoints are meant to be read cross-origin
-    crossOriginOpenerPolicy: false, // the popup flow needs window.opener across origins
-    xFrameOptions: { action: 'deny' }, // frame-ancestors 'none' for browsers without CSP 2
-  });
   const corsPaths = new Set([...CORS_PATHS, ...metadataPaths(config)]);
-  await app.register(cors, {
-    delegator: (request, callback) => {
-      const path = (request.url ?? '').split('?')[0] ?? '';
-      callback(null, corsPaths.has(path) ? { origin: '*', methods: ['GET', 'POST'], allowedHeaders: ['Authorization', 'Content-Type'], exposedHeaders: ['WWW-Authenticate', 'Retry-After'], maxAge: 600 } : { origin: false });
-    },
-  });
+  await app.register(cors, { delegator: (request, callback) => callback(null, corsPaths.has(pathOf(request.url ?? '')) ? CORS_ENDPOINT : NO_CORS) });
   await app.register(view, {
     engine: { eta: new Eta({ autoEscape: true }) },
     root: fileURLToPath(new URL('./views', import.meta.url)),

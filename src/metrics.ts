@@ -16,8 +16,12 @@ import { countTableRows } from './store/stats.ts';
 
 export interface Metrics {
   readonly registry: Registry;
-  /** One finished HTTP request; `route` is the route pattern, never the raw URL (which may carry a code). */
-  request(method: string, route: string, status: number, seconds: number): void;
+  /**
+   * What counts the finished requests of one method and route: `route` is the route pattern,
+   * never the raw URL (which may carry a code). Taken once per route, so that a request costs
+   * no label objects of its own.
+   */
+  requests(method: string, route: string): (status: number, seconds: number) => void;
   /** An error answered to a client, by its OAuth error code. */
   failure(error: string, status: number): void;
   /** A security event, as recorded in the audit trail. */
@@ -82,9 +86,15 @@ export function createMetrics(store: Store): Metrics {
 
   return {
     registry,
-    request: (method, route, status, seconds) => {
-      requests.inc({ method, route, status });
-      latency.observe({ method, route }, seconds);
+    requests(method, route) {
+      const observe = latency.labels({ method, route }).observe;
+      const counters = new Map<number, () => void>();
+      return (status, seconds) => {
+        let count = counters.get(status);
+        if (count === undefined) counters.set(status, (count = requests.labels({ method, route, status }).inc));
+        count();
+        observe(seconds);
+      };
     },
     failure: (error, status) => failures.inc({ error, status }),
     event: (event) => eventCounters[event.type]?.(event),

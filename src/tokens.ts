@@ -9,7 +9,7 @@
  * can reveal at most a prefix of a hash, which does not help forge a token. A fast hash is
  * right here because the input has full entropy; passwords get scrypt instead.
  */
-import { createCipheriv, createDecipheriv, createHash, createSecretKey, hkdfSync, randomBytes, randomInt, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, hash, hkdfSync, randomBytes, randomInt, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 export const TOKEN_PREFIX = {
   access: 'gat_',
@@ -38,7 +38,7 @@ export function mintToken(kind: TokenKind): MintedToken {
 }
 
 export function hashToken(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
+  return hash('sha256', token, 'base64url'); // one call: cheaper than a Hash object for a short input
 }
 
 /** The hash of `token` when it is shaped like a token of `kind`, else null (no lookup needed). */

@@ -31,7 +31,16 @@ export function normalizeScopes(scopes: readonly string[]): string[] {
 }
 
 export function splitScopes(stored: string): string[] {
-  return normalizeScopes(stored.split(' '));
+  const scopes = stored.split(' ');
+  // Stored lists are written in normal form (joinScopes): checking that costs less than
+  // making it again, on every bearer check (docs/performance.md).
+  return isNormal(scopes) ? scopes : normalizeScopes(scopes);
+}
+
+/** Sorted, without repeats or empty names: what normalizeScopes gives. */
+function isNormal(scopes: readonly string[]): boolean {
+  for (let i = 0; i < scopes.length; i++) if (scopes[i] === '' || (i > 0 && scopes[i - 1]! >= scopes[i]!)) return false;
+  return true;
 }
 
 export function joinScopes(scopes: readonly string[]): string {

@@ -74,9 +74,10 @@ const WAL_AUTOCHECKPOINT_PAGES = 10_000;
  * Kysely's SQLite dialect speaks the better-sqlite3 interface; `node:sqlite` differs only in
  * spreading parameters and in telling readers apart by their columns. Prepared statements
  * are cached by SQL text: Kysely emits the same text for the same query shape, so the cache
- * stays as small as the number of distinct queries.
+ * stays as small as the number of distinct queries. Besides the interface Kysely speaks, it
+ * gives the reads that may run at once without Kysely's connection queue (`readNow`).
  */
-function nodeSqlite(path: string, counter: StatementCounter): SqliteDatabase {
+function nodeSqlite(path: string, counter: StatementCounter): { database: SqliteDatabase; readNow: ReadNow } {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const database = new DatabaseSync(path);
   // WAL lets readers proceed during a write; synchronous=NORMAL in WAL mode keeps every
@@ -98,17 +99,53 @@ function nodeSqlite(path: string, counter: StatementCounter): SqliteDatabase {
   };
   type Bindings = Parameters<StatementSync['all']>;
   return {
-    close: () => database.close(),
-    prepare(text: string): SqliteStatement {
-      const { statement, reader } = prepared(text);
-      return {
-        reader,
-        all: (parameters) => (counter.sent++, statement.all(...(parameters as Bindings))),
-        run: (parameters) => (counter.sent++, statement.run(...(parameters as Bindings))),
-        iterate: (parameters) => (counter.sent++, statement.iterate(...(parameters as Bindings))),
-      };
+    database: {
+      close: () => database.close(),
+      prepare(text: string): SqliteStatement {
+        const { statement, reader } = prepared(text);
+        return {
+          reader,
+          all: (parameters) => (counter.sent++, statement.all(...(parameters as Bindings))),
+          run: (parameters) => (counter.sent++, statement.run(...(parameters as Bindings))),
+          iterate: (parameters) => (counter.sent++, statement.iterate(...(parameters as Bindings))),
+        };
+      },
+    },
+    readNow(text, parameters) {
+      // The one connection is shared by every request. While a transaction is open on it
+      // (between BEGIN and COMMIT or ROLLBACK, across the awaits of the request that opened
+      // it), a read here would see that transaction's uncommitted writes, and then maybe
+      // their rollback: such a read takes its turn behind the transaction instead, as every
+      // Kysely query does. Outside one, SQLite is in autocommit mode, the statement runs to
+      // its end before anything else can, and it sees only what is committed.
+      if (database.isTransaction) return LATER;
+      try {
+        const row = prepared(text).statement.get(...(parameters as Bindings));
+        counter.sent++;
+        return row;
+      } catch (error) {
+        if (isBusy(error)) return LATER; // another process's lock: the queued path waits for it
+        throw error;
+      }
     },
   };
+}
+
+/** What `readNow` answers when the read must take its turn on the connection instead. */
+export const LATER = Symbol('later');
+
+/**
+ * Runs a reading statement on SQLite's connection at once, without Kysely's connection
+ * queue, and returns its first row (undefined for none) — or LATER, when it must not run
+ * now. For reads only: a write would skip the wait for another process's write lock.
+ */
+export type ReadNow = (sql: string, parameters: readonly unknown[]) => unknown;
+
+const immediateReads = new WeakMap<Kysely<Database>, ReadNow>();
+
+/** The immediate read path of this database (SQLite only; not of a transaction), if it has one. */
+export function readNowOn(db: Kysely<Database>): ReadNow | undefined {
+  return immediateReads.get(db);
 }
 
 /** How long a statement waits for another process's write lock before it fails, as busy_timeout did. */
@@ -221,11 +258,15 @@ function postgresPool(url: string, counter: StatementCounter): PostgresPool {
 
 export function openStore(location: DatabaseLocation): Store {
   const counter: StatementCounter = { sent: 0 };
-  const db =
-    location.kind === 'sqlite'
-      ? new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(nodeSqlite(location.path, counter)) })
-      : new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url, counter) }) });
-  return { db, kind: location.kind, statements: () => counter.sent, close: () => db.destroy() };
+  const statements = () => counter.sent;
+  if (location.kind === 'sqlite') {
+    const { database, readNow } = nodeSqlite(location.path, counter);
+    const db = new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(database) });
+    immediateReads.set(db, readNow);
+    return { db, kind: location.kind, statements, close: () => db.destroy() };
+  }
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url, counter) }) });
+  return { db, kind: location.kind, statements, close: () => db.destroy() };
 }
 
 /** Applies pending migrations; returns the names applied. Safe to run from several instances at once. */

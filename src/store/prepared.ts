@@ -7,7 +7,8 @@
  * usual, with its inputs taken from a placeholder object instead of real values.
  */
 import { createHash } from 'node:crypto';
-import { CompiledQuery, PostgresAdapter, type Compilable, type Kysely, type QueryResult, type SelectQueryBuilder } from 'kysely';
+import { CompiledQuery, PostgresAdapter, SelectQueryNode, type Compilable, type Kysely, type QueryResult, type SelectQueryBuilder } from 'kysely';
+import { LATER, readNowOn, type ReadNow } from './database.ts';
 import type { Database } from './schema.ts';
 
 /** Stands in for an argument while the query is compiled; replaced by its value on each run. */
@@ -21,6 +22,8 @@ class Placeholder {
 interface Compiled {
   sql: string;
   parameters: readonly unknown[];
+  /** SQLite's immediate read path, for a SELECT on a database that has one (database.ts). */
+  readNow: ReadNow | undefined;
 }
 
 export interface PreparedQuery<A, O> {
@@ -47,21 +50,31 @@ export function prepare<A extends object, O>(build: (db: Kysely<Database>, args:
   const compiled = (db: Kysely<Database>): Compiled => {
     let entry = byDatabase.get(db);
     if (!entry) {
-      const { sql, parameters } = build(db, placeholders).compile();
-      entry = { sql, parameters };
+      const { sql, parameters, query } = build(db, placeholders).compile();
+      entry = { sql, parameters, readNow: SelectQueryNode.is(query) ? readNowOn(db) : undefined };
       byDatabase.set(db, entry);
       nameStatement(sql);
     }
     return entry;
   };
+  const valuesOf = (parameters: readonly unknown[], args: A) =>
+    parameters.map((value) => (value instanceof Placeholder ? (args as Record<string, unknown>)[value.name] : value));
   const execute = (db: Kysely<Database>, args: A, trx: Kysely<Database> = db): Promise<QueryResult<O>> => {
     const { sql, parameters } = compiled(db);
-    const values = parameters.map((value) => (value instanceof Placeholder ? (args as Record<string, unknown>)[value.name] : value));
-    return trx.executeQuery(CompiledQuery.raw(sql, values) as CompiledQuery<O>);
+    return trx.executeQuery(CompiledQuery.raw(sql, valuesOf(parameters, args)) as CompiledQuery<O>);
   };
   return {
     execute,
-    first: async (db, args, trx) => (await execute(db, args, trx)).rows[0],
+    async first(db, args, trx) {
+      // On SQLite, a read outside any transaction skips Kysely's executor and connection
+      // queue: on the bearer path they cost more than the statement (docs/performance.md).
+      const { sql, parameters, readNow } = compiled(db);
+      if (readNow !== undefined && (trx === undefined || trx === db)) {
+        const row = readNow(sql, valuesOf(parameters, args));
+        if (row !== LATER) return row as O | undefined;
+      }
+      return (await execute(db, args, trx)).rows[0];
+    },
     affected: async (db, args, trx) => (await execute(db, args, trx)).numAffectedRows ?? 0n,
   };
 }

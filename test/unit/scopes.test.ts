@@ -38,6 +38,12 @@ describe('splitScopes / joinScopes (the stored form)', () => {
     assert.deepEqual(splitScopes(''), []);
   });
 
+  test('split normalizes a list that was not stored in normal form', () => {
+    assert.deepEqual(splitScopes(`${WRITE} ${READ}`), [READ, WRITE]);
+    assert.deepEqual(splitScopes(`${READ} ${READ}`), [READ]);
+    assert.deepEqual(splitScopes(` ${READ}  ${WRITE} `), [READ, WRITE]);
+  });
+
   test('normalizing drops empty names and repeats', () => {
     assert.deepEqual(normalizeScopes(['b', '', 'a', 'b']), ['a', 'b']);
   });
