@@ -303,9 +303,12 @@ export function pinning(workers: number): { server: string | null; note: string 
 }
 
 /** The ceiling: a bare `node:http` server answering a tiny JSON body (bench/ceiling.ts). */
-export async function startCeiling(): Promise<ServerProcess> {
+/** A ceiling (bench/ceiling.ts): the bare Node `http` server, or bare Fastify. */
+export type CeilingKind = 'node' | 'fastify';
+
+export async function startCeiling(kind: CeilingKind = 'node'): Promise<ServerProcess> {
   const port = await freePort();
-  return startProcess(['bench/ceiling.ts', String(port)], process.env, `http://127.0.0.1:${port}`, '/', { inspect: false, quiet: false });
+  return startProcess(['bench/ceiling.ts', String(port), kind], process.env, `http://127.0.0.1:${port}`, '/', { inspect: false, quiet: false });
 }
 
 export type PeerAdapter = 'memory' | 'sqlite';

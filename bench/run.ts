@@ -54,8 +54,11 @@ import { connectProfiler, formatSummary, summarise, type ProfileSummary, type Pr
 const PHASES = ['authorize', 'exchange', 'refresh', 'profile', 'introspect', 'ws', 'revoke', 'device'] as const;
 type Phase = (typeof PHASES)[number];
 
-const LABELS: Record<Phase | 'ceiling', string> = {
+type Ceiling = 'ceiling' | 'ceiling-fastify';
+
+const LABELS: Record<Phase | Ceiling, string> = {
   ceiling: 'ceiling: bare node:http',
+  'ceiling-fastify': 'ceiling: bare Fastify',
   authorize: 'authorize (consented session → code)',
   exchange: 'code exchange (public + PKCE)',
   refresh: 'refresh with rotation',
@@ -87,10 +90,11 @@ Each phase runs on every server in turn (the order alternates between rounds), e
 started fresh for it (its own process, an empty database), after the phases that produce its
 input and an unrecorded warm-up of its own. Every response is checked (status and shape);
 any other fails that server's phase and the run (exit code 1). A bare Node http server
-answering a tiny JSON body, sampled before and after every round, is the ceiling. All
+answering a tiny JSON body, sampled before and after every round, is the ceiling; a bare
+Fastify server answering the same, sampled likewise, is the framework's ceiling. All
 servers run as separate processes, the load generator (autocannon) in this one. Reported
 per server and phase: requests/s, p50 and p99 latency, the server's CPU time per request,
-its RSS, the share of the ceiling, and Gatehouse ÷ peer per phase (medians over rounds); for
+its RSS, the shares of both ceilings, and Gatehouse ÷ peer per phase (medians over rounds); for
 Gatehouse with one worker, the database statements per request (round trips on PostgreSQL),
 from gatehouse_database_statements_total scraped before and after the measured requests.
 
@@ -133,7 +137,7 @@ const DEVICE_INTERVAL_MS = 5_000;
 
 interface PhaseRecord {
   server: ServerName;
-  phase: Phase | 'ceiling';
+  phase: Phase | Ceiling;
   label: string;
   round: number;
   requests: number;
@@ -607,11 +611,11 @@ async function websocketConnects(base: string, tokens: string[], amount: number,
 }
 
 /**
- * The bare-Node ceiling, sampled before and after every round and pooled, so that
- * background load that comes and goes on a shared machine weighs on both sides of the ratio.
+ * A ceiling (bare Node, or bare Fastify), sampled before and after every round and pooled, so
+ * that background load that comes and goes on a shared machine weighs on both sides of the ratio.
  */
-async function ceilingSampler(options: Options) {
-  const ceiling = await startCeiling();
+async function ceilingSampler(options: Options, phase: Ceiling) {
+  const ceiling = await startCeiling(phase === 'ceiling' ? 'node' : 'fastify');
   const samples: LoadResult[] = [];
   let cpuMs = 0;
   const run = (amount: number) => runLoad({ url: ceiling.url, connections: options.connections, amount, expect: 200, next: () => ({ path: '/' }) });
@@ -622,7 +626,7 @@ async function ceilingSampler(options: Options) {
       const result = await run(options.requests * 4);
       cpuMs += ceiling.cpuMs() - before;
       const problem = failureReport(result);
-      if (problem) throw new Error(`ceiling: ${problem}`);
+      if (problem) throw new Error(`${LABELS[phase]}: ${problem}`);
       samples.push(result);
     },
     /** The pooled samples as one record; stops the ceiling's process. */
@@ -633,8 +637,8 @@ async function ceilingSampler(options: Options) {
       const seconds = samples.reduce((sum, s) => sum + s.seconds, 0);
       return {
         server: 'gatehouse-sqlite',
-        phase: 'ceiling',
-        label: LABELS.ceiling,
+        phase,
+        label: LABELS[phase],
         round: 0,
         requests: latencies.length,
         seconds,
@@ -799,10 +803,11 @@ interface Summary {
   cpuMsPerRequest: number;
   rssMiB: number;
   ofCeiling: number;
+  ofFastify: number;
   statementsPerRequest: number | null;
 }
 
-function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[], ceiling: PhaseRecord): Summary[] {
+function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[], ceiling: PhaseRecord, fastify: PhaseRecord): Summary[] {
   return servers.flatMap((server) =>
     phases.flatMap((phase) => {
       const rounds = records.filter((r) => r.server === server && r.phase === phase);
@@ -821,6 +826,7 @@ function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[
           cpuMsPerRequest: median(rounds.map((r) => r.cpuMsPerRequest)),
           rssMiB: median(rounds.map((r) => r.memory.rssMiB)),
           ofCeiling: rps / ceiling.rps,
+          ofFastify: rps / fastify.rps,
           statementsPerRequest: rounds.every((r) => r.statementsPerRequest === null) ? null : median(rounds.map((r) => r.statementsPerRequest ?? NaN)),
         },
       ];
@@ -907,12 +913,15 @@ async function main(): Promise<number> {
 
   const records: PhaseRecord[] = [];
   const failed: Failure[] = [];
-  const ceiling = await ceilingSampler(options);
-  let pooled: PhaseRecord;
+  const ceilings = [await ceilingSampler(options, 'ceiling'), await ceilingSampler(options, 'ceiling-fastify')];
+  const sampleCeilings = async () => {
+    for (const ceiling of ceilings) await ceiling.sample();
+  };
+  let pooled: PhaseRecord[];
   try {
     for (let round = 1; round <= options.rounds; round++) {
       console.log(`\nround ${round} of ${options.rounds}:`);
-      await ceiling.sample();
+      await sampleCeilings();
       for (const phase of options.phases) {
         // Alternating: each round takes the servers in the other order.
         for (const name of round % 2 === 1 ? servers : [...servers].reverse()) {
@@ -936,14 +945,15 @@ async function main(): Promise<number> {
           }
         }
       }
-      await ceiling.sample();
+      await sampleCeilings();
     }
   } finally {
-    pooled = await ceiling.finish();
+    pooled = await Promise.all(ceilings.map((ceiling) => ceiling.finish()));
   }
-  console.log(`  ${LABELS.ceiling}: ${fixed(pooled.rps, 0)} req/s, p50 ${fixed(pooled.p50Ms, 2)} ms, p99 ${fixed(pooled.p99Ms, 2)} ms, CPU ${fixed(pooled.cpuMsPerRequest, 3)} ms/req`);
+  const [nodeCeiling, fastifyCeiling] = pooled as [PhaseRecord, PhaseRecord];
+  for (const c of pooled) console.log(`  ${c.label}: ${fixed(c.rps, 0)} req/s, p50 ${fixed(c.p50Ms, 2)} ms, p99 ${fixed(c.p99Ms, 2)} ms, CPU ${fixed(c.cpuMsPerRequest, 3)} ms/req`);
 
-  const summaries = summarize(records, servers, options.phases, pooled);
+  const summaries = summarize(records, servers, options.phases, nodeCeiling, fastifyCeiling);
   const comparison = options.peers.length > 0 ? sideBySide(summaries, options) : null;
   const name = timestamp();
   const file = saveResults(name, {
@@ -954,14 +964,15 @@ async function main(): Promise<number> {
     machine: { ...atStart, loadAverageAtEnd: loadavg().map((n) => Math.round(n * 100) / 100) },
     options,
     notes,
-    ceiling: pooled,
+    ceiling: nodeCeiling,
+    fastifyCeiling,
     summary: summaries,
     records,
     failures: failed,
   });
 
   const rows = [
-    ['ceiling', LABELS.ceiling, pooled.requests, fixed(pooled.rps, 0), fixed(pooled.p50Ms, 2), fixed(pooled.p99Ms, 2), fixed(pooled.cpuMsPerRequest, 3), fixed(pooled.memory.rssMiB, 0), '100 %', '–'],
+    ...pooled.map((c) => ['ceiling', c.label, c.requests, fixed(c.rps, 0), fixed(c.p50Ms, 2), fixed(c.p99Ms, 2), fixed(c.cpuMsPerRequest, 3), fixed(c.memory.rssMiB, 0), `${fixed((c.rps / nodeCeiling.rps) * 100, 1)} %`, `${fixed((c.rps / fastifyCeiling.rps) * 100, 1)} %`, '–']),
     ...summaries.map((s) => [
       SERVER_LABELS[s.server],
       s.label,
@@ -972,10 +983,11 @@ async function main(): Promise<number> {
       fixed(s.cpuMsPerRequest, 3),
       fixed(s.rssMiB, 0),
       `${fixed(s.ofCeiling * 100, 1)} %`,
+      `${fixed(s.ofFastify * 100, 1)} %`,
       perRequest(s.statementsPerRequest),
     ]),
   ];
-  const headers = ['server', 'phase', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms/req', 'RSS MiB', 'of ceiling', `${statementsColumn(options.backends)} per request`];
+  const headers = ['server', 'phase', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms/req', 'RSS MiB', 'of bare node:http', 'of bare Fastify', `${statementsColumn(options.backends)} per request`];
   console.log(`\n${markdownTable(headers, rows)}\n`);
   if (comparison) console.log(`${markdownTable(comparison.headers, comparison.rows, 1)}\n`);
   if (options.rounds > 1) console.log(`Medians of ${options.rounds} interleaved rounds.`);

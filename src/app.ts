@@ -10,7 +10,7 @@ import Fastify, {
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
-  type onRequestHookHandler,
+  type onSendHookHandler,
   type onResponseHookHandler,
 } from 'fastify';
 import cookie from '@fastify/cookie';
@@ -260,11 +260,14 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   // query string.
   app.addHook('onRoute', (route) => {
     if (route.config?.page) {
-      const setHeaders: onRequestHookHandler = (_request, reply, done) => {
+      // When the answer is sent, not when the request arrives: a plugin's own hooks run before
+      // a route's, and a guard among them (admin.ts: the redirect to /login, the 403 page)
+      // answers before any onRequest hook of the route would have run.
+      const setHeaders: onSendHookHandler = (_request, reply, payload, done) => {
         reply.headers(pageHeaders);
-        done();
+        done(null, payload);
       };
-      route.onRequest = [setHeaders, ...hooksOf(route.onRequest)];
+      route.onSend = [...hooksOf(route.onSend), setHeaders];
     }
     const counts = new Map<string, ReturnType<typeof metrics.requests>>();
     const count: onResponseHookHandler = (request, reply, done) => {

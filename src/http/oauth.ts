@@ -101,7 +101,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/oauth/revoke', { schema: revokeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const params = requireFormBody(request);
-    const client = await authenticateClient(ctx.clients.find, request.headers.authorization, params);
+    const client = await authenticateClient(ctx.clients, request.headers.authorization, params);
     await revokeToken(params, client, ctx, request.ip);
     return {};
   });
@@ -109,7 +109,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/oauth/introspect', { schema: introspectSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const params = requireFormBody(request);
-    const client = await authenticateClient(ctx.clients.find, request.headers.authorization, params);
+    const client = await authenticateClient(ctx.clients, request.headers.authorization, params);
     return introspect(params, client, ctx);
   });
 

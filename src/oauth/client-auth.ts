@@ -72,14 +72,26 @@ function readCredentials(authorization: string | undefined, params: RawParams): 
 /** Where a client is looked up by id: the client cache (AppContext `clients`), or the database itself. */
 export type FindClient = (id: string) => Promise<Client | undefined>;
 
+export interface ClientLookup {
+  /** The client, from a copy that may be a second old (the client cache) or from the database. */
+  find: FindClient;
+  /** The client as stored now: what a presented secret is checked against. */
+  findStored: FindClient;
+}
+
 /**
  * The client making the request, authenticated when it is confidential; null when the
- * request names no client (allowed where the caller says so).
+ * request names no client (allowed where the caller says so). A secret is always checked
+ * against the stored row, never against a cached copy: a rotated secret stops working at
+ * once on every instance, whether or not the news of the rotation has reached it. A request
+ * without a secret may be answered from the copy: the writes that issue tokens check the
+ * client again themselves (store/grants.ts).
  */
-export async function authenticateClient(findClient: FindClient, authorization: string | undefined, params: RawParams): Promise<Client | null> {
+export async function authenticateClient(clients: ClientLookup, authorization: string | undefined, params: RawParams): Promise<Client | null> {
   const credentials = readCredentials(authorization, params);
   if (credentials === null) return null;
   const { clientId, secret, usedBasic } = credentials;
+  const findClient = secret === undefined || secret === '' ? clients.find : clients.findStored;
   const client = isUuid(clientId) || isMetadataDocumentUrl(clientId) ? await findClient(clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
   if (client.secret_hash === null) {

@@ -52,7 +52,8 @@ export async function requestDeviceAuthorization(raw: RawParams, authorization: 
   await throttle.tokenRequestFrom(address);
   // From the database, not the client cache, as at the authorization endpoint (client-kinds.ts
   // `requestingClient`): the row stored below refers to the client.
-  const client = await authenticateClient((id) => findClient(ctx.db, id), authorization, raw);
+  const stored = (id: string) => findClient(ctx.db, id);
+  const client = await authenticateClient({ find: stored, findStored: stored }, authorization, raw);
   const params = readParams(raw, client === null ? ['client_id'] : [], ['scope']);
   if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
   if (client.secret_hash !== null) await throttle.tokenRequestOf(client.id);

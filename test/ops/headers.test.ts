@@ -74,6 +74,19 @@ for (const backend of BACKENDS) {
       }
     });
 
+    test("the admin pages' guard answers locked down too: the redirect to log in, and the 403 page", async () => {
+      const anonymous = await new UserAgent(server.url).fetch('/admin');
+      assert.equal(anonymous.status, 303);
+      assert.match(anonymous.headers.get('location') ?? '', /^\/login\?next=/);
+      assertLockedDown(anonymous, '');
+
+      const alice = new UserAgent(server.url);
+      await alice.login('alice');
+      const refused = await alice.fetch('/admin/users');
+      assert.equal(refused.status, 403);
+      assertLockedDown(refused, await refused.text());
+    });
+
     test('the responses that carry a code send no Referer onwards', async () => {
       const agent = new UserAgent(server.url);
       const approved = await agent.authorize((await authorizationUrl(app)).url);

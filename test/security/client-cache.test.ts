@@ -96,6 +96,18 @@ for (const backend of BACKENDS) {
       assert.equal(await introspect(replacement), 200);
     });
 
+    test('the old secret after a rotation elsewhere, the client still cached here: refused at once, no token, no introspection', async () => {
+      const service = await server.createClient({ name: 'Rotated elsewhere', grantType: 'client_credentials', redirectUris: [], confidential: true });
+      const credentials = async (secret: string) => tokenResult(await postForm(server, '/api/token', { grant_type: 'client_credentials' }, basic(service.client.id, secret)));
+      const introspect = async (secret: string) => (await postForm(server, '/oauth/introspect', { token: 'gat_unknown' }, basic(service.client.id, secret))).status;
+      assert.equal((await credentials(service.secret!)).status, 200); // the client is cached now
+      const replacement = await rotateClientSecret(other, service.client, COMMAND_LINE);
+      await assertStillCached(service.client.id);
+      assertRefused(await credentials(service.secret!), 'client credentials with the old secret');
+      assert.equal(await introspect(service.secret!), 401);
+      assert.equal((await credentials(replacement)).status, 200);
+    });
+
     test('a client deleted elsewhere, still cached here: its code, refresh token and client credentials yield nothing', async () => {
       const { client } = await server.createClient({ name: 'Deleted' });
       const app = await discover(server, client.id);

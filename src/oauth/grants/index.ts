@@ -53,7 +53,7 @@ export async function requestToken(params: RawParams, authorization: string | un
   if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${GRANT_TYPES.join(', ')}`);
   const { throttle } = ctx.services;
   await throttle.tokenRequestFrom(address);
-  const client = await authenticateClient(ctx.clients.find, authorization, params);
+  const client = await authenticateClient(ctx.clients, authorization, params);
   let charged: string | null = null;
   const proven: ProvenClient = async (clientId) => {
     if (charged === clientId) return; // an authenticated client is charged once, not again by its grant
