@@ -263,6 +263,10 @@ export async function startGatehouse(databaseUrl: string, options: { inspect?: b
     // counters running (their cost is part of every request) but far above what we send.
     TOKEN_REQUESTS_PER_CLIENT: '1000000000',
     TOKEN_REQUESTS_PER_ADDRESS: '1000000000',
+    // Likewise the /device form's guess counters: every approval reserves a guess of the one
+    // user until the code proves right, and 50 approvals in flight would pass the 10 a user has.
+    LOGIN_FAILURES_PER_ACCOUNT: '1000000000',
+    LOGIN_FAILURES_PER_ADDRESS: '1000000000',
     // Node's own flags for the server alone (not the load generator), e.g. a smaller young generation.
     ...(options.nodeOptions ? { NODE_OPTIONS: options.nodeOptions } : {}),
   };

@@ -2,10 +2,7 @@
  * Fewer B-tree pages written per token operation (issue 14). Frozen in time: it must not
  * import application types.
  *
- * SQLite: the tables keyed by a hash or a UUID become WITHOUT ROWID tables, stored in the
- * B-tree of their primary key. A rowid table keeps a second B-tree for that key
- * (`sqlite_autoindex_…`), so each row was written twice and each lookup descended twice.
- * `audit_events` loses AUTOINCREMENT, which wrote `sqlite_sequence` with every event: its
+ * SQLite: `audit_events` loses AUTOINCREMENT, which wrote `sqlite_sequence` with every event: its
  * ids still only grow (SQLite takes the largest id + 1, and the purge deletes the oldest
  * events, never the newest), except that an emptied table would start again from 1.
  *
@@ -15,19 +12,24 @@
  * compare with `=`, so their indexes leave out the NULLs (most events have no actor). The
  * purge deletes by `expires_at`; nothing reads by `at`, so its index goes.
  *
- * SQLite rebuilds tables as its documentation says (lang_altertable.html §7): foreign keys
+ * The tables keyed by a hash or a UUID stay rowid tables. As WITHOUT ROWID tables (rows
+ * stored in their primary key's B-tree) they saved under one page per write, and cost more
+ * CPU than they saved: a random hash as the key of a row that grows (a refresh token takes
+ * its sealed successor pair at rotation) splits pages where the rowid table appends, and
+ * every secondary index carries the whole key (docs/performance.md: code exchange and
+ * refresh 20-30 % more CPU per request, interleaved).
+ *
+ * SQLite rebuilds a table as its documentation says (lang_altertable.html §7): foreign keys
  * off, outside the transaction (dropping a parent table with them on would first delete
  * its rows, and the deletion would cascade into its children's); then, in one transaction,
  * create each new table, copy, drop the old one, rename, recreate its indexes, and check
  * every foreign key before committing. Kysely runs SQLite migrations outside a
- * transaction, so this migration makes its own. Each table is rebuilt from its own
- * definition in `sqlite_schema`, so that nothing about it but the storage changes, and a
- * table that is already WITHOUT ROWID is left alone: run twice (a crash between the commit
- * and Kysely's record of the migration), it changes nothing more.
+ * transaction, so this migration makes its own. The table is rebuilt from its own
+ * definition in `sqlite_schema`, so that nothing about it but AUTOINCREMENT changes, and is
+ * left alone when it has none: run twice (a crash between the commit and Kysely's record of
+ * the migration), it changes nothing more.
  */
 import { PostgresAdapter, sql, type Kysely } from 'kysely';
-
-const KEYED_TABLES = ['grants', 'access_tokens', 'refresh_tokens', 'auth_codes', 'device_codes', 'sessions', 'consents'];
 
 interface Index {
   name: string;
@@ -58,25 +60,19 @@ const AFTER: Index[] = [
 ];
 
 export async function up(db: Kysely<any>): Promise<void> {
-  await change(db, BEFORE, AFTER, {
-    keyed: (definition) => (isWithoutRowid(definition) ? null : `${definition} without rowid`),
-    audit: (definition) => (/ autoincrement/i.test(definition) ? definition.replace(/ autoincrement/i, '') : null),
-  });
+  await change(db, BEFORE, AFTER, (definition) => (/ autoincrement/i.test(definition) ? definition.replace(/ autoincrement/i, '') : null));
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await change(db, AFTER, BEFORE, {
-    keyed: (definition) => (isWithoutRowid(definition) ? definition.replace(/\s*without rowid\s*$/i, '') : null),
-    audit: (definition) => (/ autoincrement/i.test(definition) ? null : definition.replace(/("id" integer primary key)/i, '$1 autoincrement')),
-  });
+  await change(db, AFTER, BEFORE, (definition) => (/ autoincrement/i.test(definition) ? null : definition.replace(/("id" integer primary key)/i, '$1 autoincrement')));
 }
 
 /**
- * Replaces the indexes `from` with `to`, and on SQLite rebuilds the keyed tables and the
- * audit trail with the definitions `redefine` gives (null: as they are). The old indexes go
- * first, so that a rebuild does not copy them.
+ * Replaces the indexes `from` with `to`, and on SQLite rebuilds the audit trail with the
+ * definition `redefineAudit` gives (null: as it is). The old indexes go first, so that the
+ * rebuild does not copy them.
  */
-async function change(db: Kysely<any>, from: Index[], to: Index[], redefine: { keyed: Redefine; audit: Redefine }): Promise<void> {
+async function change(db: Kysely<any>, from: Index[], to: Index[], redefineAudit: Redefine): Promise<void> {
   const replaceIndexes = async (executor: Kysely<any>, between: () => Promise<void>) => {
     for (const index of from) await executor.schema.dropIndex(index.name).ifExists().execute();
     await between();
@@ -87,16 +83,11 @@ async function change(db: Kysely<any>, from: Index[], to: Index[], redefine: { k
   };
   if (db.getExecutor().adapter instanceof PostgresAdapter) return replaceIndexes(db, async () => {});
   await inTransactionWithForeignKeysOff(db, (trx) =>
-    replaceIndexes(trx, async () => {
-      for (const table of KEYED_TABLES) await rebuild(trx, table, redefine.keyed);
-      await rebuild(trx, 'audit_events', redefine.audit);
-    }),
+    replaceIndexes(trx, () => rebuild(trx, 'audit_events', redefineAudit)),
   );
 }
 
 type Redefine = (definition: string) => string | null;
-
-const isWithoutRowid = (definition: string) => /without rowid\s*$/i.test(definition);
 
 /** Runs `change` in one transaction with foreign keys off, then checks every foreign key before committing. */
 async function inTransactionWithForeignKeysOff(db: Kysely<any>, change: (trx: Kysely<any>) => Promise<void>): Promise<void> {
