@@ -184,7 +184,7 @@ const COMMANDS: Record<string, Command> = {
     const target = blockArgument(rest, 'block');
     const blocked = await blockClient(ctx, target, COMMAND_LINE);
     const what = blocked.kind === 'client' ? `client ${blocked.client.id}` : `every metadata document under ${blocked.prefix}`;
-    print({ blocked: target, kind: blocked.kind }, `Blocked ${what}, and revoked everything issued to it.`);
+    print({ blocked: blocked.kind === 'client' ? target : blocked.prefix, kind: blocked.kind }, `Blocked ${what}, and revoked everything issued to it.`);
     return 0;
   },
   async 'client unblock'(ctx, rest, _options, print) {

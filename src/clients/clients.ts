@@ -171,9 +171,12 @@ export function clientChangeProblems(client: Client, changes: ClientChanges): Re
 }
 
 /**
- * Changes the client's settings. Taking a scope away also voids every code the client has
- * not exchanged yet and revokes the grants that hold the scope, so that no token keeps a
- * scope the client may no longer have (their users are asked again next time).
+ * Changes the client's settings. Taking a scope away, changing the redirect URLs or the PKCE
+ * requirement voids every code the client has not exchanged yet: a code is bound to what was
+ * in force when it was issued, and must not outlive a change an administrator made to close
+ * a hole (a redirect URL removed, PKCE required). Taking a scope away also revokes the grants
+ * that hold the scope, so that no token keeps a scope the client may no longer have (their
+ * users are asked again next time).
  */
 export async function changeClient(ctx: AppContext, client: Client, changes: ClientChanges, actor: Actor): Promise<void> {
   if (client.kind !== 'registered') throw new ClientInputError('client', 'only clients an administrator registered can be edited: block this one instead');
@@ -191,7 +194,9 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
   const kept = scopes.split(' ');
   // After the update: an exchange or refresh that read the old scopes is refused from then on
   // (store/grants.ts), and one that committed before it made a grant revoked below.
-  if (!isSubset(splitScopes(client.scopes), kept)) await voidCodes(ctx.db, { clientId: client.id });
+  const redirectUrisChanged = JSON.stringify(changes.redirectUris) !== client.redirect_uris;
+  const pkceChanged = changes.requirePkce !== (client.require_pkce === 1);
+  if (!isSubset(splitScopes(client.scopes), kept) || redirectUrisChanged || pkceChanged) await voidCodes(ctx.db, { clientId: client.id });
   for (const grant of await liveGrantsOfClient(ctx.db, client.id)) {
     if (!isSubset(grant.scopes.split(' '), kept)) await revoke(ctx, { grantId: grant.id }, 'revoked');
   }
@@ -222,8 +227,7 @@ export type BlockTarget = { kind: 'client'; client: Client } | { kind: 'prefix';
 
 /**
  * Reads `target` (SPEC §2 `client block`): the id of a metadata-document or dynamically
- * registered client, else an https URL prefix, written as the URL parser writes it (so that
- * it can match the canonical URLs metadata documents are known by).
+ * registered client, else an https URL prefix of metadata documents.
  */
 async function blockTarget(ctx: AppContext, target: string): Promise<BlockTarget> {
   const client = await findClient(ctx, target);
@@ -231,10 +235,27 @@ async function blockTarget(ctx: AppContext, target: string): Promise<BlockTarget
     if (client.kind === 'registered') throw new ClientInputError('client', 'an administrator registered this client: delete it instead of blocking it');
     return { kind: 'client', client };
   }
-  if (!URL.canParse(target) || new URL(target).protocol !== 'https:') throw new ClientInputError('client', 'name a client ID, or an https URL prefix of metadata documents');
-  const canonical = new URL(target).href;
-  if (!canonical.startsWith(target)) throw new ClientInputError('client', `write the URL prefix in canonical form, e.g. ${canonical}`);
-  return { kind: 'prefix', prefix: target };
+  const prefix = blockedPrefix(target);
+  if (prefix === null) throw new ClientInputError('client', 'name a client ID, or an https URL prefix of metadata documents');
+  return { kind: 'prefix', prefix };
+}
+
+/**
+ * A URL prefix as it is stored and compared: written as the URL parser writes it (lower-case
+ * host, no default port, no trailing dot on the host), so that it is compared with the
+ * canonical URLs metadata documents are known by. Its origin always ends with the `/` that
+ * starts the path, so a prefix matches by scheme, host and port exactly, and then by the
+ * start of the path: `https://example.com` stands for `https://example.com/` and matches
+ * neither `https://example.com.evil.example/…` nor `https://example.com:8443/…`. Null when
+ * `target` is not an https URL, or has a fragment or credentials (which no client ID has).
+ */
+export function blockedPrefix(target: string): string | null {
+  if (!URL.canParse(target)) return null;
+  const url = new URL(target);
+  const host = url.hostname.replace(/\.$/, '');
+  if (url.protocol !== 'https:' || target.includes('#') || url.username !== '' || url.password !== '' || host === '') return null;
+  url.hostname = host;
+  return url.href;
 }
 
 /**

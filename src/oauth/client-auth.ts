@@ -94,6 +94,9 @@ export async function authenticateClient(clients: ClientLookup, authorization: s
   const findClient = secret === undefined || secret === '' ? clients.find : clients.findStored;
   const client = isUuid(clientId) || isMetadataDocumentUrl(clientId) ? await findClient(clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
+  // A blocked client is unknown (SPEC §4.8), and is refused as such before its grant is looked
+  // at: whatever the request carries, the answer is the one a client that does not exist gets.
+  if (client.blocked === 1) throw new InvalidClient('unknown client', usedBasic, `blocked client ${client.id}`);
   if (client.secret_hash === null) {
     if (secret !== undefined && secret !== '') throw new InvalidClient('this is a public client: it has no secret to send', usedBasic);
     return client;

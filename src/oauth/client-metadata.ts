@@ -69,6 +69,10 @@ export function metadataUrlProblem(clientId: string): string | null {
   if (url.protocol !== 'https:') return 'is not an https URL';
   if (clientId.includes('#')) return 'has a fragment';
   if (url.username !== '' || url.password !== '') return 'has a user name or password';
+  // `example.com.` is the same host as `example.com` to DNS but another string to every
+  // comparison (blocks, consents, the allow-list): refused rather than canonicalised, so that
+  // one client has one ID.
+  if (url.hostname.endsWith('.')) return 'has a host name ending in a dot';
   if (url.pathname === '/') return 'has no path';
   if (url.href !== clientId) return `is not in canonical form (${url.href})`;
   if (clientId.length > MAX_URL_LENGTH) return 'is too long';

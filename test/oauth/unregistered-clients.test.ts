@@ -174,9 +174,11 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
         assert.equal((await profile(server, tokens.access_token)).status, 401);
         assert.equal((await tokenResult(await refreshRequest(app, tokens.refresh_token!))).status >= 400, true);
         const exchange = { grant_type: 'authorization_code', code: pending.code, code_verifier: pending.verifier, client_id: url, redirect_uri: app.redirectUri };
-        assert.equal((await tokenResult(await postForm(server, '/api/token', exchange))).body.error, 'invalid_grant', 'codes not yet exchanged are void');
+        const refused = await tokenResult(await postForm(server, '/api/token', exchange));
+        assert.deepEqual([refused.status, refused.body.error], [401, 'invalid_client'], 'a blocked client is unknown, before its code is looked at');
         await assertErrorPage(alice, (await authorizationUrl(app)).url, /unknown client/);
         assert.equal(await unblockClient(ctx(), url, COMMAND_LINE), true);
+        assert.equal((await tokenResult(await postForm(server, '/api/token', exchange))).body.error, 'invalid_grant', 'codes not yet exchanged are void');
         assert.ok((await obtainTokens(app, alice)).access_token);
       });
 

@@ -36,6 +36,9 @@ describe('metadata document URLs', () => {
       'https://app.example/a/../client.json': /canonical/,
       'https://App.Example/client.json': /canonical/,
       'https://app.example:443/client.json': /canonical/,
+      // A trailing dot names the same host to DNS but another string to every comparison (a block, a consent).
+      'https://app.example./client.json': /ending in a dot/,
+      'https://app.example.:443/client.json': /ending in a dot/,
       [`https://app.example/${'a'.repeat(2000)}`]: /too long/,
     };
     for (const [url, reason] of Object.entries(refused)) {

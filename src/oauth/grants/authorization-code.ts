@@ -53,6 +53,11 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   if (params.redirect_uri !== undefined && params.redirect_uri !== code.redirect_uri) {
     throw invalidGrant('"redirect_uri" does not match the authorization request', 'redirect_uri mismatch');
   }
+  // A code issued without a challenge before PKCE became required (for this client, or for
+  // everyone) is refused: the requirement holds from the moment it is switched on.
+  if (code.code_challenge === null && (ctx.config.requirePkce || client.require_pkce === 1)) {
+    throw invalidGrant('this client must use PKCE, and the authorization request had no "code_challenge"', 'code issued without PKCE before it was required');
+  }
   checkVerifier(code.code_challenge, params.code_verifier);
   if (code.user_disabled) throw invalidGrant('the authorization code is invalid', 'user is disabled');
   return exchangeApproved(AUTHORIZATION_CODE, code, client, ctx, address, now);
