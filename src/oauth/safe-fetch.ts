@@ -63,6 +63,7 @@ export function dnsHostLookup(options: { readonly servers?: readonly string[] } 
     signal.addEventListener('abort', cancel, { once: true });
     try {
       const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]);
+      signal.throwIfAborted(); // cancelled: the deadline's reason, not c-ares's ECANCELLED
       const addresses = [
         ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
         ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
