@@ -34,8 +34,8 @@ export async function requestingClient(ctx: AppContext, clientId: string, addres
  * budget (TOKEN_REQUESTS_PER_ADDRESS a minute, like registrations): over it, 429.
  */
 async function metadataDocumentClient(ctx: AppContext, url: string, address: string): Promise<Client> {
-  const resolution = await ctx.clientMetadata.resolve(url, () => ctx.services.throttle.tokenRequestFrom(address));
-  if (!resolution.ok && resolution.busy) throw new Throttled(1000, 503);
+  const resolution = await ctx.clientMetadata.resolve(url, { address, beforeFetch: () => ctx.services.throttle.tokenRequestFrom(address) });
+  if (!resolution.ok && resolution.unavailable) throw new Throttled(resolution.unavailable.retryAfterMs, 503);
   if (!resolution.ok) throw invalidRequest('unknown client: its client ID metadata document was refused', resolution.reason);
   const { client: document } = resolution;
   const redirectUris = JSON.stringify(document.redirectUris);
@@ -51,12 +51,14 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
 /**
  * At the token endpoint, once a request has proven which client it comes from (SPEC §4.2,
  * §4.8): that client is not blocked, and a metadata-document client's document still
- * resolves (from the cache, or fetched again once it expired). Else `invalid_client`.
+ * resolves (from the cache, or fetched again once it expired). Else `invalid_client`. A
+ * document that cannot be fetched right now (no slot, no answer) is not a refusal: the last
+ * good copy stands in; with none, 503.
  */
-export async function requireStanding(ctx: AppContext, client: Client): Promise<void> {
+export async function requireStanding(ctx: AppContext, client: Client, address: string): Promise<void> {
   if (client.blocked === 1) throw new InvalidClient('this client has been blocked', false, `blocked client ${client.id}`);
   if (client.kind !== 'metadata_document') return;
-  const resolution = await ctx.clientMetadata.resolve(client.id);
-  if (!resolution.ok && resolution.busy) throw new Throttled(1000, 503);
+  const resolution = await ctx.clientMetadata.resolve(client.id, { address, lastGoodCopy: true });
+  if (!resolution.ok && resolution.unavailable) throw new Throttled(resolution.unavailable.retryAfterMs, 503);
   if (!resolution.ok) throw new InvalidClient('unknown client: its client ID metadata document was refused', false, resolution.reason);
 }

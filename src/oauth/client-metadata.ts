@@ -3,7 +3,8 @@
  * a client that no administrator registered names itself by the https URL of a JSON
  * document describing it. This module decides whether a `client_id` is such a URL, fetches
  * the document (through safe-fetch.ts: public addresses only, no redirects, 5 s, 5 KiB),
- * validates it, and caches the outcome by URL.
+ * validates it, and caches the outcome by URL: good documents, and apart from them refusals
+ * and fetches that got no answer. Fetches share a few slots fairly (fetch-slots.ts).
  *
  * A refusal makes the client unknown; its reason is for the logs and the audit trail, and
  * never quotes the document.
@@ -11,6 +12,8 @@
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import { redirectUriProblem } from './redirect-uri.ts';
+import { addressKey } from '../throttle.ts';
+import { BUSY, FetchSlots } from './fetch-slots.ts';
 import { safeFetch, type HostLookup } from './safe-fetch.ts';
 
 export const METADATA_FETCH_TIMEOUT_MS = 5000;
@@ -22,14 +25,31 @@ export const METADATA_CACHE_MAX_SECONDS = 86_400;
 export const METADATA_CACHE_DEFAULT_SECONDS = 3600;
 /** A refused URL is not fetched again for this long, so a hostile one cannot make us fetch on every request. */
 export const METADATA_REFUSAL_CACHE_SECONDS = 60;
+/**
+ * A fetch that got no definitive answer (a timeout, no connection, a 5xx) is not tried again
+ * for this long: remembered apart from refusals, never as one (the client is not unknown,
+ * only unreachable for now).
+ */
+export const METADATA_UNANSWERED_CACHE_SECONDS = 10;
+/**
+ * At the token endpoint, a client whose document cannot be fetched right now keeps the last
+ * good copy for at most this long past its expiry.
+ */
+export const METADATA_LAST_GOOD_COPY_SECONDS = 86_400;
+/** Good documents, and apart from them refusals and unanswered fetches, each this many at most. */
 const CACHE_ENTRIES = 1000;
 /**
- * At most this many documents are fetched at once. Every URL not in the cache is a fresh
- * fetch, so a flood of distinct hostile URLs would otherwise start any number of them, each
- * held up to the 5 s deadline: sockets without bound, and DNS look-ups on libuv's thread pool
- * (4 threads), which password hashing needs. Two leave that pool room for logins.
+ * How fetches share their slots (fetch-slots.ts). At most this many at once: each is a
+ * socket and a TLS handshake held up to the 5 s deadline. DNS look-ups do not count against
+ * libuv's thread pool (safe-fetch.ts resolves with c-ares), so the bound is about sockets,
+ * not about leaving that pool to password hashing.
  */
-export const METADATA_FETCHES_AT_ONCE = 2;
+export const METADATA_FETCHES_AT_ONCE = 16;
+/** Per document host: a slow or hostile host holds this many, never the others' slots. */
+export const METADATA_FETCHES_PER_HOST = 2;
+/** Per requesting address (IPv6 by /64), running or waiting; beyond, that address is told to try again. */
+export const METADATA_FETCHES_PER_ADDRESS = 4;
+const METADATA_FETCHES_WAITING = 64;
 /** The same bounds as for clients an administrator registers (clients/clients.ts). */
 export const MAX_NAME_LENGTH = 100;
 const MAX_URL_LENGTH = 2000;
@@ -51,8 +71,13 @@ export interface MetadataClient {
 
 export type MetadataResolution =
   | { readonly ok: true; readonly client: MetadataClient }
-  /** `busy`: not fetched because METADATA_FETCHES_AT_ONCE are under way; not remembered, so asking again soon may succeed. */
-  | { readonly ok: false; readonly reason: string; readonly busy?: true };
+  /**
+   * `unavailable`: no definitive answer — no fetch slot was free (not remembered), or the
+   * fetch got no answer (remembered METADATA_UNANSWERED_CACHE_SECONDS) — so the client is
+   * not unknown, and asking again after `retryAfterMs` may succeed. Otherwise a refusal: the
+   * client is unknown.
+   */
+  | { readonly ok: false; readonly reason: string; readonly unavailable?: { readonly retryAfterMs: number } };
 
 type DocumentFields = Omit<MetadataClient, 'fetchedAt' | 'expiresAt'>;
 type Validation = { readonly ok: true; readonly client: DocumentFields } | { readonly ok: false; readonly reason: string };
@@ -176,20 +201,36 @@ export interface ClientMetadataOptions {
   readonly lookup?: HostLookup;
 }
 
-export interface ClientMetadataResolver {
+export interface ResolveRequest {
+  /** The requesting address: its fetches share METADATA_FETCHES_PER_ADDRESS slots. */
+  readonly address?: string;
   /**
-   * The client `clientId` names, from the cache or freshly fetched; or why it is unknown.
-   * `beforeFetch` runs only when a fetch is about to start (not for a cached document) and may
-   * throw to prevent it: the caller's budget for fetches (its address's), so that a flood of
-   * distinct URLs is refused before it costs lookups and connections.
+   * Runs only when a fetch is about to start (not for a cached document) and may throw to
+   * prevent it: the caller's budget for fetches (its address's), so that a flood of distinct
+   * URLs is refused before it costs lookups and connections.
    */
-  resolve(clientId: string, beforeFetch?: () => Promise<void>): Promise<MetadataResolution>;
+  readonly beforeFetch?: () => Promise<void>;
+  /**
+   * When the document cannot be fetched right now (unavailable), answer with the last good
+   * copy instead, up to METADATA_LAST_GOOD_COPY_SECONDS past its expiry: for the token
+   * endpoint, where only the client's standing is at stake. Not for the authorization
+   * endpoint, which must see the redirect URLs the document lists now — else a flood that
+   * kept the document from being fetched would keep a redirect URL its owner removed alive.
+   */
+  readonly lastGoodCopy?: boolean;
 }
+
+export interface ClientMetadataResolver {
+  /** The client `clientId` names, from the cache or freshly fetched; or why it is unknown or unavailable. */
+  resolve(clientId: string, request?: ResolveRequest): Promise<MetadataResolution>;
+}
+
+type Failure = { readonly ok: false; readonly reason: string; readonly transient: boolean };
 
 export function createClientMetadataResolver(settings: Config['clientMetadata'], options: ClientMetadataOptions): ClientMetadataResolver {
   const { now } = options;
 
-  async function fetchDocument(url: string): Promise<MetadataResolution> {
+  async function fetchDocument(url: string): Promise<MetadataClient | Failure> {
     const fetched = await safeFetch(new URL(url), {
       allowPrivateAddresses: settings.allowPrivateAddresses,
       timeoutMs: METADATA_FETCH_TIMEOUT_MS,
@@ -197,35 +238,59 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
       accept: 'application/json',
       lookup: options.lookup,
     });
-    if (!fetched.ok) return { ok: false, reason: `the metadata document could not be fetched: ${fetched.reason}` };
+    if (!fetched.ok) return { ok: false, reason: `the metadata document could not be fetched: ${fetched.reason}`, transient: fetched.transient };
     const validation = validateMetadataDocument(url, fetched.body.toString('utf8'));
-    if (!validation.ok) return validation;
+    if (!validation.ok) return { ...validation, transient: false };
     const fetchedAt = now();
     const expiresAt = fetchedAt + cacheLifetimeSeconds(fetched.headers['cache-control']) * 1000;
-    return { ok: true, client: { ...validation.client, fetchedAt, expiresAt } };
+    return { ...validation.client, fetchedAt, expiresAt };
   }
 
-  /** The URLs being fetched now. */
-  const fetching = new Set<string>();
-
-  // One entry per URL, good or refused; concurrent requests for a URL share one fetch (lru-cache's `fetch`).
-  const cache = new LRUCache<string, MetadataResolution>({
-    max: CACHE_ENTRIES,
-    perf: { now },
-    ttlResolution: 0, // read the clock on every look-up, so an injected clock is followed exactly
-    fetchMethod: async (url, _stale, { options: entry }) => {
-      // resolve() never throws: even a fault of our own here makes the client unknown, not a 500.
-      fetching.add(url);
-      const resolution = await fetchDocument(url)
-        .catch((error: Error): MetadataResolution => ({ ok: false, reason: `the metadata document could not be fetched: ${error.message}` }))
-        .finally(() => fetching.delete(url));
-      entry.ttl = resolution.ok ? resolution.client.expiresAt - resolution.client.fetchedAt : METADATA_REFUSAL_CACHE_SECONDS * 1000;
-      return resolution;
-    },
+  const slots = new FetchSlots({
+    atOnce: METADATA_FETCHES_AT_ONCE,
+    perHost: METADATA_FETCHES_PER_HOST,
+    perAddress: METADATA_FETCHES_PER_ADDRESS,
+    maxWaiting: METADATA_FETCHES_WAITING,
+    maxWaitMs: METADATA_FETCH_TIMEOUT_MS,
   });
+  /**
+   * Good documents by URL. Kept past their expiry (until pushed out, or replaced by a refusal)
+   * as the last good copy; fresh while `now() < expiresAt`.
+   */
+  const documents = new LRUCache<string, MetadataClient>({ max: CACHE_ENTRIES });
+  /**
+   * Refusals and unanswered fetches by URL, each for its own time: apart from good documents,
+   * so that a flood of them pushes out only their like.
+   */
+  const failures = new LRUCache<string, Failure>({ max: CACHE_ENTRIES, perf: { now }, ttlResolution: 0 }); // read the clock on every look-up, so an injected clock is followed exactly
+  /** Fetches under way, shared by concurrent requests for the same URL. */
+  const fetching = new Map<string, Promise<MetadataClient | Failure | typeof BUSY>>();
+
+  function startFetch(url: string, address: string): Promise<MetadataClient | Failure | typeof BUSY> {
+    const host = new URL(url).hostname;
+    const fetched = slots
+      // resolve() never throws: even a fault of our own here makes the client unknown, not a 500.
+      .run(host, addressKey(address), () => fetchDocument(url).catch((error: Error): Failure => ({ ok: false, reason: `the metadata document could not be fetched: ${error.message}`, transient: false })))
+      .then((outcome) => {
+        if (outcome === BUSY) return outcome; // says nothing about the URL: not remembered
+        if (!('ok' in outcome)) {
+          documents.set(url, outcome);
+          failures.delete(url);
+        } else if (outcome.transient) {
+          failures.set(url, outcome, { ttl: METADATA_UNANSWERED_CACHE_SECONDS * 1000 });
+        } else {
+          failures.set(url, outcome, { ttl: METADATA_REFUSAL_CACHE_SECONDS * 1000 });
+          documents.delete(url); // no longer a good copy to fall back on
+        }
+        return outcome;
+      })
+      .finally(() => fetching.delete(url));
+    fetching.set(url, fetched);
+    return fetched;
+  }
 
   return {
-    async resolve(clientId, beforeFetch) {
+    async resolve(clientId, request = {}) {
       if (!settings.enabled) return { ok: false, reason: 'client ID metadata documents are turned off (CLIENT_METADATA_DOCUMENTS)' };
       const problem = metadataUrlProblem(clientId);
       if (problem !== null) return { ok: false, reason: `the client_id ${problem}` };
@@ -233,12 +298,32 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
         return { ok: false, reason: 'the client_id is on a host outside CLIENT_METADATA_ALLOWED_HOSTS' };
       }
       if (await options.isBlocked?.(clientId)) return { ok: false, reason: 'the client is blocked' };
-      if (!cache.has(clientId) && !fetching.has(clientId)) await beforeFetch?.();
-      // Checked and counted with no await in between, so simultaneous requests cannot all pass.
-      if (!cache.has(clientId) && !fetching.has(clientId) && fetching.size >= METADATA_FETCHES_AT_ONCE) {
-        return { ok: false, reason: `${METADATA_FETCHES_AT_ONCE} metadata documents are being fetched already`, busy: true };
+
+      const unavailable = (reason: string, retryAfterMs: number): MetadataResolution => {
+        const copy = documents.get(clientId);
+        if (request.lastGoodCopy && copy && now() < copy.expiresAt + METADATA_LAST_GOOD_COPY_SECONDS * 1000) return { ok: true, client: copy };
+        return { ok: false, reason, unavailable: { retryAfterMs } };
+      };
+      const answer = (outcome: MetadataClient | Failure | typeof BUSY): MetadataResolution => {
+        if (outcome === BUSY) return unavailable(`no metadata document fetch could start: too many are under way (for this address, this host or in all)`, 1000);
+        if (!('ok' in outcome)) return { ok: true, client: outcome };
+        if (outcome.transient) return unavailable(outcome.reason, failures.getRemainingTTL(clientId) || 1000);
+        return { ok: false, reason: outcome.reason };
+      };
+
+      const cached = documents.get(clientId);
+      if (cached && now() < cached.expiresAt) return { ok: true, client: cached };
+      const failure = failures.get(clientId);
+      if (failure) return answer(failure);
+      const underWay = fetching.get(clientId);
+      if (underWay) {
+        const shared = await underWay;
+        // Another address found no slot: that says nothing about this request's own chances.
+        if (shared !== BUSY) return answer(shared);
       }
-      return (await cache.fetch(clientId)) ?? { ok: false, reason: 'the metadata document fetch was abandoned' };
+      await request.beforeFetch?.();
+      // Looked up again after the await: a fetch started meanwhile is shared, not repeated.
+      return answer(await (fetching.get(clientId) ?? startFetch(clientId, request.address ?? '')));
     },
   };
 }

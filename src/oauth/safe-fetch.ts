@@ -5,20 +5,21 @@
  *
  * - https only; certificates checked against the system CAs plus NODE_EXTRA_CA_CERTS
  *   (Node's defaults; nothing here widens or narrows them).
- * - The host name is resolved once, here, and every address it resolves to must be on the
- *   public internet — refused before any connection is made. The connection then goes to
+ * - The host name is resolved once, here (by DNS queries on the event loop that are
+ *   cancelled at the deadline: dnsHostLookup), and every address it resolves to must be on
+ *   the public internet — refused before any connection is made. The connection then goes to
  *   those very addresses (a `lookup` that answers with them), so a DNS answer that changes
  *   between the check and the connect (rebinding) cannot move it elsewhere.
  * - No redirects (a 3xx is a refusal), one deadline for resolve + connect + headers + body,
  *   and a cap on the body, enforced while it arrives.
  *
  * Nothing here throws: every outcome is a value, and a refusal carries a reason for the
- * logs that never quotes the body.
+ * logs that never quotes the body, and whether it was definitive (SafeFetchResult).
  */
-import { lookup as dnsLookup } from 'node:dns/promises';
+import { Resolver } from 'node:dns/promises';
 import type { IncomingHttpHeaders } from 'node:http';
 import { request } from 'node:https';
-import type { LookupFunction } from 'node:net';
+import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
 export interface ResolvedAddress {
@@ -26,10 +27,57 @@ export interface ResolvedAddress {
   readonly family: number;
 }
 
-/** Every address of a host name. Tests substitute their own to stand in for DNS. */
-export type HostLookup = (hostname: string) => Promise<readonly ResolvedAddress[]>;
+/**
+ * Every address of a host name; gives up (rejects) once `signal` aborts. Tests substitute
+ * their own to stand in for DNS. An error whose `code` is ENOTFOUND or ENODATA means the
+ * name has no address (a definitive answer); any other is a failure to get an answer.
+ */
+export type HostLookup = (hostname: string, signal: AbortSignal) => Promise<readonly ResolvedAddress[]>;
 
-const systemLookup: HostLookup = (hostname) => dnsLookup(hostname, { all: true, verbatim: true });
+/** Names under `localhost` are loopback by definition (RFC 6761 §6.3), and DNS is not asked about them. */
+const LOOPBACK: readonly ResolvedAddress[] = [{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }];
+/** DNS answers that say the name has no address, as opposed to no answer (a timeout, a server failure). */
+const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA']);
+
+/**
+ * A HostLookup that asks the DNS servers (those of /etc/resolv.conf, or `servers`) through
+ * c-ares (`dns.Resolver`), not the system's getaddrinfo (`dns.lookup`): getaddrinfo runs on
+ * libuv's thread pool, a handful at a time, cannot be cancelled, and goes on for up to ~10 s
+ * after we have given up on it — while every other look-up of the process (the database's,
+ * Redis's) and everything else on that pool (password hashing) waits behind it. A resolver's
+ * queries are sockets on the event loop, and `cancel()` ends them at the deadline. Such a
+ * resolver reads no /etc/hosts: IP literals need no look-up, and `localhost` names are
+ * loopback (above); any other name must be in DNS, as a public document's host is.
+ */
+export function dnsHostLookup(options: { readonly servers?: readonly string[] } = {}): HostLookup {
+  return async (hostname, signal) => {
+    const family = isIP(hostname);
+    if (family !== 0) return [{ address: hostname, family }];
+    const name = hostname.toLowerCase().replace(/\.$/, '');
+    if (name === 'localhost' || name.endsWith('.localhost')) return LOOPBACK;
+    signal.throwIfAborted();
+    // One resolver per look-up, so that cancel() ends this look-up's queries and no other's.
+    const resolver = new Resolver({ timeout: 1000, tries: 2 });
+    if (options.servers) resolver.setServers(options.servers);
+    const cancel = () => resolver.cancel();
+    signal.addEventListener('abort', cancel, { once: true });
+    try {
+      const [v4, v6] = await Promise.allSettled([resolver.resolve4(name), resolver.resolve6(name)]);
+      signal.throwIfAborted(); // cancelled: the deadline's reason, not c-ares's ECANCELLED
+      const addresses = [
+        ...(v4.status === 'fulfilled' ? v4.value.map((address) => ({ address, family: 4 })) : []),
+        ...(v6.status === 'fulfilled' ? v6.value.map((address) => ({ address, family: 6 })) : []),
+      ];
+      if (addresses.length > 0) return addresses;
+      const errors = [v4, v6].flatMap((result) => (result.status === 'rejected' ? [result.reason as NodeJS.ErrnoException] : []));
+      throw errors.find((error) => !NO_SUCH_NAME.has(error.code ?? '')) ?? errors[0] ?? Object.assign(new Error(`${name} has no address`), { code: 'ENODATA' });
+    } finally {
+      signal.removeEventListener('abort', cancel);
+    }
+  };
+}
+
+const systemLookup = dnsHostLookup();
 
 export interface SafeFetchOptions {
   /** Development and tests only: skip the public-address rule. */
@@ -42,11 +90,22 @@ export interface SafeFetchOptions {
   readonly lookup?: HostLookup;
 }
 
+/**
+ * A refusal is `transient` when no definitive answer came (SPEC §4.8): the deadline passed,
+ * DNS gave no answer, the connection failed or broke off, or the host said "not now" (408,
+ * 429, 5xx). Definitive are what the host did answer (a redirect, another status, an
+ * oversized or encoded body), a name that does not exist, a non-public address, and a
+ * certificate that does not hold — so a failure nobody classified is a refusal (fails closed).
+ */
 export type SafeFetchResult =
   | { readonly ok: true; readonly headers: IncomingHttpHeaders; readonly body: Buffer }
-  | { readonly ok: false; readonly reason: string };
+  | { readonly ok: false; readonly reason: string; readonly transient: boolean };
 
-const refused = (reason: string): SafeFetchResult => ({ ok: false, reason });
+const refused = (reason: string): SafeFetchResult => ({ ok: false, reason, transient: false });
+const unanswered = (reason: string): SafeFetchResult => ({ ok: false, reason, transient: true });
+
+/** Connection failures that say nothing about the document: the host may answer next time. */
+const NETWORK_FAILURES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EHOSTUNREACH', 'EHOSTDOWN', 'ENETUNREACH', 'ENETDOWN', 'ETIMEDOUT', 'EPIPE']);
 
 /** IPv6 global unicast (RFC 4291 §2.4): everything outside it is special-purpose or unassigned. */
 const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
@@ -94,9 +153,11 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
 
   let addresses: readonly ResolvedAddress[];
   try {
-    addresses = await abortable((options.lookup ?? systemLookup)(hostname), signal);
+    addresses = await abortable((options.lookup ?? systemLookup)(hostname, signal), signal);
   } catch (error) {
-    return refused(signal.aborted ? timedOut : `${hostname} does not resolve (${errorCode(error)})`);
+    if (signal.aborted) return unanswered(timedOut);
+    const code = errorCode(error);
+    return NO_SUCH_NAME.has(code) ? refused(`${hostname} does not resolve (${code})`) : unanswered(`${hostname} could not be resolved (${code})`);
   }
   if (addresses.length === 0) return refused(`${hostname} does not resolve`);
   if (!options.allowPrivateAddresses) {
@@ -118,11 +179,12 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
       },
       (res) => {
         const status = res.statusCode ?? 0;
-        const stop = (reason: string) => {
+        const stop = (reason: string, transient = false) => {
           req.destroy();
-          resolve(refused(reason));
+          resolve(transient ? unanswered(reason) : refused(reason));
         };
         if (status >= 300 && status < 400) return stop(`answered ${status}, a redirect (not followed)`);
+        if (status === 408 || status === 429 || status >= 500) return stop(`answered HTTP ${status}`, true);
         if (status !== 200) return stop(`answered HTTP ${status}`);
         const encoding = res.headers['content-encoding'];
         if (encoding !== undefined && encoding !== 'identity') return stop(`sent a ${encoding}-encoded body, which was not asked for`);
@@ -137,11 +199,15 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
         });
         res.on('end', () => resolve({ ok: true, headers: res.headers, body: Buffer.concat(chunks) }));
         // After 'end' these change nothing: a promise settles once.
-        res.on('error', (error) => resolve(refused(signal.aborted ? timedOut : `the answer broke off (${errorCode(error)})`)));
-        res.on('close', () => resolve(refused(signal.aborted ? timedOut : 'the answer broke off')));
+        res.on('error', (error) => resolve(unanswered(signal.aborted ? timedOut : `the answer broke off (${errorCode(error)})`)));
+        res.on('close', () => resolve(unanswered(signal.aborted ? timedOut : 'the answer broke off')));
       },
     );
-    req.on('error', (error) => resolve(refused(signal.aborted ? timedOut : `could not fetch (${errorCode(error)})`)));
+    req.on('error', (error) => {
+      if (signal.aborted) return resolve(unanswered(timedOut));
+      const code = errorCode(error);
+      resolve(NETWORK_FAILURES.has(code) ? unanswered(`could not connect (${code})`) : refused(`could not fetch (${code})`));
+    });
     req.end();
   });
 }

@@ -6,13 +6,16 @@
  * observed, not assumed. No storage is involved, so no backends.
  */
 import assert from 'node:assert/strict';
+import { pbkdf2 } from 'node:crypto';
+import { createSocket } from 'node:dgram';
+import { promisify } from 'node:util';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { createClientMetadataResolver, type ClientMetadataOptions, type MetadataResolution } from '../../src/oauth/client-metadata.ts';
-import type { HostLookup } from '../../src/oauth/safe-fetch.ts';
+import { dnsHostLookup, type HostLookup } from '../../src/oauth/safe-fetch.ts';
 import { serverCertificate, testCaProblem } from '../support/tls.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, url: string) => void;
@@ -209,6 +212,56 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
       const again = await metadata.resolve(url);
       assert.equal(count(path), 2, `${path} fetched again after ${seconds} s`);
       assert.ok(again.ok && again.client.fetchedAt === clock);
+    }
+  });
+
+  test('no answer (a 503) is not a refusal: remembered apart, and the token endpoint keeps the last good copy until a refusal', async () => {
+    let answer: 'document' | 'unavailable' | 'gone' = 'document';
+    const url = serve('/flaky.json', (u) => (req, res) => {
+      if (answer === 'document') json(document(u), { 'cache-control': 'max-age=300' })(req, res, u);
+      else res.writeHead(answer === 'unavailable' ? 503 : 404).end();
+    });
+    const metadata = resolver();
+    const start = clock;
+    assert.ok((await metadata.resolve(url)).ok);
+    answer = 'unavailable';
+    clock = start + 301_000;
+    const unavailable = await metadata.resolve(url);
+    assert.ok(!unavailable.ok && unavailable.unavailable, JSON.stringify(unavailable));
+    assert.match(unavailable.reason, /HTTP 503/);
+    assert.equal(count('/flaky.json'), 2);
+    const kept = await metadata.resolve(url, { lastGoodCopy: true });
+    assert.ok(kept.ok && kept.client.fetchedAt === start, 'the last good copy, without fetching again while the failure is remembered');
+    assert.equal(count('/flaky.json'), 2);
+    answer = 'gone';
+    clock += 11_000;
+    refusedWith(await metadata.resolve(url, { lastGoodCopy: true }), /HTTP 404/);
+    assert.equal(count('/flaky.json'), 3);
+    clock += 61_000;
+    answer = 'unavailable';
+    const afterRefusal = await metadata.resolve(url, { lastGoodCopy: true });
+    assert.ok(!afterRefusal.ok && afterRefusal.unavailable, 'a refusal dropped the last good copy');
+  });
+
+  test('DNS look-ups: cancelled at the deadline, off the thread pool; IP literals and localhost need none', async () => {
+    const dns = createSocket('udp4'); // a DNS server that never answers
+    await new Promise<void>((resolve) => dns.bind(0, '127.0.0.1', resolve));
+    try {
+      const lookup = dnsHostLookup({ servers: [`127.0.0.1:${dns.address().port}`] });
+      const started = performance.now();
+      const hanging = Array.from({ length: 8 }, (_, i) => lookup(`hang-${i}.example`, AbortSignal.timeout(1000)).then(() => 'answered', (error: Error) => error.name));
+      // Thread-pool work (what password hashing needs) is not held up behind them.
+      await Promise.all(Array.from({ length: 4 }, () => promisify(pbkdf2)('p', 's', 1000, 32, 'sha256')));
+      assert.ok(performance.now() - started < 500, `the thread pool waited ${Math.round(performance.now() - started)} ms`);
+      assert.deepEqual(await Promise.all(hanging), Array(8).fill('TimeoutError'));
+      const ms = performance.now() - started;
+      assert.ok(ms < 1500, `given up after ${Math.round(ms)} ms`);
+      const never = AbortSignal.abort();
+      assert.deepEqual(await lookup('203.0.113.9', AbortSignal.timeout(1000)), [{ address: '203.0.113.9', family: 4 }]);
+      assert.deepEqual(await lookup('::1', AbortSignal.timeout(1000)), [{ address: '::1', family: 6 }]);
+      assert.deepEqual((await lookup('app.localhost', never)).map(({ address }) => address), ['127.0.0.1', '::1']);
+    } finally {
+      dns.close();
     }
   });
 

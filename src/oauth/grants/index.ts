@@ -60,7 +60,7 @@ export async function requestToken(params: RawParams, authorization: string | un
     charged = clientId;
     await throttle.tokenRequestOf(clientId);
     const proved = client?.id === clientId ? client : await ctx.clients.find(clientId);
-    if (proved) await requireStanding(ctx, proved);
+    if (proved) await requireStanding(ctx, proved, address);
   };
   if (client !== null && client.secret_hash !== null) await proven(client.id);
   return grant.handle(params, client, ctx, address, proven);
