@@ -169,8 +169,6 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
         assert.equal(await findClient(server.store.db, registered), undefined, 'the same rule for a registration');
         assert.ok(await findClient(server.store.db, used), 'it obtained a token: kept');
         assert.equal((await findClient(server.store.db, blocked))?.blocked, 1, 'a block is an administrator’s decision: kept');
-        await alice.login('alice'); // that purge ended her session
-        await admin.login('root');
       });
 
       test('the admin client list and `client list` show at most 100 rows a page, with pages that lead on and back', async () => {
