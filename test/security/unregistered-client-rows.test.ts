@@ -124,6 +124,17 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
         assert.match((await admin.visit(`/admin/audit?type=client_recorded`)).html, /client_recorded/);
       });
 
+      test('20 approvals of a new client at once: one row, one client_recorded, 20 codes', async () => {
+        const url = documents.serve('/apps/raced.json');
+        const app = await discover(server, url, { redirectUri: REDIRECT_URI });
+        const consents = await Promise.all(Array.from({ length: 20 }, async () => (await alice.visit((await authorizationUrl(app)).url.href.slice(server.url.length))).html));
+        assert.deepEqual((await metadataRows()).filter((id) => id === url), [], 'the consent pages stored nothing');
+        const approved = await Promise.all(consents.map((html) => alice.submit(html, '/oauth/authorize', { decision: 'approve' })));
+        for (const outcome of approved) assert.ok(outcome.redirect?.searchParams.get('code'), `no code: ${outcome.response.status}`);
+        assert.deepEqual((await metadataRows()).filter((id) => id === url), [url]);
+        assert.equal((await events(url, 'client_recorded')).length, 1);
+      });
+
       test('a document whose name and redirect URLs change: recorded at the next approval, with client_document_changed', async () => {
         const url = documents.serve('/apps/renamed.json');
         const app = await discover(server, url, { redirectUri: REDIRECT_URI });
