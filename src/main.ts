@@ -7,7 +7,7 @@ import { parseArgs } from 'node:util';
 import { SETUP_LINK_TTL, firstRunSetupLink } from './accounts/setup.ts';
 import { allUsers, createUser, disableUser, findUserNamed, setPassword } from './accounts/users.ts';
 import { AUDIT_EVENT_TYPES, COMMAND_LINE, isAuditEventType, listAuditEvents, type AuditFilter } from './audit.ts';
-import { blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from './clients/clients.ts';
+import { CLIENT_PAGE_SIZE, blockClient, describeClient, findClient, listClients, registerClient, removeClient, unblockClient } from './clients/clients.ts';
 import { createScope, findResourceNamed, listAllScopes, listResources, parseScopeDefinition, registerResource, removeResource, removeScope } from './clients/resources.ts';
 import { isWorker, runPrimary, runsPurge } from './cluster.ts';
 import { InputError } from './input-error.ts';
@@ -33,7 +33,11 @@ Commands:
                                           public clients require PKCE unless --no-require-pkce;
                                           device_code (urn:ietf:params:oauth:grant-type:device_code)
                                           and client_credentials clients need no --redirect-uri
-  client list                             includes clients known by metadata documents or dynamic registration
+  client list [--limit <n>] [--after <client_id>]
+                                          includes clients known by metadata documents or dynamic registration;
+                                          oldest first, 100 at a time (--limit: 1 to 1000); --after continues
+                                          after that client (with --json: after the last client_id printed,
+                                          until fewer than the limit come back)
   client delete <client_id>               also revokes everything issued to the client
   client block <client_id or URL prefix>  refuse a metadata-document or dynamically registered client
                                           (or every metadata document under an https URL prefix),
@@ -93,6 +97,7 @@ const OPTIONS = {
   client: { type: 'string' },
   type: { type: 'string' },
   limit: { type: 'string' },
+  after: { type: 'string' },
 } as const;
 
 type Options = ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true; allowNegative: true }>>['values'];
@@ -172,12 +177,17 @@ const COMMANDS: Record<string, Command> = {
     return 0;
   },
   'client create': (ctx, rest, options, print) => clientCreate(ctx, rest, options, print),
-  async 'client list'(ctx, rest, _options, print) {
+  async 'client list'(ctx, rest, options, print) {
     noArguments(rest);
-    const clients = (await listClients(ctx)).map(describeClient);
+    const limit = options.limit === undefined ? CLIENT_PAGE_SIZE : Number(options.limit);
+    if (!/^\d{1,4}$/.test(options.limit ?? '1') || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
+    if (options.after !== undefined && !(await findClient(ctx, options.after))) throw new UsageError(`--after: there is no client ${options.after}`);
+    const page = await listClients(ctx, options.after === undefined ? {} : { after: options.after }, limit);
+    const clients = page.rows.map(describeClient);
     const known = { registered: '', metadata_document: '\tmetadata document', dynamic: '\tdynamically registered' };
     const line = (c: (typeof clients)[number]) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}`;
-    print(clients, clients.map(line).join('\n') || 'No clients.');
+    const more = page.next ? `\nMore: gatehouse client list --after ${page.next.after}` : '';
+    print(clients, (clients.map(line).join('\n') || 'No clients.') + more);
     return 0;
   },
   async 'client block'(ctx, rest, _options, print) {

@@ -24,15 +24,17 @@ import {
   findClient as findClientById,
   insertClient,
   insertClientBlock,
-  listClients as listAllClients,
+  listClients as listClientPage,
   liveGrantsOfClient,
   setClientBlocked,
   updateClient,
+  type Page,
+  type PageCursor,
 } from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 
-export type { Client };
+export type { Client, Page, PageCursor };
 
 export const GRANT_TYPES = ['authorization_code', 'client_credentials', DEVICE_CODE_GRANT_TYPE] as const;
 export type GrantType = (typeof GRANT_TYPES)[number];
@@ -127,8 +129,12 @@ export async function findClient(ctx: AppContext, id: string): Promise<Client | 
   return isUuid(id) || isMetadataDocumentUrl(id) ? findClientById(ctx.db, id) : undefined;
 }
 
-export async function listClients(ctx: AppContext): Promise<Client[]> {
-  return listAllClients(ctx.db);
+/** The most rows a page of the admin client list shows, and `gatehouse client list` prints unless told otherwise (SPEC §4.5). */
+export const CLIENT_PAGE_SIZE = 100;
+
+/** A page of at most `limit` clients of every kind, oldest first (SPEC §4.5: admin lists are paginated). */
+export async function listClients(ctx: AppContext, cursor: PageCursor, limit: number): Promise<Page<Client>> {
+  return listClientPage(ctx.db, cursor, limit);
 }
 
 /** Registers the client (a ClientInputError names the field at fault) and records who did. */

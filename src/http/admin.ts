@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AccountError, createUser, disableUser, findUser, findUsers, promoteUser, type User } from '../accounts/users.ts';
 import type { Actor } from '../audit.ts';
 import {
+  CLIENT_PAGE_SIZE,
   ClientInputError,
   GRANT_TYPES,
   blockClient,
@@ -24,6 +25,7 @@ import {
   type Client,
   type ClientChanges,
   type ClientInput,
+  type PageCursor,
 } from '../clients/clients.ts';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
@@ -93,6 +95,17 @@ function clientRow(client: Client) {
   return { ...describeClient(client), created: formatTime(client.created_at) };
 }
 
+/**
+ * The page a list's link leads to: `?after=<id>` (the next page) or `?before=<id>` (the
+ * previous one), else the first. Any other value is only a key that no row has: an empty page.
+ */
+function pageCursor(query: RawParams): PageCursor {
+  const after = single(query, 'after');
+  if (after !== undefined) return { after: after.slice(0, 2048) };
+  const before = single(query, 'before');
+  return before === undefined ? {} : { before: before.slice(0, 2048) };
+}
+
 function notice(request: FastifyRequest): string | null {
   const done = (request.query as RawParams).done;
   return typeof done === 'string' ? (NOTICES[done] ?? null) : null;
@@ -151,8 +164,18 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.get('/admin', page, async (_request, reply) => reply.redirect('/admin/oauthclients'));
 
   app.get('/admin/oauthclients', page, async (request, reply) => {
-    const clients = (await listClients(ctx)).map(clientRow);
-    return reply.view('admin-clients.eta', { title: 'OAuth clients', wide: true, clients, notice: notice(request), csrfToken: formToken(reply) });
+    const cursor = pageCursor(request.query as RawParams);
+    const { rows, next, previous } = await listClients(ctx, cursor, CLIENT_PAGE_SIZE);
+    return reply.view('admin-clients.eta', {
+      title: 'OAuth clients',
+      wide: true,
+      clients: rows.map(clientRow),
+      paged: 'after' in cursor || 'before' in cursor,
+      next: next && `/admin/oauthclients?${new URLSearchParams(next)}`,
+      previous: previous && `/admin/oauthclients?${new URLSearchParams(previous)}`,
+      notice: notice(request),
+      csrfToken: formToken(reply),
+    });
   });
 
   // Clients no administrator registered are blocked rather than edited (SPEC §4.5, §4.8).

@@ -15,7 +15,7 @@ import { insertCode } from '../store/codes.ts';
 import { findConsentScopes, saveConsent } from '../store/consents.ts';
 import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
-import { requestingClient } from './client-kinds.ts';
+import { recordClient, requestingClient } from './client-kinds.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest, type OAuthErrorCode } from './errors.ts';
 import { readParams, single, type RawParams } from './params.ts';
@@ -116,12 +116,15 @@ export async function authorize(arrival: Arrival, user: User | null, ctx: AppCon
       throw redirectableError('consent_required', 'the user has not approved this application');
     }
     if (arrival.decision === 'deny') return respond(target, ctx.config, { error: 'access_denied', error_description: 'the user denied the request' });
-    if (arrival.decision === 'approve') return respond(target, ctx.config, { code: await approve(request, user, ctx, address) });
-    if (!approved) {
+    if (arrival.decision !== 'approve' && !approved) {
       const popup = request.responseMode === 'web_message' ? popupCancel(request) : null;
       return { kind: 'consent', request, user, fields: formFields(arrival.params), popup };
     }
-    return respond(target, ctx.config, { code: await issueCode(request, user, ctx, address) });
+    // A code is issued from here on: the first write that references the client, so a client
+    // known only by its metadata document is recorded now (SPEC §4.8), not for a visitor.
+    await recordClient(ctx, request.client, user, address);
+    const code = arrival.decision === 'approve' ? await approve(request, user, ctx, address) : await issueCode(request, user, ctx, address);
+    return respond(target, ctx.config, { code });
   } catch (error) {
     // The error itself says whether it may go to the redirect URL; anything else is thrown on.
     if (error instanceof OAuthError && error.redirectable) return respond(target, ctx.config, error.toJSON(), error);

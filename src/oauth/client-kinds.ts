@@ -1,14 +1,17 @@
 /**
  * Clients that no administrator registered (SPEC §3, §4.8), where the endpoints meet them.
  * A `client_id` that is a URL names a client by its metadata document: the document is
- * resolved (client-metadata.ts: fetched safely, validated, cached) and the client recorded,
- * or refreshed, as a `clients` row so that codes and grants can reference it. Dynamically
+ * resolved (client-metadata.ts: fetched safely, validated, cached), and the authorization
+ * request goes on with the client it describes. The client is recorded as a `clients` row
+ * only once a person approves it (`recordClient`), so that their consent, the code and the
+ * grant can reference it: an anonymous request stores nothing (SPEC §4.8). Dynamically
  * registered clients are ordinary rows of their own kind. Either kind can be blocked.
  */
 import { SCOPES } from '../config.ts';
+import type { PendingAuditEvent } from '../audit.ts';
 import type { AppContext } from '../context.ts';
-import { findClient, upsertMetadataClient } from '../store/clients.ts';
-import type { Client } from '../store/schema.ts';
+import { findClient, recordMetadataClient } from '../store/clients.ts';
+import type { Client, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
 import { InvalidClient, isUuid } from './client-auth.ts';
 import { invalidRequest } from './errors.ts';
@@ -29,23 +32,71 @@ export async function requestingClient(ctx: AppContext, clientId: string, addres
 }
 
 /**
- * The client as its metadata document describes it now, recorded; a refused document is an
- * unknown client. A fetch (not a cached document) counts against the requesting address's
- * budget (TOKEN_REQUESTS_PER_ADDRESS a minute, like registrations): over it, 429.
+ * The client as its metadata document describes it now; a refused document is an unknown
+ * client. Nothing is stored: the row, if the client was recorded before, lends its standing
+ * (blocked) and creation time; otherwise the client is a value made from the document alone.
+ * A fetch (not a cached document) counts against the requesting address's budget
+ * (TOKEN_REQUESTS_PER_ADDRESS a minute, like registrations): over it, 429.
  */
 async function metadataDocumentClient(ctx: AppContext, url: string, address: string): Promise<Client> {
   const resolution = await ctx.clientMetadata.resolve(url, { address, beforeFetch: () => ctx.services.throttle.tokenRequestFrom(address) });
   if (!resolution.ok && resolution.unavailable) throw new Throttled(resolution.unavailable.retryAfterMs, 503);
   if (!resolution.ok) throw invalidRequest('unknown client: its client ID metadata document was refused', resolution.reason);
   const { client: document } = resolution;
-  const redirectUris = JSON.stringify(document.redirectUris);
+  const described = { name: document.name, redirect_uris: JSON.stringify(document.redirectUris) };
   const known = await findClient(ctx.db, url);
-  if (known && known.name === document.name && known.redirect_uris === redirectUris) return known;
-  await upsertMetadataClient(ctx.db, { id: url, name: document.name, redirect_uris: redirectUris, scopes: joinScopes(SCOPES), created_at: ctx.now() });
-  ctx.onClientsChanged([url]);
-  const recorded = await findClient(ctx.db, url);
-  if (!recorded) throw invalidRequest('unknown client: check the "client_id" parameter', 'metadata-document client deleted while it was recorded');
-  return recorded;
+  if (known) return { ...known, ...described };
+  return {
+    id: url,
+    ...described,
+    kind: 'metadata_document',
+    grant_type: 'authorization_code',
+    blocked: 0,
+    secret_hash: null,
+    trusted: 0,
+    require_pkce: 1,
+    scopes: joinScopes(SCOPES),
+    created_at: ctx.now(),
+  };
+}
+
+/**
+ * Records a metadata-document client as its document describes it now, when `user` approves
+ * it or is about to get a code for it (SPEC §4.8): first recorded, or its name or redirect
+ * URLs changed, each with its audit event (`client_recorded`, `client_document_changed`) in
+ * the transaction of the change. Other kinds of client are rows already.
+ *
+ * Its own write, just before the consent and the code that reference it, rather than part of
+ * the code's statement: the consent is written apart too, and the row must exist first for
+ * either. What this costs is at most a row that no code came to reference (the code's write
+ * failed): such a row holds no grant, and the purge removes it like any unused client. What
+ * matters holds — only a signed-in person's approval stores a client, and the audit trail
+ * names that person.
+ */
+export async function recordClient(ctx: AppContext, client: Client, user: User, address: string): Promise<void> {
+  if (client.kind !== 'metadata_document') return;
+  const { id, name, redirect_uris, scopes, created_at } = client;
+  const uris = (json: string) => (JSON.parse(json) as string[]).join(' ');
+  const about = { userId: user.id, clientId: id, address };
+  let pending: PendingAuditEvent | undefined;
+  const written = await recordMetadataClient(ctx.db, { id, name, redirect_uris, scopes, created_at }, (previous) => {
+    pending =
+      previous === undefined
+        ? ctx.audit.pending({ type: 'client_recorded', ...about, detail: { name, redirect_uris: uris(redirect_uris) } })
+        : ctx.audit.pending({ type: 'client_document_changed', ...about, detail: changes(previous, client, uris) });
+    return pending.row;
+  });
+  if (!written) return;
+  pending?.committed();
+  ctx.onClientsChanged([id]);
+}
+
+/** What changed between the recorded client and the document: the old and new value of each. */
+function changes(previous: Client, now: Client, uris: (json: string) => string): Record<string, string> {
+  return {
+    ...(previous.name === now.name ? {} : { name_was: previous.name, name: now.name }),
+    ...(previous.redirect_uris === now.redirect_uris ? {} : { redirect_uris_was: uris(previous.redirect_uris), redirect_uris: uris(now.redirect_uris) }),
+  };
 }
 
 /**

@@ -35,6 +35,8 @@ export const AUDIT_EVENT_TYPES = [
   'scope_updated',
   'scope_deleted',
   'client_registered',
+  'client_recorded',
+  'client_document_changed',
   'client_blocked',
   'client_unblocked',
 ] as const;

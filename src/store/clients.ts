@@ -1,4 +1,6 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
+import { onPostgres } from './chained-writes.ts';
 import { prepare } from './prepared.ts';
 import type { Client, Database, NewClient } from './schema.ts';
 
@@ -18,8 +20,52 @@ export async function findClient(db: Kysely<Database>, id: string): Promise<Clie
   return clientById.first(db, { id });
 }
 
-export async function listClients(db: Kysely<Database>): Promise<Client[]> {
-  return db.selectFrom('clients').selectAll().orderBy('created_at').orderBy('id').execute();
+/**
+ * Where a page of a list starts: after the row with this key (the next page), or before it
+ * (the previous one); neither: the first page.
+ */
+export type PageCursor = { after: string } | { before: string } | Record<string, never>;
+
+export interface Page<T> {
+  rows: T[];
+  /** The cursors of the pages either side; null when there is none. */
+  next: { after: string } | null;
+  previous: { before: string } | null;
+}
+
+/**
+ * A page of at most `limit` clients, oldest first (by creation, then id). Keyset paging:
+ * each page costs the same however far in it is, and a page reached by a link shows the rows
+ * next to the one it was reached from even while clients are added or removed meanwhile —
+ * which an offset would shift. The cursor is a client id; a cursor naming no client (deleted
+ * meanwhile) gives an empty page.
+ */
+export async function listClients(db: Kysely<Database>, cursor: PageCursor, limit: number): Promise<Page<Client>> {
+  const backwards = 'before' in cursor;
+  const from = 'after' in cursor ? cursor.after : 'before' in cursor ? cursor.before : undefined;
+  const order = backwards ? 'desc' : 'asc';
+  const rows = await db
+    .selectFrom('clients')
+    .selectAll()
+    .$if(from !== undefined, (query) =>
+      query.where(sql<boolean>`(clients.created_at, clients.id) ${sql.raw(backwards ? '<' : '>')} (select c.created_at, c.id from clients c where c.id = ${from})`),
+    )
+    .orderBy('created_at', order)
+    .orderBy('id', order)
+    .limit(limit + 1)
+    .execute();
+  const more = rows.length > limit;
+  const page = rows.slice(0, limit);
+  if (backwards) page.reverse();
+  const first = page[0]?.id;
+  const last = page.at(-1)?.id;
+  return {
+    rows: page,
+    // Beyond the page in the direction read: rows when there were more than the limit. Behind
+    // it: the cursor's own row, when the page was reached from one.
+    next: last !== undefined && (backwards || more) ? { after: last } : null,
+    previous: first !== undefined && (backwards ? more : from !== undefined) ? { before: first } : null,
+  };
 }
 
 export async function updateClient(
@@ -49,16 +95,46 @@ export async function deleteClient(db: Kysely<Database>, id: string): Promise<{ 
   });
 }
 
+/** A metadata-document client as its document describes it now. */
+export type MetadataClientRow = Pick<NewClient, 'id' | 'name' | 'redirect_uris' | 'scopes' | 'created_at'>;
+
 /**
- * Records (or refreshes) a client known by its metadata document, so that codes and grants
- * can reference it. Its id is the document's URL, which no other kind of client has.
+ * Records a client known by its metadata document as its document describes it now, so that
+ * consents, codes and grants can reference it: inserted the first time, its name and redirect
+ * URLs updated when the document changed, with the audit row `event(previous)` (previous:
+ * the row as it was, undefined the first time) in the same transaction. Returns whether
+ * anything was written. Its id is the document's URL, which no other kind of client has.
+ *
+ * Concurrent approvals of one client: the insert does nothing for all but one; the others
+ * read the row locked (PostgreSQL; SQLite's transaction holds the only write lock from its
+ * start), so one change of the document is written and audited once.
  */
-export async function upsertMetadataClient(db: Kysely<Database>, client: Pick<NewClient, 'id' | 'name' | 'redirect_uris' | 'scopes' | 'created_at'>): Promise<void> {
-  await db
-    .insertInto('clients')
-    .values({ ...client, kind: 'metadata_document', grant_type: 'authorization_code', secret_hash: null, trusted: 0, require_pkce: 1 })
-    .onConflict((conflict) => conflict.column('id').doUpdateSet({ name: client.name, redirect_uris: client.redirect_uris }).where('clients.kind', '=', 'metadata_document'))
-    .execute();
+export async function recordMetadataClient(db: Kysely<Database>, client: MetadataClientRow, event: (previous: Client | undefined) => AuditEventRow): Promise<boolean> {
+  const stored = await findClient(db, client.id);
+  if (stored && stored.name === client.name && stored.redirect_uris === client.redirect_uris) return false;
+  return db.transaction().execute(async (trx) => {
+    const inserted = await trx
+      .insertInto('clients')
+      .values({ ...client, kind: 'metadata_document', grant_type: 'authorization_code', secret_hash: null, trusted: 0, require_pkce: 1 })
+      .onConflict((conflict) => conflict.column('id').doNothing())
+      .returning('id')
+      .executeTakeFirst();
+    if (inserted) {
+      await insertAuditEvent(db, event(undefined), trx);
+      return true;
+    }
+    const previous = await trx
+      .selectFrom('clients')
+      .selectAll()
+      .where('id', '=', client.id)
+      .where('kind', '=', 'metadata_document')
+      .$if(onPostgres(db), (query) => query.forUpdate())
+      .executeTakeFirst();
+    if (!previous || (previous.name === client.name && previous.redirect_uris === client.redirect_uris)) return false;
+    await trx.updateTable('clients').set({ name: client.name, redirect_uris: client.redirect_uris }).where('id', '=', client.id).execute();
+    await insertAuditEvent(db, event(previous), trx);
+    return true;
+  });
 }
 
 /** Sets the client's blocked flag; false when there is no such client. */

@@ -84,7 +84,7 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
       return Number(result.numAffectedRows ?? 0n);
     });
   }
-  counts.unused_registrations = await inBatches(batchSize, pacing, (size) => purgeUnusedRegistrations(db, now, size));
+  counts.unused_clients = await inBatches(batchSize, pacing, (size) => purgeUnusedClients(db, now, size));
   counts.successor_boxes = await inBatches(batchSize, pacing, async (size) => {
     const wiped = await db
       .updateTable('refresh_tokens')
@@ -98,19 +98,29 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
   return counts;
 }
 
-/** A dynamically registered client that obtained no token this long after registering is purged (SPEC §4.8). */
-export const UNUSED_REGISTRATION_MS = 24 * 3600 * 1000;
+/**
+ * A client no administrator registered — dynamically registered, or recorded from its
+ * metadata document when a person first approved it — that obtained no token this long after
+ * it was stored is purged (SPEC §4.8).
+ */
+export const UNUSED_CLIENT_MS = 24 * 3600 * 1000;
 
 /**
- * Deletes (at most `size`) dynamically registered clients older than a day that hold no grant alive: none
- * obtained a token within the day, or their last token expired (a grant expires with its
- * last refresh token, REFRESH_TOKEN_TTL after it was issued). What they held goes with them.
+ * Deletes (at most `size`) clients that no administrator registered, stored more than a day
+ * ago, that hold no grant alive: none obtained a token within the day, or their last token
+ * expired (a grant expires with its last refresh token, REFRESH_TOKEN_TTL after it was
+ * issued). What they held goes with them. Kept: a client someone approved within the day
+ * (their consent is that recent: a code follows it, and the client is obtaining a token — the
+ * purge does not pull the row from under an approval), and a blocked one — its row is the
+ * administrator's block, and a metadata document, unlike a registration, can come back under
+ * the same id.
  */
-async function purgeUnusedRegistrations(db: Kysely<Database>, now: number, size: number): Promise<number> {
+async function purgeUnusedClients(db: Kysely<Database>, now: number, size: number): Promise<number> {
   const result = await sql`
     delete from clients where id in
-      (select id from clients where kind = 'dynamic' and created_at <= ${now - UNUSED_REGISTRATION_MS}
-        and not exists (select 1 from grants where grants.client_id = clients.id and grants.expires_at > ${now}) limit ${size})`.execute(db);
+      (select id from clients where kind in ('dynamic', 'metadata_document') and blocked = 0 and created_at <= ${now - UNUSED_CLIENT_MS}
+        and not exists (select 1 from grants where grants.client_id = clients.id and grants.expires_at > ${now})
+        and not exists (select 1 from consents where consents.client_id = clients.id and consents.created_at > ${now - UNUSED_CLIENT_MS}) limit ${size})`.execute(db);
   return Number(result.numAffectedRows ?? 0n);
 }
 

@@ -113,7 +113,7 @@ for (const backend of BACKENDS) {
     }
 
     test('it registered itself through the command line, as a public client that must use PKCE', async () => {
-      const clients = await listClients(server.store.db);
+      const clients = (await listClients(server.store.db, {}, 1000)).rows;
       assert.equal(clients.length, 1);
       const registered = clients[0]!;
       assert.equal(registered.id, clientId);
