@@ -285,6 +285,29 @@ for (const backend of BACKENDS) {
       assert.match(consent.html, /<h1>Authorize Notes<\/h1>/);
     });
 
+    test('the page claims only removals this user made: not for a link, a client never authorized, or an unknown ID', async () => {
+      const { client } = await server.createClient({ name: 'Kept' });
+      const { client: stranger } = await server.createClient({ name: 'Stranger' });
+      const agent = new UserAgent(server.url);
+      const tokens = await obtainTokens(await discover(server, client.id), agent, 'alice');
+      const action = '/account/applications/revoke';
+
+      for (const id of [client.id, stranger.id]) {
+        const linked = await agent.visit(`/account/applications?${new URLSearchParams({ revoked: id })}`);
+        assert.doesNotMatch(linked.html, /Access removed/, 'a link made the page claim a removal');
+      }
+      const page = await agent.visit('/account/applications');
+      const nothing = await post(agent, page.html, action, { client_id: stranger.id });
+      assert.deepEqual([nothing.status, nothing.location], [303, '/account/applications']);
+      assert.doesNotMatch((await agent.visit(nothing.location!)).html, /Access removed/, 'nothing was removed');
+      for (const id of ['', 'not-a-client', randomUUID(), 'https://unknown.example/client.json']) {
+        const unknown = await post(agent, page.html, action, { client_id: id });
+        assert.equal(unknown.status, 404, id);
+        assert.match(unknown.html, /There is no application with this client ID\./);
+      }
+      assert.equal((await profile(server, tokens.access_token)).status, 200, 'the authorized application is untouched');
+    });
+
     test('a visitor is sent to log in first', async () => {
       const response = await new UserAgent(server.url).fetch('/account/applications');
       assert.equal(response.status, 303);
