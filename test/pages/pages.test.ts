@@ -143,7 +143,10 @@ for (const backend of BACKENDS) {
     });
 
     test('unknown clients and users are 404 pages; nobody disables their own account', async () => {
-      for (const path of [`/admin/oauthclients/${randomUUID()}`, '/admin/oauthclients/not-a-uuid', `/admin/oauthclients/${randomUUID()}/delete`]) {
+      // Only clients an administrator registered (UUIDs) are edited here; a URL-shaped client ID,
+      // encoded into the path, is as unknown (metadata-document clients are blocked, by a form field).
+      const url = encodeURIComponent('https://app.example/client.json');
+      for (const path of [`/admin/oauthclients/${randomUUID()}`, '/admin/oauthclients/not-a-uuid', `/admin/oauthclients/${randomUUID()}/delete`, `/admin/oauthclients/${url}`, `/admin/oauthclients/${url}/delete`]) {
         const page = await admin.visit(path);
         assert.equal(page.response.status, 404, path);
         assert.match(page.html, /There is no OAuth client with this ID\./);
