@@ -35,7 +35,8 @@ Commands:
                                           device_code (urn:ietf:params:oauth:grant-type:device_code)
                                           and client_credentials clients need no --redirect-uri
   client list                             includes clients known by metadata documents or dynamic registration
-  client delete <client_id>               also revokes everything issued to the client
+  client delete <client_id>               also revokes everything issued to the client; a <client_id> is
+                                          a UUID or a metadata document's https URL, here and below
   client block <client_id or URL prefix>  refuse a metadata-document or dynamically registered client
                                           (or every metadata document under an https URL prefix),
                                           and revoke everything issued to it
