@@ -13,6 +13,7 @@ import { isWorker, runPrimary, runsPurge } from './cluster.ts';
 import { InputError } from './input-error.ts';
 import { ConfigError, loadConfig, type Config } from './config.ts';
 import { openContext, type AppContext, type ContextLogger } from './context.ts';
+import { isClientId } from './oauth/client-auth.ts';
 import { DEVICE_CODE_GRANT_TYPE } from './oauth/device.ts';
 import { migrate, openStore, type Store } from './store/database.ts';
 import { purge } from './maintenance.ts';
@@ -38,7 +39,8 @@ Commands:
                                           oldest first, 100 at a time (--limit: 1 to 1000); --after continues
                                           after that client (with --json: after the last client_id printed,
                                           until fewer than the limit come back)
-  client delete <client_id>               also revokes everything issued to the client
+  client delete <client_id>               also revokes everything issued to the client; a <client_id> is
+                                          a UUID or a metadata document's https URL, here and below
   client block <client_id or URL prefix>  refuse a metadata-document or dynamically registered client
                                           (or every metadata document under an https URL prefix),
                                           and revoke everything issued to it
@@ -341,7 +343,10 @@ async function auditCommand(ctx: AppContext, rest: string[], options: Options, p
     if (!user) throw new UsageError(`no user named ${options.user}`);
     filter.userId = user.id;
   }
-  if (options.client !== undefined) filter.clientId = options.client;
+  if (options.client !== undefined) {
+    if (!isClientId(options.client)) throw new UsageError(`${options.client} is not a client ID: give a UUID or the https URL of a client ID metadata document`);
+    filter.clientId = options.client;
+  }
   const events = await listAuditEvents(ctx.db, filter);
   const json = events.map((e) => ({
     id: e.id,

@@ -9,9 +9,8 @@ import type { Kysely } from 'kysely';
 import { madeBy, type Actor } from '../audit.ts';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { isUuid } from '../oauth/client-auth.ts';
+import { isClientId } from '../oauth/client-auth.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
-import { isMetadataDocumentUrl } from '../oauth/client-metadata.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { redirectUriProblem, redirectUrisOf } from '../oauth/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
@@ -126,7 +125,7 @@ function firstProblem(problems: Record<string, string>): ClientInputError | null
 
 /** The client with this id (a UUID, or a metadata document's URL); undefined for an unknown or malformed one. */
 export async function findClient(ctx: AppContext, id: string): Promise<Client | undefined> {
-  return isUuid(id) || isMetadataDocumentUrl(id) ? findClientById(ctx.db, id) : undefined;
+  return isClientId(id) ? findClientById(ctx.db, id) : undefined;
 }
 
 /** The most rows a page of the admin client list shows, and `gatehouse client list` prints unless told otherwise (SPEC §4.5). */

@@ -6,12 +6,15 @@ import type { FastifyInstance } from 'fastify';
 import { authorizedApplications, removeAccess } from '../clients/access.ts';
 import { findClient } from '../clients/clients.ts';
 import type { AppContext } from '../context.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { OAuthError } from '../oauth/errors.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { requireFormBody } from './helpers.ts';
-import { formatTime, navigation, page, toLogin } from './pages.ts';
-import { currentUser, formToken } from './session.ts';
+import { field, formatTime, navigation, page, toLogin } from './pages.ts';
+import { cookieOptions, currentUser, formToken, noticeCookieName } from './session.ts';
+
+/** How long the notice of a removal waits for the page it is shown on. */
+const NOTICE_TTL = 60;
 
 export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/account/applications', page, async (request, reply) => {
@@ -27,18 +30,28 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
       authorized: formatTime(application.authorized_at),
       lastUsed: formatTime(application.last_used_at),
     }));
-    // Only an id comes back in the URL; the page names the application itself.
-    const revokedId = single(request.query as RawParams, 'revoked');
-    const revoked = revokedId === undefined ? null : ((await findClient(ctx, revokedId))?.name ?? null);
+    // The notice comes from this user's own Revoke access in this browser, never from the URL:
+    // a link cannot make the page claim a removal. Shown once, and not for an application
+    // that is listed again.
+    const notice = request.cookies[noticeCookieName(ctx)];
+    if (notice !== undefined) reply.clearCookie(noticeCookieName(ctx), cookieOptions(ctx));
+    const revokedId = notice?.startsWith(`${user.id} `) ? notice.slice(user.id.length + 1) : undefined;
+    const revokedClient = revokedId === undefined || applications.some((a) => a.clientId === revokedId) ? undefined : await findClient(ctx, revokedId);
+    const revoked = revokedClient?.name ?? null;
     return reply.view('account-applications.eta', { title: 'Your applications', wide: true, applications, revoked, csrfToken: formToken(reply) });
   });
 
-  app.post('/account/applications/:clientId/revoke', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+  // The client ID is a form field, not part of the path: a metadata document's client ID is a URL.
+  app.post('/account/applications/revoke', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
     const user = await currentUser(request, ctx);
     if (!user) return toLogin(request, reply, '/account/applications');
-    requireFormBody(request);
-    const { clientId } = request.params as { clientId: string };
-    if (await removeAccess(ctx, user.id, clientId, request.ip)) request.log.info({ event: 'access_removed', user: user.id, client: clientId }, 'access removed');
-    return reply.redirect(`/account/applications?${new URLSearchParams({ revoked: clientId })}`, 303);
+    const client = await findClient(ctx, field(requireFormBody(request), 'client_id'));
+    if (!client) throw new OAuthError('invalid_request', 'There is no application with this client ID.', undefined, 404);
+    // Nothing to remove (say, already removed in another tab): the page shows how things are.
+    if (await removeAccess(ctx, user.id, client.id, request.ip)) {
+      request.log.info({ event: 'access_removed', user: user.id, client: client.id }, 'access removed');
+      reply.setCookie(noticeCookieName(ctx), `${user.id} ${client.id}`, { ...cookieOptions(ctx), maxAge: NOTICE_TTL });
+    }
+    return reply.redirect('/account/applications', 303);
   });
 }

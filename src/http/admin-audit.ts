@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify';
 import { findUserNamed } from '../accounts/users.ts';
 import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../audit.ts';
 import type { AppContext } from '../context.ts';
-import { isUuid } from '../oauth/client-auth.ts';
+import { isClientId } from '../oauth/client-auth.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { formatTime, page } from './pages.ts';
 
@@ -18,7 +18,7 @@ export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const query = request.query as RawParams;
     const values = {
       user: (single(query, 'user') ?? '').trim().slice(0, 320),
-      client: (single(query, 'client') ?? '').trim().slice(0, 100),
+      client: (single(query, 'client') ?? '').trim(), // no cut: a metadata document's client ID is a URL of up to 2000 characters
       type: single(query, 'type') ?? '',
     };
     const before = single(query, 'before');
@@ -30,8 +30,8 @@ export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: 
       else problems.push(`There is no user named "${values.user}".`);
     }
     if (values.client !== '') {
-      if (isUuid(values.client)) filter.clientId = values.client;
-      else problems.push('A client ID looks like 3f0c2a1e-…: 36 characters.');
+      if (isClientId(values.client)) filter.clientId = values.client;
+      else problems.push('A client ID is a UUID such as 3f0c2a1e-…, or the https URL of a client ID metadata document.');
     }
     if (values.type !== '') {
       if (isAuditEventType(values.type)) filter.type = values.type;

@@ -22,6 +22,11 @@ export function csrfCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_csrf');
 }
 
+/** The one-time notice a page shows after the redirect that follows a form (src/http/account.ts). */
+export function noticeCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_notice');
+}
+
 export function isHttps(ctx: AppContext): boolean {
   return ctx.config.publicUrl.startsWith('https:');
 }

@@ -19,6 +19,15 @@ export function isUuid(value: string): boolean {
   return UUID.test(value);
 }
 
+/**
+ * Whether `value` is shaped like a client ID of any kind: a UUID (registered or dynamically
+ * registered clients) or a metadata document's URL. Every path that takes a client ID checks
+ * this one predicate, so that none of them refuses a kind of client the others accept.
+ */
+export function isClientId(value: string): boolean {
+  return isUuid(value) || isMetadataDocumentUrl(value);
+}
+
 /** `invalid_client`, with a flag telling the route to answer 401 with a Basic challenge. */
 export class InvalidClient extends OAuthError {
   readonly usedBasic: boolean;
@@ -92,7 +101,7 @@ export async function authenticateClient(clients: ClientLookup, authorization: s
   if (credentials === null) return null;
   const { clientId, secret, usedBasic } = credentials;
   const findClient = secret === undefined || secret === '' ? clients.find : clients.findStored;
-  const client = isUuid(clientId) || isMetadataDocumentUrl(clientId) ? await findClient(clientId) : undefined;
+  const client = isClientId(clientId) ? await findClient(clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
   // A blocked client is unknown (SPEC §4.8), and is refused as such before its grant is looked
   // at: whatever the request carries, the answer is the one a client that does not exist gets.

@@ -6,9 +6,11 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { serveMetadataDocument } from '../support/metadata-document.ts';
 import { discover, exchangeRequest, obtainCallback, obtainTokens, refresh, refreshRequest, revokeToken, type App } from '../support/oauth-client.ts';
 import { databaseUrl, gatehouse, type Run } from '../support/processes.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
+import { testCaProblem } from '../support/tls.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { findUserByUsername } from '../../src/store/users.ts';
 
@@ -49,7 +51,7 @@ for (const backend of BACKENDS) {
     };
 
     before(async () => {
-      server = await startServer(backend);
+      server = await startServer(backend, { CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true' }); // a metadata document on 127.0.0.1
       env = { DATABASE_URL: databaseUrl(server.config), PUBLIC_URL: server.url };
       await server.createUser('alice');
       await server.createUser('root', { admin: true });
@@ -165,6 +167,26 @@ for (const backend of BACKENDS) {
       assert.match(textual.stdout, /^\d{4}-\d\d-\d\dT[\d:.]+Z {2}client_created {2}client=[0-9a-f-]{36} {2}from=command-line {2}grant_type=authorization_code {2}confidential=false\n$/);
     });
 
+    test("filtering by a metadata document's client ID: a URL, longer than a UUID", { skip: testCaProblem() ?? false }, async () => {
+      const document = await serveMetadataDocument('Document Annotator', `/apps/${'long-path/'.repeat(12)}annotator.json`);
+      try {
+        assert.ok(document.url.length > 100);
+        await obtainTokens(await discover(server, document.url, { redirectUri: 'http://127.0.0.1:51004/callback' }), new UserAgent(server.url));
+        const page = await admin.visit(`/admin/audit?${new URLSearchParams({ client: document.url })}`);
+        assert.equal(page.response.status, 200, 'the filter refused a URL client ID');
+        const rows = auditRows(page.html);
+        for (const type of ['consent_granted', 'code_issued', 'token_issued']) assert.ok(rows.some((row) => row.event === type), type);
+        assert.deepEqual([...new Set(rows.map((row) => row.client))], ['Document Annotator'], 'only events of that client');
+        assert.match(page.html, new RegExp(`<input id="audit-client" name="client" value="${document.url.replace(/[.?]/g, '\\$&')}"`), 'the filter is shown as given');
+
+        const events = await cliEvents('--client', document.url);
+        assert.deepEqual(events.map((e) => e.type), rows.map((row) => row.event));
+        assert.ok(events.every((e) => e.client_id === document.url));
+      } finally {
+        document.close();
+      }
+    });
+
     test('only administrators see the page, and bad filters are explained, not obeyed', async () => {
       const alice = new UserAgent(server.url);
       await alice.login('alice');
@@ -177,6 +199,13 @@ for (const backend of BACKENDS) {
       assert.match(unknown.html, /Choose an event type from the list\./);
       assert.doesNotMatch(unknown.html, /<script>/);
       assert.deepEqual(auditRows(unknown.html), []);
+
+      for (const client of ['not-a-client', 'http://insecure.example/client.json', 'https://app.example/']) {
+        const malformed = await admin.visit(`/admin/audit?${new URLSearchParams({ client })}`);
+        assert.equal(malformed.response.status, 400, client);
+        assert.match(malformed.html, /A client ID is a UUID such as 3f0c2a1e-…, or the https URL of a client ID metadata document\./);
+        assert.deepEqual(auditRows(malformed.html), []);
+      }
     });
 
     test('the page goes back a hundred events at a time', async () => {
@@ -202,6 +231,7 @@ for (const backend of BACKENDS) {
         [['--limit', '0'], /--limit must be a whole number/],
         [['--type', 'bogus'], /unknown event type "bogus"/],
         [['--user', 'nobody'], /no user named nobody/],
+        [['--client', 'not-a-client'], /not-a-client is not a client ID: give a UUID or the https URL of a client ID metadata document/],
       ] as const) {
         const run = await cli(...args);
         assert.equal(run.code, 2);

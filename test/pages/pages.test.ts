@@ -143,7 +143,10 @@ for (const backend of BACKENDS) {
     });
 
     test('unknown clients and users are 404 pages; nobody disables their own account', async () => {
-      for (const path of [`/admin/oauthclients/${randomUUID()}`, '/admin/oauthclients/not-a-uuid', `/admin/oauthclients/${randomUUID()}/delete`]) {
+      // Only clients an administrator registered (UUIDs) are edited here; a URL-shaped client ID,
+      // encoded into the path, is as unknown (metadata-document clients are blocked, by a form field).
+      const url = encodeURIComponent('https://app.example/client.json');
+      for (const path of [`/admin/oauthclients/${randomUUID()}`, '/admin/oauthclients/not-a-uuid', `/admin/oauthclients/${randomUUID()}/delete`, `/admin/oauthclients/${url}`, `/admin/oauthclients/${url}/delete`]) {
         const page = await admin.visit(path);
         assert.equal(page.response.status, 404, path);
         assert.match(page.html, /There is no OAuth client with this ID\./);
@@ -268,7 +271,7 @@ for (const backend of BACKENDS) {
       const agent = new UserAgent(server.url);
       const tokens = await obtainTokens(await discover(server, client.id), agent, 'alice');
       const page = await agent.visit('/account/applications');
-      const action = `/account/applications/${client.id}/revoke`;
+      const action = '/account/applications/revoke'; // the client ID is a field of the form
 
       const forged = await post(agent, page.html, action, {}, { csrf: false });
       assert.equal(forged.status, 403);
@@ -283,6 +286,29 @@ for (const backend of BACKENDS) {
       const consent = await agent.visit(`/oauth/authorize?${new URLSearchParams({ client_id: client.id, response_type: 'code' })}`);
       assert.equal(consent.redirect, null, 'the application has to ask again');
       assert.match(consent.html, /<h1>Authorize Notes<\/h1>/);
+    });
+
+    test('the page claims only removals this user made: not for a link, a client never authorized, or an unknown ID', async () => {
+      const { client } = await server.createClient({ name: 'Kept' });
+      const { client: stranger } = await server.createClient({ name: 'Stranger' });
+      const agent = new UserAgent(server.url);
+      const tokens = await obtainTokens(await discover(server, client.id), agent, 'alice');
+      const action = '/account/applications/revoke';
+
+      for (const id of [client.id, stranger.id]) {
+        const linked = await agent.visit(`/account/applications?${new URLSearchParams({ revoked: id })}`);
+        assert.doesNotMatch(linked.html, /Access removed/, 'a link made the page claim a removal');
+      }
+      const page = await agent.visit('/account/applications');
+      const nothing = await post(agent, page.html, action, { client_id: stranger.id });
+      assert.deepEqual([nothing.status, nothing.location], [303, '/account/applications']);
+      assert.doesNotMatch((await agent.visit(nothing.location!)).html, /Access removed/, 'nothing was removed');
+      for (const id of ['', 'not-a-client', randomUUID(), 'https://unknown.example/client.json']) {
+        const unknown = await post(agent, page.html, action, { client_id: id });
+        assert.equal(unknown.status, 404, id);
+        assert.match(unknown.html, /There is no application with this client ID\./);
+      }
+      assert.equal((await profile(server, tokens.access_token)).status, 200, 'the authorized application is untouched');
     });
 
     test('a visitor is sent to log in first', async () => {

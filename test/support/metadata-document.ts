@@ -1,0 +1,26 @@
+/**
+ * One client ID metadata document (SPEC §4.8) served over https with a certificate from the
+ * test CA (./tls.ts), for suites that need a client of that kind in a real flow. The server
+ * under test must run with CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES=true: it is on 127.0.0.1.
+ * Its redirect URL is loopback, so any port of http://127.0.0.1/callback is accepted.
+ */
+import { createServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { serverCertificate } from './tls.ts';
+
+export interface MetadataDocument {
+  /** The document's URL: the client's ID. */
+  url: string;
+  close(): void;
+}
+
+export async function serveMetadataDocument(name: string, path = '/apps/client.json'): Promise<MetadataDocument> {
+  let url = '';
+  const server = createServer(serverCertificate(['127.0.0.1']), (_request, response) => {
+    const document = { client_id: url, client_name: name, redirect_uris: ['http://127.0.0.1/callback'], token_endpoint_auth_method: 'none' };
+    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(document));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  url = `https://127.0.0.1:${(server.address() as AddressInfo).port}${path}`;
+  return { url, close: () => server.close() };
+}
