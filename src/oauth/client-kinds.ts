@@ -11,6 +11,7 @@ import { findClient, upsertMetadataClient } from '../store/clients.ts';
 import type { Client } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
 import { InvalidClient, isUuid } from './client-auth.ts';
+import { isAdministratorsClientName } from './client-names.ts';
 import { invalidRequest } from './errors.ts';
 import { joinScopes } from './scopes.ts';
 
@@ -30,7 +31,9 @@ export async function requestingClient(ctx: AppContext, clientId: string, addres
 
 /**
  * The client as its metadata document describes it now, recorded; a refused document is an
- * unknown client. A fetch (not a cached document) counts against the requesting address's
+ * unknown client, and so is one that takes the name of an administrator's client (asked of
+ * the database each time: an administrator may have taken the name since the document was
+ * cached). A fetch (not a cached document) counts against the requesting address's
  * budget (TOKEN_REQUESTS_PER_ADDRESS a minute, like registrations): over it, 429.
  */
 async function metadataDocumentClient(ctx: AppContext, url: string, address: string): Promise<Client> {
@@ -38,6 +41,9 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
   if (!resolution.ok && resolution.busy) throw new Throttled(1000, 503);
   if (!resolution.ok) throw invalidRequest('unknown client: its client ID metadata document was refused', resolution.reason);
   const { client: document } = resolution;
+  if (await isAdministratorsClientName(ctx.db, document.name)) {
+    throw invalidRequest('unknown client: its client ID metadata document was refused', "the metadata document's client_name is the name of an administrator's client");
+  }
   const redirectUris = JSON.stringify(document.redirectUris);
   const known = await findClient(ctx.db, url);
   if (known && known.name === document.name && known.redirect_uris === redirectUris) return known;

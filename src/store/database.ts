@@ -34,6 +34,7 @@ import * as deviceCodes from './migrations/20261122_005_device_codes.ts';
 import * as resources from './migrations/20261123_001_resources.ts';
 import * as clientKinds from './migrations/20261123_002_client_kinds.ts';
 import * as fewerPagesPerWrite from './migrations/20261123_003_fewer_pages_per_write.ts';
+import * as consentRedirectOrigin from './migrations/20261124_001_consent_redirect_origin.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -58,6 +59,7 @@ export const migrations: Record<string, Migration> = {
   '20261123_001_resources': resources,
   '20261123_002_client_kinds': clientKinds,
   '20261123_003_fewer_pages_per_write': fewerPagesPerWrite,
+  '20261124_001_consent_redirect_origin': consentRedirectOrigin,
 };
 
 /**
