@@ -7,7 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { MAX_NAME_LENGTH, SCOPE, hasControlCharacters, isStringArray, optionalHttpsUrl } from '../oauth/client-metadata.ts';
+import { SCOPE, isStringArray, optionalHttpsUrl } from '../oauth/client-metadata.ts';
+import { isAdministratorsClientName, normalizeClientName } from '../oauth/client-names.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { joinScopes } from '../oauth/scopes.ts';
 import { insertClient } from '../store/clients.ts';
@@ -57,8 +58,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
 
   const rawName = fields.client_name;
   if (rawName !== undefined && typeof rawName !== 'string') throw invalidMetadata('client_name must be a string');
-  const name = rawName?.trim() || UNNAMED;
-  if (name.length > MAX_NAME_LENGTH || hasControlCharacters(name)) throw invalidMetadata(`client_name must be 1-${MAX_NAME_LENGTH} printable characters`);
+  const named = normalizeClientName(rawName?.trim() || UNNAMED);
+  if ('problem' in named) throw invalidMetadata(`client_name ${named.problem}`);
   const clientUri = optionalHttpsUrl(fields, 'client_uri');
   if ('problem' in clientUri) throw invalidMetadata(clientUri.problem);
   const logoUri = optionalHttpsUrl(fields, 'logo_uri');
@@ -69,7 +70,7 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
   if (scope !== undefined && (typeof scope !== 'string' || scope.length > MAX_SCOPE_LENGTH || !SCOPE.test(scope))) throw invalidMetadata('scope must be a space-separated list of scope names');
 
   return {
-    client_name: name,
+    client_name: named.name,
     redirect_uris: redirectUris,
     grant_types: listField(fields, 'grant_types', GRANT_TYPES),
     response_types: listField(fields, 'response_types', RESPONSE_TYPES),
@@ -83,6 +84,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
 /** Registers the client `body` describes and records who asked (`address`). */
 export async function registerDynamicClient(ctx: AppContext, body: unknown, address: string): Promise<RegistrationResponse> {
   const metadata = registrationMetadata(body);
+  // Checked here, not with the rest: it needs the database.
+  if (await isAdministratorsClientName(ctx.db, metadata.client_name)) throw invalidMetadata('client_name is the name of an application an administrator registered');
   const now = ctx.now();
   const id = randomUUID();
   await insertClient(ctx.db, {

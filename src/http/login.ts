@@ -11,10 +11,10 @@ import { clearSessionCookie, currentUser, formToken, renewCsrfSecret, sessionTok
 const page = { config: { page: true } } as const;
 
 export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
-  /** Which application the login is for, and in a popup what closing it posts (SPEC §4.1). */
+  /** Which application the login is for, whether an administrator checked it, and in a popup what closing it posts (SPEC §4.1). */
   async function loginContext(next: string, address: string) {
     const pending = await pendingAuthorization(next, ctx, address);
-    return { application: pending?.clientName ?? null, popup: pending?.popup ?? null };
+    return { application: pending?.clientName ?? null, notVetted: pending?.notVetted ?? null, popup: pending?.popup ?? null };
   }
 
   app.get('/', page, async (request, reply) => {

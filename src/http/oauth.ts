@@ -16,6 +16,7 @@ import { invalidRequest } from '../oauth/errors.ts';
 import { requestToken } from '../oauth/grants/index.ts';
 import { introspect } from '../oauth/introspection.ts';
 import { metadataPaths, serverMetadata } from '../oauth/metadata.ts';
+import { unvettedClient } from '../oauth/pending.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { isLoopbackRedirect } from '../oauth/redirect-uri.ts';
 import { revokeToken } from '../oauth/revocation.ts';
@@ -84,8 +85,8 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   /** What the consent page says of a client no administrator checked (SPEC §4.1), or null for a registered one. */
   function notVetted(client: Client, redirectUri: string) {
-    if (client.kind === 'registered') return null;
-    return { onThisComputer: isLoopbackRedirect(redirectUri), documentHost: client.kind === 'metadata_document' ? new URL(client.id).host : null };
+    const unvetted = unvettedClient(client);
+    return unvetted && { ...unvetted, onThisComputer: isLoopbackRedirect(redirectUri) };
   }
 
   app.post('/api/token', { schema: tokenSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {

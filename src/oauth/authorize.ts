@@ -12,7 +12,7 @@
  */
 import type { Config } from '../config.ts';
 import { insertCode } from '../store/codes.ts';
-import { findConsentScopes, saveConsent } from '../store/consents.ts';
+import { findConsentScopes, saveConsent, type ConsentKey } from '../store/consents.ts';
 import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 import { recordClient, requestingClient } from './client-kinds.ts';
@@ -20,7 +20,7 @@ import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest, type OAuthErrorCode } from './errors.ts';
 import { readParams, single, type RawParams } from './params.ts';
 import { checkChallenge } from './pkce.ts';
-import { originOf, redirectUriMatches, redirectUrisOf } from './redirect-uri.ts';
+import { consentOrigin, originOf, redirectUriMatches, redirectUrisOf } from './redirect-uri.ts';
 import { allowedScopes, requestedAudience, resourceDetail, type Audience } from './resources.ts';
 import { grantableScopes, isSubset, joinScopes, splitScopes } from './scopes.ts';
 
@@ -197,13 +197,21 @@ function parsePrompt(raw: string | undefined): Set<Prompt> {
 
 /**
  * Whether the user need not be asked: the client is trusted, or the user approved these
- * scopes before. `prompt=consent` asks anyway.
+ * scopes before — for a client no administrator checked, for this redirect origin, so that
+ * an approval for one place never sends a code to another unasked (with `prompt=none`:
+ * `consent_required`). `prompt=consent` asks anyway.
  */
 async function alreadyApproved(request: AuthorizationRequest, user: User, ctx: AppContext): Promise<boolean> {
   if (request.prompt.has('consent')) return false;
   if (request.client.trusted === 1) return true;
-  const remembered = await findConsentScopes(ctx.db, { userId: user.id, clientId: request.client.id, resourceId: request.audience.id }, ctx.now());
+  const remembered = await findConsentScopes(ctx.db, consentKey(request, user), ctx.now());
   return remembered !== undefined && isSubset(request.scopes, splitScopes(remembered));
+}
+
+/** What a consent to `request` is remembered by: an administrator's client's holds for all its redirect URLs. */
+function consentKey(request: AuthorizationRequest, user: User): ConsentKey {
+  const redirectOrigin = request.client.kind === 'registered' ? '' : consentOrigin(request.redirectUri);
+  return { userId: user.id, clientId: request.client.id, resourceId: request.audience.id, redirectOrigin };
 }
 
 /**
@@ -212,7 +220,7 @@ async function alreadyApproved(request: AuthorizationRequest, user: User, ctx: A
  */
 async function approve(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
-  const about = { userId: user.id, clientId: request.client.id, resourceId: request.audience.id };
+  const about = consentKey(request, user);
   const previous = await findConsentScopes(ctx.db, about, now);
   const scopes = joinScopes([...request.scopes, ...(previous === undefined ? [] : splitScopes(previous))]);
   await saveConsent(ctx.db, { ...about, scopes, now, expiresAt: now + ctx.config.consentTtl * 1000 });

@@ -14,6 +14,7 @@ import { findClient, recordMetadataClient } from '../store/clients.ts';
 import type { Client, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
 import { InvalidClient, isUuid } from './client-auth.ts';
+import { isAdministratorsClientName } from './client-names.ts';
 import { invalidRequest } from './errors.ts';
 import { joinScopes } from './scopes.ts';
 
@@ -33,7 +34,9 @@ export async function requestingClient(ctx: AppContext, clientId: string, addres
 
 /**
  * The client as its metadata document describes it now; a refused document is an unknown
- * client. Nothing is stored: the row, if the client was recorded before, lends its standing
+ * client, and so is one that takes the name of an administrator's client (asked of the
+ * database each time: an administrator may have taken the name since the document was
+ * cached). Nothing is stored: the row, if the client was recorded before, lends its standing
  * (blocked) and creation time; otherwise the client is a value made from the document alone.
  * A fetch (not a cached document) counts against the requesting address's budget
  * (TOKEN_REQUESTS_PER_ADDRESS a minute, like registrations): over it, 429.
@@ -43,6 +46,9 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
   if (!resolution.ok && resolution.unavailable) throw new Throttled(resolution.unavailable.retryAfterMs, 503);
   if (!resolution.ok) throw invalidRequest('unknown client: its client ID metadata document was refused', resolution.reason);
   const { client: document } = resolution;
+  if (await isAdministratorsClientName(ctx.db, document.name)) {
+    throw invalidRequest('unknown client: its client ID metadata document was refused', "the metadata document's client_name is the name of an administrator's client");
+  }
   const described = { name: document.name, redirect_uris: JSON.stringify(document.redirectUris) };
   const known = await findClient(ctx.db, url);
   if (known) return { ...known, ...described };

@@ -11,6 +11,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
+import { normalizeClientName } from './client-names.ts';
 import { redirectUriProblem } from './redirect-uri.ts';
 import { addressKey } from '../throttle.ts';
 import { BUSY, FetchSlots } from './fetch-slots.ts';
@@ -51,7 +52,6 @@ export const METADATA_FETCHES_PER_HOST = 2;
 export const METADATA_FETCHES_PER_ADDRESS = 4;
 const METADATA_FETCHES_WAITING = 64;
 /** The same bounds as for clients an administrator registers (clients/clients.ts). */
-export const MAX_NAME_LENGTH = 100;
 const MAX_URL_LENGTH = 2000;
 
 /** A client known by its metadata document: public, PKCE required, never trusted (SPEC §3). */
@@ -131,11 +131,6 @@ export function cacheLifetimeSeconds(cacheControl: string | undefined): number {
 }
 
 export const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string');
-/**
- * Control characters, and the bidirectional controls (marks, embeddings, overrides, isolates)
- * that would make a name read otherwise on the consent page than it is stored.
- */
-export const hasControlCharacters = (value: string) => /[\p{Cc}\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u.test(value);
 /** RFC 6749 §3.3 scope tokens, space-separated. */
 export const SCOPE = /^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/;
 
@@ -162,10 +157,10 @@ export function validateMetadataDocument(url: string, body: string): Validation 
   const fields = document as Record<string, unknown>;
 
   if (fields.client_id !== url) return refuse('has a client_id other than its own URL');
-  const name = typeof fields.client_name === 'string' ? fields.client_name.trim() : '';
-  if (name === '' || name.length > MAX_NAME_LENGTH || hasControlCharacters(name)) {
-    return refuse(`has no client_name of 1-${MAX_NAME_LENGTH} printable characters`);
-  }
+  if (typeof fields.client_name !== 'string') return refuse('has no client_name');
+  const named = normalizeClientName(fields.client_name);
+  if ('problem' in named) return refuse(`has a client_name that ${named.problem}`);
+  const { name } = named;
   const redirectUris = fields.redirect_uris;
   if (!isStringArray(redirectUris) || redirectUris.length === 0) return refuse('has no redirect_uris (a non-empty array of URLs)');
   for (const [index, uri] of redirectUris.entries()) {

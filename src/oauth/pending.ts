@@ -1,17 +1,35 @@
 /**
  * The login page's view of a pending authorization: which application the person is logging
- * in for, and — in the popup flow (`response_mode=web_message`, SPEC §4.1) — what to post
+ * in for, whether an administrator checked it, and — in the popup flow (`response_mode=web_message`, SPEC §4.1) — what to post
  * to the opener if the person closes the popup, and to which origin: the client's registered
  * redirect URL's, never one taken from the request.
  */
 import type { AppContext } from '../context.ts';
+import type { Client } from '../store/schema.ts';
 import { popupCancel, resolveTarget, type PopupCancel } from './authorize.ts';
 import { OAuthError } from './errors.ts';
 import { parseForm } from './params.ts';
+import { redirectDestinations, redirectUrisOf } from './redirect-uri.ts';
 
 export interface PendingAuthorization {
   clientName: string;
+  /** What the page says of a client no administrator checked; null for an administrator's. */
+  notVetted: UnvettedClient | null;
   popup: PopupCancel | null;
+}
+
+/** What the login and consent pages say of a client no administrator checked (SPEC §4.1, §4.8). */
+export interface UnvettedClient {
+  /** The host its metadata document came from; null for a dynamically registered client. */
+  documentHost: string | null;
+  /** Everywhere it may send the person, not only where this request would. */
+  destinations: { thisComputer: boolean; hosts: string[] };
+}
+
+/** Null for an administrator's client. */
+export function unvettedClient(client: Client): UnvettedClient | null {
+  if (client.kind === 'registered') return null;
+  return { documentHost: client.kind === 'metadata_document' ? new URL(client.id).host : null, destinations: redirectDestinations(redirectUrisOf(client)) };
 }
 
 /**
@@ -23,7 +41,7 @@ export async function pendingAuthorization(next: string, ctx: AppContext, addres
   if (url.pathname !== '/oauth/authorize') return null;
   try {
     const target = await resolveTarget(parseForm(url.search.slice(1)), ctx, address);
-    return { clientName: target.client.name, popup: target.responseMode === 'web_message' ? popupCancel(target) : null };
+    return { clientName: target.client.name, notVetted: unvettedClient(target.client), popup: target.responseMode === 'web_message' ? popupCancel(target) : null };
   } catch (error) {
     if (error instanceof OAuthError) return null; // the authorization page itself will explain
     throw error;

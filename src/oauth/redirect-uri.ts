@@ -46,3 +46,24 @@ export function redirectUriMatches(registered: string, requested: string): boole
 export function originOf(uri: string): string {
   return new URL(uri).origin;
 }
+
+/**
+ * The origin a consent to a client no administrator checked is remembered for (SPEC §4.1):
+ * the redirect URL's origin, but for a loopback redirect its scheme and host without the
+ * port. A native app listens on a new port each run (RFC 8252 §7.3) and any port of a
+ * registered loopback URL matches, so the port tells the person nothing: the consent page
+ * says "this computer" whatever it is.
+ */
+export function consentOrigin(uri: string): string {
+  const url = new URL(uri);
+  return isLoopbackRedirect(uri) ? `${url.protocol}//${url.hostname}` : url.origin;
+}
+
+/**
+ * Everywhere a client's redirect URLs may send the person (SPEC §4.1): whether one leads to
+ * their own computer, and the other hosts, each once, in the client's order.
+ */
+export function redirectDestinations(uris: readonly string[]): { thisComputer: boolean; hosts: string[] } {
+  const remote = uris.filter((uri) => !isLoopbackRedirect(uri)).map((uri) => new URL(uri).host);
+  return { thisComputer: remote.length < uris.length, hosts: [...new Set(remote)] };
+}

@@ -77,6 +77,12 @@ export async function updateClient(
   return result.numUpdatedRows > 0n;
 }
 
+/** The names of the clients administrators registered (with the index on kind). */
+export async function registeredClientNames(db: Kysely<Database>): Promise<string[]> {
+  const rows = await db.selectFrom('clients').select('name').where('kind', '=', 'registered').execute();
+  return rows.map((row) => row.name);
+}
+
 /** The client's grants that are not revoked, with their scopes. */
 export async function liveGrantsOfClient(db: Kysely<Database>, id: string): Promise<Array<{ id: string; scopes: string }>> {
   return db.selectFrom('grants').select(['id', 'scopes']).where('client_id', '=', id).where('revoked_at', 'is', null).execute();

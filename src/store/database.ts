@@ -34,7 +34,8 @@ import * as deviceCodes from './migrations/20261122_005_device_codes.ts';
 import * as resources from './migrations/20261123_001_resources.ts';
 import * as clientKinds from './migrations/20261123_002_client_kinds.ts';
 import * as fewerPagesPerWrite from './migrations/20261123_003_fewer_pages_per_write.ts';
-import * as canonicalClientBlocks from './migrations/20261126_001_canonical_client_blocks.ts';
+import * as consentRedirectOrigin from './migrations/20261126_001_consent_redirect_origin.ts';
+import * as canonicalClientBlocks from './migrations/20261126_002_canonical_client_blocks.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -59,7 +60,8 @@ export const migrations: Record<string, Migration> = {
   '20261123_001_resources': resources,
   '20261123_002_client_kinds': clientKinds,
   '20261123_003_fewer_pages_per_write': fewerPagesPerWrite,
-  '20261126_001_canonical_client_blocks': canonicalClientBlocks,
+  '20261126_001_consent_redirect_origin': consentRedirectOrigin,
+  '20261126_002_canonical_client_blocks': canonicalClientBlocks,
 };
 
 /**

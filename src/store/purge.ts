@@ -11,7 +11,7 @@ const EXPIRING: Record<string, string[]> = {
   refresh_tokens: ['hash'],
   grants: ['id'],
   sessions: ['id_hash'],
-  consents: ['user_id', 'client_id', 'resource_id'],
+  consents: ['user_id', 'client_id', 'resource_id', 'redirect_origin'],
   setup_tokens: ['hash'],
   audit_events: ['id'],
 };

@@ -63,6 +63,12 @@ async function assertErrorPage(agent: UserAgent, url: URL, message: RegExp) {
   assert.match(await response.text(), message);
 }
 
+/** The authorization URL's path and query, as a browser on Gatehouse would request it. */
+async function authorizationPath(app: App, params: Record<string, string> = {}): Promise<string> {
+  const { url } = await authorizationUrl(app, params);
+  return url.pathname + url.search;
+}
+
 function register(server: TestServer, body: unknown, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<Response> {
   return fetch(new URL('/oauth/register', server.url), { method: 'POST', headers, body: typeof body === 'string' ? body : JSON.stringify(body) });
 }
@@ -126,6 +132,118 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
         const authorization = await authorizationUrl(await metadataApp(url, 'https://notes.example/callback'));
         const consent = await alice.visit(authorization.url.pathname + authorization.url.search);
         assert.match(consent.html, /you will be sent to <strong>notes\.example<\/strong>/);
+      });
+
+      /** What a signed-in person's browser gets for a top-level GET of the authorization URL. */
+      const visitAuthorization = async (app: App, params: Record<string, string> = {}) => alice.visit(await authorizationPath(app, params));
+
+      test('attack: a dynamic client approved for its loopback redirect cannot send a code to its remote one without asking', async () => {
+        const registered = (await (await register(server, { client_name: 'Two Homes', redirect_uris: ['http://127.0.0.1/callback', 'https://collector.example/cb'] })).json()) as { client_id: string };
+        const loopback = await discover(server, registered.client_id, { redirectUri: 'http://127.0.0.1:41001/callback' });
+        const remote = await discover(server, registered.client_id, { redirectUri: 'https://collector.example/cb' });
+        const consent = await visitAuthorization(loopback);
+        // The page names every place the application may send the person, not only this request's.
+        assert.match(consent.html, /It may send you to: <strong>this computer<\/strong>, <strong>collector\.example<\/strong>/);
+        assert.ok((await alice.submit(consent.html, '/oauth/authorize', { decision: 'approve' })).redirect?.searchParams.get('code'));
+        // Another run of the native app (another port): remembered, no page (RFC 8252 §7.3).
+        const again = await visitAuthorization(await discover(server, registered.client_id, { redirectUri: 'http://127.0.0.1:41002/callback' }));
+        assert.equal(again.redirect?.origin, 'http://127.0.0.1:41002');
+        assert.ok(again.redirect?.searchParams.get('code'));
+        // The remote redirect: a consent page naming its host, never a code.
+        const asked = await visitAuthorization(remote);
+        assert.equal(asked.redirect, null, 'no code goes to the remote host without a new consent page');
+        assert.equal(asked.response.status, 200);
+        assert.match(asked.html, /you will be sent to <strong>collector\.example<\/strong>/);
+        const silent = await visitAuthorization(remote, { prompt: 'none' });
+        assert.equal(silent.redirect?.origin, 'https://collector.example');
+        assert.equal(silent.redirect?.searchParams.get('error'), 'consent_required');
+        assert.equal(silent.redirect?.searchParams.get('code'), null);
+        // Once approved there too, that origin is remembered as well.
+        assert.ok((await alice.submit(asked.html, '/oauth/authorize', { decision: 'approve' })).redirect?.searchParams.get('code'));
+        assert.ok((await visitAuthorization(remote)).redirect?.searchParams.get('code'));
+      });
+
+      test('attack: a metadata document approved for a loopback redirect that later adds a remote one must ask again', async () => {
+        const url = documents.serve('/apps/grows.json', { client_name: 'Growing CLI' });
+        await obtainCode(await metadataApp(url), alice);
+        documents.serve('/apps/grows.json', { client_name: 'Growing CLI', redirect_uris: ['http://127.0.0.1/callback', 'https://harvest.example/cb'] });
+        server.advance(301); // past the shortest cache lifetime (5 minutes): the new document is fetched
+        try {
+          const asked = await visitAuthorization(await metadataApp(url, 'https://harvest.example/cb'));
+          assert.equal(asked.redirect, null, 'no code goes to the new remote host without a new consent page');
+          assert.match(asked.html, /you will be sent to <strong>harvest\.example<\/strong>/);
+          assert.match(asked.html, /It may send you to: <strong>this computer<\/strong>, <strong>harvest\.example<\/strong>/);
+          const silent = await visitAuthorization(await metadataApp(url, 'https://harvest.example/cb'), { prompt: 'none' });
+          assert.equal(silent.redirect?.searchParams.get('error'), 'consent_required');
+          // The loopback approval still stands for the loopback redirect.
+          assert.ok((await visitAuthorization(await metadataApp(url))).redirect?.searchParams.get('code'));
+        } finally {
+          server.advance(-301);
+        }
+      });
+
+      test('an administrator\'s client keeps one consent for all its redirect URLs', async () => {
+        const { client } = await server.createClient({ redirectUris: ['https://first.example/cb', 'https://second.example/cb'] });
+        await obtainCode(await discover(server, client.id, { redirectUri: 'https://first.example/cb' }), alice);
+        const second = await visitAuthorization(await discover(server, client.id, { redirectUri: 'https://second.example/cb' }));
+        assert.ok(second.redirect?.searchParams.get('code'), 'approved once, for the client: no page');
+      });
+
+      /** Names that would pass for another's, or hide what they are, as a person reads them. */
+      const impersonating = (adminName: string) => [
+        ['zero-width space', 'Git\u200BHub'],
+        ['line separator', 'Notes\u2028Official'],
+        ['soft hyphen', 'Note\u00ADs'],
+        ['Hangul filler', '\u3164'],
+        ['Hangul filler inside', `${adminName}\u3164`],
+        ['braille blank', 'Notes\u2800'],
+        ['variation selector', 'Notes\uFE0F'],
+        ['an administrator\'s client\'s exact name', adminName],
+        ['an administrator\'s client\'s name in other case', adminName.toUpperCase()],
+        ['an administrator\'s client\'s name in full-width letters', [...adminName].map((c) => (c === ' ' ? '\u3000' : String.fromCodePoint(c.codePointAt(0)! + 0xfee0))).join('')],
+      ];
+
+      test('attack: impersonating names are refused at registration (invalid_client_metadata)', async () => {
+        const { client } = await server.createClient({ name: 'Payroll Portal' });
+        const before = (await server.store.db.selectFrom('clients').select('id').execute()).length;
+        for (const [what, name] of impersonating(client.name)) {
+          const response = await register(server, { client_name: name, redirect_uris: ['https://app.example/cb'] });
+          assert.equal(response.status, 400, what);
+          assert.equal(((await response.json()) as { error: string }).error, 'invalid_client_metadata', what);
+        }
+        assert.equal((await server.store.db.selectFrom('clients').select('id').execute()).length, before, 'nothing registered');
+        // Spacing is normalised, not refused.
+        const spaced = (await (await register(server, { client_name: '  Tidy \u00A0  Notes ', redirect_uris: ['https://app.example/cb'] })).json()) as { client_name: string };
+        assert.equal(spaced.client_name, 'Tidy Notes');
+      });
+
+      test('attack: impersonating names refuse the metadata document (unknown client)', async () => {
+        const { client } = await server.createClient({ name: 'Expense Reports' });
+        for (const [index, [what, name]] of impersonating(client.name).entries()) {
+          const url = documents.serve(`/names/${index}.json`, { client_name: name });
+          const response = await alice.fetch(await authorizationPath(await metadataApp(url)));
+          assert.equal(response.status, 400, what);
+          assert.equal(response.headers.get('location'), null, what);
+          assert.match(await response.text(), /unknown client/, what);
+          assert.equal(await findClient(server.store.db, url), undefined, `${what}: nothing stored`);
+        }
+      });
+
+      test('the login page says that no administrator has checked the application', async () => {
+        const registered = (await (await register(server, { client_name: 'Unchecked Tool', redirect_uris: ['http://127.0.0.1/callback'] })).json()) as { client_id: string };
+        const visitor = new UserAgent(server.url);
+        const login = await visitor.visit(await authorizationPath(await discover(server, registered.client_id)));
+        assert.match(login.html, /action="\/login"/);
+        assert.match(login.html, /to continue to <strong>Unchecked Tool<\/strong>/);
+        assert.match(login.html, /No administrator has checked this application/);
+        const document = await visitor.visit(await authorizationPath(await metadataApp(documents.serve('/apps/login-page.json'))));
+        assert.match(document.html, /No administrator has checked this application/);
+        assert.match(document.html, new RegExp(`It introduced itself through ${new URL(documents.origin).host.replace(/\./g, '\\.')}`));
+        // An administrator's client: no such warning.
+        const { client } = await server.createClient({ name: 'Checked App' });
+        const checked = await visitor.visit(await authorizationPath(await discover(server, client.id)));
+        assert.match(checked.html, /to continue to <strong>Checked App<\/strong>/);
+        assert.doesNotMatch(checked.html, /No administrator has checked/);
       });
 
       test('a refused document is an unknown client: the error page, never a redirect, the reason in the log', async () => {

@@ -134,7 +134,9 @@ for (const backend of BACKENDS) {
 
       store = openStore(parseDatabaseUrl(database.url));
       db = store.db as unknown as Kysely<any>;
-      assert.equal((await new Migrator({ db: store.db, provider: { getMigrations: async () => migrations } }).migrateToLatest()).error, undefined);
+      // Up to this migration, not past it: later ones may change these tables (the server started below takes the rest).
+      const upToThis = Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= THIS));
+      assert.equal((await new Migrator({ db: store.db, provider: { getMigrations: async () => upToThis } }).migrateToLatest()).error, undefined);
     });
     after(async () => {
       await store?.close();

@@ -115,7 +115,7 @@ for (const backend of BACKENDS) {
       const database = await backend.create();
       const store = openStore(parseDatabaseUrl(database.url));
       try {
-        const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < '20261126_001_canonical_client_blocks'));
+        const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < '20261126_002_canonical_client_blocks'));
         assert.ifError((await new Migrator({ db: store.db, provider: { getMigrations: async () => before } }).migrateToLatest()).error);
         const written = ['https://bare.example', 'https://dotted.example./apps/', 'https://kept.example/x/', 'https://bare.example/'];
         await store.db.insertInto('client_blocks').values(written.map((prefix) => ({ prefix, created_at: 1 }))).execute();

@@ -1,7 +1,7 @@
 /** Redirect URLs (src/oauth/redirect-uri.ts): what may be registered, and which requested URL matches it. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { originOf, redirectUriMatches, redirectUriProblem } from '../../src/oauth/redirect-uri.ts';
+import { consentOrigin, originOf, redirectDestinations, redirectUriMatches, redirectUriProblem } from '../../src/oauth/redirect-uri.ts';
 
 describe('redirectUriProblem (registration)', () => {
   test('https URLs, with a path and query, may be registered', () => {
@@ -110,5 +110,29 @@ describe('originOf', () => {
   test('gives scheme, host and port only', () => {
     assert.equal(originOf('https://app.example:8443/cb?x=1'), 'https://app.example:8443');
     assert.equal(originOf('http://[::1]:5000/cb'), 'http://[::1]:5000');
+  });
+});
+
+describe('consentOrigin (what an approval for a client no administrator checked is remembered for)', () => {
+  test('a remote redirect URL: its origin, port included', () => {
+    assert.equal(consentOrigin('https://app.example/cb?x=1'), 'https://app.example');
+    assert.equal(consentOrigin('https://app.example:8443/cb'), 'https://app.example:8443');
+  });
+
+  test('a loopback redirect URL: scheme and host, whatever the port (RFC 8252 §7.3)', () => {
+    assert.equal(consentOrigin('http://127.0.0.1:51004/callback'), 'http://127.0.0.1');
+    assert.equal(consentOrigin('http://127.0.0.1/callback'), 'http://127.0.0.1');
+    assert.equal(consentOrigin('http://[::1]:8080/cb'), 'http://[::1]');
+    assert.notEqual(consentOrigin('http://localhost:1/cb'), consentOrigin('https://localhost.evil.example/cb'));
+  });
+});
+
+describe('redirectDestinations (every place a client may send the person)', () => {
+  test('loopback URLs are this computer; other hosts once each, in order', () => {
+    assert.deepEqual(redirectDestinations(['http://127.0.0.1/cb', 'https://b.example/1', 'http://localhost/cb', 'https://a.example/x', 'https://b.example/2']), {
+      thisComputer: true,
+      hosts: ['b.example', 'a.example'],
+    });
+    assert.deepEqual(redirectDestinations(['https://a.example:8443/cb']), { thisComputer: false, hosts: ['a.example:8443'] });
   });
 });
