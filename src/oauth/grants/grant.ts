@@ -18,6 +18,7 @@ export type Parameter =
       readonly description: string;
       /** A request without it is refused, with every other missing one in the same message. */
       readonly required?: true;
+      readonly repeatable?: never;
     }
   | {
       readonly description: string;
@@ -26,6 +27,7 @@ export type Parameter =
        * RFC 8707 `resource`, where several are `invalid_target`, not a repeated parameter.
        */
       readonly repeatable: true;
+      readonly required?: never;
     };
 
 export type Parameters = Readonly<Record<string, Parameter>>;
@@ -88,10 +90,10 @@ export function defineGrant<P extends Parameters, C extends ClientPresence, T>(g
  */
 export function readGrantParams(grant: Grant, raw: RawParams, client: Client | null): ParamsOf<Parameters> {
   const declared = Object.entries(grant.parameters);
-  const required = declared.filter(([, p]) => 'required' in p && p.required).map(([name]) => name);
+  const required = declared.filter(([, p]) => p.required).map(([name]) => name);
   if (client === null && grant.client === 'client_id') required.push('client_id');
-  const optional = declared.filter(([, p]) => !('required' in p) && !('repeatable' in p)).map(([name]) => name);
+  const optional = declared.filter(([, p]) => !p.required && !p.repeatable).map(([name]) => name);
   const params: Record<string, string | string[] | undefined> = readParams(raw, required, optional);
-  for (const [name, p] of declared) if ('repeatable' in p) params[name] = raw[name] === '' ? undefined : raw[name];
+  for (const [name, p] of declared) if (p.repeatable) params[name] = raw[name] === '' ? undefined : raw[name];
   return params;
 }
