@@ -105,7 +105,7 @@ export const authorizeSchema = {
 function grantParameters(): Record<string, { type: 'string'; description: string }> {
   const meanings = new Map<string, string[]>();
   for (const grant of GRANTS.values()) {
-    for (const [name, description] of Object.entries(grant.parameters)) {
+    for (const [name, { description }] of Object.entries(grant.parameters)) {
       meanings.set(name, [...(meanings.get(name) ?? []), `${grant.type}: ${description}`]);
     }
   }

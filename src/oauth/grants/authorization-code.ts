@@ -5,46 +5,43 @@ import { exchangeCode, findCode } from '../../store/codes.ts';
 import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
-import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
+import { OAuthError, invalidGrant } from '../errors.ts';
 import type { TokenResponse } from '../issue.ts';
-import { readParams, type RawParams } from '../params.ts';
 import { checkVerifier } from '../pkce.ts';
 import { checkSameAudience } from '../resources.ts';
-import type { Grant, ProvenClient } from './index.ts';
+import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
 const AUTHORIZATION_CODE: SingleUseCode = { grantType: 'authorization_code', noun: 'authorization code', replayDetail: {}, exchange: exchangeCode, find: findCode };
 
-export const authorizationCode: Grant = {
-  type: 'authorization_code',
-  parameters: {
-    code: 'the code from the authorization response',
-    redirect_uri: 'must be the authorization request\'s when sent',
-    code_verifier: 'the PKCE verifier; required when the request had a code_challenge',
-    resource: "optional; must be the authorization request's resource when sent (RFC 8707)",
-  },
-  handle,
-};
+const parameters = {
+  code: { required: true, description: 'the code from the authorization response' },
+  redirect_uri: { description: 'must be the authorization request\'s when sent' },
+  code_verifier: { description: 'the PKCE verifier; required when the request had a code_challenge' },
+  resource: { repeatable: true, description: "optional; must be the authorization request's resource when sent (RFC 8707)" },
+} as const;
 
-async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string, proven: ProvenClient): Promise<TokenResponse> {
-  // A client sending no credentials must at least name itself (RFC 6749 §4.1.3): its
-  // missing client_id is reported together with any other missing parameter.
-  const required = client === null ? (['code', 'client_id'] as const) : (['code'] as const);
-  const params = readParams(raw, required, ['redirect_uri', 'code_verifier']);
-  if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
+type Params = ParamsOf<typeof parameters>;
+type StoredCode = NonNullable<Awaited<ReturnType<typeof findCode>>>;
+
+export const authorizationCode = defineGrant({ type: 'authorization_code', parameters, client: 'client_id', redeems: 'authorization code', load, issue });
+
+async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<StoredCode>> {
   if (client.grant_type !== 'authorization_code') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
   }
-  const now = ctx.now();
   const hash = hashIfWellFormed('code', params.code);
   // Loaded whatever its state: each reason for refusal gets its own log line; the client
   // sees invalid_grant for all of them.
   const code = hash === null ? undefined : await findCode(ctx.db, hash);
   if (!code) throw invalidGrant('the authorization code is invalid', 'unknown code');
-  if (code.client_id !== client.id) throw invalidGrant('the authorization code is invalid', 'code was issued to another client');
-  await proven(client.id);
+  return { clientId: code.client_id, redeemed: code };
+}
+
+async function issue(code: StoredCode, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
+  const now = ctx.now();
   // Before anything is consumed or revoked: a request refused with invalid_target changes nothing.
-  await checkSameAudience(ctx, raw.resource, code.resource_id);
+  await checkSameAudience(ctx, params.resource, code.resource_id);
   if (code.consumed_at !== null) {
     await replayed(AUTHORIZATION_CODE, code, code.grant_id, ctx, address);
     throw invalidGrant('the authorization code has already been used', 'code replay: revoked what it issued');

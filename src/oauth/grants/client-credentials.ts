@@ -1,29 +1,27 @@
 /** `grant_type=client_credentials`, for confidential clients registered for it. @see RFC 6749 §4.4 */
 import { insertGrant } from '../../store/grants.ts';
 import type { Client } from '../../store/schema.ts';
-import { InvalidClient, secretRequired } from '../client-auth.ts';
+import { InvalidClient } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { timeOrderedUuid } from '../../ids.ts';
 import { OAuthError } from '../errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
-import { readParams, type RawParams } from '../params.ts';
 import { isResourceServerClient } from '../../store/resources.ts';
 import { allowedScopes, requestedAudience, resourceDetail } from '../resources.ts';
 import { grantableScopes, joinScopes } from '../scopes.ts';
-import type { Grant } from './index.ts';
+import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 
-export const clientCredentials: Grant = {
-  type: 'client_credentials',
-  parameters: {
-    scope: 'a subset of the scopes registered for the client on the resource',
-    resource: 'the resource server the token is for (RFC 8707); absent: the built-in resource',
-  },
-  handle,
-};
+const parameters = {
+  scope: { description: 'a subset of the scopes registered for the client on the resource' },
+  resource: { repeatable: true, description: 'the resource server the token is for (RFC 8707); absent: the built-in resource' },
+} as const;
 
-async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
-  const params = readParams(raw, [], ['scope']);
-  if (client === null) throw secretRequired();
+type Params = ParamsOf<typeof parameters>;
+
+// It redeems nothing but the client's own credentials: the client is the one that authenticated.
+export const clientCredentials = defineGrant({ type: 'client_credentials', parameters, client: 'credentials', redeems: 'client secret', load, issue });
+
+async function load(_params: Params, client: Client, ctx: AppContext): Promise<Loaded<null>> {
   if (client.secret_hash === null || client.grant_type !== 'client_credentials') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the client_credentials grant');
   }
@@ -31,7 +29,11 @@ async function handle(raw: RawParams, client: Client | null, ctx: AppContext, ad
   if (await isResourceServerClient(ctx.db, client.id)) {
     throw new OAuthError('unauthorized_client', "a resource server's introspection client cannot obtain tokens");
   }
-  const audience = await requestedAudience(ctx, raw.resource);
+  return { clientId: client.id, redeemed: null };
+}
+
+async function issue(_redeemed: null, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
+  const audience = await requestedAudience(ctx, params.resource);
   const scopes = grantableScopes(params.scope, allowedScopes(client, audience), audience.scopes.map((s) => s.name));
   const pair = mintTokenResponse(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
   const now = ctx.now();

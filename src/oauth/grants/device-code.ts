@@ -15,31 +15,31 @@ import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
-import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
+import { OAuthError, invalidGrant } from '../errors.ts';
 import type { TokenResponse } from '../issue.ts';
-import { readParams, type RawParams } from '../params.ts';
-import type { Grant, ProvenClient } from './index.ts';
+import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
 const DEVICE_CODE: SingleUseCode = { grantType: DEVICE_CODE_GRANT_TYPE, noun: 'device code', replayDetail: { grant_type: DEVICE_CODE_GRANT_TYPE }, exchange: exchangeDeviceCode, find: findDeviceCode };
 
-export const deviceCode: Grant = {
-  type: DEVICE_CODE_GRANT_TYPE,
-  parameters: { device_code: 'the device code from the device authorization response' },
-  handle,
-};
+const parameters = { device_code: { required: true, description: 'the device code from the device authorization response' } } as const;
 
-async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string, proven: ProvenClient): Promise<TokenResponse> {
-  const params = readParams(raw, client === null ? ['device_code', 'client_id'] : ['device_code'], []);
-  if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
+type Params = ParamsOf<typeof parameters>;
+type StoredDeviceCode = NonNullable<Awaited<ReturnType<typeof findDeviceCode>>>;
+
+export const deviceCode = defineGrant({ type: DEVICE_CODE_GRANT_TYPE, parameters, client: 'client_id', redeems: 'device code', load, issue });
+
+async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<StoredDeviceCode>> {
   if (client.grant_type !== DEVICE_CODE_GRANT_TYPE) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the device authorization grant');
   }
   const hash = hashIfWellFormed('deviceCode', params.device_code);
   const device = hash === null ? undefined : await findDeviceCode(ctx.db, hash);
   if (!device) throw invalidGrant('the device code is invalid', 'unknown device code');
-  if (device.client_id !== client.id) throw invalidGrant('the device code is invalid', 'device code was issued to another client');
-  await proven(client.id);
+  return { clientId: device.client_id, redeemed: device };
+}
+
+async function issue(device: StoredDeviceCode, _params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
   const now = ctx.now();
   if (!(await recordPoll(ctx.db, device.hash, now))) {
     throw new OAuthError('slow_down', 'polled too soon: wait 5 seconds longer between polls from now on');

@@ -1,42 +1,56 @@
 /**
  * The token endpoint's grants, by `grant_type`: the one list of them. The token route's
  * dispatch and body schema and the metadata's `grant_types_supported` all derive from it.
+ * What a grant is: grant.ts.
  */
 import type { Client } from '../../store/schema.ts';
 import type { AppContext } from '../../context.ts';
-import { authenticateClient } from '../client-auth.ts';
+import type { Throttle } from '../../throttle.ts';
+import { authenticateClient, secretRequired, type ClientLookup } from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
-import { OAuthError, invalidRequest } from '../errors.ts';
+import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
 import type { TokenResponse } from '../issue.ts';
 import { single, type RawParams } from '../params.ts';
 import { authorizationCode } from './authorization-code.ts';
 import { clientCredentials } from './client-credentials.ts';
 import { deviceCode } from './device-code.ts';
+import { readGrantParams, type Grant } from './grant.ts';
 import { refreshToken } from './refresh-token.ts';
 
-/**
- * Called by a grant once the request has proven it comes from `clientId` — it carries a
- * code or refresh token issued to that client — and before the grant changes anything:
- * charges the client's token budget, throwing `Throttled` beyond it, and checks the client
- * may still obtain tokens (not blocked; a metadata document that still resolves).
- */
-export type ProvenClient = (clientId: string) => Promise<void>;
+export type { Grant } from './grant.ts';
 
-export interface Grant {
-  /** Its `grant_type` value. */
-  type: string;
-  /** Its own token request parameters (besides `grant_type` and client authentication), each with what it is, for the OpenAPI description. */
-  parameters: Readonly<Record<string, string>>;
-  /** `address` is the client's, for the audit trail. */
-  handle(params: RawParams, client: Client | null, ctx: AppContext, address: string, proven: ProvenClient): Promise<TokenResponse>;
-}
-
-export const GRANTS: ReadonlyMap<string, Grant> = new Map([authorizationCode, refreshToken, clientCredentials, deviceCode].map((grant) => [grant.type, grant]));
+export const GRANTS: ReadonlyMap<string, Grant> = grantMap([authorizationCode, refreshToken, clientCredentials, deviceCode]);
 
 export const GRANT_TYPES: readonly string[] = [...GRANTS.keys()];
 
+export function grantMap(grants: readonly Grant[]): ReadonlyMap<string, Grant> {
+  return new Map(grants.map((grant) => [grant.type, grant]));
+}
+
+/** What the dispatcher asks, besides the grants: the budgets, the clients, and whether a client may still obtain tokens. */
+export interface Gate {
+  throttle: Pick<Throttle, 'tokenRequestFrom' | 'tokenRequestOf'>;
+  clients: ClientLookup;
+  /** Throws when the client may no longer obtain tokens (client-kinds.ts `requireStanding`). */
+  standing(client: Client, address: string): Promise<void>;
+}
+
+export interface TokenRequest {
+  params: RawParams;
+  authorization: string | undefined;
+  /** The client's address: its budget, and the audit trail. */
+  address: string;
+}
+
+/** `POST /api/token`, with the server's grants and gate. */
+export function requestToken(params: RawParams, authorization: string | undefined, ctx: AppContext, address: string): Promise<TokenResponse> {
+  const gate: Gate = { throttle: ctx.services.throttle, clients: ctx.clients, standing: (client, address) => requireStanding(ctx, client, address) };
+  return dispatchToken(GRANTS, gate, { params, authorization, address }, ctx);
+}
+
 /**
- * `POST /api/token`: pick the grant, throttle, authenticate the client, run the grant.
+ * Picks the grant, throttles, authenticates the client, and runs the grant's two steps with
+ * the client charged and checked between them.
  *
  * Every request counts against its address (TOKEN_REQUESTS_PER_ADDRESS). A client's own
  * budget (TOKEN_REQUESTS_PER_CLIENT) is charged only for requests that prove they come from
@@ -44,24 +58,34 @@ export const GRANT_TYPES: readonly string[] = [...GRANTS.keys()];
  * has found the code or refresh token it carries and seen it was issued to that client — the
  * request is charged then, whether the grant goes on to succeed or to refuse it (expired,
  * replayed, wrong verifier). A request that merely names a client spends only its address's
- * budget, so nobody can lock a client out by flooding the endpoint with its client_id.
+ * budget, so nobody can lock a client out by flooding the endpoint with its client_id. Either
+ * way the client is charged once, and its standing checked (not blocked; a metadata document
+ * that still resolves) before the grant issues anything.
  */
-export async function requestToken(params: RawParams, authorization: string | undefined, ctx: AppContext, address: string): Promise<TokenResponse> {
-  const grantType = single(params, 'grant_type');
+export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Gate, request: TokenRequest, ctx: AppContext): Promise<TokenResponse> {
+  const { params: raw, authorization, address } = request;
+  const grantType = single(raw, 'grant_type');
   if (grantType === undefined) throw invalidRequest('the "grant_type" parameter is missing');
-  const grant = GRANTS.get(grantType);
-  if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${GRANT_TYPES.join(', ')}`);
-  const { throttle } = ctx.services;
-  await throttle.tokenRequestFrom(address);
-  const client = await authenticateClient(ctx.clients, authorization, params);
-  let charged: string | null = null;
-  const proven: ProvenClient = async (clientId) => {
-    if (charged === clientId) return; // an authenticated client is charged once, not again by its grant
-    charged = clientId;
-    await throttle.tokenRequestOf(clientId);
-    const proved = client?.id === clientId ? client : await ctx.clients.find(clientId);
-    if (proved) await requireStanding(ctx, proved, address);
-  };
-  if (client !== null && client.secret_hash !== null) await proven(client.id);
-  return grant.handle(params, client, ctx, address, proven);
+  const grant = grants.get(grantType);
+  if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...grants.keys()].join(', ')}`);
+  await gate.throttle.tokenRequestFrom(address);
+  const client = await authenticateClient(gate.clients, authorization, raw);
+  const authenticated = client !== null && client.secret_hash !== null;
+  if (authenticated) await admit(gate, client.id, client, address);
+  const params = readGrantParams(grant, raw, client);
+  // A missing client_id was reported with the missing parameters; credentials are asked for here.
+  if (client === null && grant.client !== 'optional') throw grant.client === 'credentials' ? secretRequired() : invalidRequest('the "client_id" parameter is missing');
+
+  const loaded = await grant.load(params, client, ctx);
+  // The type says every load names its client; a grant that does not anyway issues nothing.
+  if (typeof loaded.clientId !== 'string' || loaded.clientId === '') throw new Error(`the ${grant.type} grant did not say whose client it redeems for`);
+  if (client !== null && loaded.clientId !== client.id) throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
+  if (!authenticated) await admit(gate, loaded.clientId, client ?? (await gate.clients.find(loaded.clientId)), address);
+  return grant.issue(loaded.redeemed, params, client, ctx, address);
+}
+
+/** Charges the client's budget, throwing `Throttled` beyond it, and checks its standing. */
+async function admit(gate: Gate, clientId: string, client: Client | undefined, address: string): Promise<void> {
+  await gate.throttle.tokenRequestOf(clientId);
+  if (client) await gate.standing(client, address);
 }

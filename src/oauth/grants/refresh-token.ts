@@ -15,22 +15,21 @@ import type { AppContext } from '../../context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
-import { readParams, type RawParams } from '../params.ts';
 import { parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
 import { scopesOfResource } from '../../store/resources.ts';
 import { checkSameAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';
-import type { Grant, ProvenClient } from './index.ts';
+import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 
-export const refreshToken: Grant = {
-  type: 'refresh_token',
-  parameters: {
-    refresh_token: 'the newest refresh token',
-    scope: 'a subset of what was granted',
-    resource: "optional; must be the grant's resource when sent (RFC 8707)",
-  },
-  handle,
-};
+const parameters = {
+  refresh_token: { required: true, description: 'the newest refresh token' },
+  scope: { description: 'a subset of what was granted' },
+  resource: { repeatable: true, description: "optional; must be the grant's resource when sent (RFC 8707)" },
+} as const;
+
+type Params = ParamsOf<typeof parameters>;
+
+export const refreshToken = defineGrant({ type: 'refresh_token', parameters, client: 'optional', redeems: 'refresh token', load, issue });
 
 /** What the sealed box holds: enough to answer the same response again. */
 interface SealedSuccessor {
@@ -38,22 +37,23 @@ interface SealedSuccessor {
   accessExpiresAt: number;
 }
 
-async function handle(raw: RawParams, client: Client | null, ctx: AppContext, address: string, proven: ProvenClient): Promise<TokenResponse> {
-  const params = readParams(raw, ['refresh_token'], ['scope']);
-  const now = ctx.now();
+async function load(params: Params, client: Client | null, ctx: AppContext): Promise<Loaded<RefreshTokenInfo>> {
   const hash = hashIfWellFormed('refresh', params.refresh_token);
   const token = hash === null ? undefined : await findRefreshToken(ctx.db, hash);
   if (!token) throw invalidGrant('the refresh token is invalid', 'unknown refresh token');
   // RFC 6749 §6: the refresh token of a confidential client is only good with its secret.
   if (client === null && token.client_confidential === 1) throw secretRequired();
-  if (client !== null && token.client_id !== client.id) throw invalidGrant('the refresh token is invalid', 'refresh token belongs to another client');
-  await proven(token.client_id);
+  return { clientId: token.client_id, redeemed: token };
+}
+
+async function issue(token: RefreshTokenInfo, params: Params, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+  const now = ctx.now();
   // The grants that give refresh tokens: their clients refresh.
   if (client !== null && client.grant_type !== 'authorization_code' && client.grant_type !== DEVICE_CODE_GRANT_TYPE) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
   }
   // Before anything is rotated or revoked: a request refused with invalid_target changes nothing.
-  await checkSameAudience(ctx, raw.resource, token.resource_id);
+  await checkSameAudience(ctx, params.resource, token.resource_id);
   if (token.revoked_at !== null) throw revokedGrant();
   if (token.expires_at <= now) throw invalidGrant('the refresh token has expired', 'expired refresh token');
 

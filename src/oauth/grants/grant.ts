@@ -1,0 +1,99 @@
+/**
+ * What a grant is, for the token endpoint's dispatcher (index.ts): its declared parameters,
+ * then two steps the dispatcher runs in order. `load` parses nothing itself: it gets the
+ * declared parameters read and typed, finds what the request redeems (a code, a refresh
+ * token, an assertion) and says which client that belongs to. The dispatcher holds the
+ * request to that client, charges the client's budget and checks its standing; only then
+ * does `issue` decide and write. A load that names no client does not type-check.
+ */
+import type { AppContext } from '../../context.ts';
+import type { Client } from '../../store/schema.ts';
+import type { TokenResponse } from '../issue.ts';
+import { readParams, type RawParams } from '../params.ts';
+
+/** One token request parameter a grant reads (besides `grant_type` and client authentication). */
+export type Parameter =
+  | {
+      /** What it is, for the OpenAPI description. */
+      readonly description: string;
+      /** A request without it is refused, with every other missing one in the same message. */
+      readonly required?: true;
+      readonly repeatable?: never;
+    }
+  | {
+      readonly description: string;
+      /**
+       * Handed to the grant as sent, several values as an array, for the grant to judge:
+       * RFC 8707 `resource`, where several are `invalid_target`, not a repeated parameter.
+       */
+      readonly repeatable: true;
+      readonly required?: never;
+    };
+
+export type Parameters = Readonly<Record<string, Parameter>>;
+
+/** The declared parameters as `load` and `issue` get them: required ones present, repeats refused unless repeatable, an empty value absent. */
+export type ParamsOf<P extends Parameters> = { readonly [K in keyof P]: ValueOf<P[K]> };
+
+type ValueOf<D extends Parameter> = D extends { required: true } ? string : D extends { repeatable: true } ? string | string[] | undefined : string | undefined;
+
+/**
+ * What the request must say about its client before the grant looks at it:
+ * - `client_id`: at least its `client_id` (RFC 6749 §4.1.3), reported missing together with
+ *   the grant's own missing parameters;
+ * - `credentials`: client authentication; none at all is `invalid_client`;
+ * - `optional`: nothing; what it redeems says whose it is (a public client's refresh token).
+ */
+export type ClientPresence = 'client_id' | 'credentials' | 'optional';
+
+/** The client the request authenticated or named, as `load` and `issue` get it. */
+export type ClientOf<C extends ClientPresence> = C extends 'optional' ? Client | null : Client;
+
+/** What `load` found. */
+export interface Loaded<T> {
+  /**
+   * The client what the request redeems was issued to: the one the dispatcher holds the
+   * request to (it must be the client that authenticated or was named, if any), charges and
+   * checks before `issue`.
+   */
+  clientId: string;
+  /** What `issue` goes on with. */
+  redeemed: T;
+}
+
+export interface GrantOf<P extends Parameters, C extends ClientPresence, T> {
+  /** Its `grant_type` value. */
+  type: string;
+  /** Its own token request parameters: the only list of them that is read. */
+  parameters: P;
+  client: C;
+  /** What it redeems as refusals name it: `the ${redeems} is invalid`. */
+  redeems: string;
+  /** Finds what the request redeems and whose it is; changes nothing. */
+  load(params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext): Promise<Loaded<T>>;
+  /** Decides and writes, once the client is charged and checked. `address` is the client's, for the audit trail. */
+  issue(redeemed: T, params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext, address: string): Promise<TokenResponse>;
+}
+
+/** A grant whatever its parameters and what it redeems: what the dispatcher holds. */
+export type Grant = GrantOf<Parameters, ClientPresence, unknown>;
+
+/** Checks a grant against the contract, with its own parameter and load types, and hands it to the dispatcher. */
+export function defineGrant<P extends Parameters, C extends ClientPresence, T>(grant: GrantOf<P, C, T>): Grant {
+  return grant;
+}
+
+/**
+ * Reads the grant's declared parameters (params.ts: repeats refused, empty is absent), and
+ * `client_id` along with the required ones when the grant needs the client named and the
+ * request neither named nor authenticated one.
+ */
+export function readGrantParams(grant: Grant, raw: RawParams, client: Client | null): ParamsOf<Parameters> {
+  const declared = Object.entries(grant.parameters);
+  const required = declared.filter(([, p]) => p.required).map(([name]) => name);
+  if (client === null && grant.client === 'client_id') required.push('client_id');
+  const optional = declared.filter(([, p]) => !p.required && !p.repeatable).map(([name]) => name);
+  const params: Record<string, string | string[] | undefined> = readParams(raw, required, optional);
+  for (const [name, p] of declared) if (p.repeatable) params[name] = raw[name] === '' ? undefined : raw[name];
+  return params;
+}
