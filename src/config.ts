@@ -229,6 +229,11 @@ export function authority(config: Config): string {
 }
 let lastAuthority: { publicUrl: string; hostname: string } | undefined;
 
+/** The id other services know a user by (the API's `userid`, a token's `sub`): `acct:<username>@<authority>`. */
+export function accountUri(username: string, config: Config): string {
+  return `acct:${username}@${authority(config)}`;
+}
+
 /**
  * What this deployment's keys and channels in Redis start with: its issuer, so that several
  * deployments (or test servers) can share one Redis without counting each other's login

@@ -8,7 +8,6 @@
  * reports the last count: many scrapes at once cost the database nothing.
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { RevocationReason } from './context.ts';
 import type { AuditEvent } from './store/audit-events.ts';
 import type { Store } from './store/database.ts';
 import type { PurgeCounts } from './store/purge.ts';
@@ -26,7 +25,8 @@ export interface Metrics {
   failure(error: string, status: number): void;
   /** A security event, as recorded in the audit trail. */
   event(event: AuditEvent): void;
-  grantsRevoked(count: number, reason: RevocationReason): void;
+  /** `reason`: the revocation's (context.ts `RevocationReason`), as the label's value. */
+  grantsRevoked(count: number, reason: string): void;
   /** One scheduled or manual purge run: its counts, or null when another instance held the lock. */
   purge(counts: PurgeCounts | null, failed?: boolean): void;
   /** Counts the rows of every table now, for the scrapes until the next count. */

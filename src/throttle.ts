@@ -14,18 +14,34 @@ import type { Redis } from 'ioredis';
 import ipaddr from 'ipaddr.js';
 import { RateLimiterCluster, RateLimiterMemory, RateLimiterRedis, RateLimiterRes, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { redisNamespace, type Config } from './config.ts';
-import { OAuthError } from './oauth/errors.ts';
 import { lookupKey } from './store/users.ts';
 
 /**
  * A request refused for now, with the seconds to wait for the `Retry-After` header: 429 when
  * the caller is over its limit, 503 when the server is too busy for anyone (see passwords.ts).
+ * Not an OAuth error: where the protocol's answer is made, http/errors.ts maps it to one.
  */
-export class Throttled extends OAuthError {
+export class Throttled extends Error {
   readonly retryAfter: number;
+  readonly status: 429 | 503;
   constructor(retryAfterMs: number, status: 429 | 503 = 429) {
-    super('temporarily_unavailable', status === 429 ? 'too many requests: try again later' : 'the server is busy: try again in a moment', undefined, status);
+    super(status === 429 ? 'too many requests: try again later' : 'the server is busy: try again in a moment');
+    this.name = 'Throttled';
+    this.status = status;
     this.retryAfter = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  }
+}
+
+/**
+ * The counters could not be asked (Redis unreachable): the request is refused, never let
+ * through unchecked (503, mapped in http/errors.ts). `detail` is for the log.
+ */
+export class ThrottleUnavailable extends Error {
+  readonly detail: string;
+  constructor(cause: unknown) {
+    super('the service is temporarily unavailable');
+    this.name = 'ThrottleUnavailable';
+    this.detail = `throttle store failed: ${(cause as Error).message}`;
   }
 }
 
@@ -136,8 +152,8 @@ async function failClosed<T>(operation: () => Promise<T>): Promise<T> {
   }
 }
 
-function unavailable(error: unknown): OAuthError {
-  return new OAuthError('temporarily_unavailable', 'the service is temporarily unavailable', `throttle store failed: ${(error as Error).message}`);
+function unavailable(error: unknown): ThrottleUnavailable {
+  return new ThrottleUnavailable(error);
 }
 
 /**

@@ -6,7 +6,6 @@ import { InputError } from '../input-error.ts';
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { madeBy, type Actor } from '../audit.ts';
-import { authority, type Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { isUuid } from '../oauth/client-auth.ts';
 import { OAuthError } from '../oauth/errors.ts';
@@ -17,11 +16,6 @@ import type { Database, User } from '../store/schema.ts';
 import { hashPassword, passwordProblem } from './passwords.ts';
 
 export type { User };
-
-/** The user id other services know a user by: `acct:<username>@<authority>`. */
-export function userId(username: string, config: Config): string {
-  return `acct:${username}@${authority(config)}`;
-}
 
 /** A problem with what was asked for, naming the field at fault. */
 export class AccountError extends InputError {

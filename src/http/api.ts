@@ -1,6 +1,6 @@
 /** The resource side: the bearer-authenticated profile and endpoint discovery. */
 import type { FastifyInstance } from 'fastify';
-import { userId } from '../accounts/users.ts';
+import { accountUri } from '../config.ts';
 import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { splitScopes } from '../oauth/scopes.ts';
@@ -53,7 +53,7 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
     const scopes = splitScopes(token.scopes);
     requireScope(scopes, 'annotation:read');
     return {
-      userid: token.username === null ? null : userId(token.username, ctx.config),
+      userid: token.username === null ? null : accountUri(token.username, ctx.config),
       username: token.username,
       display_name: token.display_name || undefined, // left out of the answer when empty
       client_id: token.client_id,

@@ -10,7 +10,7 @@ import { InsufficientScope } from '../oauth/bearer.ts';
 import { InvalidClient } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import { Throttled } from '../throttle.ts';
+import { ThrottleUnavailable, Throttled } from '../throttle.ts';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -39,7 +39,6 @@ function sendError(ctx: AppContext, request: FastifyRequest, reply: FastifyReply
     const scope = error instanceof InsufficientScope ? `, scope="${error.scope}"` : '';
     reply.header('WWW-Authenticate', `Bearer realm="gatehouse", error="${error.error}", error_description="${error.description.replace(/["\\]/g, '')}"${scope}`);
   }
-  if (error instanceof Throttled) reply.header('Retry-After', String(error.retryAfter));
   reply.header('Cache-Control', 'no-store');
   if (request.routeOptions.config.page) {
     return reply.code(error.status).view('error.eta', { title: 'Something went wrong', message: error.description });
@@ -50,6 +49,11 @@ function sendError(ctx: AppContext, request: FastifyRequest, reply: FastifyReply
 export default fp(async function errorHandling(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.setErrorHandler(async (error: FastifyError, request, reply) => {
     if (error instanceof OAuthError) return sendError(ctx, request, reply, error);
+    if (error instanceof Throttled) {
+      reply.header('Retry-After', String(error.retryAfter));
+      return sendError(ctx, request, reply, new OAuthError('temporarily_unavailable', error.message, undefined, error.status));
+    }
+    if (error instanceof ThrottleUnavailable) return sendError(ctx, request, reply, new OAuthError('temporarily_unavailable', error.message, error.detail));
     const status = error.statusCode ?? 500;
     if (status >= 400 && status < 500) {
       // A wrong content type is a malformed request in RFC 6749's terms: 400 invalid_request.

@@ -9,7 +9,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
-import { userId } from '../accounts/users.ts';
+import { accountUri } from '../config.ts';
 import { authenticateAccessToken, bearerToken, liveAccessTokens } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../oauth/errors.ts';
@@ -169,7 +169,7 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
         }
         const message = isBinary ? null : parseMessage(String(data));
         if (message?.type === 'whoami') {
-          const userid = username === null ? null : userId(username, ctx.config);
+          const userid = username === null ? null : accountUri(username, ctx.config);
           socket.send(JSON.stringify({ type: 'whoyouare', reply_to: message.id, ok: true, userid }));
         } else if (message?.type === 'ping') {
           socket.send(JSON.stringify({ type: 'pong', reply_to: message.id, ok: true }));

@@ -9,7 +9,7 @@
  *
  * @see RFC 7662 §2.1 (request), §2.2 (response), §4 (security considerations)
  */
-import { userId } from '../accounts/users.ts';
+import { accountUri } from '../config.ts';
 import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
@@ -74,7 +74,7 @@ function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', 
     scope: info.scopes,
     client_id: info.client_id,
     // The user's id on the API (SPEC §3); a client_credentials token acts as its client.
-    ...(info.username === null ? { sub: info.client_id } : { username: info.username, sub: userId(info.username, ctx.config) }),
+    ...(info.username === null ? { sub: info.client_id } : { username: info.username, sub: accountUri(info.username, ctx.config) }),
     token_type: tokenType,
     exp: Math.floor(info.expires_at / 1000),
     iat: Math.floor(info.created_at / 1000),

@@ -7,6 +7,7 @@
 import type { AppContext } from '../context.ts';
 import type { Client } from '../store/schema.ts';
 import { popupCancel, resolveTarget, type PopupCancel } from './authorize.ts';
+import { ThrottleUnavailable, Throttled } from '../throttle.ts';
 import { OAuthError } from './errors.ts';
 import { parseForm } from './params.ts';
 import { redirectDestinations, redirectUrisOf } from './redirect-uri.ts';
@@ -43,7 +44,8 @@ export async function pendingAuthorization(next: string, ctx: AppContext, addres
     const target = await resolveTarget(parseForm(url.search.slice(1)), ctx, address);
     return { clientName: target.client.name, notVetted: unvettedClient(target.client), popup: target.responseMode === 'web_message' ? popupCancel(target) : null };
   } catch (error) {
-    if (error instanceof OAuthError) return null; // the authorization page itself will explain
+    // The authorization page itself will explain (or answer 429/503 in its turn).
+    if (error instanceof OAuthError || error instanceof Throttled || error instanceof ThrottleUnavailable) return null;
     throw error;
   }
 }

@@ -5,7 +5,6 @@
  * given for, so the person is asked again. Down and up again, on both backends.
  */
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, sql, type Kysely } from 'kysely';
 import { createAccount } from '../../src/accounts/users.ts';
