@@ -2,7 +2,7 @@
  * Client rows in memory, for the endpoints that read the requesting client on every call:
  * token, revocation, introspection. Clients change rarely, and every change goes through
  * `AppContext.onClientsChanged`, which forgets the client here at once and on every other
- * instance when the fan-out's message arrives (events/revocations.ts). A change no message
+ * instance when the fan-out's message arrives (events/fan-out.ts). A change no message
  * reaches — the CLI in another process on SQLite, workers on SQLite without Redis — is seen
  * within a second: no entry is believed longer.
  *

@@ -1,19 +1,17 @@
 /**
  * `AppContext`: what every layer below the routes gets — settings, the database, the clock,
- * the audit trail, the shared engines (throttling, revocation fan-out) and the metrics.
- * `gatehouse serve` (through buildApp) and the other CLI commands open it the same way, with
- * `openContext`, so a revocation made from the command line is recorded, counted and fanned
- * out exactly like one made on a page. Routes receive it as their plugin option `ctx`, and
- * in no other way.
+ * the audit trail, the shared engines (throttling, revocation fan-out) and the metrics. Only
+ * the type lives here, at the bottom, so that every layer can name it; `openContext`
+ * (open-context.ts, beside app.ts) builds it. Routes receive it as their plugin option
+ * `ctx`, and in no other way.
  */
 import type { Kysely } from 'kysely';
-import { auditTrail, type Audit } from './audit.ts';
-import { createClientCache, type ClientCache } from './client-cache.ts';
+import type { Audit } from './audit.ts';
+import type { ClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
-import { createMetrics, type Metrics } from './metrics.ts';
-import { createClientMetadataResolver, type ClientMetadataResolver } from './oauth/client-metadata.ts';
-import { openServices, type Services } from './services.ts';
-import { isClientBlocked } from './store/clients.ts';
+import type { Metrics } from './metrics.ts';
+import type { ClientMetadataResolver } from './oauth/client-metadata.ts';
+import type { Services } from './services.ts';
 import type { Store } from './store/database.ts';
 import type { Database } from './store/schema.ts';
 
@@ -63,40 +61,4 @@ export interface ContextLogger {
 export interface OpenContext extends AppContext {
   /** Waits for revocations still being fanned out, then closes the shared engines (not the store). */
   close(): Promise<void>;
-}
-
-export async function openContext(config: Config, store: Store, log: ContextLogger, now: () => number = Date.now): Promise<OpenContext> {
-  const metrics = createMetrics(store);
-  const services = await openServices(config, store, log);
-  const clients = createClientCache(store.db);
-  services.bus.subscribeClientChanges((clientIds) => clients.forget(clientIds));
-  const publishing = new Set<Promise<void>>();
-  /** Keeps a fan-out message being sent until it is, for close(); a failure is logged, never thrown. */
-  const track = (sending: Promise<void>, what: string) => {
-    const sent = sending.catch((error: Error) => log.error({ err: error }, `${what} fan-out failed`));
-    publishing.add(sent);
-    void sent.finally(() => publishing.delete(sent));
-  };
-  return {
-    config,
-    store,
-    db: store.db,
-    now,
-    services,
-    metrics,
-    audit: auditTrail(store.db, config, now, log, metrics.event),
-    clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
-    onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
-      log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
-      metrics.grantsRevoked(grantIds.length, reason);
-      track(services.bus.publish(grantIds, sentByDatabase), 'revocation');
-    },
-    clients,
-    // The bus delivers to this instance's subscriber (above) before the message leaves.
-    onClientsChanged: (clientIds) => track(services.bus.publishClientChanges(clientIds), 'client change'),
-    async close() {
-      await Promise.all(publishing);
-      await services.close();
-    },
-  };
 }

@@ -11,12 +11,12 @@
  */
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Config } from './config.ts';
-import { openRevocationBus, type BusLogger, type RevocationBus } from './events/revocations.ts';
+import { openFanOut, type BusLogger, type FanOut } from './events/fan-out.ts';
 import type { Store } from './store/database.ts';
 import { createThrottle, type Throttle } from './throttle.ts';
 
 export interface Services {
-  readonly bus: RevocationBus;
+  readonly bus: FanOut;
   readonly throttle: Throttle;
   close(): Promise<void>;
 }
@@ -53,7 +53,7 @@ export async function openServices(config: Config, store: Store, log: ServicesLo
     await Promise.all([publisher.connect(), subscriber.connect()]);
     redis = { publisher, subscriber };
   }
-  const bus = await openRevocationBus(config, store, redis, log);
+  const bus = await openFanOut(config, store, redis, log);
   return {
     bus,
     throttle: createThrottle(config, redis?.publisher ?? null),

@@ -35,8 +35,9 @@ import { mintToken } from '../tokens.ts';
 
 export type { Client, Page, PageCursor };
 
-export const GRANT_TYPES = ['authorization_code', 'client_credentials', DEVICE_CODE_GRANT_TYPE] as const;
-export type GrantType = (typeof GRANT_TYPES)[number];
+/** The grants an administrator may register a client for (the token endpoint also takes refresh_token: oauth/grants `TOKEN_GRANT_TYPES`). */
+export const CLIENT_GRANT_TYPES = ['authorization_code', 'client_credentials', DEVICE_CODE_GRANT_TYPE] as const;
+export type GrantType = (typeof CLIENT_GRANT_TYPES)[number];
 
 /** A problem with what was asked for, naming the field at fault. */
 export class ClientInputError extends InputError {
@@ -83,7 +84,7 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   const problems: Record<string, string> = {};
   const name = input.name.trim();
   if (name === '' || name.length > 100) problems.name = 'Name must be 1-100 characters';
-  if (!(GRANT_TYPES as readonly string[]).includes(input.grantType)) problems.grant_type = `Grant type must be one of ${GRANT_TYPES.join(', ')}`;
+  if (!(CLIENT_GRANT_TYPES as readonly string[]).includes(input.grantType)) problems.grant_type = `Grant type must be one of ${CLIENT_GRANT_TYPES.join(', ')}`;
   if (input.grantType === 'client_credentials' && !input.confidential) problems.client_type = 'A client_credentials client must be confidential';
   const redirectProblem = redirectUrisProblem(input.redirectUris, input.grantType === 'authorization_code');
   if (redirectProblem) problems.redirect_uri = redirectProblem;
@@ -123,9 +124,12 @@ function firstProblem(problems: Record<string, string>): ClientInputError | null
   return field === undefined || message === undefined ? null : new ClientInputError(field, message);
 }
 
-/** The client with this id (a UUID, or a metadata document's URL); undefined for an unknown or malformed one. */
-export async function findClient(ctx: AppContext, id: string): Promise<Client | undefined> {
-  return isClientId(id) ? findClientById(ctx.db, id) : undefined;
+/**
+ * The client with an id a person typed or a form sent (a UUID, or a metadata document's
+ * URL); undefined for an unknown or malformed one, which is never looked up.
+ */
+export async function lookupClient(db: Kysely<Database>, id: string): Promise<Client | undefined> {
+  return isClientId(id) ? findClientById(db, id) : undefined;
 }
 
 /** The most rows a page of the admin client list shows, and `gatehouse client list` prints unless told otherwise (SPEC §4.5). */
@@ -235,7 +239,7 @@ export type BlockTarget = { kind: 'client'; client: Client } | { kind: 'prefix';
  * registered client, else an https URL prefix of metadata documents.
  */
 async function blockTarget(ctx: AppContext, target: string): Promise<BlockTarget> {
-  const client = await findClient(ctx, target);
+  const client = await lookupClient(ctx.db, target);
   if (client) {
     if (client.kind === 'registered') throw new ClientInputError('client', 'an administrator registered this client: delete it instead of blocking it');
     return { kind: 'client', client };

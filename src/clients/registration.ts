@@ -15,7 +15,7 @@ import { insertClient } from '../store/clients.ts';
 import { redirectUrisProblem } from './clients.ts';
 
 /** The only grant and response types such a client may use; `none` is its only authentication. */
-const GRANT_TYPES = ['authorization_code', 'refresh_token'];
+const DYNAMIC_CLIENT_GRANT_TYPES = ['authorization_code', 'refresh_token'];
 const RESPONSE_TYPES = ['code'];
 /** The name shown on the consent page when the registration gives none. */
 const UNNAMED = 'Unnamed application';
@@ -72,7 +72,7 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
   return {
     client_name: named.name,
     redirect_uris: redirectUris,
-    grant_types: listField(fields, 'grant_types', GRANT_TYPES),
+    grant_types: listField(fields, 'grant_types', DYNAMIC_CLIENT_GRANT_TYPES),
     response_types: listField(fields, 'response_types', RESPONSE_TYPES),
     token_endpoint_auth_method: 'none',
     ...(clientUri.value === null ? {} : { client_uri: clientUri.value }),

@@ -4,7 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { authorizedApplications, removeAccess } from '../clients/access.ts';
-import { findClient } from '../clients/clients.ts';
+import { lookupClient } from '../clients/clients.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
@@ -36,7 +36,7 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
     const notice = request.cookies[noticeCookieName(ctx)];
     if (notice !== undefined) reply.clearCookie(noticeCookieName(ctx), cookieOptions(ctx));
     const revokedId = notice?.startsWith(`${user.id} `) ? notice.slice(user.id.length + 1) : undefined;
-    const revokedClient = revokedId === undefined || applications.some((a) => a.clientId === revokedId) ? undefined : await findClient(ctx, revokedId);
+    const revokedClient = revokedId === undefined || applications.some((a) => a.clientId === revokedId) ? undefined : await lookupClient(ctx.db, revokedId);
     const revoked = revokedClient?.name ?? null;
     return reply.view('account-applications.eta', { title: 'Your applications', wide: true, applications, revoked, csrfToken: formToken(reply) });
   });
@@ -45,7 +45,7 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
   app.post('/account/applications/revoke', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
     const user = await currentUser(request, ctx);
     if (!user) return toLogin(request, reply, '/account/applications');
-    const client = await findClient(ctx, field(requireFormBody(request), 'client_id'));
+    const client = await lookupClient(ctx.db, field(requireFormBody(request), 'client_id'));
     if (!client) throw new OAuthError('invalid_request', 'There is no application with this client ID.', undefined, 404);
     // Nothing to remove (say, already removed in another tab): the page shows how things are.
     if (await removeAccess(ctx, user.id, client.id, request.ip)) {

@@ -10,13 +10,13 @@ import type { Actor } from '../audit.ts';
 import {
   CLIENT_PAGE_SIZE,
   ClientInputError,
-  GRANT_TYPES,
+  CLIENT_GRANT_TYPES,
   blockClient,
   changeClient,
   clientChangeProblems,
   clientInputProblems,
   describeClient,
-  findClient,
+  lookupClient,
   listClients,
   registerClient,
   removeClient,
@@ -139,7 +139,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
 
   async function clientOr404(request: FastifyRequest): Promise<Client> {
     const { id } = request.params as { id: string };
-    const client = await findClient(ctx, id);
+    const client = await lookupClient(ctx.db, id);
     // Clients no administrator registered are not edited here: they are blocked from the list.
     if (!client || client.kind !== 'registered') throw new OAuthError('invalid_request', 'There is no OAuth client with this ID.', undefined, 404);
     return client;
@@ -155,7 +155,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
       values: data.values,
       errors: data.errors,
       notice: data.notice ?? null,
-      grantTypes: GRANT_TYPES,
+      grantTypes: CLIENT_GRANT_TYPES,
       scopeChoices,
       csrfToken: formToken(reply),
     });
@@ -183,7 +183,7 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   for (const [action, perform] of Object.entries({ block: blockClient, unblock: unblockClient })) {
     app.post(`/admin/oauthclients/${action}`, post, async (request, reply) => {
       const clientId = field(requireFormBody(request), 'client_id');
-      const client = await findClient(ctx, clientId);
+      const client = await lookupClient(ctx.db, clientId);
       if (!client || client.kind === 'registered') throw new OAuthError('invalid_request', 'There is no client with this ID that can be blocked.', undefined, 404);
       await perform(ctx, client.id, actor(request));
       request.log.info({ event: `admin_client_${action}ed`, admin: admin(request).id, client: client.id }, `client ${action}ed`);

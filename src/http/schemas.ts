@@ -9,7 +9,7 @@
  */
 import { PROMPTS, RESPONSE_MODES } from '../oauth/authorize.ts';
 import type { OAuthErrorCode } from '../oauth/errors.ts';
-import { GRANTS, GRANT_TYPES } from '../oauth/grants/index.ts';
+import { GRANTS, TOKEN_GRANT_TYPES } from '../oauth/grants/index.ts';
 
 export const TAGS = {
   oauth: 'OAuth',
@@ -133,7 +133,7 @@ export const tokenSchema = {
   security: CLIENT_SECURITY,
   body: formBody(
     {
-      grant_type: { type: 'string', enum: GRANT_TYPES },
+      grant_type: { type: 'string', enum: TOKEN_GRANT_TYPES },
       ...grantParameters(),
       client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
       client_secret: { type: 'string', description: 'a confidential client\'s secret (client_secret_post), unless it uses HTTP Basic' },

@@ -2,7 +2,7 @@
  * The real-time API: a WebSocket at /ws (SPEC §4.4). The access token is checked before
  * the upgrade, so an invalid one gets a plain 401. A socket lives no longer than its token:
  * it is closed with code 4001 as soon as its grant is revoked on any instance (the
- * revocation bus delivers that here) and, within two seconds, when the token expires or is
+ * fan-out delivers that here) and, within two seconds, when the token expires or is
  * revoked in a way the bus never carried — by the command line on SQLite, or while Redis or
  * the PostgreSQL listener reconnects — by re-checking every open socket's token each second.
  */

@@ -3,7 +3,7 @@
  * support. @see RFC 8414 §2, RFC 9207 §3
  */
 import type { Config } from '../config.ts';
-import { GRANT_TYPES } from './grants/index.ts';
+import { TOKEN_GRANT_TYPES } from './grants/index.ts';
 
 const WELL_KNOWN = '/.well-known/oauth-authorization-server';
 
@@ -29,7 +29,7 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
     ...(config.dynamicClientRegistration ? { registration_endpoint: `${base}/oauth/register` } : {}),
     response_types_supported: ['code'],
     response_modes_supported: ['query', 'web_message'],
-    grant_types_supported: GRANT_TYPES,
+    grant_types_supported: TOKEN_GRANT_TYPES,
     token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
     introspection_endpoint: `${base}/oauth/introspect`,

@@ -12,7 +12,8 @@ import { sessionUser } from '../../src/accounts/sessions.ts';
 import { createAccount, disableUser, findUserNamed } from '../../src/accounts/users.ts';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { loadConfig } from '../../src/config.ts';
-import { openContext, type OpenContext } from '../../src/context.ts';
+import { type OpenContext } from '../../src/context.ts';
+import { openContext } from '../../src/open-context.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import { listAuditEvents } from '../../src/store/audit-events.ts';
 

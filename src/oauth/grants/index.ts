@@ -21,7 +21,8 @@ export type { Grant } from './grant.ts';
 
 export const GRANTS: ReadonlyMap<string, Grant> = grantMap([authorizationCode, refreshToken, clientCredentials, deviceCode]);
 
-export const GRANT_TYPES: readonly string[] = [...GRANTS.keys()];
+/** The `grant_type` values the token endpoint accepts (not what a client may be registered for: clients/clients.ts `CLIENT_GRANT_TYPES`). */
+export const TOKEN_GRANT_TYPES: readonly string[] = [...GRANTS.keys()];
 
 export function grantMap(grants: readonly Grant[]): ReadonlyMap<string, Grant> {
   return new Map(grants.map((grant) => [grant.type, grant]));

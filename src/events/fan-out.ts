@@ -1,5 +1,5 @@
 /**
- * Revocation fan-out: when grants stop being valid on one instance, every instance learns
+ * The fan-out: when grants stop being valid on one instance, every instance learns
  * it at once, so live WebSockets using them close (SPEC §4.4). Carried by an existing
  * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY, whose message
  * a revocation sends from its own statement (`databaseChannel`). With SQLite there is one
@@ -28,7 +28,7 @@ const MAX_MESSAGE_BYTES = 7000;
 export type RevocationListener = (grantIds: readonly string[]) => void;
 export type ClientChangeListener = (clientIds: readonly string[]) => void;
 
-export interface RevocationBus {
+export interface FanOut {
   /**
    * The channel on which a revocation's own statement can send the message itself, when the
    * fan-out goes through PostgreSQL LISTEN/NOTIFY (no Redis). The message then leaves exactly
@@ -79,7 +79,7 @@ export interface BusLogger {
   warn(object: object, message: string): void;
 }
 
-export async function openRevocationBus(config: Config, store: Store, redis: { publisher: Redis; subscriber: Redis } | null, log: BusLogger): Promise<RevocationBus> {
+export async function openFanOut(config: Config, store: Store, redis: { publisher: Redis; subscriber: Redis } | null, log: BusLogger): Promise<FanOut> {
   const listeners = { grants: new Set<RevocationListener>(), clients: new Set<ClientChangeListener>() };
   const deliver = (kind: keyof typeof listeners, ids: readonly string[]) => listeners[kind].forEach((listener) => listener(ids));
   const receive = (payload: string) => {

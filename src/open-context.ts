@@ -1,0 +1,50 @@
+/**
+ * Opens the `AppContext` (context.ts). `gatehouse serve` (through buildApp) and the other CLI
+ * commands open it the same way, so a revocation made from the command line is recorded,
+ * counted and fanned out exactly like one made on a page.
+ */
+import { auditTrail } from './audit.ts';
+import { createClientCache } from './client-cache.ts';
+import type { Config } from './config.ts';
+import type { ContextLogger, OpenContext } from './context.ts';
+import { createMetrics } from './metrics.ts';
+import { createClientMetadataResolver } from './oauth/client-metadata.ts';
+import { openServices } from './services.ts';
+import { isClientBlocked } from './store/clients.ts';
+import type { Store } from './store/database.ts';
+
+export async function openContext(config: Config, store: Store, log: ContextLogger, now: () => number = Date.now): Promise<OpenContext> {
+  const metrics = createMetrics(store);
+  const services = await openServices(config, store, log);
+  const clients = createClientCache(store.db);
+  services.bus.subscribeClientChanges((clientIds) => clients.forget(clientIds));
+  const publishing = new Set<Promise<void>>();
+  /** Keeps a fan-out message being sent until it is, for close(); a failure is logged, never thrown. */
+  const track = (sending: Promise<void>, what: string) => {
+    const sent = sending.catch((error: Error) => log.error({ err: error }, `${what} fan-out failed`));
+    publishing.add(sent);
+    void sent.finally(() => publishing.delete(sent));
+  };
+  return {
+    config,
+    store,
+    db: store.db,
+    now,
+    services,
+    metrics,
+    audit: auditTrail(store.db, config, now, log, metrics.event),
+    clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
+    onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
+      log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
+      metrics.grantsRevoked(grantIds.length, reason);
+      track(services.bus.publish(grantIds, sentByDatabase), 'revocation');
+    },
+    clients,
+    // The bus delivers to this instance's subscriber (above) before the message leaves.
+    onClientsChanged: (clientIds) => track(services.bus.publishClientChanges(clientIds), 'client change'),
+    async close() {
+      await Promise.all(publishing);
+      await services.close();
+    },
+  };
+}
