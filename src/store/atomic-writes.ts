@@ -256,7 +256,7 @@ function revocationStatement(db: Kysely<Database>, shape: RevocationShape, p: Re
   // Typed as the steps every shape has: the audit and the messages are read by none of them.
   let statement: QueryCreator<Database & { revoked: { id: string } }> = db.with('revoked', () => revokeQuery(db, shape.by, p));
   if (shape.recorded) statement = statement.with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'revoked')));
-  if (shape.notifying) statement = statement.with('notified', () => notifyIds(p.channel, 'revoked'));
+  if (shape.notifying) statement = statement.with('notified', (steps) => notifyIds(steps, p.channel, 'revoked'));
   // A CTE that only reads runs only when read: reading `notified` is what sends its messages.
   return statement
     .selectFrom('revoked')

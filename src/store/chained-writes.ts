@@ -60,9 +60,9 @@ export function onPostgres(db: Kysely<Database>): boolean {
 }
 
 /** Thrown inside a SQLite transaction to roll it back when a step lost its race. */
-class LostRace<S extends string> extends Error {
-  readonly step: S;
-  constructor(step: S) {
+class LostRace extends Error {
+  readonly step: string;
+  constructor(step: string) {
     super(step);
     this.step = step;
   }
@@ -92,9 +92,9 @@ export interface ChainedWrites<S extends string, L extends string> {
 
 /** Runs writes that go together on either backend: `won` when every deciding step found its row, or the first that did not's outcome — and then nothing is stored. */
 export async function writeTogether<W extends string, S extends string, L extends string>(db: Kysely<Database>, won: W, writes: ChainedWrites<S, L>): Promise<W | L> {
-  const decisions = Object.entries(writes.decidedBy) as [S, L][];
   if (onPostgres(db)) {
     const counts = await writes.statement();
+    const decisions = Object.entries(writes.decidedBy) as [S, L][];
     return decisions.find(([step]) => !counts?.[step])?.[1] ?? won;
   }
   try {
