@@ -11,7 +11,7 @@
  * @see RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 9207
  */
 import type { Config } from '../config.ts';
-import { insertCode } from '../store/codes.ts';
+import { insertCode } from '../store/atomic-writes.ts';
 import { findConsentScopes, saveConsent, type ConsentKey } from '../store/consents.ts';
 import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';

@@ -3,7 +3,8 @@
  * generation of the refresh chain. @see RFC 7009 §2.1
  */
 import type { AuditEvent } from '../store/audit-events.ts';
-import { revokeGrants, type GrantsToRevoke } from '../store/grants.ts';
+import { revokeGrants } from '../store/atomic-writes.ts';
+import type { GrantsToRevoke } from '../store/grants.ts';
 import { findTokenOwner, type TokenOwner } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';

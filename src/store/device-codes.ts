@@ -3,10 +3,11 @@
  * conditional write: a poll either finds the interval respected or grows it (`slow_down`),
  * the person's answer is recorded only on a request not yet answered, and the exchange
  * consumes an approved, unused device code in the transaction that creates its grant
- * (codes.ts `codeExchange`). The state lives in the database, so it holds across instances.
+ * (atomic-writes.ts `exchangeDeviceCode`). The state lives in the database, so it holds
+ * across instances.
  */
 import { sql, type Kysely } from 'kysely';
-import { codeExchange, type Consume, type Exchanger } from './codes.ts';
+import type { Consume } from './codes.ts';
 import { prepare } from './prepared.ts';
 import type { Database, DeviceCode } from './schema.ts';
 
@@ -93,16 +94,13 @@ export async function decideDeviceCode(db: Kysely<Database>, hash: string, answe
   return result.numUpdatedRows === 1n;
 }
 
-const consumeDeviceCode: Consume = (db, p) =>
+export const consumeDeviceCode: Consume = (db, p) =>
   db
     .updateTable('device_codes')
     .set({ consumed_at: p.now, grant_id: p.grantId })
     .where('hash', '=', p.hash)
     .where('decision', '=', 'approved')
     .where('consumed_at', 'is', null);
-
-/** Consumes the approved device code and creates its grant, first tokens and audit event `issued`, all or nothing. */
-export const exchangeDeviceCode: Exchanger = codeExchange(consumeDeviceCode);
 
 /**
  * Voids the device codes of the client not yet exchanged (those `userId` approved, when

@@ -7,6 +7,7 @@
  */
 import type { Kysely } from 'kysely';
 import type { Database } from './schema.ts';
+import { liveToken } from './tokens.ts';
 
 /** Hashes per query: far below the bound on bound parameters of either backend. */
 const HASHES_PER_QUERY = 1000;
@@ -21,9 +22,7 @@ export async function liveAccessTokenHashes(db: Kysely<Database>, hashes: readon
       .leftJoin('users', 'users.id', 'grants.user_id')
       .select('access_tokens.hash')
       .where('access_tokens.hash', 'in', hashes.slice(i, i + HASHES_PER_QUERY))
-      .where('access_tokens.expires_at', '>', now)
-      .where('grants.revoked_at', 'is', null)
-      .where((eb) => eb.or([eb('grants.user_id', 'is', null), eb('users.disabled', '=', 0)]))
+      .where(liveToken('access_tokens', now))
       .execute();
     for (const row of rows) live.add(row.hash);
   }

@@ -4,20 +4,22 @@
  * pool; listening needs a dedicated connection (pooled ones cannot), which reconnects after
  * a failure.
  */
-import { sql, type Kysely, type RawBuilder } from 'kysely';
+import { sql, type Kysely, type QueryCreator, type RawBuilder } from 'kysely';
 import pg from 'pg';
+import type { StepName } from './chained-writes.ts';
 import type { Database } from './schema.ts';
 
 /** Grant ids per message: PostgreSQL NOTIFY payloads stop at 8000 bytes, and an id takes 36 characters (39 in JSON). */
 export const IDS_PER_MESSAGE = 150;
 
 /**
- * A CTE of a statement that sends the ids the statement's step `cte` returned on `channel`,
+ * A CTE of a statement that sends the ids the statement's step `step` returned on `channel`,
  * as JSON arrays of at most IDS_PER_MESSAGE: the messages leave when the statement commits,
- * none when the step returned nothing.
+ * none when the step returned nothing. `steps`, the query creator of the CTE, names the steps
+ * before it (chained-writes.ts `after`).
  */
-export function notifyIds(channel: string, cte: string): RawBuilder<{ sent: string }> {
-  const numbered = sql`select id, (row_number() over () - 1) / ${sql.lit(IDS_PER_MESSAGE)} as message from ${sql.table(cte)}`;
+export function notifyIds<DB>(steps: QueryCreator<DB>, channel: string, step: StepName<DB>): RawBuilder<{ sent: string }> {
+  const numbered = sql`select id, (row_number() over () - 1) / ${sql.lit(IDS_PER_MESSAGE)} as message from ${sql.table(step)}`;
   return sql<{ sent: string }>`(select pg_notify(${channel}, json_agg(id)::text) as sent from (${numbered}) as numbered group by message)`;
 }
 

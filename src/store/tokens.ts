@@ -2,7 +2,7 @@
  * Access and refresh tokens: their rows and every lookup of them. A token is live only
  * while its grant is not revoked (`liveToken`): every validity check joins the grant, so a
  * revocation ends all of a grant's tokens at once. The writes that change a grant together
- * with its tokens — issuing, rotating — are in grants.ts.
+ * with its tokens — issuing, rotating — are in atomic-writes.ts.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { clientConfidential } from './clients.ts';
@@ -23,9 +23,10 @@ export interface IssuedTokens {
 
 /**
  * The one rule for a usable token: not expired, its grant not revoked, its user (if any)
- * not disabled. For queries that join `grants` and left-join `users`.
+ * not disabled. For queries that join `grants` and left-join `users`: every lookup of a live
+ * token, here and in liveness.ts.
  */
-function liveToken(table: TokenTable, now: number) {
+export function liveToken(table: TokenTable, now: number) {
   return sql<boolean>`(${sql.ref(`${table}.expires_at`)} > ${now} and grants.revoked_at is null and (grants.user_id is null or users.disabled = 0))`;
 }
 
@@ -47,7 +48,7 @@ export function tokenRows(grantId: string, tokens: IssuedTokens, now: number): T
 
 // INSERT … SELECT rather than VALUES, so that `gate` can make the insert conditional: on
 // PostgreSQL, a token is inserted only when the statement's earlier steps did their part
-// (codes.ts `codeExchange`, grants.ts `insertGrant`, `rotateRefreshToken`). Without a gate,
+// (atomic-writes.ts `exchangeCode`, `insertGrant`, `rotateRefreshToken`). Without a gate,
 // the plain insert.
 export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: Gate) =>
   db

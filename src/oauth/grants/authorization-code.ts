@@ -1,7 +1,8 @@
 /**
  * `grant_type=authorization_code`. @see RFC 6749 §4.1.3, RFC 7636 §4.6, RFC 9700 §4.2.4
  */
-import { exchangeCode, findCode } from '../../store/codes.ts';
+import { exchangeCode } from '../../store/atomic-writes.ts';
+import { findCode } from '../../store/codes.ts';
 import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';

@@ -1,5 +1,5 @@
 /** `grant_type=client_credentials`, for confidential clients registered for it. @see RFC 6749 §4.4 */
-import { insertGrant } from '../../store/grants.ts';
+import { insertGrant } from '../../store/atomic-writes.ts';
 import type { Client } from '../../store/schema.ts';
 import { InvalidClient } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';

@@ -10,7 +10,8 @@
  *
  * @see RFC 8628 §3.4, §3.5
  */
-import { exchangeDeviceCode, findDeviceCode, recordPoll } from '../../store/device-codes.ts';
+import { exchangeDeviceCode } from '../../store/atomic-writes.ts';
+import { findDeviceCode, recordPoll } from '../../store/device-codes.ts';
 import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';

@@ -7,7 +7,7 @@
  * @see RFC 6749 §6, RFC 9700 §4.14.2 (refresh token rotation and reuse detection)
  */
 import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
-import { rotateRefreshToken } from '../../store/grants.ts';
+import { rotateRefreshToken } from '../../store/atomic-writes.ts';
 import { findRefreshToken, refreshRotatedAt, type RefreshTokenInfo } from '../../store/tokens.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';

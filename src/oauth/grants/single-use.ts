@@ -9,7 +9,7 @@ import type { Kysely } from 'kysely';
 import type { AppContext } from '../../context.ts';
 import { timeOrderedUuid } from '../../ids.ts';
 import type { AuditEventRow } from '../../store/audit-events.ts';
-import type { Exchange } from '../../store/codes.ts';
+import type { Exchange } from '../../store/atomic-writes.ts';
 import type { NewGrant } from '../../store/grants.ts';
 import type { Client, Database } from '../../store/schema.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';

@@ -1,0 +1,305 @@
+/**
+ * Every write that spans tables, each all or nothing: a code with its audit row, the
+ * exchange of a code-like credential, a client_credentials grant, the rotation of a refresh
+ * token, a revocation with its audit row and fan-out. Each is one transaction of small
+ * statements on SQLite and one statement of gated steps on PostgreSQL (chained-writes.ts),
+ * built from the table files' queries; the table files hold only queries of their own table.
+ *
+ * The exactly-once steps — consuming a code (codes.ts, device-codes.ts), rotating a refresh
+ * token (tokens.ts) — are each a single conditional UPDATE among the writes of one
+ * transaction (SQLite) or of one statement (PostgreSQL): the database, not application code,
+ * decides which of several concurrent requests wins. A token is live only while its grant is
+ * not revoked, and every validity check joins the grant (tokens.ts `liveToken`), so a
+ * revocation that commits at any point of a concurrent rotation still leaves nothing alive.
+ * Every such write stores its audit event in the same transaction or statement, so it
+ * commits with the change.
+ *
+ * Every write that issues tokens checks its parties again in its first, conditional step
+ * (SPEC §4.2): the client still exists, unblocked, with the scopes the caller decided by, and
+ * the user (if any) is still enabled. A client deleted, a user disabled or a client's scopes
+ * changed since the caller read them makes the step find nothing — never a foreign-key
+ * violation — and issues nothing.
+ */
+import { sql, type Kysely, type QueryCreator } from 'kysely';
+import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
+import { after, onPostgres, rowCounts, writeTogether } from './chained-writes.ts';
+import { consumeCode, insertCodeRow, type Consume, type ConsumeArgs, type NewCode } from './codes.ts';
+import { consumeDeviceCode } from './device-codes.ts';
+import {
+  grantExpiry,
+  grantRow,
+  grantUsable,
+  insertClientGrant,
+  insertUserGrant,
+  revokeQuery,
+  USER_GRANT_COLUMNS,
+  useGrant,
+  userGrantParties,
+  type GrantRevocation,
+  type RevokedBy,
+  type GrantRow,
+  type GrantsToRevoke,
+  type GrantUse,
+  type NewGrant,
+  type UserGrantRow,
+} from './grants.ts';
+import { notifyIds } from './notify.ts';
+import { prepare, type PreparedQuery } from './prepared.ts';
+import type { Database } from './schema.ts';
+import { insertAccessTokenRow, insertRefreshTokenRow, insertTokens, markRotated, tokenRows, type IssuedTokens, type RotationMark, type TokenRows } from './tokens.ts';
+
+const insertCodeAlone = prepare(insertCodeRow);
+
+/** PostgreSQL: the code and its audit row in one statement. */
+const insertCodeStatement = prepare((db, p: NewCode & AuditArgs) =>
+  db
+    .with('code', () => insertCodeRow(db, p).returning('hash'))
+    .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'code')))
+    .selectNoFrom((eb) => rowCounts(eb, ['code'])),
+);
+
+/** Stores the code with the audit event `issued`, both or neither. */
+export async function insertCode(db: Kysely<Database>, code: NewCode, issued: AuditEventRow): Promise<void> {
+  await writeTogether(db, 'stored', {
+    decidedBy: {},
+    statement: () => insertCodeStatement.first(db, { ...code, ...auditArgs(issued) }),
+    steps: [(trx) => insertCodeAlone.execute(db, code, trx), (trx) => insertAuditEvent(db, issued, trx)],
+  });
+}
+
+/**
+ * How an exchange ended: only one exchange of a code issues anything, and only while the
+ * grant's parties are as the caller read them. `code_consumed`: an earlier or a concurrent
+ * request consumed the code, or it was voided.
+ */
+export type Exchange = 'exchanged' | 'code_consumed' | 'parties_changed';
+
+export type Exchanger = (db: Kysely<Database>, hash: string, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow) => Promise<Exchange>;
+
+/**
+ * The exchange of one kind of code-like credential: consumes it with `consume`, and creates
+ * its grant and first tokens with the audit event `issued`, all or nothing.
+ *
+ * SQLite, in one transaction: the grant from its parties (none: `parties_changed`), then
+ * the consumption (nothing: `code_consumed`), then the tokens and the audit row; a lost
+ * race rolls the grant back. PostgreSQL, in one statement that cannot roll back (see
+ * chained-writes.ts), so the order changes — the parties, locked for share, then the
+ * consumption gated on them, then the grant gated on the consumption (the code may name the
+ * grant before it is inserted: foreign keys are checked at the end of the statement), then
+ * the tokens and the audit row gated on the grant. Races, on PostgreSQL:
+ * - N exchanges of one code: each `consumed` waits for the one before to commit, then
+ *   re-checks the code's newest version, finds it consumed and skips it; only the first
+ *   writes anything, the others answer `code_consumed`;
+ * - the code voided (deleted) meanwhile: `consumed` finds no row: `code_consumed`;
+ * - a client deleted, blocked or changed, or a user disabled, committed before `parties`
+ *   takes its locks: the locked read waits for it, re-checks, finds no row: nothing is
+ *   consumed or written, `parties_changed`; one that comes after waits for this statement
+ *   to commit, and then revokes (or, deleting, removes) the grant it made.
+ */
+function codeExchange(consume: Consume): Exchanger {
+  const consumeAlone = prepare(consume);
+  const statement = prepare((db, p: UserGrantRow & ConsumeArgs & TokenRows & AuditArgs) =>
+    db
+      .with('parties', () => userGrantParties(db, p))
+      .with('consumed', (steps) => consume(db, p).where(after(steps, 'parties')).returning('hash'))
+      .with('new_grant', (steps) => steps.insertInto('grants').columns(USER_GRANT_COLUMNS).expression(steps.selectFrom('parties').select(USER_GRANT_COLUMNS).where(after(steps, 'consumed'))).returning('id'))
+      .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'new_grant')))
+      .with('refresh', (steps) => insertRefreshTokenRow(db, p, after(steps, 'new_grant')))
+      .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'new_grant')))
+      .selectNoFrom((eb) => rowCounts(eb, ['parties', 'consumed'])),
+  );
+  return async (db, hash, grant, tokens, now, issued) => {
+    const { userId } = grant;
+    if (userId === null) throw new Error('a code is always exchanged for a grant with a user');
+    const row = { ...grantRow(grant, tokens, now), userId };
+    const consumption = { hash, grantId: grant.id, now };
+    const rows = tokenRows(grant.id, tokens, now);
+    return writeTogether(db, 'exchanged', {
+      decidedBy: { parties: 'parties_changed', consumed: 'code_consumed' },
+      statement: () => statement.first(db, { ...row, ...consumption, ...rows, ...auditArgs(issued) }),
+      steps: [
+        { write: (trx) => insertUserGrant.affected(db, row, trx), decides: 'parties' },
+        { write: (trx) => consumeAlone.affected(db, consumption, trx), decides: 'consumed' },
+        (trx) => insertTokens(db, trx, rows),
+        (trx) => insertAuditEvent(db, issued, trx),
+      ],
+    });
+  };
+}
+
+/** Consumes the authorization code and creates its grant and first tokens, with the audit event `issued`, all or nothing. */
+export const exchangeCode: Exchanger = codeExchange(consumeCode);
+
+/** Consumes the approved device code and creates its grant, first tokens and audit event `issued`, all or nothing. */
+export const exchangeDeviceCode: Exchanger = codeExchange(consumeDeviceCode);
+
+/** The one statement of a client_credentials issuance on PostgreSQL: the grant, then its token and audit row, gated on it. */
+const issueClientGrantStatement = prepare((db, p: GrantRow & TokenRows & AuditArgs) =>
+  db
+    .with('new_grant', () => insertClientGrant(db, p).returning('id'))
+    .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'new_grant')))
+    .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'new_grant')))
+    .selectNoFrom((eb) => rowCounts(eb, ['new_grant'])),
+);
+const insertClientGrantAlone = prepare(insertClientGrant);
+
+/**
+ * A grant with its first token and the audit event `issued`, for grants that start without
+ * a code (client_credentials), all or nothing; false, and nothing stored, when the client
+ * was deleted, blocked or its scopes changed meanwhile.
+ */
+export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<boolean> {
+  const row = grantRow(grant, tokens, now);
+  const rows = tokenRows(grant.id, tokens, now);
+  const outcome = await writeTogether(db, 'issued', {
+    decidedBy: { new_grant: 'parties_changed' },
+    statement: () => issueClientGrantStatement.first(db, { ...row, ...rows, ...auditArgs(issued) }),
+    steps: [{ write: (trx) => insertClientGrantAlone.affected(db, row, trx), decides: 'new_grant' }, (trx) => insertTokens(db, trx, rows), (trx) => insertAuditEvent(db, issued, trx)],
+  });
+  return outcome === 'issued';
+}
+
+/**
+ * How an attempt to rotate a refresh token ended: only the first rotation issues anything,
+ * and only while the grant is usable — not revoked, its client still with the scopes the
+ * caller read, its user enabled.
+ */
+export type Rotation = 'rotated' | 'already_rotated' | 'grant_unusable';
+
+type RotationArgs = GrantUse & RotationMark & TokenRows & AuditArgs;
+
+// SQLite, in one transaction: the grant row first (revocation writes that same row, so the
+// two serialize on it: a rotation ordered after a revocation sees it here and issues nothing
+// rather than answering with tokens that are dead on arrival; one ordered before has its new
+// tokens revoked with the rest), then the exactly-once mark, then the new rows; a lost race
+// rolls it all back.
+const useUsableGrant = prepare((db, p: GrantUse) => useGrant(db, p).where((eb) => grantUsable(eb, p)));
+const markRotatedAlone = prepare(markRotated);
+
+// PostgreSQL, one statement that cannot roll back a step once it ran: the grant row is
+// still taken first — locked FOR NO KEY UPDATE, the lock revocation's UPDATE takes too, by
+// the same conditions as above — but written last, only once the mark has succeeded. Races:
+// - a revocation (or another rotation) holding the grant row: `usable` waits for it, then
+//   re-checks the row; revoked, it is skipped, nothing below runs: `grant_unusable`;
+// - a revocation arriving after `usable`: it waits for this statement, then revokes the grant
+//   with the tokens this statement issued;
+// - two rotations of one token: the second waits at `usable` for the first to commit, then
+//   `rotated` finds the token's newest version already marked and skips it (the snapshot
+//   would still show it unmarked: the re-check decides), nothing below runs: `already_rotated`.
+// Locks are taken grant first, then token, as by SQLite's order and by a client's or a
+// user's deletion cascading from grants to tokens: no deadlock between them.
+const rotateStatement = prepare((db, p: RotationArgs) =>
+  db
+    .with('usable', () =>
+      db
+        .selectFrom('grants')
+        .select('grants.id')
+        .where('grants.id', '=', p.grantId)
+        .where((eb) => grantUsable(eb, p))
+        .forNoKeyUpdate(),
+    )
+    .with('rotated', (steps) => markRotated(db, p).where(after(steps, 'usable')).returning('hash'))
+    .with('used', (steps) => useGrant(db, p).where(after(steps, 'rotated')))
+    .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'rotated')))
+    .with('refresh', (steps) => insertRefreshTokenRow(db, p, after(steps, 'rotated')))
+    .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'rotated')))
+    .selectNoFrom((eb) => rowCounts(eb, ['usable', 'rotated'])),
+);
+
+/**
+ * Marks the refresh token rotated, records its successor (and the sealed successor pair
+ * for the grace window), and stores the new tokens with the audit event `refreshed`, all or
+ * nothing. Issues nothing when the token had already been rotated, by an earlier or a
+ * concurrent request, or when its grant has become unusable meanwhile: revoked, its client
+ * deleted or its scopes no longer `clientScopes` (as the caller read them), its user disabled.
+ */
+export async function rotateRefreshToken(
+  db: Kysely<Database>,
+  refresh: { hash: string; grantId: string; clientScopes: string },
+  successor: IssuedTokens & { box: string | null },
+  now: number,
+  refreshed: AuditEventRow,
+): Promise<Rotation> {
+  const use: GrantUse = { grantId: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt: grantExpiry(successor) };
+  const mark: RotationMark = { hash: refresh.hash, now, successorHash: successor.refreshHash, successorBox: successor.box };
+  const rows = tokenRows(refresh.grantId, successor, now);
+  return writeTogether(db, 'rotated', {
+    decidedBy: { usable: 'grant_unusable', rotated: 'already_rotated' },
+    statement: () => rotateStatement.first(db, { ...use, ...mark, ...rows, ...auditArgs(refreshed) }),
+    steps: [
+      { write: (trx) => useUsableGrant.affected(db, use, trx), decides: 'usable' },
+      { write: (trx) => markRotatedAlone.affected(db, mark, trx), decides: 'rotated' },
+      (trx) => insertTokens(db, trx, rows),
+      (trx) => insertAuditEvent(db, refreshed, trx),
+    ],
+  });
+}
+
+/** The arguments of a revocation, whatever its shape: the prepared statements take them all. */
+type RevocationArgs = GrantRevocation & { channel: string } & AuditArgs;
+
+/** What goes with a revocation: which grants, whether its audit row, whether its fan-out message (PostgreSQL). */
+interface RevocationShape {
+  by: readonly RevokedBy[];
+  recorded: boolean;
+  notifying: boolean;
+}
+
+/**
+ * PostgreSQL: the grants revoked, then the audit row and the LISTEN/NOTIFY messages, both
+ * gated on them (chained-writes.ts). The messages leave when the statement commits, and a
+ * grant revoked already (by a concurrent revocation, whose statement sent its own) is neither
+ * recorded nor told again.
+ */
+function revocationStatement(db: Kysely<Database>, shape: RevocationShape, p: RevocationArgs) {
+  // Typed as the steps every shape has: the audit and the messages are read by none of them.
+  let statement: QueryCreator<Database & { revoked: { id: string } }> = db.with('revoked', () => revokeQuery(db, shape.by, p));
+  if (shape.recorded) statement = statement.with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'revoked')));
+  if (shape.notifying) statement = statement.with('notified', (steps) => notifyIds(steps, p.channel, 'revoked'));
+  // A CTE that only reads runs only when read: reading `notified` is what sends its messages.
+  return statement
+    .selectFrom('revoked')
+    .select('revoked.id')
+    .$if(shape.notifying, (query) => query.select(sql<number>`(select count(*) from notified)`.as('messages')));
+}
+
+/** Each shape of revocation compiled once, on first use (a handful: four kinds of `where`, with or without each companion). */
+const revocations = new Map<string, PreparedQuery<RevocationArgs, { id: string }>>();
+
+function preparedRevocation(shape: RevocationShape): PreparedQuery<RevocationArgs, { id: string }> {
+  const key = JSON.stringify(shape);
+  let statement = revocations.get(key);
+  if (!statement) {
+    statement = prepare((db, p: RevocationArgs) => (onPostgres(db) ? revocationStatement(db, shape, p) : revokeQuery(db, shape.by, p)));
+    revocations.set(key, statement);
+  }
+  return statement;
+}
+
+export interface RevocationRecord {
+  /** The audit event of this revocation: written with it, and only if it revoked anything. */
+  recorded?: AuditEventRow;
+  /** PostgreSQL: the LISTEN/NOTIFY channel of the revocation fan-out (events/revocations.ts), when it goes that way. */
+  notifyChannel?: string;
+}
+
+/**
+ * Revokes grants: every access and refresh token of them dies at once (validity joins the
+ * grant). The rows stay until purge so that later reuse is still recognised. Returns the ids
+ * of the grants this call revoked. On PostgreSQL, one statement with the audit row and the
+ * fan-out's messages; on SQLite, a transaction with the audit row.
+ */
+export async function revokeGrants(db: Kysely<Database>, where: GrantsToRevoke, now: number, record: RevocationRecord = {}): Promise<string[]> {
+  const { recorded, notifyChannel } = record;
+  const postgres = onPostgres(db);
+  const shape: RevocationShape = { by: Object.keys(where) as RevocationShape['by'], recorded: postgres && recorded !== undefined, notifying: postgres && notifyChannel !== undefined };
+  // Only the arguments of the shape are read.
+  const args = { ...where, now, channel: notifyChannel, ...(recorded === undefined ? {} : auditArgs(recorded)) } as RevocationArgs;
+  const statement = preparedRevocation(shape);
+  if (postgres || recorded === undefined) return (await statement.execute(db, args)).rows.map((r) => r.id);
+  return db.transaction().execute(async (trx) => {
+    const ids = (await statement.execute(db, args, trx)).rows.map((r) => r.id);
+    if (ids.length > 0) await insertAuditEvent(db, recorded, trx);
+    return ids;
+  });
+}
