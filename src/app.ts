@@ -4,12 +4,9 @@
  */
 import { fileURLToPath } from 'node:url';
 import Fastify, {
-  LogController,
-  type FastifyBaseLogger,
   type FastifyError,
   type FastifyInstance,
   type FastifyReply,
-  type FastifyRequest,
   type onSendHookHandler,
   type onResponseHookHandler,
 } from 'fastify';
@@ -22,7 +19,7 @@ import fastifyStatic from '@fastify/static';
 import view from '@fastify/view';
 import { Eta } from 'eta';
 import { randomUUID } from 'node:crypto';
-import type { Bindings, ChildLoggerOptions, Logger } from 'pino';
+import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { type AppContext } from './context.ts';
 import { openContext } from './open-context.ts';
@@ -35,6 +32,7 @@ import apiRoutes from './http/api.ts';
 import deviceRoutes from './http/device.ts';
 import errorHandling from './http/errors.ts';
 import { parseForm } from './oauth/params.ts';
+import { OneLinePerRequest, RequestLogger } from './http/logging.ts';
 import loginRoutes from './http/login.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
@@ -65,69 +63,6 @@ export interface AppOptions {
 
 /** A request id from the load balancer is kept when it is short and plain; otherwise one is made. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
-
-/** One log line per request (SPEC §4.6), written when it is answered, instead of Fastify's two. */
-class OneLinePerRequest extends LogController {
-  override incomingRequest(): void {}
-  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
-    const line = { req: request, res: reply, responseTime: Math.round(reply.elapsedTime * 10) / 10 };
-    if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    else reply.log.info(line, 'request completed');
-  }
-}
-
-/**
- * A request's logger that makes pino's child logger (the request id bound to it) only when a
- * line is written: at LOG_LEVEL=warn most requests write none, and making the child costs a
- * measurable share of a bearer check (docs/performance.md). The lines are pino's own.
- */
-class RequestLogger {
-  readonly #parent: Logger;
-  readonly #bindings: Bindings;
-  readonly #options: ChildLoggerOptions;
-  /** The lowest level this request writes (its route's, else the server's). */
-  readonly #threshold: number;
-  #child: FastifyBaseLogger | undefined;
-  constructor(parent: Logger, bindings: Bindings, options: ChildLoggerOptions) {
-    this.#parent = parent;
-    this.#bindings = bindings;
-    this.#options = options;
-    this.#threshold = parent.levels.values[this.level]!;
-  }
-  get level(): string {
-    return this.#options.level ?? this.#parent.level;
-  }
-  #write(level: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace', line: unknown[]): void {
-    if (this.#parent.levels.values[level]! < this.#threshold) return;
-    const child = this.#made();
-    (child[level] as (...line: unknown[]) => void).apply(child, line);
-  }
-  #made(): FastifyBaseLogger {
-    return (this.#child ??= this.#parent.child(this.#bindings, this.#options));
-  }
-  child(bindings: Bindings, options?: ChildLoggerOptions): FastifyBaseLogger {
-    return this.#made().child(bindings, options);
-  }
-  fatal(...line: unknown[]): void {
-    this.#write('fatal', line);
-  }
-  error(...line: unknown[]): void {
-    this.#write('error', line);
-  }
-  warn(...line: unknown[]): void {
-    this.#write('warn', line);
-  }
-  info(...line: unknown[]): void {
-    this.#write('info', line);
-  }
-  debug(...line: unknown[]): void {
-    this.#write('debug', line);
-  }
-  trace(...line: unknown[]): void {
-    this.#write('trace', line);
-  }
-  silent(): void {}
-}
 
 /** The endpoints browser-based clients call from other origins (SPEC §4.4), besides the metadata. */
 const CORS_PATHS = ['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/register', '/oauth/introspect', '/api/profile', '/api/links', '/openapi.json'];

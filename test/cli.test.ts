@@ -8,6 +8,9 @@
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
@@ -67,6 +70,22 @@ describe('the command line, before any database', () => {
     assert.match(run.stdout, /^Usage: gatehouse <command>/);
     for (const command of ['serve', 'migrate', 'user create', 'user list', 'user disable', 'user set-password', 'client create', 'client list', 'client delete', 'purge']) {
       assert.ok(run.stdout.includes(command), `--help does not mention "${command}"`);
+    }
+  });
+
+  test('a mistyped command is refused with one line, before any database is opened', async () => {
+    const directory = await mkdtemp(join(tmpdir(), 'gatehouse-cli-'));
+    try {
+      const env = { DATABASE_URL: `sqlite:${join(directory, 'gatehouse.db')}` };
+      // Also the names every object has (constructor, toString): a command is not looked up among them.
+      for (const words of [['frob'], ['user', 'frob'], ['constructor'], ['toString'], ['user', 'constructor']]) {
+        const run = await gatehouse(words, env);
+        assert.equal(run.code, 2, `gatehouse ${words.join(' ')}: exit ${run.code}`);
+        assertRefused(run, new RegExp(`^gatehouse: unknown command "${words.join(' ')}"; see gatehouse --help`));
+      }
+      assert.deepEqual(await readdir(directory), []);
+    } finally {
+      await rm(directory, { recursive: true, force: true });
     }
   });
 

@@ -1,0 +1,128 @@
+/** `gatehouse client …`: register, list, delete, block and unblock OAuth clients. */
+import { COMMAND_LINE } from '../audit.ts';
+import { CLIENT_PAGE_SIZE, blockClient, describeClient, lookupClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
+import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
+import { UsageError, command, noArguments, usageError, type Command } from './command.ts';
+
+/** `--grant-type` values that stand for a longer registered name (SPEC §2). */
+const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([['device_code', DEVICE_CODE_GRANT_TYPE]]);
+
+const create = command({
+  words: 'client create',
+  usage: [
+    '--name <n> --redirect-uri <url> [--redirect-uri <url2> …]',
+    '[--grant-type authorization_code|client_credentials|device_code]',
+    '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]',
+  ],
+  help: [
+    'public clients require PKCE unless --no-require-pkce;',
+    'device_code (urn:ietf:params:oauth:grant-type:device_code)',
+    'and client_credentials clients need no --redirect-uri',
+  ],
+  options: {
+    name: { type: 'string' },
+    'redirect-uri': { type: 'string', multiple: true },
+    'grant-type': { type: 'string' },
+    confidential: { type: 'boolean' },
+    trusted: { type: 'boolean' },
+    'require-pkce': { type: 'boolean' },
+    scope: { type: 'string', multiple: true },
+  },
+  async run(ctx, args, options, print) {
+    noArguments(args);
+    if (options.name === undefined) throw new UsageError('--name is required');
+    const given = options['grant-type'] ?? 'authorization_code';
+    const grantType = GRANT_TYPE_SHORT_FORMS.get(given) ?? given;
+    if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
+    const { client, secret } = await registerClient(
+      ctx,
+      {
+        name: options.name,
+        grantType,
+        redirectUris: options['redirect-uri'] ?? [],
+        confidential: options.confidential ?? false,
+        trusted: options.trusted ?? false,
+        // Public clients prove themselves with PKCE unless asked otherwise (legacy clients, SPEC §2).
+        requirePkce: options['require-pkce'] ?? !(options.confidential ?? false),
+        scope: (options.scope ?? []).join(' '),
+      },
+      COMMAND_LINE,
+    );
+    print(
+      { client_id: client.id, ...(secret === null ? {} : { client_secret: secret }) },
+      `Created client "${client.name}".\nclient_id: ${client.id}${secret === null ? '' : `\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`}`,
+    );
+    return 0;
+  },
+});
+
+const list = command({
+  words: 'client list',
+  usage: '[--limit <n>] [--after <client_id>]',
+  help: [
+    'includes clients known by metadata documents or dynamic registration;',
+    'oldest first, 100 at a time (--limit: 1 to 1000); --after continues',
+    'after that client (with --json: after the last client_id printed,',
+    'until fewer than the limit come back)',
+  ],
+  options: { limit: { type: 'string' }, after: { type: 'string' } },
+  async run(ctx, args, options, print) {
+    noArguments(args);
+    const limit = options.limit === undefined ? CLIENT_PAGE_SIZE : Number(options.limit);
+    if (!/^\d{1,4}$/.test(options.limit ?? '1') || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
+    if (options.after !== undefined && !(await lookupClient(ctx.db, options.after))) throw new UsageError(`--after: there is no client ${options.after}`);
+    const page = await listClients(ctx, options.after === undefined ? {} : { after: options.after }, limit);
+    const clients = page.rows.map(describeClient);
+    const known = { registered: '', metadata_document: '\tmetadata document', dynamic: '\tdynamically registered' };
+    const line = (c: (typeof clients)[number]) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}`;
+    const more = page.next ? `\nMore: gatehouse client list --after ${page.next.after}` : '';
+    print(clients, (clients.map(line).join('\n') || 'No clients.') + more);
+    return 0;
+  },
+});
+
+const remove: Command = command({
+  words: 'client delete',
+  usage: '<client_id>',
+  help: ['also revokes everything issued to the client; a <client_id> is', "a UUID or a metadata document's https URL, here and below"],
+  async run(ctx, args, _options, print) {
+    const [clientId, ...extra] = args;
+    if (clientId === undefined || extra.length > 0) throw usageError(remove);
+    if (!(await removeClient(ctx, clientId, COMMAND_LINE))) throw new UsageError(`no client with id ${clientId}`);
+    print({ client_id: clientId, deleted: true }, `Deleted client ${clientId} and revoked everything issued to it.`);
+    return 0;
+  },
+});
+
+const block: Command = command({
+  words: 'client block',
+  usage: '<client_id or URL prefix>',
+  help: ['refuse a metadata-document or dynamically registered client', '(or every metadata document under an https URL prefix),', 'and revoke everything issued to it'],
+  async run(ctx, args, _options, print) {
+    const target = oneTarget(block, args);
+    const blocked = await blockClient(ctx, target, COMMAND_LINE);
+    const what = blocked.kind === 'client' ? `client ${blocked.client.id}` : `every metadata document under ${blocked.prefix}`;
+    print({ blocked: blocked.kind === 'client' ? target : blocked.prefix, kind: blocked.kind }, `Blocked ${what}, and revoked everything issued to it.`);
+    return 0;
+  },
+});
+
+const unblock: Command = command({
+  words: 'client unblock',
+  usage: '<client_id or URL prefix>',
+  async run(ctx, args, _options, print) {
+    const target = oneTarget(unblock, args);
+    if (!(await unblockClient(ctx, target, COMMAND_LINE))) throw new UsageError(`${target} is not blocked`);
+    print({ unblocked: target }, `Unblocked ${target}.`);
+    return 0;
+  },
+});
+
+/** The one client ID or URL prefix that `block` and `unblock` take. */
+function oneTarget(action: Command, args: string[]): string {
+  const [target, ...extra] = args;
+  if (target === undefined || extra.length > 0) throw usageError(action);
+  return target;
+}
+
+export const CLIENT_COMMANDS: readonly Command[] = [create, list, remove, block, unblock];

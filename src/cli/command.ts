@@ -1,0 +1,54 @@
+/**
+ * What a `gatehouse` command is (SPEC §2): the words that name it, its usage and help as
+ * `gatehouse --help` shows them, the options it takes (node:util parseArgs) and what it runs.
+ * Each noun's commands live in their own file here; src/cli/index.ts assembles them.
+ */
+import type { ParseArgsOptionsConfig, parseArgs } from 'node:util';
+import type { AppContext } from '../context.ts';
+
+/** Bad input on the command line: one line on stderr, exit code 2. */
+export class UsageError extends Error {}
+
+/** Prints `json` under --json, else `text`. */
+export type Print = (json: unknown, text: string) => void;
+
+/** What parseArgs gives for these options. */
+export type OptionValues<O extends ParseArgsOptionsConfig> = ReturnType<typeof parseArgs<{ options: O; allowPositionals: true; allowNegative: true }>>['values'];
+
+/** A command as --help lists it. */
+export interface HelpEntry {
+  /** The words that name it: `user create`. */
+  readonly words: string;
+  /** Its arguments, after the words; a long usage goes on in more lines, aligned under the first. */
+  readonly usage: readonly string[];
+  /** What it does, beside the usage; empty when the usage says it all. */
+  readonly help: readonly string[];
+}
+
+export interface Command extends HelpEntry {
+  /** The options it takes, besides --json and --help. */
+  readonly options: ParseArgsOptionsConfig;
+  /** Runs with the database migrated and the context open, given the arguments after its words; resolves to the exit code. */
+  run(ctx: AppContext, args: string[], options: OptionValues<ParseArgsOptionsConfig>, print: Print): Promise<number>;
+}
+
+/** A command whose `run` sees its own options typed. */
+export function command<const O extends ParseArgsOptionsConfig = {}>(spec: {
+  words: string;
+  usage?: string | readonly string[];
+  help?: string | readonly string[];
+  options?: O;
+  run(ctx: AppContext, args: string[], options: OptionValues<O>, print: Print): Promise<number>;
+}): Command {
+  const lines = (text: string | readonly string[] | undefined) => (text === undefined ? [] : typeof text === 'string' ? [text] : text);
+  return { words: spec.words, usage: lines(spec.usage), help: lines(spec.help), options: spec.options ?? {}, run: spec.run as Command['run'] };
+}
+
+/** The refusal of a command given the wrong arguments: its usage line. */
+export function usageError(command: HelpEntry): UsageError {
+  return new UsageError(`usage: gatehouse ${[command.words, ...command.usage].join(' ')}`);
+}
+
+export function noArguments(args: string[]): void {
+  if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
+}

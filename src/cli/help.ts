@@ -1,0 +1,37 @@
+/** `gatehouse --help`: every command's usage and help, from the commands themselves, then the options and settings. */
+import { AUDIT_EVENT_TYPES } from '../audit.ts';
+import type { HelpEntry } from './command.ts';
+
+/** The column a command's help starts at. */
+const HELP_COLUMN = 42;
+
+/** One command's lines: its usage, its help beside it when the usage leaves room, else below it. */
+function entry(command: HelpEntry): string {
+  const [first = '', ...more] = command.usage;
+  const usage = [`  ${command.words}${first === '' ? '' : ` ${first}`}`, ...more.map((line) => `${' '.repeat(command.words.length + 3)}${line}`)];
+  const help = [...command.help];
+  const last = usage.length - 1;
+  if (help.length > 0 && usage[last]!.length <= HELP_COLUMN - 2) usage[last] = usage[last]!.padEnd(HELP_COLUMN) + help.shift();
+  return [...usage, ...help.map((line) => ' '.repeat(HELP_COLUMN) + line)].join('\n');
+}
+
+export function helpText(commands: readonly HelpEntry[]): string {
+  return `Usage: gatehouse <command> [options]
+
+Commands:
+${commands.map(entry).join('\n')}
+
+Options:
+  --json     print machine-readable JSON
+  --help     show this help
+
+Passwords are prompted for (without echo) unless --password-stdin is given.
+Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
+PORT, HOST, WORKERS, PUBLIC_URL, ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL, DEVICE_CODE_TTL,
+REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
+AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL, CLIENT_METADATA_DOCUMENTS,
+CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES, DYNAMIC_CLIENT_REGISTRATION.
+See README.md.
+
+Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
+}

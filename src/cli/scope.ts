@@ -1,0 +1,44 @@
+/** `gatehouse scope …`: create, list and delete the scopes of resource servers. */
+import { COMMAND_LINE } from '../audit.ts';
+import { createScope, findResourceNamed, listAllScopes, removeScope } from '../clients/resources.ts';
+import { UsageError, command, noArguments, usageError, type Command } from './command.ts';
+
+const create: Command = command({
+  words: 'scope create',
+  usage: '<name> --resource <uri> --description <text>',
+  options: { resource: { type: 'string' }, description: { type: 'string' } },
+  async run(ctx, args, options, print) {
+    const [name, ...extra] = args;
+    if (name === undefined || extra.length > 0 || options.resource === undefined || options.description === undefined) throw usageError(create);
+    const resource = await findResourceNamed(ctx, options.resource);
+    if (!resource) throw new UsageError(`no resource server with the URI ${options.resource}`);
+    await createScope(ctx, resource, { name, description: options.description.trim() }, COMMAND_LINE);
+    print({ name, resource: resource.uri, description: options.description.trim() }, `Created scope ${name} on ${resource.uri}.`);
+    return 0;
+  },
+});
+
+const list = command({
+  words: 'scope list',
+  async run(ctx, args, _options, print) {
+    noArguments(args);
+    const scopes = await listAllScopes(ctx);
+    print(scopes, scopes.map((s) => `${s.name}\t${s.resource}\t${s.description}`).join('\n'));
+    return 0;
+  },
+});
+
+const remove: Command = command({
+  words: 'scope delete',
+  usage: '<name>',
+  help: 'also revokes the grants that hold it (built-in scopes stay)',
+  async run(ctx, args, _options, print) {
+    const [name, ...extra] = args;
+    if (name === undefined || extra.length > 0) throw usageError(remove);
+    await removeScope(ctx, name, COMMAND_LINE);
+    print({ name, deleted: true }, `Deleted scope ${name}; the grants that held it are revoked.`);
+    return 0;
+  },
+});
+
+export const SCOPE_COMMANDS: readonly Command[] = [create, list, remove];

@@ -1,0 +1,240 @@
+/**
+ * `/admin/oauthclients` (SPEC §4.5): register, edit, rotate the secret of and delete OAuth
+ * clients; block and unblock the clients no administrator registered. Registered inside the
+ * admin console's plugin (src/http/admin.ts), whose guard admits enabled administrators only;
+ * every form is CSRF-protected. The decisions and the audit are the domain's
+ * (src/clients/clients.ts), shared with the CLI.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  CLIENT_PAGE_SIZE,
+  ClientInputError,
+  CLIENT_GRANT_TYPES,
+  blockClient,
+  changeClient,
+  clientChangeProblems,
+  clientInputProblems,
+  describeClient,
+  lookupClient,
+  listClients,
+  registerClient,
+  removeClient,
+  rotateClientSecret,
+  unblockClient,
+  type Client,
+  type ClientChanges,
+  type ClientInput,
+  type PageCursor,
+} from '../clients/clients.ts';
+import { SCOPES } from '../config.ts';
+import { OAuthError } from '../oauth/errors.ts';
+import { single, type RawParams } from '../oauth/params.ts';
+import { scopeDescriptions } from '../oauth/resources.ts';
+import type { AdminRoomOptions } from './admin.ts';
+import { requireFormBody } from './helpers.ts';
+import { field, formatTime, page, ticked, tickedValues } from './pages.ts';
+import { formToken } from './session.ts';
+
+const NOTICES: Record<string, string> = {
+  deleted: 'The client was deleted and everything issued to it was revoked.',
+  blocked: 'The client is blocked: it is refused from now on, and everything issued to it was revoked.',
+  unblocked: 'The client is no longer blocked.',
+  saved: 'Changes saved.',
+};
+
+/** The form's fields, as typed: redisplayed with the errors so nothing has to be typed again. */
+interface ClientFormValues {
+  name: string;
+  grant_type: string;
+  redirect_uri: string;
+  client_type: string;
+  trusted: boolean;
+  require_pkce: boolean;
+  scopes: string[];
+}
+
+function clientFormValues(body: RawParams): ClientFormValues {
+  return {
+    name: field(body, 'name'),
+    grant_type: field(body, 'grant_type'),
+    redirect_uri: field(body, 'redirect_uri').trim(),
+    client_type: field(body, 'client_type'),
+    trusted: ticked(body, 'trusted'),
+    require_pkce: ticked(body, 'require_pkce'),
+    scopes: tickedValues(body, 'scope'),
+  };
+}
+
+/** The redirect URLs typed one per line. */
+function linesOf(text: string): string[] {
+  return text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== '');
+}
+
+function changesFrom(values: ClientFormValues): ClientChanges {
+  return { name: values.name, redirectUris: linesOf(values.redirect_uri), trusted: values.trusted, requirePkce: values.require_pkce, scope: values.scopes.join(' ') };
+}
+
+/** Problems the form adds to the registration rules: on a form, no scope ticked is a mistake, not "all". */
+function formProblems(values: ClientFormValues): Record<string, string> {
+  const problems: Record<string, string> = {};
+  if (values.client_type !== 'public' && values.client_type !== 'confidential') problems.client_type = 'Choose public or confidential';
+  if (values.scopes.length === 0) problems.scope = 'Choose at least one scope';
+  return problems;
+}
+
+function clientRow(client: Client) {
+  return { ...describeClient(client), created: formatTime(client.created_at) };
+}
+
+/**
+ * The page a list's link leads to: `?after=<id>` (the next page) or `?before=<id>` (the
+ * previous one), else the first. Any other value is only a key that no row has: an empty page.
+ */
+function pageCursor(query: RawParams): PageCursor {
+  const after = single(query, 'after');
+  if (after !== undefined) return { after: after.slice(0, 2048) };
+  const before = single(query, 'before');
+  return before === undefined ? {} : { before: before.slice(0, 2048) };
+}
+
+function notice(request: FastifyRequest): string | null {
+  const done = (request.query as RawParams).done;
+  return typeof done === 'string' ? (NOTICES[done] ?? null) : null;
+}
+
+export default async function clientRoutes(app: FastifyInstance, { ctx, admin, actor }: AdminRoomOptions) {
+  const post = { ...page, preHandler: app.csrfProtection };
+
+  async function clientOr404(request: FastifyRequest): Promise<Client> {
+    const { id } = request.params as { id: string };
+    const client = await lookupClient(ctx.db, id);
+    // Clients no administrator registered are not edited here: they are blocked from the list.
+    if (!client || client.kind !== 'registered') throw new OAuthError('invalid_request', 'There is no OAuth client with this ID.', undefined, 404);
+    return client;
+  }
+
+  async function clientForm(reply: FastifyReply, data: { client: Client | null; values: ClientFormValues; errors: Record<string, string>; notice?: string | null }) {
+    const editing = data.client !== null;
+    // Every scope of every resource server may be given to a client.
+    const scopeChoices = [...(await scopeDescriptions(ctx))].map(([scope, description]) => ({ scope, description }));
+    return reply.view('admin-client-form.eta', {
+      title: editing ? `Edit ${data.client!.name}` : 'Register a new OAuth client',
+      client: editing ? clientRow(data.client!) : null,
+      values: data.values,
+      errors: data.errors,
+      notice: data.notice ?? null,
+      grantTypes: CLIENT_GRANT_TYPES,
+      scopeChoices,
+      csrfToken: formToken(reply),
+    });
+  }
+
+  app.get('/admin/oauthclients', page, async (request, reply) => {
+    const cursor = pageCursor(request.query as RawParams);
+    const { rows, next, previous } = await listClients(ctx, cursor, CLIENT_PAGE_SIZE);
+    return reply.view('admin-clients.eta', {
+      title: 'OAuth clients',
+      wide: true,
+      clients: rows.map(clientRow),
+      paged: 'after' in cursor || 'before' in cursor,
+      next: next && `/admin/oauthclients?${new URLSearchParams(next)}`,
+      previous: previous && `/admin/oauthclients?${new URLSearchParams(previous)}`,
+      notice: notice(request),
+      csrfToken: formToken(reply),
+    });
+  });
+
+  // Clients no administrator registered are blocked rather than edited (SPEC §4.5, §4.8).
+  // Their IDs may be URLs, so the form carries the ID instead of the path.
+  for (const [action, perform] of Object.entries({ block: blockClient, unblock: unblockClient })) {
+    app.post(`/admin/oauthclients/${action}`, post, async (request, reply) => {
+      const clientId = field(requireFormBody(request), 'client_id');
+      const client = await lookupClient(ctx.db, clientId);
+      if (!client || client.kind === 'registered') throw new OAuthError('invalid_request', 'There is no client with this ID that can be blocked.', undefined, 404);
+      await perform(ctx, client.id, actor(request));
+      request.log.info({ event: `admin_client_${action}ed`, admin: admin(request).id, client: client.id }, `client ${action}ed`);
+      return reply.redirect(`/admin/oauthclients?done=${action}ed`, 303);
+    });
+  }
+
+  app.get('/admin/oauthclients/new', page, async (_request, reply) => {
+    const values: ClientFormValues = {
+      name: '',
+      grant_type: 'authorization_code',
+      redirect_uri: '',
+      client_type: 'public',
+      trusted: false,
+      require_pkce: true,
+      scopes: [...SCOPES],
+    };
+    return clientForm(reply, { client: null, values, errors: {} });
+  });
+
+  app.post('/admin/oauthclients', post, async (request, reply) => {
+    const values = clientFormValues(requireFormBody(request));
+    const input: ClientInput = { ...changesFrom(values), grantType: values.grant_type, confidential: values.client_type === 'confidential' };
+    const errors = { ...clientInputProblems(input), ...formProblems(values) };
+    if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client: null, values, errors });
+    let registered;
+    try {
+      registered = await registerClient(ctx, input, actor(request));
+    } catch (error) {
+      if (!(error instanceof ClientInputError)) throw error;
+      return clientForm(reply.code(400), { client: null, values, errors: { [error.field]: error.message } });
+    }
+    const { client, secret } = registered;
+    request.log.info({ event: 'admin_client_registered', admin: admin(request).id, client: client.id }, 'client registered');
+    return reply.view('admin-client-registered.eta', { title: `Registered ${client.name}`, client: clientRow(client), secret, rotated: false });
+  });
+
+  app.get('/admin/oauthclients/:id', page, async (request, reply) => {
+    const client = await clientOr404(request);
+    const row = clientRow(client);
+    const values: ClientFormValues = {
+      name: client.name,
+      grant_type: client.grant_type,
+      redirect_uri: row.redirect_uris.join('\n'),
+      client_type: row.confidential ? 'confidential' : 'public',
+      trusted: row.trusted,
+      require_pkce: row.require_pkce,
+      scopes: row.scopes,
+    };
+    return clientForm(reply, { client, values, errors: {}, notice: notice(request) });
+  });
+
+  app.post('/admin/oauthclients/:id', post, async (request, reply) => {
+    const client = await clientOr404(request);
+    const values = { ...clientFormValues(requireFormBody(request)), grant_type: client.grant_type, client_type: client.secret_hash === null ? 'public' : 'confidential' };
+    const errors = { ...clientChangeProblems(client, changesFrom(values)), ...formProblems(values) };
+    if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client, values, errors });
+    try {
+      await changeClient(ctx, client, changesFrom(values), actor(request));
+    } catch (error) {
+      if (!(error instanceof ClientInputError)) throw error;
+      return clientForm(reply.code(400), { client, values, errors: { [error.field]: error.message } });
+    }
+    request.log.info({ event: 'admin_client_changed', admin: admin(request).id, client: client.id }, 'client changed');
+    return reply.redirect(`/admin/oauthclients/${client.id}?done=saved`, 303);
+  });
+
+  app.post('/admin/oauthclients/:id/secret', post, async (request, reply) => {
+    const client = await clientOr404(request);
+    requireFormBody(request);
+    const secret = await rotateClientSecret(ctx, client, actor(request));
+    request.log.info({ event: 'admin_client_secret_rotated', admin: admin(request).id, client: client.id }, 'client secret rotated');
+    return reply.view('admin-client-registered.eta', { title: `New secret for ${client.name}`, client: clientRow(client), secret, rotated: true });
+  });
+
+  app.get('/admin/oauthclients/:id/delete', page, async (request, reply) => {
+    const client = await clientOr404(request);
+    return reply.view('admin-client-delete.eta', { title: `Delete ${client.name}`, client: clientRow(client), csrfToken: formToken(reply) });
+  });
+
+  app.post('/admin/oauthclients/:id/delete', post, async (request, reply) => {
+    const client = await clientOr404(request);
+    requireFormBody(request);
+    await removeClient(ctx, client.id, actor(request));
+    request.log.info({ event: 'admin_client_deleted', admin: admin(request).id, client: client.id }, 'client deleted');
+    return reply.redirect('/admin/oauthclients?done=deleted', 303);
+  });
+}
