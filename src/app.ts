@@ -173,7 +173,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   // Every answer gets nosniff and, behind https, HSTS; helmet's browser headers come from a
   // table made once, set on the pages and on a path nothing is routed to (a 404). On the bearer
   // path, helmet's per-request work was a measurable share of the CPU (docs/performance.md).
-  const everyResponse = { 'X-Content-Type-Options': 'nosniff', ...(isHttps(ctx) ? { 'Strict-Transport-Security': HSTS } : {}) };
+  const everyResponse = { 'X-Content-Type-Options': 'nosniff', ...(isHttps(ctx.config) ? { 'Strict-Transport-Security': HSTS } : {}) };
   const pageHeaders = await helmetHeaders(PAGE_SECURITY);
   const unrouted = { ...everyResponse, ...pageHeaders };
   // Hooks that run on every request take a callback rather than returning a promise: one

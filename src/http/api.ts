@@ -1,6 +1,6 @@
 /** The resource side: the bearer-authenticated profile and endpoint discovery. */
 import type { FastifyInstance } from 'fastify';
-import { accountUri } from '../config.ts';
+import { accountUri, type Config } from '../config.ts';
 import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { splitScopes } from '../oauth/scopes.ts';
@@ -42,8 +42,8 @@ const linksSchema = {
   },
 } as const;
 
-export function websocketUrl(ctx: AppContext): string {
-  return `${ctx.config.publicUrl.replace(/^http/, 'ws')}/ws`;
+export function websocketUrl(config: Config): string {
+  return `${config.publicUrl.replace(/^http/, 'ws')}/ws`;
 }
 
 export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
@@ -64,7 +64,7 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
   app.get('/api/links', { schema: { tags: [TAGS.discovery], summary: 'Endpoint discovery for clients that read links', response: linksSchema } }, async () => ({
     'oauth.authorize': `${ctx.config.publicUrl}/oauth/authorize`,
     'oauth.revoke': `${ctx.config.publicUrl}/oauth/revoke`,
-    websocket: websocketUrl(ctx),
+    websocket: websocketUrl(ctx.config),
   }));
 
   rejectOtherMethods(app, ['/api/profile', '/api/links'], 'GET');

@@ -7,11 +7,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { sessionUser } from '../accounts/sessions.ts';
 import type { User } from '../accounts/users.ts';
+import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 
 /** `__Host-` pins a cookie to this host and path `/`, over https only: nothing else can set or shadow it. */
 function cookieName(ctx: AppContext, name: string): string {
-  return isHttps(ctx) ? `__Host-${name}` : name;
+  return isHttps(ctx.config) ? `__Host-${name}` : name;
 }
 
 export function sessionCookieName(ctx: AppContext): string {
@@ -27,8 +28,8 @@ export function noticeCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_notice');
 }
 
-export function isHttps(ctx: AppContext): boolean {
-  return ctx.config.publicUrl.startsWith('https:');
+export function isHttps(config: Config): boolean {
+  return config.publicUrl.startsWith('https:');
 }
 
 /** The session token the request came with, if any. */
@@ -49,7 +50,7 @@ export function currentUser(request: FastifyRequest, ctx: AppContext): Promise<U
 }
 
 export function cookieOptions(ctx: AppContext) {
-  return { path: '/', httpOnly: true, sameSite: 'lax', secure: isHttps(ctx) } as const;
+  return { path: '/', httpOnly: true, sameSite: 'lax', secure: isHttps(ctx.config) } as const;
 }
 
 export function setSessionCookie(reply: FastifyReply, ctx: AppContext, token: string): void {

@@ -24,7 +24,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import type { DatabaseLocation } from '../config.ts';
-import { statementName } from './prepared.ts';
+import { LATER, registerReadNow, statementName, type ReadNow } from './prepared.ts';
 import type { Database } from './schema.ts';
 import * as initial from './migrations/20261122_001_initial.ts';
 import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
@@ -133,23 +133,6 @@ function nodeSqlite(path: string, counter: StatementCounter): { database: Sqlite
       }
     },
   };
-}
-
-/** What `readNow` answers when the read must take its turn on the connection instead. */
-export const LATER = Symbol('later');
-
-/**
- * Runs a reading statement on SQLite's connection at once, without Kysely's connection
- * queue, and returns its first row (undefined for none) — or LATER, when it must not run
- * now. For reads only: a write would skip the wait for another process's write lock.
- */
-export type ReadNow = (sql: string, parameters: readonly unknown[]) => unknown;
-
-const immediateReads = new WeakMap<Kysely<Database>, ReadNow>();
-
-/** The immediate read path of this database (SQLite only; not of a transaction), if it has one. */
-export function readNowOn(db: Kysely<Database>): ReadNow | undefined {
-  return immediateReads.get(db);
 }
 
 /** How long a statement waits for another process's write lock before it fails, as busy_timeout did. */
@@ -266,7 +249,7 @@ export function openStore(location: DatabaseLocation): Store {
   if (location.kind === 'sqlite') {
     const { database, readNow } = nodeSqlite(location.path, counter);
     const db = new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(database) });
-    immediateReads.set(db, readNow);
+    registerReadNow(db, readNow);
     return { db, kind: location.kind, statements, close: () => db.destroy() };
   }
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url, counter) }) });

@@ -8,8 +8,25 @@
  */
 import { createHash } from 'node:crypto';
 import { CompiledQuery, PostgresAdapter, SelectQueryNode, type Compilable, type Kysely, type QueryResult, type SelectQueryBuilder } from 'kysely';
-import { LATER, readNowOn, type ReadNow } from './database.ts';
 import type { Database } from './schema.ts';
+
+/** What a `ReadNow` answers when the read must take its turn on the connection instead. */
+export const LATER = Symbol('later');
+
+/**
+ * Runs a reading statement on SQLite's connection at once, without Kysely's connection
+ * queue, and returns its first row (undefined for none) — or LATER, when it must not run
+ * now. For reads only: a write would skip the wait for another process's write lock.
+ * database.ts makes one per SQLite database and registers it here.
+ */
+export type ReadNow = (sql: string, parameters: readonly unknown[]) => unknown;
+
+const immediateReads = new WeakMap<Kysely<Database>, ReadNow>();
+
+/** Gives `db` (SQLite only; not a transaction) its immediate read path. */
+export function registerReadNow(db: Kysely<Database>, readNow: ReadNow): void {
+  immediateReads.set(db, readNow);
+}
 
 /** Stands in for an argument while the query is compiled; replaced by its value on each run. */
 class Placeholder {
@@ -51,7 +68,7 @@ export function prepare<A extends object, O>(build: (db: Kysely<Database>, args:
     let entry = byDatabase.get(db);
     if (!entry) {
       const { sql, parameters, query } = build(db, placeholders).compile();
-      entry = { sql, parameters, readNow: SelectQueryNode.is(query) ? readNowOn(db) : undefined };
+      entry = { sql, parameters, readNow: SelectQueryNode.is(query) ? immediateReads.get(db) : undefined };
       byDatabase.set(db, entry);
       nameStatement(sql);
     }
