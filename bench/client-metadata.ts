@@ -54,7 +54,9 @@ async function median(label: string, clientIdOf: (round: number) => string): Pro
     if (round >= 0) times.push(performance.now() - started); // the first three warm up
   }
   times.sort((a, b) => a - b);
-  console.log(`${label}: median ${times[Math.floor(times.length / 2)]!.toFixed(2)} ms, p90 ${times[Math.floor(times.length * 0.9)]!.toFixed(2)} ms (${rounds} requests)`);
+  console.log(
+    `${label}: median ${times[Math.floor(times.length / 2)]!.toFixed(2)} ms, p90 ${times[Math.floor(times.length * 0.9)]!.toFixed(2)} ms (${rounds} requests)`,
+  );
 }
 
 await median('registered client (baseline)', () => client.id);

@@ -136,11 +136,12 @@ export function gatehouse(databaseUrl: string, args: string[], input = '', check
     child.stdout.on('data', (chunk) => (stdout += chunk));
     child.stderr.on('data', (chunk) => (stderr += chunk));
     child.once('error', reject);
-    child.once('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`gatehouse ${args.slice(0, 2).join(' ')} exited with ${code}: ${stderr.trim()}`))));
+    child.once('exit', (code) =>
+      code === 0 ? resolve(stdout) : reject(new Error(`gatehouse ${args.slice(0, 2).join(' ')} exited with ${code}: ${stderr.trim()}`)),
+    );
     child.stdin.end(input);
   });
 }
-
 
 export interface Memory {
   /** Resident set size now, MiB. */
@@ -192,7 +193,13 @@ export function processCpuMs(pid: number): number {
  * Starts `node <args>` and waits until `GET <url><readyPath>` answers 200. The last few
  * kilobytes of its stderr are kept, to explain a failed start.
  */
-async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string, readyPath: string, options: { inspect: boolean; quiet: boolean; cwd?: string }): Promise<ServerProcess> {
+async function startProcess(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  url: string,
+  readyPath: string,
+  options: { inspect: boolean; quiet: boolean; cwd?: string },
+): Promise<ServerProcess> {
   refuseAfterInterrupt();
   const { inspect, quiet } = options;
   const child: ChildProcess = spawn(process.execPath, [...(inspect ? ['--inspect=127.0.0.1:0'] : []), ...args], {
@@ -225,7 +232,10 @@ async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string,
       await stop();
       throw new Error(`${args[0]} did not answer on ${url}${readyPath} within 30 s:\n${stderr}`);
     }
-    const ready = await fetch(url + readyPath).then((response) => response.status === 200, () => false);
+    const ready = await fetch(url + readyPath).then(
+      (response) => response.status === 200,
+      () => false,
+    );
     if (ready && (!inspect || /ws:\/\/\S+/.test(stderr))) break;
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
@@ -245,7 +255,10 @@ async function startProcess(args: string[], env: NodeJS.ProcessEnv, url: string,
  * thrown away, so that measuring the cost of logging does not also measure this terminal.
  * `checkout` is the repository whose src/main.ts serves (default this one).
  */
-export async function startGatehouse(databaseUrl: string, options: { inspect?: boolean; logLevel?: string; checkout?: string; workers?: number; cpus?: string | null; nodeOptions?: string } = {}): Promise<ServerProcess> {
+export async function startGatehouse(
+  databaseUrl: string,
+  options: { inspect?: boolean; logLevel?: string; checkout?: string; workers?: number; cpus?: string | null; nodeOptions?: string } = {},
+): Promise<ServerProcess> {
   const logLevel = options.logLevel ?? 'warn';
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
@@ -301,7 +314,8 @@ function childrenOf(pid: number): number[] {
 export function pinning(workers: number): { server: string | null; note: string } {
   const cores = cpus().length;
   if (spawnSync('taskset', ['-V'], { stdio: 'ignore' }).status !== 0) return { server: null, note: 'not pinned: no taskset' };
-  if (cores < workers + 1) return { server: null, note: `not pinned: ${workers} worker(s) and the load generator need ${workers + 1} cores, the machine has ${cores}` };
+  if (cores < workers + 1)
+    return { server: null, note: `not pinned: ${workers} worker(s) and the load generator need ${workers + 1} cores, the machine has ${cores}` };
   spawnSync('taskset', ['-acp', '0', String(process.pid)], { stdio: 'ignore' });
   return { server: `1-${workers}`, note: `pinned: load generator on core 0, server on cores 1-${workers} of ${cores}` };
 }

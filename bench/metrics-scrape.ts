@@ -265,7 +265,19 @@ async function main(): Promise<number> {
     ratio(r.during.p99Ms, r.baseline.p99Ms),
     fixed(r.scrapeSeconds, 2),
   ]);
-  const headers = ['checkout', 'round', 'baseline p50 ms', 'baseline p99 ms', 'during p50 ms', 'during p99 ms', 'during max ms', `during > ${STALLED_MS} ms`, 'p50 × baseline', 'p99 × baseline', `${options.scrapes} scrapes s`];
+  const headers = [
+    'checkout',
+    'round',
+    'baseline p50 ms',
+    'baseline p99 ms',
+    'during p50 ms',
+    'during p99 ms',
+    'during max ms',
+    `during > ${STALLED_MS} ms`,
+    'p50 × baseline',
+    'p99 × baseline',
+    `${options.scrapes} scrapes s`,
+  ];
   console.log(`\n${markdownTable(headers, roundRows)}`);
   const summaryRows = options.checkouts.map((checkout) => {
     const of = rounds.filter((r) => r.checkout === checkout);
@@ -273,15 +285,39 @@ async function main(): Promise<number> {
     return [
       of[0]!.revision,
       `median of ${of.length}`,
-      fixed(m((r) => r.baseline.p50Ms), 2),
-      fixed(m((r) => r.baseline.p99Ms), 2),
-      fixed(m((r) => r.during.p50Ms), 2),
-      fixed(m((r) => r.during.p99Ms), 2),
-      fixed(m((r) => r.during.maxMs), 1),
+      fixed(
+        m((r) => r.baseline.p50Ms),
+        2,
+      ),
+      fixed(
+        m((r) => r.baseline.p99Ms),
+        2,
+      ),
+      fixed(
+        m((r) => r.during.p50Ms),
+        2,
+      ),
+      fixed(
+        m((r) => r.during.p99Ms),
+        2,
+      ),
+      fixed(
+        m((r) => r.during.maxMs),
+        1,
+      ),
       `${fixed(m((r) => r.during.stalled) * 100, 0)} %`,
-      `${fixed(m((r) => r.during.p50Ms / r.baseline.p50Ms), 1)}×`,
-      `${fixed(m((r) => r.during.p99Ms / r.baseline.p99Ms), 1)}×`,
-      fixed(m((r) => r.scrapeSeconds), 2),
+      `${fixed(
+        m((r) => r.during.p50Ms / r.baseline.p50Ms),
+        1,
+      )}×`,
+      `${fixed(
+        m((r) => r.during.p99Ms / r.baseline.p99Ms),
+        1,
+      )}×`,
+      fixed(
+        m((r) => r.scrapeSeconds),
+        2,
+      ),
     ];
   });
   console.log(`\n${markdownTable(headers, summaryRows)}`);

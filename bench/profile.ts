@@ -88,7 +88,11 @@ function area(callFrame: Runtime.CallFrame): string {
     return scope!.startsWith('@') ? `${scope}/${name}` : scope!;
   }
   if (where.startsWith('node:')) {
-    const module = where.slice('node:'.length).replace(/^internal\//, '').split('/')[0]!.replace(/\.js$/, '');
+    const module = where
+      .slice('node:'.length)
+      .replace(/^internal\//, '')
+      .split('/')[0]!
+      .replace(/\.js$/, '');
     return `node:${module}`;
   }
   return where;

@@ -63,10 +63,19 @@ try {
   let authorized!: Awaited<ReturnType<typeof obtainCallback>>;
   rows.push(['authorize (consented session → code)', await counted(async () => (authorized = await obtainCallback(app, agent)))]);
   let pair!: oauth.TokenEndpointResponse;
-  rows.push(['code exchange', await counted(async () => (pair = await oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, authorized))))]);
+  rows.push([
+    'code exchange',
+    await counted(async () => (pair = await oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, authorized)))),
+  ]);
   let next!: oauth.TokenEndpointResponse;
-  rows.push(['refresh', await counted(async () => (next = await oauth.processRefreshTokenResponse(app.as, app.client, await refreshRequest(app, pair.refresh_token!))))]);
-  rows.push(['revocation (public client, refresh token)', await counted(async () => assertStatus(200)(await postForm(server, '/oauth/revoke', { token: next.refresh_token!, client_id: client.id })))]);
+  rows.push([
+    'refresh',
+    await counted(async () => (next = await oauth.processRefreshTokenResponse(app.as, app.client, await refreshRequest(app, pair.refresh_token!)))),
+  ]);
+  rows.push([
+    'revocation (public client, refresh token)',
+    await counted(async () => assertStatus(200)(await postForm(server, '/oauth/revoke', { token: next.refresh_token!, client_id: client.id }))),
+  ]);
 
   const device = await deviceApp(server);
   const codes = await requestCodes(device);
@@ -78,7 +87,9 @@ try {
   const machineApp = await discover(server, machine.client.id, { secret: machine.secret });
   rows.push([
     'client_credentials',
-    await counted(async () => assertStatus(200)(await oauth.clientCredentialsGrantRequest(machineApp.as, machineApp.client, machineApp.auth, new URLSearchParams(), insecure))),
+    await counted(async () =>
+      assertStatus(200)(await oauth.clientCredentialsGrantRequest(machineApp.as, machineApp.client, machineApp.auth, new URLSearchParams(), insecure)),
+    ),
   ]);
 } finally {
   await server.close();

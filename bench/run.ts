@@ -230,9 +230,11 @@ function readOptions(argv: string[]): Options | null {
     nodeOptions: values['node-options'] ?? '',
   };
   if (values['no-peer'] && values.peers !== undefined) throw new Error('--no-peer and --peers contradict each other');
-  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(options.logLevel)) throw new Error(`--log-level: unknown level "${options.logLevel}"`);
+  if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(options.logLevel))
+    throw new Error(`--log-level: unknown level "${options.logLevel}"`);
   if (options.workers > 1 && options.cpuProfileDir) throw new Error('--cpu-prof profiles one process: use it with --workers 1');
-  if (options.requests < options.connections * 4) throw new Error(`--requests must be at least 4 × --connections (${options.connections * 4}): the warm-up gets a quarter`);
+  if (options.requests < options.connections * 4)
+    throw new Error(`--requests must be at least 4 × --connections (${options.connections * 4}): the warm-up gets a quarter`);
   return options;
 }
 
@@ -272,7 +274,15 @@ function pkce() {
 }
 
 function authorizePath(clientId: string, state: string, challenge: string): string {
-  const query = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT_URI, scope: SCOPE, state, code_challenge: challenge, code_challenge_method: 'S256' });
+  const query = new URLSearchParams({
+    response_type: 'code',
+    client_id: clientId,
+    redirect_uri: REDIRECT_URI,
+    scope: SCOPE,
+    state,
+    code_challenge: challenge,
+    code_challenge_method: 'S256',
+  });
   return `/oauth/authorize?${query}`;
 }
 
@@ -311,7 +321,8 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
   const statementsAfter = await statements?.();
   const memory = target.server.memory();
   const problem = failureReport(result);
-  if (problem) throw new Error(`${LABELS[phase]}${record ? '' : ' (preparing or warming up)'}: ${failures(result)} of ${result.requests} requests failed: ${problem}`);
+  if (problem)
+    throw new Error(`${LABELS[phase]}${record ? '' : ' (preparing or warming up)'}: ${failures(result)} of ${result.requests} requests failed: ${problem}`);
   if (!record) return;
   const entry: PhaseRecord = {
     server: target.name,
@@ -412,7 +423,13 @@ function exchange(target: Target, codes: Array<{ code: string; verifier: string 
 }
 
 function refresh(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<Pair[]> {
-  return tokenRequests(target, 'refresh', n, () => ({ grant_type: 'refresh_token', refresh_token: take(pairs, { access: '', refresh: 'exhausted' }).refresh, client_id: target.clientId }), sink);
+  return tokenRequests(
+    target,
+    'refresh',
+    n,
+    () => ({ grant_type: 'refresh_token', refresh_token: take(pairs, { access: '', refresh: 'exhausted' }).refresh, client_id: target.clientId }),
+    sink,
+  );
 }
 
 /** `n` fresh token pairs: authorizations, then their exchanges. */
@@ -688,9 +705,16 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
   try {
     const password = randomBytes(18).toString('base64url');
     await gatehouse(database.url, ['user', 'create', USERNAME, '--email', `${USERNAME}@example.com`, '--admin', '--password-stdin'], password);
-    const created = async (args: string[]) => JSON.parse(await gatehouse(database.url, ['client', 'create', ...args, '--json'])) as { client_id: string; client_secret?: string };
+    const created = async (args: string[]) =>
+      JSON.parse(await gatehouse(database.url, ['client', 'create', ...args, '--json'])) as { client_id: string; client_secret?: string };
     const { client_id: clientId } = await created(['--name', 'Bench client', '--redirect-uri', REDIRECT_URI]);
-    server = await startGatehouse(database.url, { inspect: options.cpuProfileDir !== null, logLevel: options.logLevel, workers: options.workers, cpus: options.serverCpus, nodeOptions: options.nodeOptions });
+    server = await startGatehouse(database.url, {
+      inspect: options.cpuProfileDir !== null,
+      logLevel: options.logLevel,
+      workers: options.workers,
+      cpus: options.serverCpus,
+      nodeOptions: options.nodeOptions,
+    });
 
     const agent = new UserAgent(server.url);
     const outcome = await agent.authorize(authorizePath(clientId, 'consent', pkce().challenge), { username: USERNAME, password, decision: 'approve' });
@@ -715,7 +739,12 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
       const deviceCookie = cookieHeader(agent);
       device = {
         clientId: client_id,
-        approval: (userCode) => ({ method: 'POST', path: '/device', headers: { cookie: deviceCookie }, form: { ...Object.fromEntries(fields), user_code: userCode, decision: 'approve' } }),
+        approval: (userCode) => ({
+          method: 'POST',
+          path: '/device',
+          headers: { cookie: deviceCookie },
+          form: { ...Object.fromEntries(fields), user_code: userCode, decision: 'approve' },
+        }),
       };
     }
     profiler = await attachProfiler(server, options);
@@ -755,7 +784,8 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
     server = await startPeer(adapter, directory.path, { inspect: options.cpuProfileDir !== null });
     const agent = new UserAgent(server.url);
     const outcome = await agent.visit(authorizePath(PEER_CLIENTS.public, 'consent', pkce().challenge));
-    if (outcome.redirect?.searchParams.get('code') == null) throw new Error(`the first authorization did not end in a redirect with a code (status ${outcome.response.status})`);
+    if (outcome.redirect?.searchParams.get('code') == null)
+      throw new Error(`the first authorization did not end in a redirect with a code (status ${outcome.response.status})`);
     profiler = await attachProfiler(server, options);
     return {
       name: `peer-${adapter}`,
@@ -905,7 +935,10 @@ async function main(): Promise<number> {
       options.backends = options.backends.filter((backend) => backend !== 'postgres');
     }
   }
-  const servers: ServerName[] = [...options.backends.map((backend) => `gatehouse-${backend}` as const), ...options.peers.map((adapter) => `peer-${adapter}` as const)];
+  const servers: ServerName[] = [
+    ...options.backends.map((backend) => `gatehouse-${backend}` as const),
+    ...options.peers.map((adapter) => `peer-${adapter}` as const),
+  ];
   const warm = Math.max(options.connections, Math.floor(options.requests / 4));
   console.log(
     `Gatehouse bench at ${measured}: ${servers.map((s) => SERVER_LABELS[s]).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers}${options.nodeOptions ? `, NODE_OPTIONS=${options.nodeOptions}` : ''} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
@@ -951,7 +984,8 @@ async function main(): Promise<number> {
     pooled = await Promise.all(ceilings.map((ceiling) => ceiling.finish()));
   }
   const [nodeCeiling, fastifyCeiling] = pooled as [PhaseRecord, PhaseRecord];
-  for (const c of pooled) console.log(`  ${c.label}: ${fixed(c.rps, 0)} req/s, p50 ${fixed(c.p50Ms, 2)} ms, p99 ${fixed(c.p99Ms, 2)} ms, CPU ${fixed(c.cpuMsPerRequest, 3)} ms/req`);
+  for (const c of pooled)
+    console.log(`  ${c.label}: ${fixed(c.rps, 0)} req/s, p50 ${fixed(c.p50Ms, 2)} ms, p99 ${fixed(c.p99Ms, 2)} ms, CPU ${fixed(c.cpuMsPerRequest, 3)} ms/req`);
 
   const summaries = summarize(records, servers, options.phases, nodeCeiling, fastifyCeiling);
   const comparison = options.peers.length > 0 ? sideBySide(summaries, options) : null;
@@ -972,7 +1006,19 @@ async function main(): Promise<number> {
   });
 
   const rows = [
-    ...pooled.map((c) => ['ceiling', c.label, c.requests, fixed(c.rps, 0), fixed(c.p50Ms, 2), fixed(c.p99Ms, 2), fixed(c.cpuMsPerRequest, 3), fixed(c.memory.rssMiB, 0), `${fixed((c.rps / nodeCeiling.rps) * 100, 1)} %`, `${fixed((c.rps / fastifyCeiling.rps) * 100, 1)} %`, '–']),
+    ...pooled.map((c) => [
+      'ceiling',
+      c.label,
+      c.requests,
+      fixed(c.rps, 0),
+      fixed(c.p50Ms, 2),
+      fixed(c.p99Ms, 2),
+      fixed(c.cpuMsPerRequest, 3),
+      fixed(c.memory.rssMiB, 0),
+      `${fixed((c.rps / nodeCeiling.rps) * 100, 1)} %`,
+      `${fixed((c.rps / fastifyCeiling.rps) * 100, 1)} %`,
+      '–',
+    ]),
     ...summaries.map((s) => [
       SERVER_LABELS[s.server],
       s.label,
@@ -987,7 +1033,19 @@ async function main(): Promise<number> {
       perRequest(s.statementsPerRequest),
     ]),
   ];
-  const headers = ['server', 'phase', 'requests', 'req/s', 'p50 ms', 'p99 ms', 'CPU ms/req', 'RSS MiB', 'of bare node:http', 'of bare Fastify', `${statementsColumn(options.backends)} per request`];
+  const headers = [
+    'server',
+    'phase',
+    'requests',
+    'req/s',
+    'p50 ms',
+    'p99 ms',
+    'CPU ms/req',
+    'RSS MiB',
+    'of bare node:http',
+    'of bare Fastify',
+    `${statementsColumn(options.backends)} per request`,
+  ];
   console.log(`\n${markdownTable(headers, rows)}\n`);
   if (comparison) console.log(`${markdownTable(comparison.headers, comparison.rows, 1)}\n`);
   if (options.rounds > 1) console.log(`Medians of ${options.rounds} interleaved rounds.`);

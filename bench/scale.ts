@@ -172,7 +172,7 @@ async function insertGrants(
   const kept: Array<{ access: string; refresh: string }> = [];
   const started = performance.now();
   const last = { shown: 0 };
-  for (let done = 0; done < total; ) {
+  for (let done = 0; done < total;) {
     await db.transaction().execute(async (trx) => {
       for (let b = 0; b < BATCHES_PER_TRANSACTION && done < total; b++) {
         const n = Math.min(BATCH, total - done);
@@ -187,7 +187,17 @@ async function insertGrants(
           const refreshToken = mintToken('refresh');
           if (keep) kept.push({ access: accessToken.token, refresh: refreshToken.token });
           const userId = owners.userIds[(done + i) % owners.userIds.length]!;
-          grants.push({ id, client_id: owners.clientId, user_id: userId, resource_id: 'builtin', scopes: SCOPES, created_at: times.createdAt, last_used_at: times.createdAt, revoked_at: null, expires_at: times.refreshExpiresAt });
+          grants.push({
+            id,
+            client_id: owners.clientId,
+            user_id: userId,
+            resource_id: 'builtin',
+            scopes: SCOPES,
+            created_at: times.createdAt,
+            last_used_at: times.createdAt,
+            revoked_at: null,
+            expires_at: times.refreshExpiresAt,
+          });
           access.push({ hash: accessToken.hash, grant_id: id, scopes: SCOPES, created_at: times.createdAt, expires_at: times.accessExpiresAt });
           refresh.push({ hash: refreshToken.hash, grant_id: id, created_at: times.createdAt, expires_at: times.refreshExpiresAt });
         }
@@ -206,7 +216,9 @@ async function insertGrants(
 async function prepareOwners(db: Kysely<Database>, databaseUrl: string): Promise<Owners> {
   const password = randomBytes(18).toString('base64url');
   await gatehouse(databaseUrl, ['user', 'create', USERNAME, '--email', `${USERNAME}@example.com`, '--admin', '--password-stdin'], password);
-  const { client_id: clientId } = JSON.parse(await gatehouse(databaseUrl, ['client', 'create', '--name', 'Bench client', '--redirect-uri', 'http://127.0.0.1:9/callback', '--json'])) as {
+  const { client_id: clientId } = JSON.parse(
+    await gatehouse(databaseUrl, ['client', 'create', '--name', 'Bench client', '--redirect-uri', 'http://127.0.0.1:9/callback', '--json']),
+  ) as {
     client_id: string;
   };
   const { id: benchUserId } = await db.selectFrom('users').select('id').where('username_key', '=', USERNAME).executeTakeFirstOrThrow();
@@ -228,7 +240,10 @@ async function prepareOwners(db: Kysely<Database>, databaseUrl: string): Promise
 }
 
 async function countRows(db: Kysely<Database>, table: 'grants' | 'access_tokens' | 'refresh_tokens'): Promise<number> {
-  const row = await db.selectFrom(table).select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  const row = await db
+    .selectFrom(table)
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .executeTakeFirstOrThrow();
   return Number(row.n);
 }
 
@@ -288,15 +303,33 @@ async function ceilingRps(options: Options): Promise<number> {
 }
 
 /** Refresh and bearer latency with `probes` fresh grants; the first quarter warms up. */
-async function measureLevel(server: ServerProcess, owners: Owners, probes: Array<{ access: string; refresh: string }>, grants: number, options: Options): Promise<LevelRecord[]> {
+async function measureLevel(
+  server: ServerProcess,
+  owners: Owners,
+  probes: Array<{ access: string; refresh: string }>,
+  grants: number,
+  options: Options,
+): Promise<LevelRecord[]> {
   const { connections, requests } = options;
   const ceiling = await ceilingRps(options);
   const warm = probes.splice(0, Math.floor(requests / 4));
   let turn = 0;
   const bearer = (amount: number, tokens: typeof probes) =>
-    runLoad({ url: server.url, connections, amount, expect: 200, next: () => ({ path: '/api/profile', headers: { authorization: `Bearer ${tokens[turn++ % tokens.length]!.access}` } }) });
+    runLoad({
+      url: server.url,
+      connections,
+      amount,
+      expect: 200,
+      next: () => ({ path: '/api/profile', headers: { authorization: `Bearer ${tokens[turn++ % tokens.length]!.access}` } }),
+    });
   const refresh = (tokens: typeof probes) =>
-    runLoad({ url: server.url, connections, amount: tokens.length, expect: 200, next: () => refreshRequest(owners.clientId, tokens.shift()?.refresh ?? 'exhausted') });
+    runLoad({
+      url: server.url,
+      connections,
+      amount: tokens.length,
+      expect: 200,
+      next: () => refreshRequest(owners.clientId, tokens.shift()?.refresh ?? 'exhausted'),
+    });
 
   check('warm-up bearer', await bearer(requests, warm));
   check('warm-up refresh', await refresh(warm));
@@ -329,13 +362,25 @@ async function measureLevel(server: ServerProcess, owners: Owners, probes: Array
  * Runs `gatehouse purge` (another process, as an operator or cron would) while refresh and
  * bearer load run against the server; splits the latencies by when each response finished.
  */
-async function purgeUnderLoad(server: ServerProcess, databaseUrl: string, owners: Owners, probes: Array<{ access: string; refresh: string }>, expiredRows: number, options: Options): Promise<PurgeRecord> {
+async function purgeUnderLoad(
+  server: ServerProcess,
+  databaseUrl: string,
+  owners: Owners,
+  probes: Array<{ access: string; refresh: string }>,
+  expiredRows: number,
+  options: Options,
+): Promise<PurgeRecord> {
   const half = Math.max(1, Math.floor(options.connections / 2));
   const accessTokens = probes.map((p) => p.access);
   // Each refresh hands back the successor, which goes to the back of the queue: the pool never runs dry.
   const refreshTokens = probes.map((p) => p.refresh);
   let turn = 0;
-  const bearer = startLoad({ url: server.url, connections: half, expect: 200, next: () => ({ path: '/api/profile', headers: { authorization: `Bearer ${accessTokens[turn++ % accessTokens.length]}` } }) });
+  const bearer = startLoad({
+    url: server.url,
+    connections: half,
+    expect: 200,
+    next: () => ({ path: '/api/profile', headers: { authorization: `Bearer ${accessTokens[turn++ % accessTokens.length]}` } }),
+  });
   const refresh = startLoad({
     url: server.url,
     connections: half,
@@ -371,7 +416,14 @@ async function purgeUnderLoad(server: ServerProcess, databaseUrl: string, owners
     ] as const;
     for (const [window, from, to] of spans) {
       const latencies = result.latencies.filter((_, i) => result.finishedAt[i]! >= from && result.finishedAt[i]! < to);
-      windows.push({ load, window, requests: latencies.length, p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99), maxMs: latencies.reduce((a, b) => Math.max(a, b), 0) });
+      windows.push({
+        load,
+        window,
+        requests: latencies.length,
+        p50Ms: percentile(latencies, 50),
+        p99Ms: percentile(latencies, 99),
+        maxMs: latencies.reduce((a, b) => Math.max(a, b), 0),
+      });
     }
   }
   return { expiredRowsInserted: expiredRows, seconds: (purgeEnd - purgeStart) / 1000, deleted, windows, failures };
@@ -445,7 +497,9 @@ async function main(): Promise<number> {
   const { options } = parsed;
   const startedAt = new Date().toISOString();
   const measured = revision();
-  console.log(`Gatehouse scale bench at ${measured}: levels ${options.levels.map((l) => l.toLocaleString('en')).join(' → ')} grants, ${options.connections} connections`);
+  console.log(
+    `Gatehouse scale bench at ${measured}: levels ${options.levels.map((l) => l.toLocaleString('en')).join(' → ')} grants, ${options.connections} connections`,
+  );
   const reports: BackendReport[] = [];
   for (const backend of options.backends) {
     if (backend === 'postgres') {
@@ -461,7 +515,16 @@ async function main(): Promise<number> {
 
   const file = saveResults(`scale-${timestamp()}`, { kind: 'scale', startedAt, revision: measured, machine: machine(), options, backends: reports });
   const levelRows = reports.flatMap((r) =>
-    r.levels.map((l) => [r.backend, l.operation, l.grants.toLocaleString('en'), fixed(l.rps, 0), `${fixed(l.ofCeiling * 100, 1)} %`, fixed(l.p50Ms, 2), fixed(l.p99Ms, 2), fixed(l.rssMiB, 0)]),
+    r.levels.map((l) => [
+      r.backend,
+      l.operation,
+      l.grants.toLocaleString('en'),
+      fixed(l.rps, 0),
+      `${fixed(l.ofCeiling * 100, 1)} %`,
+      fixed(l.p50Ms, 2),
+      fixed(l.p99Ms, 2),
+      fixed(l.rssMiB, 0),
+    ]),
   );
   console.log(`\n${markdownTable(['backend', 'operation', 'grants stored', 'req/s', 'of ceiling', 'p50 ms', 'p99 ms', 'RSS MiB'], levelRows, 3)}`);
   const purgeRows = reports.flatMap((r) =>

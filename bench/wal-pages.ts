@@ -33,7 +33,10 @@ const FRAME_HEADER = 24;
 const CHECKPOINT_EVERY = [1000, 10_000];
 
 function readOptions(argv: string[]): { requests: number; trees: boolean } | null {
-  const { values } = parseArgs({ args: argv, options: { requests: { type: 'string', default: '2000' }, trees: { type: 'boolean', default: false }, help: { type: 'boolean' } } });
+  const { values } = parseArgs({
+    args: argv,
+    options: { requests: { type: 'string', default: '2000' }, trees: { type: 'boolean', default: false }, help: { type: 'boolean' } },
+  });
   if (values.help) return null;
   const requests = Number(values.requests);
   if (!Number.isInteger(requests) || requests < 1) throw new Error('--requests must be a positive integer');
@@ -81,7 +84,9 @@ async function main(): Promise<void> {
   /** Which B-tree each page belongs to, as the database is now (a snapshot of its own, read outside the run's). */
   const treesOf = () => {
     const now = new DatabaseSync(path, { readOnly: true });
-    const names = new Map((now.prepare('select pageno, name from dbstat').all() as Array<{ pageno: number; name: string }>).map((row) => [row.pageno, row.name]));
+    const names = new Map(
+      (now.prepare('select pageno, name from dbstat').all() as Array<{ pageno: number; name: string }>).map((row) => [row.pageno, row.name]),
+    );
     now.close();
     return names;
   };
@@ -120,7 +125,9 @@ async function main(): Promise<void> {
     const outcome = await agent.visit(authorization.url.pathname + authorization.url.search);
     return { callback: oauth.validateAuthResponse(app.as, app.client, outcome.redirect!, authorization.state), verifier: authorization.verifier };
   });
-  const pairs = await measure('code exchange', callbacks, async (authorized) => oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, authorized)));
+  const pairs = await measure('code exchange', callbacks, async (authorized) =>
+    oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, authorized)),
+  );
   const rotated = await measure('refresh with rotation', pairs, (pair) => refresh(app, pair.refresh_token!));
   await measure('bearer GET /api/profile', rotated, async (pair) => {
     if ((await profile(server, pair.access_token)).status !== 200) throw new Error('a bearer request failed');
@@ -136,7 +143,11 @@ async function main(): Promise<void> {
   }
   server.advance(5); // the polling interval
   await measure('device-code exchange', deviceCodes, async (code) =>
-    oauth.processGenericTokenEndpointResponse(device.as, device.client, await oauth.deviceCodeGrantRequest(device.as, device.client, device.auth, code, insecure)),
+    oauth.processGenericTokenEndpointResponse(
+      device.as,
+      device.client,
+      await oauth.deviceCodeGrantRequest(device.as, device.client, device.auth, code, insecure),
+    ),
   );
 
   reader.exec('rollback');
@@ -144,10 +155,21 @@ async function main(): Promise<void> {
   await server.close();
   console.log(`SQLite, ${pageSize / 1024} KiB pages, ${n} requests per operation, one at a time:\n`);
   const copiedHeaders = CHECKPOINT_EVERY.map((every) => `copied back per request, checkpoint every ${every.toLocaleString('en')} pages`);
-  console.log(markdownTable(['operation', 'WAL pages per request', ...copiedHeaders], results.map((r) => [r.operation, fixed(r.walPages), ...r.copied.map((c) => fixed(c))]), 1));
+  console.log(
+    markdownTable(
+      ['operation', 'WAL pages per request', ...copiedHeaders],
+      results.map((r) => [r.operation, fixed(r.walPages), ...r.copied.map((c) => fixed(c))]),
+      1,
+    ),
+  );
   if (trees) {
     for (const r of results.filter((r) => r.trees.size > 0)) {
-      console.log(`\n${r.operation}: ${[...r.trees].sort((a, b) => b[1] - a[1]).map(([name, pages]) => `${name} ${fixed(pages, 2)}`).join(', ')}`);
+      console.log(
+        `\n${r.operation}: ${[...r.trees]
+          .sort((a, b) => b[1] - a[1])
+          .map(([name, pages]) => `${name} ${fixed(pages, 2)}`)
+          .join(', ')}`,
+      );
     }
   }
 }

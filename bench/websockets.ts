@@ -8,7 +8,20 @@
 import { parseArgs } from 'node:util';
 import WebSocket from 'ws';
 import { UserAgent } from '../test/support/user-agent.ts';
-import { DEFAULT_POSTGRES_URL, createDatabase, fixed, gatehouse, markdownTable, percentile, postgresProblem, saveResults, shout, startGatehouse, timestamp, type BackendName } from './harness.ts';
+import {
+  DEFAULT_POSTGRES_URL,
+  createDatabase,
+  fixed,
+  gatehouse,
+  markdownTable,
+  percentile,
+  postgresProblem,
+  saveResults,
+  shout,
+  startGatehouse,
+  timestamp,
+  type BackendName,
+} from './harness.ts';
 
 const HELP = `Usage: npm run bench:ws -- [--sockets N] [--grants N] [--concurrency N] [--backend sqlite|postgres|both]
 
@@ -61,11 +74,16 @@ async function mintTokens(url: string, clientId: string, grants: number): Promis
 }
 
 /** One backend's run: G grants, N sockets over them, then every grant revoked at once. */
-export async function websocketLoad(backend: BackendName, { sockets: SOCKETS, grants: GRANTS, concurrency: CONCURRENCY }: WebsocketLoadOptions = DEFAULT_WEBSOCKET_LOAD): Promise<WebsocketResult> {
+export async function websocketLoad(
+  backend: BackendName,
+  { sockets: SOCKETS, grants: GRANTS, concurrency: CONCURRENCY }: WebsocketLoadOptions = DEFAULT_WEBSOCKET_LOAD,
+): Promise<WebsocketResult> {
   const database = await createDatabase(backend, DEFAULT_POSTGRES_URL);
   try {
     await gatehouse(database.url, ['user', 'create', 'bench', '--email', 'bench@example.com', '--password-stdin'], PASSWORD);
-    const { client_id: clientId } = JSON.parse(await gatehouse(database.url, ['client', 'create', '--name', 'WS bench', '--redirect-uri', REDIRECT_URI, '--json'])) as { client_id: string };
+    const { client_id: clientId } = JSON.parse(
+      await gatehouse(database.url, ['client', 'create', '--name', 'WS bench', '--redirect-uri', REDIRECT_URI, '--json']),
+    ) as { client_id: string };
     const server = await startGatehouse(database.url);
     try {
       const tokens = await mintTokens(server.url, clientId, GRANTS);
@@ -141,7 +159,17 @@ export async function measureWebsockets(backends: BackendName[], options: Websoc
   console.log(
     `\n${markdownTable(
       ['backend', 'sockets', 'connects/s', 'p50 ms', 'p99 ms', 'RSS before MiB', 'RSS after MiB', 'KiB/socket', 'all closed after ms'],
-      results.map((r) => [r.backend, r.sockets, fixed(r.connectPerSecond, 0), fixed(r.connectP50Ms), fixed(r.connectP99Ms), fixed(r.rssBeforeMiB), fixed(r.rssAfterMiB), fixed(r.kibPerSocket), fixed(r.closeAllMs, 0)]),
+      results.map((r) => [
+        r.backend,
+        r.sockets,
+        fixed(r.connectPerSecond, 0),
+        fixed(r.connectP50Ms),
+        fixed(r.connectP99Ms),
+        fixed(r.rssBeforeMiB),
+        fixed(r.rssAfterMiB),
+        fixed(r.kibPerSocket),
+        fixed(r.closeAllMs, 0),
+      ]),
     )}\nWebSocket results: ${file}`,
   );
   return results;

@@ -3,13 +3,7 @@
  * by `gatehouse serve` and by the tests.
  */
 import { fileURLToPath } from 'node:url';
-import Fastify, {
-  type FastifyError,
-  type FastifyInstance,
-  type FastifyReply,
-  type onSendHookHandler,
-  type onResponseHookHandler,
-} from 'fastify';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type onSendHookHandler, type onResponseHookHandler } from 'fastify';
 import cookie from '@fastify/cookie';
 import cors, { type FastifyCorsOptions } from '@fastify/cors';
 import csrf from '@fastify/csrf-protection';
@@ -65,9 +59,24 @@ export interface AppOptions {
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 
 /** The endpoints browser-based clients call from other origins (SPEC §4.4), besides the metadata. */
-const CORS_PATHS = ['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/register', '/oauth/introspect', '/api/profile', '/api/links', '/openapi.json'];
+const CORS_PATHS = [
+  '/api/token',
+  '/oauth/device_authorization',
+  '/oauth/revoke',
+  '/oauth/register',
+  '/oauth/introspect',
+  '/api/profile',
+  '/api/links',
+  '/openapi.json',
+];
 /** What those endpoints answer: readable from any origin, without credentials. One object, made once, for every request. */
-const CORS_ENDPOINT: FastifyCorsOptions = { origin: '*', methods: ['GET', 'POST'], allowedHeaders: ['Authorization', 'Content-Type'], exposedHeaders: ['WWW-Authenticate', 'Retry-After'], maxAge: 600 };
+const CORS_ENDPOINT: FastifyCorsOptions = {
+  origin: '*',
+  methods: ['GET', 'POST'],
+  allowedHeaders: ['Authorization', 'Content-Type'],
+  exposedHeaders: ['WWW-Authenticate', 'Retry-After'],
+  maxAge: 600,
+};
 const NO_CORS: FastifyCorsOptions = { origin: false };
 
 const HSTS = 'max-age=31536000; includeSubDomains';
@@ -164,7 +173,16 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     frameworkErrors: (error, request, reply) => {
       const tooLong = error.code === 'FST_ERR_MAX_PARAM_LENGTH';
       // Answered by the same error handler as every other refusal (src/http/errors.ts).
-      void app.errorHandler(new OAuthError('invalid_request', tooLong ? 'the request URL is too long' : 'the request URL is malformed', error.code, tooLong ? 414 : 400) as unknown as FastifyError, request, reply as FastifyReply);
+      void app.errorHandler(
+        new OAuthError(
+          'invalid_request',
+          tooLong ? 'the request URL is too long' : 'the request URL is malformed',
+          error.code,
+          tooLong ? 414 : 400,
+        ) as unknown as FastifyError,
+        request,
+        reply as FastifyReply,
+      );
     },
   });
   const ctx = await openContext(config, store, app.log, options.now);

@@ -68,7 +68,10 @@ export function runPrimary(count: number, log: PrimaryLogger): Promise<number> {
       restarts.push(now);
       while (restarts[0]! <= now - RESTART_WINDOW_MS) restarts.shift();
       if (restarts.length > MAX_RESTARTS) {
-        log.error({ worker_pid: worker.process.pid, code, signal }, `a worker exited (code ${code}, signal ${signal}) and workers have exited ${restarts.length} times within ${RESTART_WINDOW_MS / 1000} s: giving up`);
+        log.error(
+          { worker_pid: worker.process.pid, code, signal },
+          `a worker exited (code ${code}, signal ${signal}) and workers have exited ${restarts.length} times within ${RESTART_WINDOW_MS / 1000} s: giving up`,
+        );
         exitCode = 1;
         stop('SIGTERM');
         if (slots.size === 0) resolve(exitCode);

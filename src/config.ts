@@ -95,7 +95,8 @@ export const MAX_WORKERS = 64;
 /** WORKERS: a whole number from 1 to MAX_WORKERS, or `auto` for one per available core (at most MAX_WORKERS). */
 function workers(env: Env): number {
   if (env.WORKERS === 'auto') return Math.min(availableParallelism(), MAX_WORKERS);
-  if (env.WORKERS !== undefined && env.WORKERS !== '' && !/^\d+$/.test(env.WORKERS)) throw new ConfigError(`WORKERS must be a whole number from 1 to ${MAX_WORKERS}, or auto, got "${env.WORKERS}"`);
+  if (env.WORKERS !== undefined && env.WORKERS !== '' && !/^\d+$/.test(env.WORKERS))
+    throw new ConfigError(`WORKERS must be a whole number from 1 to ${MAX_WORKERS}, or auto, got "${env.WORKERS}"`);
   return integer(env, 'WORKERS', 1, 1, MAX_WORKERS);
 }
 
@@ -174,7 +175,10 @@ function metricsToken(env: Env): string | null {
 
 /** Lower-cased host names, each optionally `*.`-prefixed; empty entries (a trailing comma) are dropped. */
 function hostPatterns(env: Env, name: string): readonly string[] {
-  const entries = (env[name] ?? '').split(',').map((entry) => entry.trim().toLowerCase()).filter((entry) => entry !== '');
+  const entries = (env[name] ?? '')
+    .split(',')
+    .map((entry) => entry.trim().toLowerCase())
+    .filter((entry) => entry !== '');
   const bad = entries.find((entry) => !/^(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(entry));
   if (bad !== undefined) throw new ConfigError(`${name} must be comma-separated host names (*.example.com for subdomains), got "${bad}"`);
   return Object.freeze(entries);

@@ -38,7 +38,12 @@ export function createMetrics(store: Store): Metrics {
   collectDefaultMetrics({ register: registry });
   const registers = [registry];
 
-  const requests = new Counter({ name: 'gatehouse_http_requests_total', help: 'HTTP requests answered, by route and status', labelNames: ['method', 'route', 'status'], registers });
+  const requests = new Counter({
+    name: 'gatehouse_http_requests_total',
+    help: 'HTTP requests answered, by route and status',
+    labelNames: ['method', 'route', 'status'],
+    registers,
+  });
   const latency = new Histogram({
     name: 'gatehouse_http_request_duration_seconds',
     help: 'Time to answer an HTTP request, by route',
@@ -46,16 +51,44 @@ export function createMetrics(store: Store): Metrics {
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5],
     registers,
   });
-  const failures = new Counter({ name: 'gatehouse_request_failures_total', help: 'Requests refused or failed, by OAuth error code', labelNames: ['error', 'status'], registers });
+  const failures = new Counter({
+    name: 'gatehouse_request_failures_total',
+    help: 'Requests refused or failed, by OAuth error code',
+    labelNames: ['error', 'status'],
+    registers,
+  });
   const issued = new Counter({ name: 'gatehouse_tokens_issued_total', help: 'Token responses issued, by grant type', labelNames: ['grant_type'], registers });
-  const refreshed = new Counter({ name: 'gatehouse_tokens_refreshed_total', help: 'Refresh token rotations (including repeats within the grace window)', registers });
-  const revoked = new Counter({ name: 'gatehouse_grants_revoked_total', help: 'Grants revoked (each takes all its tokens), by reason', labelNames: ['reason'], registers });
+  const refreshed = new Counter({
+    name: 'gatehouse_tokens_refreshed_total',
+    help: 'Refresh token rotations (including repeats within the grace window)',
+    registers,
+  });
+  const revoked = new Counter({
+    name: 'gatehouse_grants_revoked_total',
+    help: 'Grants revoked (each takes all its tokens), by reason',
+    labelNames: ['reason'],
+    registers,
+  });
   const reuse = new Counter({ name: 'gatehouse_refresh_reuse_detected_total', help: 'Refresh token reuse detections (each revokes a grant)', registers });
   const replays = new Counter({ name: 'gatehouse_code_replays_detected_total', help: 'Authorization code replays detected', registers });
   const logins = new Counter({ name: 'gatehouse_logins_total', help: 'Login attempts, by outcome', labelNames: ['outcome'], registers });
-  const devices = new Counter({ name: 'gatehouse_device_authorizations_total', help: 'Device authorization requests, and the answers people gave them', labelNames: ['outcome'], registers });
-  const userCodeFailures = new Counter({ name: 'gatehouse_user_code_failures_total', help: 'Wrong, expired or used user codes entered at /device (throttled like failed logins)', registers });
-  const purgeRuns = new Counter({ name: 'gatehouse_purge_runs_total', help: 'Purge runs, by outcome (skipped: another instance was purging)', labelNames: ['outcome'], registers });
+  const devices = new Counter({
+    name: 'gatehouse_device_authorizations_total',
+    help: 'Device authorization requests, and the answers people gave them',
+    labelNames: ['outcome'],
+    registers,
+  });
+  const userCodeFailures = new Counter({
+    name: 'gatehouse_user_code_failures_total',
+    help: 'Wrong, expired or used user codes entered at /device (throttled like failed logins)',
+    registers,
+  });
+  const purgeRuns = new Counter({
+    name: 'gatehouse_purge_runs_total',
+    help: 'Purge runs, by outcome (skipped: another instance was purging)',
+    labelNames: ['outcome'],
+    registers,
+  });
   const purged = new Counter({ name: 'gatehouse_purged_rows_total', help: 'Expired rows deleted by purge, by table', labelNames: ['table'], registers });
   // Counted by the store where statements leave for the database (store/database.ts); read at each scrape.
   let statementsReported = 0;
@@ -69,7 +102,12 @@ export function createMetrics(store: Store): Metrics {
       statementsReported = sent;
     },
   });
-  const tableRows = new Gauge({ name: 'gatehouse_table_rows', help: 'Rows per table, as of the last background count (at most a minute old)', labelNames: ['table'], registers });
+  const tableRows = new Gauge({
+    name: 'gatehouse_table_rows',
+    help: 'Rows per table, as of the last background count (at most a minute old)',
+    labelNames: ['table'],
+    registers,
+  });
 
   const eventCounters: Partial<Record<AuditEvent['type'], (event: AuditEvent) => void>> = {
     token_issued: (event) => issued.inc({ grant_type: String(event.detail?.grant_type ?? 'unknown') }),
@@ -108,4 +146,3 @@ export function createMetrics(store: Store): Metrics {
     },
   };
 }
-

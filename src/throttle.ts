@@ -174,5 +174,8 @@ export function addressKey(ip: string): string {
   if (!ipaddr.isValid(ip)) return ip;
   const address = ipaddr.process(ip);
   if (!(address instanceof ipaddr.IPv6)) return address.toString();
-  return `${address.parts.slice(0, 4).map((part) => part.toString(16)).join(':')}::/64`;
+  return `${address.parts
+    .slice(0, 4)
+    .map((part) => part.toString(16))
+    .join(':')}::/64`;
 }

@@ -50,11 +50,17 @@ describe('client IDs of every kind on the command line', { skip: testCaProblem()
         });
         const dynamic = ((await registration.json()) as { client_id: string }).client_id;
         const agent = new UserAgent(server.url);
-        const apps: Record<string, App> = { [document.url]: await discover(server, document.url, { redirectUri: REDIRECT_URI }), [dynamic]: await discover(server, dynamic, { redirectUri: REDIRECT_URI }) };
+        const apps: Record<string, App> = {
+          [document.url]: await discover(server, document.url, { redirectUri: REDIRECT_URI }),
+          [dynamic]: await discover(server, dynamic, { redirectUri: REDIRECT_URI }),
+        };
         for (const [clientId, app] of Object.entries(apps)) {
           const tokens = await obtainTokens(app, agent, 'alice');
           const events = json(await cli('audit', '--client', clientId, '--json')) as Array<{ type: string; client_id: string }>;
-          assert.ok(events.some((e) => e.type === 'token_issued' && e.client_id === clientId), `audit --client ${clientId}`);
+          assert.ok(
+            events.some((e) => e.type === 'token_issued' && e.client_id === clientId),
+            `audit --client ${clientId}`,
+          );
 
           assert.deepEqual(json(await cli('client', 'block', clientId, '--json')), { blocked: clientId, kind: 'client' });
           await sleep(CLIENT_CACHE_TTL_MS); // on SQLite no message reaches the server from the command line
@@ -63,7 +69,11 @@ describe('client IDs of every kind on the command line', { skip: testCaProblem()
           assert.deepEqual(json(await cli('client', 'delete', clientId, '--json')), { client_id: clientId, deleted: true });
         }
         const listed = json(await cli('client', 'list', '--json')) as Array<{ client_id: string }>;
-        assert.deepEqual(listed.filter((c) => c.client_id in apps), [], 'deleted clients are still listed');
+        assert.deepEqual(
+          listed.filter((c) => c.client_id in apps),
+          [],
+          'deleted clients are still listed',
+        );
         const unknown = await cli('client', 'delete', 'https://unknown.example/client.json');
         assert.equal(unknown.code, 2);
         assert.match(unknown.stderr, /no client with id https:\/\/unknown\.example\/client\.json/);

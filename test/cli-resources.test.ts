@@ -36,7 +36,21 @@ for (const backend of BACKENDS) {
     after(() => server?.close());
 
     test('resource create prints the normalized URI and the introspection client, whose secret works', async () => {
-      const created = printed(await cli('resource', 'create', '--uri', 'HTTPS://Files.Example/mcp/', '--name', 'Files', '--scope', 'files:read=Read your files', '--scope', 'files:write=Change your files', '--json')) as {
+      const created = printed(
+        await cli(
+          'resource',
+          'create',
+          '--uri',
+          'HTTPS://Files.Example/mcp/',
+          '--name',
+          'Files',
+          '--scope',
+          'files:read=Read your files',
+          '--scope',
+          'files:write=Change your files',
+          '--json',
+        ),
+      ) as {
         uri: string;
         client_id: string;
         client_secret: string;
@@ -46,21 +60,31 @@ for (const backend of BACKENDS) {
       const { client } = await server.createClient({ name: 'App', scope: 'files:read' });
       const tokens = await obtainTokens(await discover(server, client.id), new UserAgent(server.url), 'alice', { resource: created.uri });
       const introspector = await discover(server, created.client_id, { secret: created.client_secret });
-      const info = await oauth.processIntrospectionResponse(introspector.as, introspector.client, await oauth.introspectionRequest(introspector.as, introspector.client, introspector.auth, tokens.access_token, insecure));
+      const info = await oauth.processIntrospectionResponse(
+        introspector.as,
+        introspector.client,
+        await oauth.introspectionRequest(introspector.as, introspector.client, introspector.auth, tokens.access_token, insecure),
+      );
       assert.equal(info.aud, created.uri);
 
       const listed = printed(await cli('resource', 'list', '--json')) as Array<{ uri: string; builtin: boolean; scopes: Array<{ name: string }> }>;
-      assert.deepEqual(listed.map((r) => [r.uri, r.builtin, r.scopes.map((s) => s.name)]), [
-        [server.url, true, ['annotation:read', 'annotation:write']],
-        [created.uri, false, ['files:read', 'files:write']],
-      ]);
+      assert.deepEqual(
+        listed.map((r) => [r.uri, r.builtin, r.scopes.map((s) => s.name)]),
+        [
+          [server.url, true, ['annotation:read', 'annotation:write']],
+          [created.uri, false, ['files:read', 'files:write']],
+        ],
+      );
     });
 
     test('bad input is refused with one clear line and changes nothing', async () => {
       refused(await cli('resource', 'create', '--uri', 'http://api.example', '--name', 'X'), /^gatehouse: URI must use https/);
       refused(await cli('resource', 'create', '--uri', 'https://files.example/mcp', '--name', 'X'), /exists already/);
       refused(await cli('resource', 'create', '--uri', server.url, '--name', 'X'), /exists already/);
-      refused(await cli('resource', 'create', '--uri', 'https://x.example', '--name', 'X', '--scope', 'annotation:read=again'), /annotation:read exists already/);
+      refused(
+        await cli('resource', 'create', '--uri', 'https://x.example', '--name', 'X', '--scope', 'annotation:read=again'),
+        /annotation:read exists already/,
+      );
       refused(await cli('resource', 'create', '--uri', 'https://x.example', '--name', 'X', '--scope', 'nodescription'), /name=description/);
       refused(await cli('scope', 'create', 'x:y', '--resource', 'https://unknown.example', '--description', 'd'), /no resource server with the URI/);
       refused(await cli('scope', 'delete', 'annotation:write'), /built-in scope/);
@@ -72,7 +96,10 @@ for (const backend of BACKENDS) {
     test('scope create and list; scope delete and resource delete revoke what was granted, at once', async () => {
       printed(await cli('scope', 'create', 'files:share', '--resource', 'https://files.example/mcp/', '--description', 'Share your files', '--json'));
       const scopes = printed(await cli('scope', 'list', '--json')) as Array<{ name: string; resource: string; description: string }>;
-      assert.deepEqual(scopes.find((s) => s.name === 'files:share'), { name: 'files:share', resource: 'https://files.example/mcp', description: 'Share your files' });
+      assert.deepEqual(
+        scopes.find((s) => s.name === 'files:share'),
+        { name: 'files:share', resource: 'https://files.example/mcp', description: 'Share your files' },
+      );
 
       const { client } = await server.createClient({ name: 'Sharer', scope: 'files:share files:read' });
       const app = await discover(server, client.id);

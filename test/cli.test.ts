@@ -68,7 +68,18 @@ describe('the command line, before any database', () => {
     const run = await gatehouse(['--help'], {});
     assert.equal(run.code, 0);
     assert.match(run.stdout, /^Usage: gatehouse <command>/);
-    for (const command of ['serve', 'migrate', 'user create', 'user list', 'user disable', 'user set-password', 'client create', 'client list', 'client delete', 'purge']) {
+    for (const command of [
+      'serve',
+      'migrate',
+      'user create',
+      'user list',
+      'user disable',
+      'user set-password',
+      'client create',
+      'client list',
+      'client delete',
+      'purge',
+    ]) {
       assert.ok(run.stdout.includes(command), `--help does not mention "${command}"`);
     }
   });
@@ -178,7 +189,12 @@ for (const backend of BACKENDS) {
 
       const list = await cli(['client', 'list', '--json']);
       assert.ok(!list.stdout.includes(withSecret.client_secret), 'client list shows the secret');
-      const listed = (json(list) as Array<Record<string, unknown>>).map((c) => [c.name, c.client_id, c.confidential, Object.keys(c).some((key) => /secret/.test(key))]);
+      const listed = (json(list) as Array<Record<string, unknown>>).map((c) => [
+        c.name,
+        c.client_id,
+        c.confidential,
+        Object.keys(c).some((key) => /secret/.test(key)),
+      ]);
       assert.deepEqual(listed.sort(), [
         ['Annotator', created.client_id, false, false],
         ['Indexer', withSecret.client_id, true, false],
@@ -226,7 +242,10 @@ for (const backend of BACKENDS) {
       await sleep(CLIENT_CACHE_TTL_MS);
       await assertDead({ server, app }, [tokens, refreshed], [401, 'invalid_client']);
       const [list, again] = await Promise.all([cli(['client', 'list', '--json']), cli(['client', 'delete', clients.public])]);
-      assert.deepEqual((json(list) as Array<{ client_id: string }>).map((c) => c.client_id), [clients.confidential]);
+      assert.deepEqual(
+        (json(list) as Array<{ client_id: string }>).map((c) => c.client_id),
+        [clients.confidential],
+      );
       assertRefused(again, /^gatehouse: no client with id /);
     });
 
@@ -259,7 +278,9 @@ for (const backend of BACKENDS) {
 
     test('client create --grant-type device_code registers a device client without a redirect URL; purge takes expired device codes', async () => {
       const created = json(await cli(['client', 'create', '--name', 'Kitchen TV', '--grant-type', 'device_code', '--json'])) as { client_id: string };
-      const listed = (json(await cli(['client', 'list', '--json'])) as Array<{ client_id: string; grant_type: string; redirect_uris: string[] }>).find((c) => c.client_id === created.client_id);
+      const listed = (json(await cli(['client', 'list', '--json'])) as Array<{ client_id: string; grant_type: string; redirect_uris: string[] }>).find(
+        (c) => c.client_id === created.client_id,
+      );
       assert.deepEqual([listed?.grant_type, listed?.redirect_uris], ['urn:ietf:params:oauth:grant-type:device_code', []]);
       const app = await discover(server, created.client_id);
       server.advance(-2 * 365 * 86_400);

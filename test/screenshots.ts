@@ -91,7 +91,9 @@ try {
 
   // The popup flow, and a phone.
   const opener = await browse();
-  await opener.goto(site.popupOpener((await authorizationUrl(await discover(server, spa.id, { redirectUri: site.redirectUri }), { response_mode: 'web_message' })).url));
+  await opener.goto(
+    site.popupOpener((await authorizationUrl(await discover(server, spa.id, { redirectUri: site.redirectUri }), { response_mode: 'web_message' })).url),
+  );
   const [popup] = await Promise.all([opener.waitForEvent('popup'), opener.getByRole('button', { name: 'Sign in with Gatehouse' }).click()]);
   await popup.setViewportSize({ width: 480, height: 560 });
   await popup.getByRole('button', { name: 'Log in' }).waitFor();

@@ -72,7 +72,12 @@ declare module 'oidc-provider' {
     constructor(issuer: string, configuration: Record<string, unknown>);
     callback(): (request: IncomingMessage, response: ServerResponse) => void;
     interactionDetails(request: IncomingMessage, response: ServerResponse): Promise<InteractionDetails>;
-    interactionFinished(request: IncomingMessage, response: ServerResponse, result: Record<string, unknown>, options?: { mergeWithLastSubmission?: boolean }): Promise<void>;
+    interactionFinished(
+      request: IncomingMessage,
+      response: ServerResponse,
+      result: Record<string, unknown>,
+      options?: { mergeWithLastSubmission?: boolean },
+    ): Promise<void>;
     Grant: { new (properties: { accountId: string; clientId: string }): Grant; find(id: string): Promise<Grant | undefined> };
     AccessToken: { find(token: string): Promise<AccessToken | undefined> };
     DeviceCode: { findByUserCode(userCode: string): Promise<DeviceCode | undefined> };

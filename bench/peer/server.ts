@@ -57,8 +57,20 @@ const provider = new Provider(issuer, {
   jwks: { keys: [{ ...signingKey, kid: 'bench', use: 'sig', alg: 'RS256' }] },
   cookies: { keys: ['bench-peer-cookie-key-not-a-secret'] },
   clients: [
-    { client_id: PEER_CLIENTS.public, token_endpoint_auth_method: 'none', redirect_uris: [PEER_REDIRECT_URI], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] },
-    { client_id: PEER_CLIENTS.device, token_endpoint_auth_method: 'none', redirect_uris: [], grant_types: [DEVICE_CODE_GRANT, 'refresh_token'], response_types: [] },
+    {
+      client_id: PEER_CLIENTS.public,
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [PEER_REDIRECT_URI],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+    },
+    {
+      client_id: PEER_CLIENTS.device,
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [],
+      grant_types: [DEVICE_CODE_GRANT, 'refresh_token'],
+      response_types: [],
+    },
     {
       client_id: PEER_CLIENTS.resourceServer,
       client_secret: PEER_CLIENTS.resourceServerSecret,
@@ -81,7 +93,10 @@ const provider = new Provider(issuer, {
     devInteractions: { enabled: false },
     userinfo: { enabled: false },
     introspection: { enabled: true, allowedPolicy: async () => true },
-    revocation: { enabled: true, allowedPolicy: async (_ctx: unknown, client: { clientId: string }, token: { clientId: string }) => client.clientId === token.clientId },
+    revocation: {
+      enabled: true,
+      allowedPolicy: async (_ctx: unknown, client: { clientId: string }, token: { clientId: string }) => client.clientId === token.clientId,
+    },
     deviceFlow: { enabled: true },
     resourceIndicators: {
       enabled: true,
@@ -136,7 +151,13 @@ async function approveDevice(userCode: string): Promise<boolean> {
   if (code === undefined || code.isExpired || code.consumed !== undefined || code.accountId !== undefined) return false;
   const grant = new provider.Grant({ accountId: PEER_CLIENTS.username, clientId: code.clientId });
   grant.addResourceScope(issuer, SCOPES);
-  Object.assign(code, { accountId: PEER_CLIENTS.username, grantId: await grant.save(), scope: SCOPES, resource: issuer, authTime: Math.floor(Date.now() / 1000) });
+  Object.assign(code, {
+    accountId: PEER_CLIENTS.username,
+    grantId: await grant.save(),
+    scope: SCOPES,
+    resource: issuer,
+    authTime: Math.floor(Date.now() / 1000),
+  });
   await code.save();
   return true;
 }

@@ -28,7 +28,8 @@ const options = issuer.protocol === 'http:' ? { [oauth.allowInsecureRequests]: t
 /** The remembered client ID while Gatehouse still knows it, else a new device client. */
 async function deviceClientId(): Promise<string> {
   if (process.env.EXAMPLE_CLIENT_ID) return process.env.EXAMPLE_CLIENT_ID;
-  const run = async (...args: string[]) => JSON.parse((await promisify(execFile)(process.execPath, [join(REPOSITORY, 'src/main.ts'), ...args, '--json'], { cwd: REPOSITORY })).stdout);
+  const run = async (...args: string[]) =>
+    JSON.parse((await promisify(execFile)(process.execPath, [join(REPOSITORY, 'src/main.ts'), ...args, '--json'], { cwd: REPOSITORY })).stdout);
   const file = join(dataDir, 'client.json');
   let known: string | undefined;
   try {
@@ -39,7 +40,9 @@ async function deviceClientId(): Promise<string> {
   const clients = (await run('client', 'list')) as { client_id: string }[];
   if (known !== undefined && clients.some((client) => client.client_id === known)) return known;
   // A public client: a tool on someone's machine cannot keep a secret.
-  const { client_id } = (await run('client', 'create', '--name', 'Device login example', '--grant-type', 'device_code', '--scope', 'annotation:read')) as { client_id: string };
+  const { client_id } = (await run('client', 'create', '--name', 'Device login example', '--grant-type', 'device_code', '--scope', 'annotation:read')) as {
+    client_id: string;
+  };
   mkdirSync(dataDir, { recursive: true });
   writeFileSync(file, `${JSON.stringify({ client_id }, null, 2)}\n`);
   console.log(`Registered the example with Gatehouse as device client ${client_id}.`);
@@ -51,7 +54,11 @@ const client: oauth.Client = { client_id: await deviceClientId() };
 const auth = oauth.None();
 
 // 1. Ask for a device code and a user code.
-const codes = await oauth.processDeviceAuthorizationResponse(as, client, await oauth.deviceAuthorizationRequest(as, client, auth, { scope: 'annotation:read' }, options));
+const codes = await oauth.processDeviceAuthorizationResponse(
+  as,
+  client,
+  await oauth.deviceAuthorizationRequest(as, client, auth, { scope: 'annotation:read' }, options),
+);
 console.log(`\nTo log in, open ${codes.verification_uri} and enter the code\n\n    ${codes.user_code}\n\nor open ${codes.verification_uri_complete}\n`);
 
 // 2. Poll politely: wait the interval before each poll (the first one too), and 5 seconds

@@ -172,16 +172,12 @@ const refused = (scope: keyof typeof SCOPES): CallToolResult => ({
 /** The MCP server for one request, answering as the person the token belongs to. */
 function notesServer(): McpServer {
   const server = new McpServer({ name: 'gatehouse-example-notes', version: '1.0.0' });
-  server.registerTool(
-    'list_notes',
-    { description: 'Lists your notes (needs notes:read).', inputSchema: {} },
-    async (_arguments, { authInfo }) => {
-      if (!authInfo?.scopes.includes('notes:read')) return refused('notes:read');
-      const mine = notes.get(String(authInfo.extra?.person)) ?? [];
-      const text = mine.length === 0 ? `${authInfo.extra?.username} has no notes yet.` : mine.map((note, index) => `${index + 1}. ${note}`).join('\n');
-      return { content: [{ type: 'text', text }] };
-    },
-  );
+  server.registerTool('list_notes', { description: 'Lists your notes (needs notes:read).', inputSchema: {} }, async (_arguments, { authInfo }) => {
+    if (!authInfo?.scopes.includes('notes:read')) return refused('notes:read');
+    const mine = notes.get(String(authInfo.extra?.person)) ?? [];
+    const text = mine.length === 0 ? `${authInfo.extra?.username} has no notes yet.` : mine.map((note, index) => `${index + 1}. ${note}`).join('\n');
+    return { content: [{ type: 'text', text }] };
+  });
   server.registerTool(
     'add_note',
     { description: 'Adds a note (needs notes:write).', inputSchema: { text: z.string().min(1).max(500).describe('the note') } },
@@ -221,7 +217,10 @@ app.post(mcpUrl.pathname, bearer, express.json(), async (request, response) => {
 });
 // No server-sent event stream and no session to delete in stateless mode.
 app.all(mcpUrl.pathname, bearer, (_request, response) => {
-  response.status(405).set('allow', 'POST').json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null });
+  response
+    .status(405)
+    .set('allow', 'POST')
+    .json({ jsonrpc: '2.0', error: { code: -32000, message: 'Method not allowed.' }, id: null });
 });
 
 const listener = app.listen(port, host, () => {

@@ -62,7 +62,17 @@ async function clientId(): Promise<string> {
     console.log('The remembered client is not registered in this Gatehouse any more: registering again.');
   }
   // A public client (no secret: a browser cannot keep one) that must use PKCE.
-  const { client_id } = (await gatehouse('client', 'create', '--name', 'Example web app', '--redirect-uri', redirectUri, '--require-pkce', '--scope', scope)) as Registration;
+  const { client_id } = (await gatehouse(
+    'client',
+    'create',
+    '--name',
+    'Example web app',
+    '--redirect-uri',
+    redirectUri,
+    '--require-pkce',
+    '--scope',
+    scope,
+  )) as Registration;
   mkdirSync(dataDir, { recursive: true });
   writeFileSync(file, `${JSON.stringify({ client_id, redirect_uri: redirectUri }, null, 2)}\n`);
   console.log(`Registered the example with Gatehouse as client ${client_id}.`);
@@ -75,7 +85,9 @@ try {
 } catch (error) {
   const { stderr } = error as { stderr?: string };
   console.error(`Could not register the example with Gatehouse: ${stderr?.trim() || (error as Error).message}`);
-  console.error('Run this where Gatehouse runs, with the same DATABASE_URL, or set EXAMPLE_CLIENT_ID to a client registered with the redirect URL ' + redirectUri);
+  console.error(
+    'Run this where Gatehouse runs, with the same DATABASE_URL, or set EXAMPLE_CLIENT_ID to a client registered with the redirect URL ' + redirectUri,
+  );
   process.exit(1);
 }
 

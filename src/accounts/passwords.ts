@@ -44,7 +44,9 @@ function scrypt(password: string, salt: Buffer, options: ScryptOptions): Promise
   return withHashingSlot(
     () =>
       new Promise((resolve, reject) =>
-        scryptCallback(password.normalize('NFKC'), salt, KEY_LENGTH, { ...options, maxmem: MAX_MEMORY }, (error, key) => (error ? reject(error) : resolve(key))),
+        scryptCallback(password.normalize('NFKC'), salt, KEY_LENGTH, { ...options, maxmem: MAX_MEMORY }, (error, key) =>
+          error ? reject(error) : resolve(key),
+        ),
       ),
   );
 }
@@ -67,7 +69,9 @@ export async function verifyPassword(password: string, stored: string): Promise<
  * A stored hash that no password matches (its key is random, not derived from anything):
  * verifying against it costs what a real check costs.
  */
-export const DECOY_HASH = ['scrypt', PARAMS.N, PARAMS.r, PARAMS.p, randomBytes(16).toString('base64url'), randomBytes(KEY_LENGTH).toString('base64url')].join('$');
+export const DECOY_HASH = ['scrypt', PARAMS.N, PARAMS.r, PARAMS.p, randomBytes(16).toString('base64url'), randomBytes(KEY_LENGTH).toString('base64url')].join(
+  '$',
+);
 
 /** Why `password` is not acceptable, or null. */
 export function passwordProblem(password: string): string | null {

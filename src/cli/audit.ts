@@ -26,7 +26,8 @@ export const AUDIT = command({
       filter.userId = user.id;
     }
     if (options.client !== undefined) {
-      if (!isClientId(options.client)) throw new UsageError(`${options.client} is not a client ID: give a UUID or the https URL of a client ID metadata document`);
+      if (!isClientId(options.client))
+        throw new UsageError(`${options.client} is not a client ID: give a UUID or the https URL of a client ID metadata document`);
       filter.clientId = options.client;
     }
     const events = await listAuditEvents(ctx.db, filter);
@@ -47,9 +48,9 @@ export const AUDIT = command({
       [
         e.at,
         e.type,
-        e.username ?? e.user_id ? `user=${e.username ?? e.user_id}` : null,
+        (e.username ?? e.user_id) ? `user=${e.username ?? e.user_id}` : null,
         e.client_id ? `client=${e.client_id}` : null,
-        e.actor ?? e.actor_id ? `by=${e.actor ?? e.actor_id}` : null,
+        (e.actor ?? e.actor_id) ? `by=${e.actor ?? e.actor_id}` : null,
         `from=${e.address ?? 'command-line'}`,
         ...Object.entries(e.detail ?? {}).map(([name, value]) => `${name}=${value}`),
       ]

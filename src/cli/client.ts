@@ -74,7 +74,8 @@ const list = command({
     const page = await listClients(ctx, options.after === undefined ? {} : { after: options.after }, limit);
     const clients = page.rows.map(describeClient);
     const known = { registered: '', metadata_document: '\tmetadata document', dynamic: '\tdynamically registered' };
-    const line = (c: (typeof clients)[number]) => `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}`;
+    const line = (c: (typeof clients)[number]) =>
+      `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}`;
     const more = page.next ? `\nMore: gatehouse client list --after ${page.next.after}` : '';
     print(clients, (clients.map(line).join('\n') || 'No clients.') + more);
     return 0;
@@ -97,7 +98,11 @@ const remove: Command = command({
 const block: Command = command({
   words: 'client block',
   usage: '<client_id or URL prefix>',
-  help: ['refuse a metadata-document or dynamically registered client', '(or every metadata document under an https URL prefix),', 'and revoke everything issued to it'],
+  help: [
+    'refuse a metadata-document or dynamically registered client',
+    '(or every metadata document under an https URL prefix),',
+    'and revoke everything issued to it',
+  ],
   async run(ctx, args, _options, print) {
     const target = oneTarget(block, args);
     const blocked = await blockClient(ctx, target, COMMAND_LINE);

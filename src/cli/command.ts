@@ -13,7 +13,9 @@ export class UsageError extends Error {}
 export type Print = (json: unknown, text: string) => void;
 
 /** What parseArgs gives for these options. */
-export type OptionValues<O extends ParseArgsOptionsConfig> = ReturnType<typeof parseArgs<{ options: O; allowPositionals: true; allowNegative: true }>>['values'];
+export type OptionValues<O extends ParseArgsOptionsConfig> = ReturnType<
+  typeof parseArgs<{ options: O; allowPositionals: true; allowNegative: true }>
+>['values'];
 
 /** A command as --help lists it. */
 export interface HelpEntry {

@@ -21,7 +21,12 @@ export const PURGE = command({
       print({ skipped: 'another instance is purging right now' }, 'Another instance is purging right now; nothing to do.');
       return 0;
     }
-    print(counts, Object.entries(counts).map(([table, n]) => `${table}: ${n} deleted`).join('\n'));
+    print(
+      counts,
+      Object.entries(counts)
+        .map(([table, n]) => `${table}: ${n} deleted`)
+        .join('\n'),
+    );
     return 0;
   },
 });

@@ -37,7 +37,8 @@ function allOptions(commands: readonly Command[]): ParseArgsOptionsConfig {
   const options: ParseArgsOptionsConfig = { ...GLOBAL_OPTIONS };
   for (const { words, options: own } of commands) {
     for (const [name, option] of Object.entries(own)) {
-      if (name in options && !isDeepStrictEqual(options[name], option)) throw new Error(`gatehouse ${words}: --${name} is declared differently by another command`);
+      if (name in options && !isDeepStrictEqual(options[name], option))
+        throw new Error(`gatehouse ${words}: --${name} is declared differently by another command`);
       options[name] = option;
     }
   }

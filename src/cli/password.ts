@@ -6,7 +6,9 @@ export async function readPassword(options: { 'password-stdin'?: boolean }): Pro
   if (options['password-stdin']) {
     const chunks: Buffer[] = [];
     for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-    return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+    return Buffer.concat(chunks)
+      .toString('utf8')
+      .replace(/\r?\n$/, '');
   }
   if (!process.stdin.isTTY) throw new UsageError('no terminal to prompt for the password: pass it on standard input with --password-stdin');
   const first = await prompt('Password: ');

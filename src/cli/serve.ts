@@ -32,7 +32,10 @@ export async function serve(config: Config): Promise<number> {
 /** On stderr, apart from the JSON log on stdout: the link is for the person at the terminal, not a log event. */
 async function printSetupLink(ctx: Parameters<typeof firstRunSetupLink>[0]): Promise<void> {
   const setupLink = await firstRunSetupLink(ctx);
-  if (setupLink) console.error(`\nNo administrator exists yet. Open this link within ${SETUP_LINK_TTL / 60} minutes to create the first one (it works once):\n\n  ${setupLink}\n\nOr from the command line: gatehouse user create <username> --email <email> --admin\n`);
+  if (setupLink)
+    console.error(
+      `\nNo administrator exists yet. Open this link within ${SETUP_LINK_TTL / 60} minutes to create the first one (it works once):\n\n  ${setupLink}\n\nOr from the command line: gatehouse user create <username> --email <email> --admin\n`,
+    );
 }
 
 /** Serves from this process until SIGTERM or SIGINT; `store` is the migrated database, or null in a worker (which opens its own). */

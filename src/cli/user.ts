@@ -15,7 +15,10 @@ const create: Command = command({
     if (options.email === undefined) throw new UsageError('--email is required');
     const password = await readPassword(options);
     const user = await createUser(ctx, { username, email: options.email, password, isAdmin: options.admin ?? false }, COMMAND_LINE);
-    print({ id: user.id, username: user.username, email: user.email, admin: user.is_admin === 1 }, `Created user ${user.username}${user.is_admin ? ' (administrator)' : ''}.`);
+    print(
+      { id: user.id, username: user.username, email: user.email, admin: user.is_admin === 1 },
+      `Created user ${user.username}${user.is_admin ? ' (administrator)' : ''}.`,
+    );
     return 0;
   },
 });

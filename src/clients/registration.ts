@@ -52,7 +52,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw invalidMetadata('the body must be a JSON object');
   const fields = body as Record<string, unknown>;
   const redirectUris = fields.redirect_uris;
-  if (!isStringArray(redirectUris) || redirectUris.length === 0) throw new OAuthError('invalid_redirect_uri', 'redirect_uris must be a non-empty array of URLs');
+  if (!isStringArray(redirectUris) || redirectUris.length === 0)
+    throw new OAuthError('invalid_redirect_uri', 'redirect_uris must be a non-empty array of URLs');
   const redirectProblem = redirectUrisProblem(redirectUris, true);
   if (redirectProblem) throw new OAuthError('invalid_redirect_uri', redirectProblem);
 
@@ -67,7 +68,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
   const method = fields.token_endpoint_auth_method;
   if (method !== undefined && method !== 'none') throw invalidMetadata('token_endpoint_auth_method must be none: only public clients may register themselves');
   const scope = fields.scope;
-  if (scope !== undefined && (typeof scope !== 'string' || scope.length > MAX_SCOPE_LENGTH || !SCOPE.test(scope))) throw invalidMetadata('scope must be a space-separated list of scope names');
+  if (scope !== undefined && (typeof scope !== 'string' || scope.length > MAX_SCOPE_LENGTH || !SCOPE.test(scope)))
+    throw invalidMetadata('scope must be a space-separated list of scope names');
 
   return {
     client_name: named.name,
@@ -85,7 +87,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
 export async function registerDynamicClient(ctx: AppContext, body: unknown, address: string): Promise<RegistrationResponse> {
   const metadata = registrationMetadata(body);
   // Checked here, not with the rest: it needs the database.
-  if (await isAdministratorsClientName(ctx.db, metadata.client_name)) throw invalidMetadata('client_name is the name of an application an administrator registered');
+  if (await isAdministratorsClientName(ctx.db, metadata.client_name))
+    throw invalidMetadata('client_name is the name of an application an administrator registered');
   const now = ctx.now();
   const id = randomUUID();
   await insertClient(ctx.db, {

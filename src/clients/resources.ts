@@ -72,8 +72,10 @@ export function parseScopeDefinition(text: string): ScopeInput {
 }
 
 function scopeProblem(scope: ScopeInput): ResourceInputError | null {
-  if (!isScopeToken(scope.name) || scope.name.length > MAX_NAME) return new ResourceInputError('scopes', `"${scope.name}" is not a valid scope name (visible ASCII without spaces, quotes or backslashes)`);
-  if (scope.description === '' || scope.description.length > MAX_DESCRIPTION) return new ResourceInputError('scopes', `the description of ${scope.name} must be 1-${MAX_DESCRIPTION} characters`);
+  if (!isScopeToken(scope.name) || scope.name.length > MAX_NAME)
+    return new ResourceInputError('scopes', `"${scope.name}" is not a valid scope name (visible ASCII without spaces, quotes or backslashes)`);
+  if (scope.description === '' || scope.description.length > MAX_DESCRIPTION)
+    return new ResourceInputError('scopes', `the description of ${scope.name} must be 1-${MAX_DESCRIPTION} characters`);
   return null;
 }
 
@@ -165,7 +167,12 @@ export async function registerResource(ctx: AppContext, input: ResourceInput, ac
   const resource: Resource = { id: randomUUID(), uri, name, client_id: client.id, created_at: now };
   await insertResource(ctx.db, resource, client, input.scopes);
   forgetScopeCatalogue(ctx);
-  await ctx.audit({ type: 'resource_created', ...madeBy(actor), clientId: client.id, detail: { resource: uri, scope: input.scopes.map((s) => s.name).join(' ') } });
+  await ctx.audit({
+    type: 'resource_created',
+    ...madeBy(actor),
+    clientId: client.id,
+    detail: { resource: uri, scope: input.scopes.map((s) => s.name).join(' ') },
+  });
   const scopes = input.scopes.map((s) => ({ ...s, resource_id: resource.id, created_at: now }));
   return { resource: view(ctx, resource, scopes), secret: secret.token };
 }

@@ -125,7 +125,11 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
   };
 }
 
-async function redisTransport({ publisher, subscriber }: { publisher: Redis; subscriber: Redis }, channel: string, receive: (payload: string) => void): Promise<Transport> {
+async function redisTransport(
+  { publisher, subscriber }: { publisher: Redis; subscriber: Redis },
+  channel: string,
+  receive: (payload: string) => void,
+): Promise<Transport> {
   const onMessage = (from: string, payload: string) => from === channel && receive(payload);
   subscriber.on('message', onMessage);
   await subscriber.subscribe(channel); // and ioredis subscribes again after each reconnection

@@ -54,7 +54,9 @@ export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: 
       detail: Object.entries(e.detail ?? {}).map(([name, value]) => `${name}: ${value}`),
     }));
     const next = more ? `/admin/audit?${new URLSearchParams({ ...pruned(values), before: String(events.at(-1)!.id) })}` : null;
-    return reply.code(problems.length > 0 ? 400 : 200).view('admin-audit.eta', { title: 'Audit trail', wide: true, values, types: AUDIT_EVENT_TYPES, problems, events, next });
+    return reply
+      .code(problems.length > 0 ? 400 : 200)
+      .view('admin-audit.eta', { title: 'Audit trail', wide: true, values, types: AUDIT_EVENT_TYPES, problems, events, next });
   });
 }
 

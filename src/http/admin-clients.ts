@@ -67,11 +67,20 @@ function clientFormValues(body: RawParams): ClientFormValues {
 
 /** The redirect URLs typed one per line. */
 function linesOf(text: string): string[] {
-  return text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== '');
+  return text
+    .split(/\r?\n/)
+    .map((line) => line.trim())
+    .filter((line) => line !== '');
 }
 
 function changesFrom(values: ClientFormValues): ClientChanges {
-  return { name: values.name, redirectUris: linesOf(values.redirect_uri), trusted: values.trusted, requirePkce: values.require_pkce, scope: values.scopes.join(' ') };
+  return {
+    name: values.name,
+    redirectUris: linesOf(values.redirect_uri),
+    trusted: values.trusted,
+    requirePkce: values.require_pkce,
+    scope: values.scopes.join(' '),
+  };
 }
 
 /** Problems the form adds to the registration rules: on a form, no scope ticked is a mistake, not "all". */
@@ -113,7 +122,10 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
     return client;
   }
 
-  async function clientForm(reply: FastifyReply, data: { client: Client | null; values: ClientFormValues; errors: Record<string, string>; notice?: string | null }) {
+  async function clientForm(
+    reply: FastifyReply,
+    data: { client: Client | null; values: ClientFormValues; errors: Record<string, string>; notice?: string | null },
+  ) {
     const editing = data.client !== null;
     // Every scope of every resource server may be given to a client.
     const scopeChoices = [...(await scopeDescriptions(ctx))].map(([scope, description]) => ({ scope, description }));
@@ -150,7 +162,8 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
     app.post(`/admin/oauthclients/${action}`, post, async (request, reply) => {
       const clientId = field(requireFormBody(request), 'client_id');
       const client = await lookupClient(ctx.db, clientId);
-      if (!client || client.kind === 'registered') throw new OAuthError('invalid_request', 'There is no client with this ID that can be blocked.', undefined, 404);
+      if (!client || client.kind === 'registered')
+        throw new OAuthError('invalid_request', 'There is no client with this ID that can be blocked.', undefined, 404);
       await perform(ctx, client.id, actor(request));
       request.log.info({ event: `admin_client_${action}ed`, admin: admin(request).id, client: client.id }, `client ${action}ed`);
       return reply.redirect(`/admin/oauthclients?done=${action}ed`, 303);
@@ -204,7 +217,11 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
 
   app.post('/admin/oauthclients/:id', post, async (request, reply) => {
     const client = await clientOr404(request);
-    const values = { ...clientFormValues(requireFormBody(request)), grant_type: client.grant_type, client_type: client.secret_hash === null ? 'public' : 'confidential' };
+    const values = {
+      ...clientFormValues(requireFormBody(request)),
+      grant_type: client.grant_type,
+      client_type: client.secret_hash === null ? 'public' : 'confidential',
+    };
     const errors = { ...clientChangeProblems(client, changesFrom(values)), ...formProblems(values) };
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client, values, errors });
     try {

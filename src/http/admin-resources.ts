@@ -60,7 +60,10 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
     return resource;
   }
 
-  function form(reply: FastifyReply, data: { resource: ResourceView | null; values: ResourceFormValues; errors: Record<string, string>; notice?: string | null }) {
+  function form(
+    reply: FastifyReply,
+    data: { resource: ResourceView | null; values: ResourceFormValues; errors: Record<string, string>; notice?: string | null },
+  ) {
     return reply.view('admin-resource-form.eta', {
       title: data.resource ? `Edit ${data.resource.name}` : 'Register a resource server',
       resource: data.resource,

@@ -30,7 +30,11 @@ function notice(request: FastifyRequest): string | null {
 export default async function userRoutes(app: FastifyInstance, { ctx, admin, actor }: AdminRoomOptions) {
   const post = { ...page, preHandler: app.csrfProtection };
 
-  async function usersPage(request: FastifyRequest, reply: FastifyReply, form: { values: { username: string; email: string; admin: boolean }; errors: Record<string, string> }) {
+  async function usersPage(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    form: { values: { username: string; email: string; admin: boolean }; errors: Record<string, string> },
+  ) {
     const query = (single(request.query as RawParams, 'q') ?? '').trim().slice(0, 100);
     const users = await findUsers(ctx, query, USER_LIST_LIMIT);
     const self = admin(request);
@@ -60,7 +64,11 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
     const body = requireFormBody(request);
     const values = { username: field(body, 'username').trim(), email: field(body, 'email').trim(), admin: ticked(body, 'admin') };
     try {
-      const user = await createUser(ctx, { username: values.username, email: values.email, password: field(body, 'password'), isAdmin: values.admin }, actor(request));
+      const user = await createUser(
+        ctx,
+        { username: values.username, email: values.email, password: field(body, 'password'), isAdmin: values.admin },
+        actor(request),
+      );
       request.log.info({ event: 'admin_user_created', admin: admin(request).id, user: user.id }, 'user created');
     } catch (error) {
       if (!(error instanceof AccountError)) throw error;

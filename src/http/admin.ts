@@ -36,7 +36,11 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (user.is_admin !== 1) {
       request.log.info({ event: 'admin_refused', user: user.id }, 'not an administrator');
       navigation(request, reply, user);
-      return reply.code(403).view('forbidden.eta', { title: 'Administrators only', username: user.username, switchUrl: `/login?${new URLSearchParams({ switch: '1', next: request.method === 'GET' ? request.url : '/admin' })}` });
+      return reply.code(403).view('forbidden.eta', {
+        title: 'Administrators only',
+        username: user.username,
+        switchUrl: `/login?${new URLSearchParams({ switch: '1', next: request.method === 'GET' ? request.url : '/admin' })}`,
+      });
     }
     admins.set(request, user);
     navigation(request, reply, user);

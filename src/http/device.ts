@@ -66,7 +66,14 @@ export default async function deviceRoutes(app: FastifyInstance, { ctx }: { ctx:
     }
     if (decision === undefined) return consentPage(reply, user, check.device);
     if (!(await answerDevice(ctx, user, check.device, decision === 'approve', request.ip))) return codeForm(reply.code(400), typed, PROBLEMS.unknown);
-    request.log.info({ event: decision === 'approve' ? 'device_approved' : 'device_denied', user: user.id, client: check.device.client.id }, 'device request answered');
-    return reply.view('device-done.eta', { title: decision === 'approve' ? 'Device connected' : 'Request denied', approved: decision === 'approve', client: check.device.client });
+    request.log.info(
+      { event: decision === 'approve' ? 'device_approved' : 'device_denied', user: user.id, client: check.device.client.id },
+      'device request answered',
+    );
+    return reply.view('device-done.eta', {
+      title: decision === 'approve' ? 'Device connected' : 'Request denied',
+      approved: decision === 'approve',
+      client: check.device.client,
+    });
   });
 }

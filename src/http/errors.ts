@@ -37,7 +37,10 @@ function sendError(ctx: AppContext, request: FastifyRequest, reply: FastifyReply
   if (error instanceof InvalidClient && error.usedBasic) reply.header('WWW-Authenticate', 'Basic realm="gatehouse", charset="UTF-8"');
   if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
     const scope = error instanceof InsufficientScope ? `, scope="${error.scope}"` : '';
-    reply.header('WWW-Authenticate', `Bearer realm="gatehouse", error="${error.error}", error_description="${error.description.replace(/["\\]/g, '')}"${scope}`);
+    reply.header(
+      'WWW-Authenticate',
+      `Bearer realm="gatehouse", error="${error.error}", error_description="${error.description.replace(/["\\]/g, '')}"${scope}`,
+    );
   }
   reply.header('Cache-Control', 'no-store');
   if (request.routeOptions.config.page) {

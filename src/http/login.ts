@@ -30,7 +30,15 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     // Already signed in, and not asked to switch account: carry on.
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
     reply.header('Cache-Control', 'no-store');
-    return reply.view('login.eta', { title: 'Log in', next, csrfToken: formToken(reply), username: '', error: null, current: user, ...(await loginContext(next, request.ip)) });
+    return reply.view('login.eta', {
+      title: 'Log in',
+      next,
+      csrfToken: formToken(reply),
+      username: '',
+      error: null,
+      current: user,
+      ...(await loginContext(next, request.ip)),
+    });
   });
 
   app.post('/login', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
@@ -53,7 +61,15 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if ('retryAfter' in result) reply.header('Retry-After', String(result.retryAfter));
     else request.log.info({ event: 'login_failed' }, 'login failed');
     reply.header('Cache-Control', 'no-store');
-    return reply.code(status).view('login.eta', { title: 'Log in', next, csrfToken: formToken(reply), username: login, error, current: null, ...(await loginContext(next, request.ip)) });
+    return reply.code(status).view('login.eta', {
+      title: 'Log in',
+      next,
+      csrfToken: formToken(reply),
+      username: login,
+      error,
+      current: null,
+      ...(await loginContext(next, request.ip)),
+    });
   });
 
   app.post('/logout', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {

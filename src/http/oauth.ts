@@ -23,7 +23,15 @@ import { revokeToken } from '../oauth/revocation.ts';
 import type { Client } from '../clients/clients.ts';
 import { scopesSupported } from '../oauth/resources.ts';
 import { requireFormBody, rejectOtherMethods } from './helpers.ts';
-import { PARAMETERS_CHECKED_BY_PROTOCOL, authorizeSchema, deviceAuthorizationSchema, introspectSchema, metadataSchema, revokeSchema, tokenSchema } from './schemas.ts';
+import {
+  PARAMETERS_CHECKED_BY_PROTOCOL,
+  authorizeSchema,
+  deviceAuthorizationSchema,
+  introspectSchema,
+  metadataSchema,
+  revokeSchema,
+  tokenSchema,
+} from './schemas.ts';
 import { currentUser, formToken } from './session.ts';
 
 export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {

@@ -22,7 +22,12 @@ const statusSchema = {
   summary: 'Health check for load balancers',
   response: {
     200: { description: 'The database answers', type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['okay'] } } },
-    503: { description: 'The database does not answer', type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['failure'] }, reason: { type: 'string' } } },
+    503: {
+      description: 'The database does not answer',
+      type: 'object',
+      required: ['status'],
+      properties: { status: { type: 'string', enum: ['failure'] }, reason: { type: 'string' } },
+    },
   },
 } as const;
 

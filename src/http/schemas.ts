@@ -64,7 +64,12 @@ export const metadataSchema = {
       description: 'The endpoints and what they support; `issuer` is PUBLIC_URL',
       type: 'object',
       additionalProperties: true,
-      properties: { issuer: { type: 'string' }, authorization_endpoint: { type: 'string' }, token_endpoint: { type: 'string' }, revocation_endpoint: { type: 'string' } },
+      properties: {
+        issuer: { type: 'string' },
+        authorization_endpoint: { type: 'string' },
+        token_endpoint: { type: 'string' },
+        revocation_endpoint: { type: 'string' },
+      },
     },
   },
 } as const;
@@ -73,7 +78,7 @@ export const authorizeSchema = {
   tags: [TAGS.oauth],
   summary: 'Authorization request (RFC 6749 §4.1.1, PKCE RFC 7636)',
   description:
-    'Opened in the person\'s browser (or popup), never fetched. Errors about the client or the redirect URL render a page; ' +
+    "Opened in the person's browser (or popup), never fetched. Errors about the client or the redirect URL render a page; " +
     'every other answer goes to the redirect URL with `state` and `iss` (RFC 9207), or with `response_mode=web_message` is posted to `window.opener`.',
   querystring: {
     type: 'object',
@@ -92,9 +97,18 @@ export const authorizeSchema = {
     },
   },
   response: {
-    200: { description: 'A page: login, consent, or (popup flow) the page posting the answer to `window.opener`', content: { 'text/html': { schema: { type: 'string' } } } },
-    302: { description: 'To the login page, or to the redirect URL with `code`, `state`, `iss` (or `error`, `error_description`, `state`, `iss`)', type: 'null' },
-    400: { description: 'An error page: unknown client, or a redirect URL that is not the registered one (never redirected)', content: { 'text/html': { schema: { type: 'string' } } } },
+    200: {
+      description: 'A page: login, consent, or (popup flow) the page posting the answer to `window.opener`',
+      content: { 'text/html': { schema: { type: 'string' } } },
+    },
+    302: {
+      description: 'To the login page, or to the redirect URL with `code`, `state`, `iss` (or `error`, `error_description`, `state`, `iss`)',
+      type: 'null',
+    },
+    400: {
+      description: 'An error page: unknown client, or a redirect URL that is not the registered one (never redirected)',
+      content: { 'text/html': { schema: { type: 'string' } } },
+    },
   },
 } as const;
 
@@ -136,24 +150,27 @@ export const tokenSchema = {
       grant_type: { type: 'string', enum: TOKEN_GRANT_TYPES },
       ...grantParameters(),
       client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
-      client_secret: { type: 'string', description: 'a confidential client\'s secret (client_secret_post), unless it uses HTTP Basic' },
+      client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
     },
     ['grant_type'],
   ),
   response: {
     ...tokenResponseSchema,
-    400: oauthError('A refused request (RFC 6749 §5.2), `invalid_target` (RFC 8707); while polling with a device code also `authorization_pending`, `slow_down`, `access_denied`, `expired_token` (RFC 8628 §3.5)', [
-      'invalid_request',
-      'invalid_grant',
-      'invalid_scope',
-      'unauthorized_client',
-      'unsupported_grant_type',
-      'invalid_target',
-      'authorization_pending',
-      'slow_down',
-      'access_denied',
-      'expired_token',
-    ]),
+    400: oauthError(
+      'A refused request (RFC 6749 §5.2), `invalid_target` (RFC 8707); while polling with a device code also `authorization_pending`, `slow_down`, `access_denied`, `expired_token` (RFC 8628 §3.5)',
+      [
+        'invalid_request',
+        'invalid_grant',
+        'invalid_scope',
+        'unauthorized_client',
+        'unsupported_grant_type',
+        'invalid_target',
+        'authorization_pending',
+        'slow_down',
+        'access_denied',
+        'expired_token',
+      ],
+    ),
     ...CLIENT_AUTH_ERRORS,
   },
 } as const;
@@ -162,14 +179,12 @@ export const deviceAuthorizationSchema = {
   tags: [TAGS.oauth],
   summary: 'Device authorization request (RFC 8628 §3.1): a device code to poll with, and a user code for the person',
   security: CLIENT_SECURITY,
-  body: formBody(
-    {
-      client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
-      client_secret: { type: 'string', description: 'a confidential client\'s secret (client_secret_post), unless it uses HTTP Basic' },
-      scope: { type: 'string', description: 'space-separated scopes; default: all the client may have' },
-      resource: { type: 'string', description: 'the resource server the tokens are for (RFC 8707); default: the built-in one' },
-    },
-  ),
+  body: formBody({
+    client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
+    client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
+    scope: { type: 'string', description: 'space-separated scopes; default: all the client may have' },
+    resource: { type: 'string', description: 'the resource server the tokens are for (RFC 8707); default: the built-in one' },
+  }),
   response: {
     200: {
       description: 'Show `user_code` and `verification_uri` to the person, then poll the token endpoint every `interval` seconds',
@@ -191,7 +206,7 @@ export const deviceAuthorizationSchema = {
 
 export const revokeSchema = {
   tags: [TAGS.oauth],
-  summary: 'Revocation (RFC 7009): revokes the token\'s whole grant, both tokens',
+  summary: "Revocation (RFC 7009): revokes the token's whole grant, both tokens",
   security: CLIENT_SECURITY,
   body: formBody(
     {
@@ -204,7 +219,7 @@ export const revokeSchema = {
   ),
   response: {
     200: { description: 'Revoked, or nothing to revoke (unknown tokens succeed too)', type: 'object', properties: {} },
-    400: oauthError('A refused request; `unauthorized_client` for another client\'s token', ['invalid_request', 'unauthorized_client']),
+    400: oauthError("A refused request; `unauthorized_client` for another client's token", ['invalid_request', 'unauthorized_client']),
     ...CLIENT_AUTH_ERRORS,
   },
 } as const;

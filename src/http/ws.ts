@@ -44,7 +44,9 @@ const websocketSchema = {
     400: oauthError('`invalid_request`: the token was sent twice', ['invalid_request']),
     401: oauthError('`invalid_token`: missing, unknown, expired or revoked; refused before the upgrade', ['invalid_token']),
     426: oauthError('`invalid_request`: a plain GET, not a WebSocket upgrade', ['invalid_request']),
-    429: oauthError(`\`temporarily_unavailable\`: the grant already holds ${SOCKETS_PER_GRANT} open sockets; refused before the upgrade`, ['temporarily_unavailable']),
+    429: oauthError(`\`temporarily_unavailable\`: the grant already holds ${SOCKETS_PER_GRANT} open sockets; refused before the upgrade`, [
+      'temporarily_unavailable',
+    ]),
   },
 } as const;
 
@@ -130,7 +132,8 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
       const query = request.query as RawParams;
       const fromQuery = single(query, 'access_token');
       const fromHeader = bearerToken(request.headers.authorization);
-      if (fromQuery !== undefined && fromHeader !== undefined) throw invalidRequest('send the access token once: in the Authorization header or the access_token parameter');
+      if (fromQuery !== undefined && fromHeader !== undefined)
+        throw invalidRequest('send the access token once: in the Authorization header or the access_token parameter');
       const token = fromHeader ?? fromQuery;
       const info = await authenticateAccessToken(ctx, token);
       if (!request.ws) return; // answered 426 by the handler; holds no place
@@ -139,7 +142,8 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
       // whether or not the upgrade went through.
       const grantId = info.grant_id;
       const count = socketsPerGrant.get(grantId) ?? 0;
-      if (count >= SOCKETS_PER_GRANT) throw new OAuthError('temporarily_unavailable', `this grant already holds ${SOCKETS_PER_GRANT} open sockets: close one first`, undefined, 429);
+      if (count >= SOCKETS_PER_GRANT)
+        throw new OAuthError('temporarily_unavailable', `this grant already holds ${SOCKETS_PER_GRANT} open sockets: close one first`, undefined, 429);
       socketsPerGrant.set(grantId, count + 1);
       request.raw.socket.once('close', () => {
         const left = socketsPerGrant.get(grantId)! - 1;
@@ -174,7 +178,9 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
         } else if (message?.type === 'ping') {
           socket.send(JSON.stringify({ type: 'pong', reply_to: message.id, ok: true }));
         } else {
-          socket.send(JSON.stringify({ type: 'error', reply_to: message?.id, ok: false, error: { message: 'unsupported message: send {"type":"whoami","id":1}' } }));
+          socket.send(
+            JSON.stringify({ type: 'error', reply_to: message?.id, ok: false, error: { message: 'unsupported message: send {"type":"whoami","id":1}' } }),
+          );
         }
       });
     },

@@ -178,7 +178,11 @@ async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: Ap
       throw invalidRequest('"response_mode" must be query or web_message');
     }
     const audience = await requestedAudience(ctx, raw.resource);
-    const scopes = grantableScopes(params.scope, allowedScopes(target.client, audience), audience.scopes.map((s) => s.name));
+    const scopes = grantableScopes(
+      params.scope,
+      allowedScopes(target.client, audience),
+      audience.scopes.map((s) => s.name),
+    );
     const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, ctx.config.requirePkce || target.client.require_pkce === 1);
     return { ...target, audience, scopes, codeChallenge, prompt: parsePrompt(params.prompt) };
   } catch (error) {
@@ -224,7 +228,13 @@ async function approve(request: AuthorizationRequest, user: User, ctx: AppContex
   const previous = await findConsentScopes(ctx.db, about, now);
   const scopes = joinScopes([...request.scopes, ...(previous === undefined ? [] : splitScopes(previous))]);
   await saveConsent(ctx.db, { ...about, scopes, now, expiresAt: now + ctx.config.consentTtl * 1000 });
-  await ctx.audit({ type: 'consent_granted', userId: user.id, clientId: request.client.id, address, detail: { scope: scopes, ...resourceDetail(request.audience) } });
+  await ctx.audit({
+    type: 'consent_granted',
+    userId: user.id,
+    clientId: request.client.id,
+    address,
+    detail: { scope: scopes, ...resourceDetail(request.audience) },
+  });
   return issueCode(request, user, ctx, address);
 }
 
@@ -232,18 +242,28 @@ async function approve(request: AuthorizationRequest, user: User, ctx: AppContex
 async function issueCode(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
   const code = mintToken('code');
-  const issued = ctx.audit.pending({ type: 'code_issued', userId: user.id, clientId: request.client.id, address, detail: { scope: joinScopes(request.scopes), ...resourceDetail(request.audience) } });
-  await insertCode(ctx.db, {
-    hash: code.hash,
-    client_id: request.client.id,
-    user_id: user.id,
-    redirect_uri: request.redirectUri,
-    resource_id: request.audience.id,
-    scopes: joinScopes(request.scopes),
-    code_challenge: request.codeChallenge,
-    created_at: now,
-    expires_at: now + ctx.config.authCodeTtl * 1000,
-  }, issued.row);
+  const issued = ctx.audit.pending({
+    type: 'code_issued',
+    userId: user.id,
+    clientId: request.client.id,
+    address,
+    detail: { scope: joinScopes(request.scopes), ...resourceDetail(request.audience) },
+  });
+  await insertCode(
+    ctx.db,
+    {
+      hash: code.hash,
+      client_id: request.client.id,
+      user_id: user.id,
+      redirect_uri: request.redirectUri,
+      resource_id: request.audience.id,
+      scopes: joinScopes(request.scopes),
+      code_challenge: request.codeChallenge,
+      created_at: now,
+      expires_at: now + ctx.config.authCodeTtl * 1000,
+    },
+    issued.row,
+  );
   issued.committed();
   return code.token;
 }

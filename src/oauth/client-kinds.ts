@@ -26,7 +26,11 @@ import { joinScopes } from './scopes.ts';
  * as a cached copy lived.
  */
 export async function requestingClient(ctx: AppContext, clientId: string, address: string): Promise<Client> {
-  const client = clientId.includes(':') ? await metadataDocumentClient(ctx, clientId, address) : isUuid(clientId) ? await findClient(ctx.db, clientId) : undefined;
+  const client = clientId.includes(':')
+    ? await metadataDocumentClient(ctx, clientId, address)
+    : isUuid(clientId)
+      ? await findClient(ctx.db, clientId)
+      : undefined;
   if (!client) throw invalidRequest('unknown client: check the "client_id" parameter');
   if (client.blocked === 1) throw invalidRequest('an administrator has blocked this application', `blocked client ${client.id}`);
   return client;
@@ -47,7 +51,10 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
   if (!resolution.ok) throw invalidRequest('unknown client: its client ID metadata document was refused', resolution.reason);
   const { client: document } = resolution;
   if (await isAdministratorsClientName(ctx.db, document.name)) {
-    throw invalidRequest('unknown client: its client ID metadata document was refused', "the metadata document's client_name is the name of an administrator's client");
+    throw invalidRequest(
+      'unknown client: its client ID metadata document was refused',
+      "the metadata document's client_name is the name of an administrator's client",
+    );
   }
   const described = { name: document.name, redirect_uris: JSON.stringify(document.redirectUris) };
   const known = await findClient(ctx.db, url);

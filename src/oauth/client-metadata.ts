@@ -124,9 +124,13 @@ export function hostAllowed(hostname: string, allowedHosts: readonly string[]): 
  * and `no-cache` count as 0), bounded to [5 min, 24 h]; 1 h without either.
  */
 export function cacheLifetimeSeconds(cacheControl: string | undefined): number {
-  const directives = (cacheControl ?? '').toLowerCase().split(',').map((directive) => directive.trim());
+  const directives = (cacheControl ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((directive) => directive.trim());
   const maxAge = directives.map((directive) => /^max-age\s*=\s*"?(\d+)"?$/.exec(directive)?.[1]).find((value) => value !== undefined);
-  const seconds = directives.includes('no-store') || directives.includes('no-cache') ? 0 : maxAge !== undefined ? Number(maxAge) : METADATA_CACHE_DEFAULT_SECONDS;
+  const seconds =
+    directives.includes('no-store') || directives.includes('no-cache') ? 0 : maxAge !== undefined ? Number(maxAge) : METADATA_CACHE_DEFAULT_SECONDS;
   return Math.min(METADATA_CACHE_MAX_SECONDS, Math.max(METADATA_CACHE_MIN_SECONDS, seconds));
 }
 
@@ -176,7 +180,8 @@ export function validateMetadataDocument(url: string, body: string): Validation 
     if (fields[field] !== undefined && !isStringArray(fields[field])) return refuse(`has a ${field} that is not an array of strings`);
   }
   const authMethod = fields.token_endpoint_auth_method;
-  if (authMethod !== undefined && authMethod !== 'none') return refuse('asks for a token_endpoint_auth_method other than none (only public clients are known this way)');
+  if (authMethod !== undefined && authMethod !== 'none')
+    return refuse('asks for a token_endpoint_auth_method other than none (only public clients are known this way)');
   if ('client_secret' in fields) return refuse('contains a client_secret');
   const scope = fields.scope;
   if (scope !== undefined && (typeof scope !== 'string' || !SCOPE.test(scope))) return refuse('has a scope that is not a list of scope names');
@@ -265,7 +270,13 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
     const host = new URL(url).hostname;
     const fetched = slots
       // resolve() never throws: even a fault of our own here makes the client unknown, not a 500.
-      .run(host, addressKey(address), () => fetchDocument(url).catch((error: Error): Failure => ({ ok: false, reason: `the metadata document could not be fetched: ${error.message}`, transient: false })))
+      .run(host, addressKey(address), () =>
+        fetchDocument(url).catch((error: Error): Failure => ({
+          ok: false,
+          reason: `the metadata document could not be fetched: ${error.message}`,
+          transient: false,
+        })),
+      )
       .then((outcome) => {
         if (outcome === BUSY) return outcome; // says nothing about the URL: not remembered
         if (!('ok' in outcome)) {
@@ -300,7 +311,8 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
         return { ok: false, reason, unavailable: { retryAfterMs } };
       };
       const answer = (outcome: MetadataClient | Failure | typeof BUSY): MetadataResolution => {
-        if (outcome === BUSY) return unavailable(`no metadata document fetch could start: too many are under way (for this address, this host or in all)`, 1000);
+        if (outcome === BUSY)
+          return unavailable(`no metadata document fetch could start: too many are under way (for this address, this host or in all)`, 1000);
         if (!('ok' in outcome)) return { ok: true, client: outcome };
         if (outcome.transient) return unavailable(outcome.reason, failures.getRemainingTTL(clientId) || 1000);
         return { ok: false, reason: outcome.reason };

@@ -46,7 +46,12 @@ export interface DeviceAuthorizationResponse {
  * `POST /oauth/device_authorization`: a device client asks for a device code and a user code.
  * Errors are those of the token endpoint (RFC 8628 §3.2).
  */
-export async function requestDeviceAuthorization(raw: RawParams, authorization: string | undefined, ctx: AppContext, address: string): Promise<DeviceAuthorizationResponse> {
+export async function requestDeviceAuthorization(
+  raw: RawParams,
+  authorization: string | undefined,
+  ctx: AppContext,
+  address: string,
+): Promise<DeviceAuthorizationResponse> {
   const { throttle } = ctx.services;
   // Every request stores a row: an address gets the token endpoint's budget here too.
   await throttle.tokenRequestFrom(address);
@@ -61,13 +66,28 @@ export async function requestDeviceAuthorization(raw: RawParams, authorization: 
     throw new OAuthError('unauthorized_client', 'this client is not registered for the device authorization grant');
   }
   const audience = await requestedAudience(ctx, raw.resource);
-  const scopes = joinScopes(grantableScopes(params.scope, allowedScopes(client, audience), audience.scopes.map((s) => s.name)));
+  const scopes = joinScopes(
+    grantableScopes(
+      params.scope,
+      allowedScopes(client, audience),
+      audience.scopes.map((s) => s.name),
+    ),
+  );
   const now = ctx.now();
   const deviceCode = mintToken('deviceCode');
   // A fresh user code until one is free: live codes are few against 20^8, so this ends at once.
   for (;;) {
     const userCode = mintUserCode();
-    const row = { hash: deviceCode.hash, user_code_hash: userCode.hash, client_id: client.id, scopes, resource_id: audience.id, created_at: now, expires_at: now + ctx.config.deviceCodeTtl * 1000, poll_interval: POLL_INTERVAL };
+    const row = {
+      hash: deviceCode.hash,
+      user_code_hash: userCode.hash,
+      client_id: client.id,
+      scopes,
+      resource_id: audience.id,
+      created_at: now,
+      expires_at: now + ctx.config.deviceCodeTtl * 1000,
+      poll_interval: POLL_INTERVAL,
+    };
     if (!(await insertDeviceCode(ctx.db, row))) continue;
     await ctx.audit({ type: 'device_authorization_requested', clientId: client.id, address, detail: { scope: scopes, ...resourceDetail(audience) } });
     const verificationUri = `${ctx.config.publicUrl}${VERIFICATION_PATH}`;
@@ -97,7 +117,8 @@ export interface PendingDevice {
 export type UserCodeCheck =
   | { ok: true; device: PendingDevice }
   /** `malformed`: cannot be a user code (not counted); `unknown`: no such live, unanswered request; `throttled`: too many wrong codes. */
-  | { ok: false; reason: 'malformed' | 'unknown' } | { ok: false; reason: 'throttled'; retryAfter: number };
+  | { ok: false; reason: 'malformed' | 'unknown' }
+  | { ok: false; reason: 'throttled'; retryAfter: number };
 
 /**
  * Checks a user code `user` typed at /device, from `address`. A code that cannot be one
@@ -123,13 +144,28 @@ export async function checkUserCode(ctx: AppContext, user: User, typed: string, 
   }
   await throttle.userCodeAccepted(user.id, address);
   const audience = await audienceById(ctx, row.resource_id);
-  return { ok: true, device: { userCode: code.display, client: { id: row.client_id, name: row.client_name }, audience, scopes: splitScopes(row.scopes), row: { hash: row.hash } } };
+  return {
+    ok: true,
+    device: {
+      userCode: code.display,
+      client: { id: row.client_id, name: row.client_name },
+      audience,
+      scopes: splitScopes(row.scopes),
+      row: { hash: row.hash },
+    },
+  };
 }
 
 /** Records the person's answer; false when the request was answered or expired meanwhile. */
 export async function answerDevice(ctx: AppContext, user: User, device: PendingDevice, approve: boolean, address: string): Promise<boolean> {
   const decision = approve ? 'approved' : 'denied';
   if (!(await decideDeviceCode(ctx.db, device.row.hash, { decision, userId: user.id, now: ctx.now() }))) return false;
-  await ctx.audit({ type: approve ? 'device_approved' : 'device_denied', userId: user.id, clientId: device.client.id, address, detail: { scope: joinScopes(device.scopes), ...resourceDetail(device.audience) } });
+  await ctx.audit({
+    type: approve ? 'device_approved' : 'device_denied',
+    userId: user.id,
+    clientId: device.client.id,
+    address,
+    detail: { scope: joinScopes(device.scopes), ...resourceDetail(device.audience) },
+  });
   return true;
 }

@@ -42,7 +42,11 @@ export async function pendingAuthorization(next: string, ctx: AppContext, addres
   if (url.pathname !== '/oauth/authorize') return null;
   try {
     const target = await resolveTarget(parseForm(url.search.slice(1)), ctx, address);
-    return { clientName: target.client.name, notVetted: unvettedClient(target.client), popup: target.responseMode === 'web_message' ? popupCancel(target) : null };
+    return {
+      clientName: target.client.name,
+      notVetted: unvettedClient(target.client),
+      popup: target.responseMode === 'web_message' ? popupCancel(target) : null,
+    };
   } catch (error) {
     // The authorization page itself will explain (or answer 429/503 in its turn).
     if (error instanceof OAuthError || error instanceof Throttled || error instanceof ThrottleUnavailable) return null;

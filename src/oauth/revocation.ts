@@ -43,7 +43,13 @@ export async function revokeToken(raw: RawParams, client: Client | null, ctx: Ap
   if (client !== null && owner.client_id !== client.id) {
     throw new OAuthError('unauthorized_client', 'the token was not issued to this client', 'revocation refused: token of another client');
   }
-  await revoke(ctx, { grantId: owner.grant_id }, 'revoked', { type: 'token_revoked', userId: owner.user_id, clientId: owner.client_id, address, detail: { grant_id: owner.grant_id } });
+  await revoke(ctx, { grantId: owner.grant_id }, 'revoked', {
+    type: 'token_revoked',
+    userId: owner.user_id,
+    clientId: owner.client_id,
+    address,
+    detail: { grant_id: owner.grant_id },
+  });
 }
 
 /** The live grant a token belongs to, looked up by its kind (the hint only picks which kind first). */

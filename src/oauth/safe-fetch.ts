@@ -35,7 +35,10 @@ export interface ResolvedAddress {
 export type HostLookup = (hostname: string, signal: AbortSignal) => Promise<readonly ResolvedAddress[]>;
 
 /** Names under `localhost` are loopback by definition (RFC 6761 §6.3), and DNS is not asked about them. */
-const LOOPBACK: readonly ResolvedAddress[] = [{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }];
+const LOOPBACK: readonly ResolvedAddress[] = [
+  { address: '127.0.0.1', family: 4 },
+  { address: '::1', family: 6 },
+];
 /** DNS answers that say the name has no address, as opposed to no answer (a timeout, a server failure). */
 const NO_SUCH_NAME = new Set(['ENOTFOUND', 'ENODATA']);
 
@@ -128,7 +131,11 @@ export function nonPublicRange(address: string): string | null {
 function pinnedLookup(addresses: readonly ResolvedAddress[]): LookupFunction {
   const [first] = addresses;
   return (_hostname, options, callback) => {
-    if (options.all) callback(null, addresses.map(({ address, family }) => ({ address, family })));
+    if (options.all)
+      callback(
+        null,
+        addresses.map(({ address, family }) => ({ address, family })),
+      );
     else callback(null, first!.address, first!.family);
   };
 }

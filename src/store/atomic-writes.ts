@@ -46,7 +46,16 @@ import {
 import { notifyIds } from './notify.ts';
 import { prepare, type PreparedQuery } from './prepared.ts';
 import type { Database } from './schema.ts';
-import { insertAccessTokenRow, insertRefreshTokenRow, insertTokens, markRotated, tokenRows, type IssuedTokens, type RotationMark, type TokenRows } from './tokens.ts';
+import {
+  insertAccessTokenRow,
+  insertRefreshTokenRow,
+  insertTokens,
+  markRotated,
+  tokenRows,
+  type IssuedTokens,
+  type RotationMark,
+  type TokenRows,
+} from './tokens.ts';
 
 const insertCodeAlone = prepare(insertCodeRow);
 
@@ -102,7 +111,13 @@ function codeExchange(consume: Consume): Exchanger {
     db
       .with('parties', () => userGrantParties(db, p))
       .with('consumed', (steps) => consume(db, p).where(after(steps, 'parties')).returning('hash'))
-      .with('new_grant', (steps) => steps.insertInto('grants').columns(USER_GRANT_COLUMNS).expression(steps.selectFrom('parties').select(USER_GRANT_COLUMNS).where(after(steps, 'consumed'))).returning('id'))
+      .with('new_grant', (steps) =>
+        steps
+          .insertInto('grants')
+          .columns(USER_GRANT_COLUMNS)
+          .expression(steps.selectFrom('parties').select(USER_GRANT_COLUMNS).where(after(steps, 'consumed')))
+          .returning('id'),
+      )
       .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'new_grant')))
       .with('refresh', (steps) => insertRefreshTokenRow(db, p, after(steps, 'new_grant')))
       .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'new_grant')))
@@ -154,7 +169,11 @@ export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens:
   const outcome = await writeTogether(db, 'issued', {
     decidedBy: { new_grant: 'parties_changed' },
     statement: () => issueClientGrantStatement.first(db, { ...row, ...rows, ...auditArgs(issued) }),
-    steps: [{ write: (trx) => insertClientGrantAlone.affected(db, row, trx), decides: 'new_grant' }, (trx) => insertTokens(db, trx, rows), (trx) => insertAuditEvent(db, issued, trx)],
+    steps: [
+      { write: (trx) => insertClientGrantAlone.affected(db, row, trx), decides: 'new_grant' },
+      (trx) => insertTokens(db, trx, rows),
+      (trx) => insertAuditEvent(db, issued, trx),
+    ],
   });
   return outcome === 'issued';
 }
@@ -292,7 +311,11 @@ export interface RevocationRecord {
 export async function revokeGrants(db: Kysely<Database>, where: GrantsToRevoke, now: number, record: RevocationRecord = {}): Promise<string[]> {
   const { recorded, notifyChannel } = record;
   const postgres = onPostgres(db);
-  const shape: RevocationShape = { by: Object.keys(where) as RevocationShape['by'], recorded: postgres && recorded !== undefined, notifying: postgres && notifyChannel !== undefined };
+  const shape: RevocationShape = {
+    by: Object.keys(where) as RevocationShape['by'],
+    recorded: postgres && recorded !== undefined,
+    notifying: postgres && notifyChannel !== undefined,
+  };
   // Only the arguments of the shape are read.
   const args = { ...where, now, channel: notifyChannel, ...(recorded === undefined ? {} : auditArgs(recorded)) } as RevocationArgs;
   const statement = preparedRevocation(shape);

@@ -112,7 +112,16 @@ export type AuditArgs = { [K in keyof AuditEventRow as `audit_${K}`]: AuditEvent
 
 export function auditArgs(row: AuditEventRow): AuditArgs {
   const { at, type, actor_id, user_id, client_id, address, detail, expires_at } = row;
-  return { audit_at: at, audit_type: type, audit_actor_id: actor_id, audit_user_id: user_id, audit_client_id: client_id, audit_address: address, audit_detail: detail, audit_expires_at: expires_at };
+  return {
+    audit_at: at,
+    audit_type: type,
+    audit_actor_id: actor_id,
+    audit_user_id: user_id,
+    audit_client_id: client_id,
+    audit_address: address,
+    audit_detail: detail,
+    audit_expires_at: expires_at,
+  };
 }
 
 /** The audit row of such a statement, as `insertAuditRowQuery` takes it. */
@@ -165,7 +174,19 @@ export async function listAuditEvents(db: Kysely<Database>, filter: AuditFilter)
     .leftJoin('users as u', 'u.id', 'e.user_id')
     .leftJoin('users as a', 'a.id', 'e.actor_id')
     .leftJoin('clients as c', 'c.id', 'e.client_id')
-    .select(['e.id', 'e.at', 'e.type', 'e.actor_id', 'a.username as actor_username', 'e.user_id', 'u.username', 'e.client_id', 'c.name as client_name', 'e.address', 'e.detail'])
+    .select([
+      'e.id',
+      'e.at',
+      'e.type',
+      'e.actor_id',
+      'a.username as actor_username',
+      'e.user_id',
+      'u.username',
+      'e.client_id',
+      'c.name as client_name',
+      'e.address',
+      'e.detail',
+    ])
     .orderBy('e.id', 'desc')
     .limit(filter.limit);
   const { userId, clientId, type, beforeId } = filter;

@@ -18,7 +18,18 @@
  * - foreign keys are checked at the end of the statement, so a row may reference one a
  *   later step inserts.
  */
-import { PostgresAdapter, sql, type AliasedRawBuilder, type Expression, type ExpressionBuilder, type Kysely, type QueryCreator, type SelectQueryBuilder, type SqlBool, type Transaction } from 'kysely';
+import {
+  PostgresAdapter,
+  sql,
+  type AliasedRawBuilder,
+  type Expression,
+  type ExpressionBuilder,
+  type Kysely,
+  type QueryCreator,
+  type SelectQueryBuilder,
+  type SqlBool,
+  type Transaction,
+} from 'kysely';
 import type { Database } from './schema.ts';
 
 /** A condition a step waits on; none (SQLite, or the first step) means the step runs as written. */
@@ -72,7 +83,8 @@ class LostRace extends Error {
  * A SQLite step: a write whose outcome does not matter, or a deciding one that must change
  * exactly one row — it stands for the statement's step `decides`, and loses as that one does.
  */
-export type SqliteStep<S extends string> = ((trx: Transaction<Database>) => Promise<unknown>) | { write: (trx: Transaction<Database>) => Promise<bigint>; decides: S };
+export type SqliteStep<S extends string> =
+  ((trx: Transaction<Database>) => Promise<unknown>) | { write: (trx: Transaction<Database>) => Promise<bigint>; decides: S };
 
 /** What a statement's final SELECT (`rowCounts`) returns: the rows each deciding step changed. */
 export type StepCounts<S extends string> = { readonly [K in S]: number };
@@ -91,7 +103,11 @@ export interface ChainedWrites<S extends string, L extends string> {
 }
 
 /** Runs writes that go together on either backend: `won` when every deciding step found its row, or the first that did not's outcome — and then nothing is stored. */
-export async function writeTogether<W extends string, S extends string, L extends string>(db: Kysely<Database>, won: W, writes: ChainedWrites<S, L>): Promise<W | L> {
+export async function writeTogether<W extends string, S extends string, L extends string>(
+  db: Kysely<Database>,
+  won: W,
+  writes: ChainedWrites<S, L>,
+): Promise<W | L> {
   if (onPostgres(db)) {
     const counts = await writes.statement();
     const decisions = Object.entries(writes.decidedBy) as [S, L][];

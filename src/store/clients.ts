@@ -48,7 +48,9 @@ export async function listClients(db: Kysely<Database>, cursor: PageCursor, limi
     .selectFrom('clients')
     .selectAll()
     .$if(from !== undefined, (query) =>
-      query.where(sql<boolean>`(clients.created_at, clients.id) ${sql.raw(backwards ? '<' : '>')} (select c.created_at, c.id from clients c where c.id = ${from})`),
+      query.where(
+        sql<boolean>`(clients.created_at, clients.id) ${sql.raw(backwards ? '<' : '>')} (select c.created_at, c.id from clients c where c.id = ${from})`,
+      ),
     )
     .orderBy('created_at', order)
     .orderBy('id', order)
@@ -115,7 +117,11 @@ export type MetadataClientRow = Pick<NewClient, 'id' | 'name' | 'redirect_uris' 
  * read the row locked (PostgreSQL; SQLite's transaction holds the only write lock from its
  * start), so one change of the document is written and audited once.
  */
-export async function recordMetadataClient(db: Kysely<Database>, client: MetadataClientRow, event: (previous: Client | undefined) => AuditEventRow): Promise<boolean> {
+export async function recordMetadataClient(
+  db: Kysely<Database>,
+  client: MetadataClientRow,
+  event: (previous: Client | undefined) => AuditEventRow,
+): Promise<boolean> {
   const stored = await findClient(db, client.id);
   if (stored && stored.name === client.name && stored.redirect_uris === client.redirect_uris) return false;
   return db.transaction().execute(async (trx) => {
@@ -145,7 +151,11 @@ export async function recordMetadataClient(db: Kysely<Database>, client: Metadat
 
 /** Sets the client's blocked flag; false when there is no such client. */
 export async function setClientBlocked(db: Kysely<Database>, id: string, blocked: boolean): Promise<boolean> {
-  const result = await db.updateTable('clients').set({ blocked: blocked ? 1 : 0 }).where('id', '=', id).executeTakeFirst();
+  const result = await db
+    .updateTable('clients')
+    .set({ blocked: blocked ? 1 : 0 })
+    .where('id', '=', id)
+    .executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }
 
@@ -167,7 +177,11 @@ async function flagClientsUnder(trx: Transaction<Database>, prefix: string, bloc
 /** Blocks every metadata document under `prefix`, and flags the clients already known under it; returns their ids. */
 export async function insertClientBlock(db: Kysely<Database>, prefix: string, now: number): Promise<string[]> {
   return db.transaction().execute(async (trx) => {
-    await trx.insertInto('client_blocks').values({ prefix, created_at: now }).onConflict((conflict) => conflict.column('prefix').doNothing()).execute();
+    await trx
+      .insertInto('client_blocks')
+      .values({ prefix, created_at: now })
+      .onConflict((conflict) => conflict.column('prefix').doNothing())
+      .execute();
     return flagClientsUnder(trx, prefix, true);
   });
 }
@@ -190,7 +204,14 @@ export async function isClientBlocked(db: Kysely<Database>, id: string): Promise
   const row = await db
     .selectNoFrom((eb) => [
       eb.exists(eb.selectFrom('clients').select('id').where('id', '=', id).where('blocked', '=', 1)).as('flagged'),
-      eb.exists(eb.selectFrom('client_blocks').select('prefix').where(startsWith(sql.val(id), sql.ref('prefix')))).as('prefixed'),
+      eb
+        .exists(
+          eb
+            .selectFrom('client_blocks')
+            .select('prefix')
+            .where(startsWith(sql.val(id), sql.ref('prefix'))),
+        )
+        .as('prefixed'),
     ])
     .executeTakeFirstOrThrow();
   return Boolean(Number(row.flagged)) || Boolean(Number(row.prefixed));

@@ -56,7 +56,8 @@ export interface ConsumeArgs {
 // Typed loosely (`any`): it is either code table, and both have `hash`, `consumed_at` and `grant_id`.
 export type Consume = (db: Kysely<Database>, p: ConsumeArgs) => UpdateQueryBuilder<Database, any, any, UpdateResult>;
 
-export const consumeCode: Consume = (db, p) => db.updateTable('auth_codes').set({ consumed_at: p.now, grant_id: p.grantId }).where('hash', '=', p.hash).where('consumed_at', 'is', null);
+export const consumeCode: Consume = (db, p) =>
+  db.updateTable('auth_codes').set({ consumed_at: p.now, grant_id: p.grantId }).where('hash', '=', p.hash).where('consumed_at', 'is', null);
 
 /**
  * Voids the codes not yet exchanged that the client holds (from `userId` only, when given):

@@ -34,8 +34,20 @@ export async function findConsentScopes(db: Kysely<Database>, key: ConsentKey, n
 export async function saveConsent(db: Kysely<Database>, consent: ConsentKey & { scopes: string; now: number; expiresAt: number }): Promise<void> {
   await db
     .insertInto('consents')
-    .values({ user_id: consent.userId, client_id: consent.clientId, resource_id: consent.resourceId, redirect_origin: consent.redirectOrigin, scopes: consent.scopes, created_at: consent.now, expires_at: consent.expiresAt })
-    .onConflict((oc) => oc.columns(['user_id', 'client_id', 'resource_id', 'redirect_origin']).doUpdateSet({ scopes: consent.scopes, created_at: consent.now, expires_at: consent.expiresAt }))
+    .values({
+      user_id: consent.userId,
+      client_id: consent.clientId,
+      resource_id: consent.resourceId,
+      redirect_origin: consent.redirectOrigin,
+      scopes: consent.scopes,
+      created_at: consent.now,
+      expires_at: consent.expiresAt,
+    })
+    .onConflict((oc) =>
+      oc
+        .columns(['user_id', 'client_id', 'resource_id', 'redirect_origin'])
+        .doUpdateSet({ scopes: consent.scopes, created_at: consent.now, expires_at: consent.expiresAt }),
+    )
     .execute();
 }
 

@@ -11,7 +11,10 @@ import type { Consume } from './codes.ts';
 import { prepare } from './prepared.ts';
 import type { Database, DeviceCode } from './schema.ts';
 
-export type NewDeviceCode = Pick<DeviceCode, 'hash' | 'user_code_hash' | 'client_id' | 'scopes' | 'resource_id' | 'created_at' | 'expires_at' | 'poll_interval'>;
+export type NewDeviceCode = Pick<
+  DeviceCode,
+  'hash' | 'user_code_hash' | 'client_id' | 'scopes' | 'resource_id' | 'created_at' | 'expires_at' | 'poll_interval'
+>;
 
 /** Stores the request; false, and nothing stored, when its user code is already taken (the caller mints another). */
 export async function insertDeviceCode(db: Kysely<Database>, code: NewDeviceCode): Promise<boolean> {
@@ -37,7 +40,10 @@ const deviceCodeByHash = prepare((db, p: { hash: string }) =>
  * The request whatever its state, with whether the person who answered it is disabled now
  * (null: nobody answered) and its client's scopes as stored now.
  */
-export async function findDeviceCode(db: Kysely<Database>, hash: string): Promise<(DeviceCode & { user_disabled: number | null; client_scopes: string }) | undefined> {
+export async function findDeviceCode(
+  db: Kysely<Database>,
+  hash: string,
+): Promise<(DeviceCode & { user_disabled: number | null; client_scopes: string }) | undefined> {
   return deviceCodeByHash.first(db, { hash });
 }
 
@@ -83,7 +89,11 @@ export async function recordPoll(db: Kysely<Database>, hash: string, now: number
  * Records the person's answer; false when the request was answered already, has expired,
  * or is gone (voided, its client deleted).
  */
-export async function decideDeviceCode(db: Kysely<Database>, hash: string, answer: { decision: 'approved' | 'denied'; userId: string; now: number }): Promise<boolean> {
+export async function decideDeviceCode(
+  db: Kysely<Database>,
+  hash: string,
+  answer: { decision: 'approved' | 'denied'; userId: string; now: number },
+): Promise<boolean> {
   const result = await db
     .updateTable('device_codes')
     .set({ decision: answer.decision, user_id: answer.userId, decided_at: answer.now })

@@ -80,7 +80,8 @@ const clientGrantParty = (db: Kysely<Database>, p: GrantRow) =>
 
 /** INSERT … SELECT from the parties: the grant exists only if they are as the caller read them. */
 export const insertUserGrant = prepare((db, p: UserGrantRow) => db.insertInto('grants').columns(USER_GRANT_COLUMNS).expression(userGrantParties(db, p)));
-export const insertClientGrant = (db: Kysely<Database>, p: GrantRow) => db.insertInto('grants').columns(CLIENT_GRANT_COLUMNS).expression(clientGrantParty(db, p));
+export const insertClientGrant = (db: Kysely<Database>, p: GrantRow) =>
+  db.insertInto('grants').columns(CLIENT_GRANT_COLUMNS).expression(clientGrantParty(db, p));
 
 export interface GrantUse {
   grantId: string;
@@ -99,7 +100,14 @@ export interface GrantUse {
 export function grantUsable(eb: ExpressionBuilder<Database, 'grants'>, p: GrantUse) {
   return eb.and([
     eb('grants.revoked_at', 'is', null),
-    eb.exists(eb.selectFrom('clients').select('clients.id').whereRef('clients.id', '=', 'grants.client_id').where('clients.scopes', '=', p.clientScopes).where('clients.blocked', '=', 0)),
+    eb.exists(
+      eb
+        .selectFrom('clients')
+        .select('clients.id')
+        .whereRef('clients.id', '=', 'grants.client_id')
+        .where('clients.scopes', '=', p.clientScopes)
+        .where('clients.blocked', '=', 0),
+    ),
     eb.or([
       eb('grants.user_id', 'is', null),
       eb.exists(eb.selectFrom('users').select('users.id').whereRef('users.id', '=', 'grants.user_id').where('users.disabled', '=', 0)),
@@ -108,7 +116,8 @@ export function grantUsable(eb: ExpressionBuilder<Database, 'grants'>, p: GrantU
 }
 
 /** The grant's use by a rotation: its last use, and its expiry moved to its newest token's. */
-export const useGrant = (db: Kysely<Database>, p: GrantUse) => db.updateTable('grants').set({ last_used_at: p.now, expires_at: p.expiresAt }).where('grants.id', '=', p.grantId);
+export const useGrant = (db: Kysely<Database>, p: GrantUse) =>
+  db.updateTable('grants').set({ last_used_at: p.now, expires_at: p.expiresAt }).where('grants.id', '=', p.grantId);
 
 export type GrantsToRevoke = { grantId: string } | { userId: string } | { clientId: string } | { userId: string; clientId: string };
 

@@ -32,7 +32,13 @@ export interface ListenerLogger {
   warn(object: object, message: string): void;
 }
 
-export async function listenPostgres(url: string, db: Kysely<Database>, channel: string, receive: (payload: string) => void, log: ListenerLogger): Promise<NotifyChannel> {
+export async function listenPostgres(
+  url: string,
+  db: Kysely<Database>,
+  channel: string,
+  receive: (payload: string) => void,
+  log: ListenerLogger,
+): Promise<NotifyChannel> {
   let closed = false;
   let listener: pg.Client | null = null;
   const connect = async (): Promise<void> => {

@@ -51,7 +51,7 @@ export type Pacing = 'one writer' | 'row locks';
 async function inBatches(maxSize: number, pacing: Pacing, statement: (size: number) => Promise<number>): Promise<number> {
   const smallest = Math.min(SMALLEST_BATCH, maxSize);
   let total = 0;
-  for (let size = pacing === 'row locks' ? maxSize : smallest; ; ) {
+  for (let size = pacing === 'row locks' ? maxSize : smallest; ;) {
     const started = performance.now();
     const affected = await statement(size);
     total += affected;
@@ -72,7 +72,13 @@ async function inBatches(maxSize: number, pacing: Pacing, statement: (size: numb
  * window is over, in batches of at most `batchSize` rows paced as `pacing` says, each its
  * own transaction: the server's requests interleave with a purge of millions of rows.
  */
-export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: number, batchSize = MAX_BATCH, pacing: Pacing = 'one writer'): Promise<PurgeCounts> {
+export async function purgeExpired(
+  db: Kysely<Database>,
+  now: number,
+  graceMs: number,
+  batchSize = MAX_BATCH,
+  pacing: Pacing = 'one writer',
+): Promise<PurgeCounts> {
   const counts: PurgeCounts = {};
   for (const [table, key] of Object.entries(EXPIRING)) {
     const columns = sql.join(key.map((column) => sql.ref(column)));
@@ -90,7 +96,12 @@ export async function purgeExpired(db: Kysely<Database>, now: number, graceMs: n
       .updateTable('refresh_tokens')
       .set({ successor_box: null })
       .where('hash', 'in', (eb) =>
-        eb.selectFrom('refresh_tokens').select('hash').where('successor_box', 'is not', null).where('rotated_at', '<=', now - graceMs).limit(size),
+        eb
+          .selectFrom('refresh_tokens')
+          .select('hash')
+          .where('successor_box', 'is not', null)
+          .where('rotated_at', '<=', now - graceMs)
+          .limit(size),
       )
       .executeTakeFirst();
     return Number(wiped.numUpdatedRows);
@@ -120,7 +131,9 @@ async function purgeUnusedClients(db: Kysely<Database>, now: number, size: numbe
     delete from clients where id in
       (select id from clients where kind in ('dynamic', 'metadata_document') and blocked = 0 and created_at <= ${now - UNUSED_CLIENT_MS}
         and not exists (select 1 from grants where grants.client_id = clients.id and grants.expires_at > ${now})
-        and not exists (select 1 from consents where consents.client_id = clients.id and consents.created_at > ${now - UNUSED_CLIENT_MS}) limit ${size})`.execute(db);
+        and not exists (select 1 from consents where consents.client_id = clients.id and consents.created_at > ${now - UNUSED_CLIENT_MS}) limit ${size})`.execute(
+    db,
+  );
   return Number(result.numAffectedRows ?? 0n);
 }
 

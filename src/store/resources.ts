@@ -100,7 +100,10 @@ async function withdrawScopes(trx: Transaction<Database>, names: ReadonlySet<str
   const clientIds: string[] = [];
   for (const client of await trx.selectFrom('clients').select(['id', 'scopes']).execute()) {
     if (!holds(client.scopes, names)) continue;
-    const kept = client.scopes.split(' ').filter((s) => !names.has(s)).join(' ');
+    const kept = client.scopes
+      .split(' ')
+      .filter((s) => !names.has(s))
+      .join(' ');
     await trx.updateTable('clients').set({ scopes: kept }).where('id', '=', client.id).execute();
     clientIds.push(client.id);
   }
@@ -110,7 +113,11 @@ async function withdrawScopes(trx: Transaction<Database>, names: ReadonlySet<str
   const grants = await trx.selectFrom('grants').select(['id', 'scopes']).where('revoked_at', 'is', null).execute();
   const revoked = grants.filter((grant) => holds(grant.scopes, names)).map((grant) => grant.id);
   if (revoked.length > 0) await trx.updateTable('grants').set({ revoked_at: now }).where('id', 'in', revoked).where('revoked_at', 'is', null).execute();
-  if (names.size > 0) await trx.deleteFrom('scopes').where('name', 'in', [...names]).execute();
+  if (names.size > 0)
+    await trx
+      .deleteFrom('scopes')
+      .where('name', 'in', [...names])
+      .execute();
   return { grantIds: revoked, clientIds };
 }
 
@@ -132,7 +139,13 @@ export async function deleteResource(db: Kysely<Database>, id: string, now: numb
     const withdrawn = await withdrawScopes(trx, new Set(scopes.map((s) => s.name)), now);
     const revoked = new Set(withdrawn.grantIds);
     await trx.deleteFrom('auth_codes').where('resource_id', '=', id).where('consumed_at', 'is', null).execute();
-    const grants = await trx.updateTable('grants').set({ revoked_at: now }).where('resource_id', '=', id).where('revoked_at', 'is', null).returning('id').execute();
+    const grants = await trx
+      .updateTable('grants')
+      .set({ revoked_at: now })
+      .where('resource_id', '=', id)
+      .where('revoked_at', 'is', null)
+      .returning('id')
+      .execute();
     for (const grant of grants) revoked.add(grant.id);
     await trx.deleteFrom('resources').where('id', '=', id).execute();
     // Its introspection client's grants (it obtains none) and consents go with it.

@@ -56,7 +56,13 @@ export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: 
     .columns(['hash', 'grant_id', 'scopes', 'created_at', 'expires_at'])
     .expression(
       gated(
-        db.selectNoFrom((eb) => [eb.val(p.accessHash).as('hash'), eb.val(p.grantId).as('grant_id'), eb.val(p.accessScopes).as('scopes'), bigint(eb, p.now).as('created_at'), bigint(eb, p.accessExpiresAt).as('expires_at')]),
+        db.selectNoFrom((eb) => [
+          eb.val(p.accessHash).as('hash'),
+          eb.val(p.grantId).as('grant_id'),
+          eb.val(p.accessScopes).as('scopes'),
+          bigint(eb, p.now).as('created_at'),
+          bigint(eb, p.accessExpiresAt).as('expires_at'),
+        ]),
         gate,
       ),
     );
@@ -66,7 +72,15 @@ export const insertRefreshTokenRow = (db: Kysely<Database>, p: TokenRows, gate?:
     .insertInto('refresh_tokens')
     .columns(['hash', 'grant_id', 'created_at', 'expires_at'])
     .expression(
-      gated(db.selectNoFrom((eb) => [eb.val(p.refreshHash).as('hash'), eb.val(p.grantId).as('grant_id'), bigint(eb, p.now).as('created_at'), bigint(eb, p.refreshExpiresAt).as('expires_at')]), gate),
+      gated(
+        db.selectNoFrom((eb) => [
+          eb.val(p.refreshHash).as('hash'),
+          eb.val(p.grantId).as('grant_id'),
+          bigint(eb, p.now).as('created_at'),
+          bigint(eb, p.refreshExpiresAt).as('expires_at'),
+        ]),
+        gate,
+      ),
     );
 
 const insertAccessToken = prepare((db, p: TokenRows) => insertAccessTokenRow(db, p));

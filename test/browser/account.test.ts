@@ -119,7 +119,14 @@ describe('Revoke access for every kind of client', { ...browserOptions(), ...(te
         for (const [i, { name }] of clients.entries()) {
           await applications.filter({ hasText: name }).getByRole('button', { name: 'Revoke access' }).click();
           await page.getByRole('status').getByText(`Access removed: ${name} can no longer use your account.`).waitFor();
-          assert.deepEqual((await applications.locator('h2').allTextContents()).sort(), clients.slice(i + 1).map((c) => c.name).sort(), `${name} is no longer listed`);
+          assert.deepEqual(
+            (await applications.locator('h2').allTextContents()).sort(),
+            clients
+              .slice(i + 1)
+              .map((c) => c.name)
+              .sort(),
+            `${name} is no longer listed`,
+          );
         }
         // A notice only for what was removed: a link naming a client is not a success.
         await page.goto(new URL(`/account/applications?revoked=${encodeURIComponent(document.url)}`, server.url).href);

@@ -150,7 +150,10 @@ describe('the admin console in a browser', browserOptions(), () => {
     assert.match((await admin.getByRole('row', { name: /dave@example\.com/ }).textContent())!, /administrator/);
     assert.equal(await admin.getByRole('row', { name: /root/ }).getByRole('button', { name: 'Disable' }).count(), 0, 'no way to lock oneself out');
 
-    await admin.getByRole('row', { name: /carol@example\.com/ }).getByRole('button', { name: 'Disable' }).click();
+    await admin
+      .getByRole('row', { name: /carol@example\.com/ })
+      .getByRole('button', { name: 'Disable' })
+      .click();
     await admin.getByRole('status').getByText('User disabled').waitFor();
     assert.match((await admin.getByRole('row', { name: /carol@example\.com/ }).textContent())!, /disabled/);
     assert.equal((await profile(server, carolsTokens.access_token)).status, 401, "the disabled user's tokens are revoked");

@@ -142,12 +142,18 @@ for (const backend of BACKENDS) {
         assert.equal(await profileStatus(first.access_token), 200);
 
         // The token expires: Gatehouse closes the socket with 4001, the app refreshes and reconnects.
-        await page.locator('#refreshes').getByText('1').waitFor({ timeout: (ACCESS_TOKEN_TTL + 10) * 1000 });
+        await page
+          .locator('#refreshes')
+          .getByText('1')
+          .waitFor({ timeout: (ACCESS_TOKEN_TTL + 10) * 1000 });
         await page.locator('#socket').getByText('connected').waitFor();
         const events = await log(page);
         const closedAt = events.findIndex((line) => line.endsWith('The real-time connection closed with code 4001.'));
         assert.ok(closedAt > 0, events.join('\n'));
-        assert.deepEqual(events.slice(closedAt + 1, closedAt + 3).map((line) => line.replace(/^\S+ (AM |PM )?/, '')), ['Refreshed the tokens.', 'Connected to the real-time API.']);
+        assert.deepEqual(
+          events.slice(closedAt + 1, closedAt + 3).map((line) => line.replace(/^\S+ (AM |PM )?/, '')),
+          ['Refreshed the tokens.', 'Connected to the real-time API.'],
+        );
         const second = await heldTokens(page);
         assert.notEqual(second.access_token, first.access_token);
         assert.notEqual(second.refresh_token, first.refresh_token);
@@ -182,7 +188,10 @@ for (const backend of BACKENDS) {
         await popup.getByRole('heading', { name: 'Authorize Example web app' }).waitFor(); // still logged in at Gatehouse
         await popup.getByRole('button', { name: 'Authorize' }).click();
         await page.getByRole('status').getByText('Signed in as bob.').waitFor();
-        await page.locator('#whoami').getByText(`acct:bob@${new URL(server.url).hostname}`).waitFor();
+        await page
+          .locator('#whoami')
+          .getByText(`acct:bob@${new URL(server.url).hostname}`)
+          .waitFor();
         assert.equal(page.url(), `${example.origin}/`, 'the page never left the application');
         assert.equal((await log(page)).filter((line) => line.endsWith('Exchanged the authorization code for tokens.')).length, 1);
         const held = await heldTokens(page);

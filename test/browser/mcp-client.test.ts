@@ -84,7 +84,13 @@ class Provider implements OAuthClientProvider {
     this.onlyScope = options.onlyScope;
   }
   get clientMetadata(): OAuthClientMetadata {
-    return { client_name: 'Notes MCP client', redirect_uris: [this.redirectUrl], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' };
+    return {
+      client_name: 'Notes MCP client',
+      redirect_uris: [this.redirectUrl],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'none',
+    };
   }
   clientInformation() {
     return this.information;
@@ -160,7 +166,11 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
         documents = createServer(serverCertificate(['127.0.0.1']), (request, response) => {
           documentRequests++;
           if (request.url !== '/notes-client.json') return void response.writeHead(404).end();
-          const document = { ...new Provider(site.redirectUri).clientMetadata, client_id: documentUrl, client_uri: `https://127.0.0.1:${(documents.address() as AddressInfo).port}/` };
+          const document = {
+            ...new Provider(site.redirectUri).clientMetadata,
+            client_id: documentUrl,
+            client_uri: `https://127.0.0.1:${(documents.address() as AddressInfo).port}/`,
+          };
           response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(document));
         });
         documents.listen(0, '127.0.0.1');
@@ -239,13 +249,7 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
         cimdProvider = new Provider(site.redirectUri, { clientMetadataUrl: documentUrl });
         const { client, consent } = await connect(cimdProvider);
         cimdClient = client;
-        assertInOrder(seen, [
-          'POST /mcp 401',
-          `GET ${prmPath} 200`,
-          'GET /.well-known/oauth-authorization-server 200',
-          'POST /api/token 200',
-          'POST /mcp 200',
-        ]);
+        assertInOrder(seen, ['POST /mcp 401', `GET ${prmPath} 200`, 'GET /.well-known/oauth-authorization-server 200', 'POST /api/token 200', 'POST /mcp 200']);
         assert.ok(!seen.includes('POST /oauth/register 201'), 'no registration: the document is the client');
         const asked = cimdProvider.authorizationUrl!.searchParams;
         assert.equal(asked.get('client_id'), documentUrl);
@@ -319,7 +323,13 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
 
       test('tokens for another resource are refused by the MCP server', async () => {
         const files = await registerResourceServer(server, 'https://files.example/api', [{ name: 'files:read', description: 'Read your files' }]);
-        const { client, secret } = await server.createClient({ name: 'Batch job', grantType: 'client_credentials', redirectUris: [], confidential: true, scope: 'annotation:read files:read' });
+        const { client, secret } = await server.createClient({
+          name: 'Batch job',
+          grantType: 'client_credentials',
+          redirectUris: [],
+          confidential: true,
+          scope: 'annotation:read files:read',
+        });
         const basic = { authorization: `Basic ${Buffer.from(`${client.id}:${secret}`).toString('base64')}` };
         const tokenFor = async (resource?: string) => {
           const response = await postForm(server, '/api/token', { grant_type: 'client_credentials', ...(resource ? { resource } : {}) }, basic);

@@ -49,11 +49,20 @@ for (const backend of BACKENDS) {
       await registerResourceServer(server, RESOURCE, [{ name: 'notes:read', description: 'Read your notes' }], 'Notes');
       // A public client, as MCP clients are; the suite listens on a loopback port of its
       // choosing, which the any-port loopback rule (RFC 8252 §7.3) accepts.
-      const { client } = await server.createClient({ name: 'MCP conformance', redirectUris: ['http://127.0.0.1/callback'], requirePkce: true, scope: 'notes:read' });
-      const port = await freePort();
-      const child = spawn(process.execPath, [CONFORMANCE, 'authorization', '--url', server.url, '--client-id', client.id, '--resource', RESOURCE, '-p', String(port), '-o', outDir], {
-        stdio: ['ignore', 'pipe', 'pipe'],
+      const { client } = await server.createClient({
+        name: 'MCP conformance',
+        redirectUris: ['http://127.0.0.1/callback'],
+        requirePkce: true,
+        scope: 'notes:read',
       });
+      const port = await freePort();
+      const child = spawn(
+        process.execPath,
+        [CONFORMANCE, 'authorization', '--url', server.url, '--client-id', client.id, '--resource', RESOURCE, '-p', String(port), '-o', outDir],
+        {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        },
+      );
       let output = '';
       child.stderr.on('data', (chunk) => (output += String(chunk)));
       const authorizeUrl = new Promise<string>((resolve) => {
@@ -66,7 +75,10 @@ for (const backend of BACKENDS) {
       });
       const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
       try {
-        const url = await Promise.race([authorizeUrl, exited.then((code) => Promise.reject(new Error(`the suite exited (${code}) before its browser step:\n${output}`)))]);
+        const url = await Promise.race([
+          authorizeUrl,
+          exited.then((code) => Promise.reject(new Error(`the suite exited (${code}) before its browser step:\n${output}`))),
+        ]);
         assert.equal(new URL(url).searchParams.get('resource'), RESOURCE);
         const context = await browser.newContext();
         try {
@@ -86,9 +98,15 @@ for (const backend of BACKENDS) {
 
       const scenarios = readdirSync(outDir).filter((name) => name.startsWith('authorization-server-'));
       assert.equal(scenarios.length, 2, `one result folder per scenario: ${scenarios.join(', ')}`);
-      const checks = scenarios.flatMap((scenario) => (JSON.parse(readFileSync(join(outDir, scenario, 'checks.json'), 'utf8')) as Check[]).map((check) => ({ scenario, ...check })));
+      const checks = scenarios.flatMap((scenario) =>
+        (JSON.parse(readFileSync(join(outDir, scenario, 'checks.json'), 'utf8')) as Check[]).map((check) => ({ scenario, ...check })),
+      );
       // Every check these scenarios make, so that a check the suite stops making is noticed.
-      assert.deepEqual(checks.map((check) => check.id).sort(), ['authorization-code-grant', 'authorization-server-metadata', 'authorization-server-metadata-cimd'], output);
+      assert.deepEqual(
+        checks.map((check) => check.id).sort(),
+        ['authorization-code-grant', 'authorization-server-metadata', 'authorization-server-metadata-cimd'],
+        output,
+      );
       assert.deepEqual(
         checks.filter((check) => check.status !== 'SUCCESS'),
         [],

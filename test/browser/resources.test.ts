@@ -41,7 +41,13 @@ describe('resource servers in a browser', browserOptions(), () => {
     await admin.getByLabel('URI').fill('https://files.example.com/mcp/');
     await admin.getByRole('button', { name: 'Register resource server' }).click();
     await admin.getByRole('heading', { name: 'Resource server registered' }).waitFor();
-    assert.equal(await admin.locator('#client-secret').textContent().then((t) => t!.startsWith('gcs_')), true);
+    assert.equal(
+      await admin
+        .locator('#client-secret')
+        .textContent()
+        .then((t) => t!.startsWith('gcs_')),
+      true,
+    );
     await admin.getByRole('link', { name: 'All resource servers' }).click();
     await admin.getByRole('cell', { name: 'https://files.example.com/mcp', exact: true }).waitFor();
 

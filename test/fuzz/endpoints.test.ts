@@ -31,10 +31,10 @@ const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
 const INJECTIONS = [
   "' OR '1'='1' --",
   '"; DROP TABLE users; --',
-  "1; select pg_sleep(5)",
+  '1; select pg_sleep(5)',
   '<script>alert(1)</script>',
   '"><img src=x onerror=alert(1)>',
-  "javascript:alert(document.cookie)",
+  'javascript:alert(document.cookie)',
   '{{7*7}}',
   '<%= it.constructor %>',
   '${process.exit(1)}',
@@ -101,7 +101,10 @@ function values(world: World): fc.Arbitrary<string> {
 }
 
 /** Percent-encodes every byte of the UTF-8 encoding (lone surrogates become U+FFFD). */
-const encode = (text: string) => Buffer.from(text, 'utf8').toString('hex').replace(/../g, (byte) => `%${byte}`);
+const encode = (text: string) =>
+  Buffer.from(text, 'utf8')
+    .toString('hex')
+    .replace(/../g, (byte) => `%${byte}`);
 
 /** Name/value pairs as a form: encoded, or with bytes that are not UTF-8, or raw. */
 function form(pairs: Array<[string, string]>, style: 'encoded' | 'not-utf8' | 'raw'): string {
@@ -116,7 +119,11 @@ function form(pairs: Array<[string, string]>, style: 'encoded' | 'not-utf8' | 'r
 
 /** Parameters for an endpoint: its own names (repeated, missing, extra) with values from `value`, filtered by `allowed`. */
 function params(names: readonly string[], value: fc.Arbitrary<string>): fc.Arbitrary<Array<[string, string]>> {
-  const name = fc.oneof({ weight: 6, arbitrary: fc.constantFrom(...names) }, { weight: 1, arbitrary: fc.constantFrom(...INJECTIONS.slice(12, 15), '_csrf', 'x') }, { weight: 1, arbitrary: fc.string({ maxLength: 10 }) });
+  const name = fc.oneof(
+    { weight: 6, arbitrary: fc.constantFrom(...names) },
+    { weight: 1, arbitrary: fc.constantFrom(...INJECTIONS.slice(12, 15), '_csrf', 'x') },
+    { weight: 1, arbitrary: fc.string({ maxLength: 10 }) },
+  );
   return fc.array(fc.tuple(name, value), { maxLength: 12 });
 }
 
@@ -129,18 +136,34 @@ function body(pairs: fc.Arbitrary<Array<[string, string]>>): fc.Arbitrary<Body> 
     { weight: 8, arbitrary: fc.tuple(pairs, style).map(([p, s]) => ({ payload: form(p, s), contentType: 'application/x-www-form-urlencoded' })) },
     {
       weight: 2,
-      arbitrary: fc.tuple(pairs, fc.constantFrom('application/json', 'text/plain', 'multipart/form-data; boundary=x', 'application/xml', 'application/x-www-form-urlencoded; charset=utf-16', 'application/x-www-form-urlencodedX')).map(([p, type]) => ({
-        payload: type === 'application/json' ? JSON.stringify(Object.fromEntries(p)) : form(p, 'encoded'),
-        contentType: type,
-      })),
+      arbitrary: fc
+        .tuple(
+          pairs,
+          fc.constantFrom(
+            'application/json',
+            'text/plain',
+            'multipart/form-data; boundary=x',
+            'application/xml',
+            'application/x-www-form-urlencoded; charset=utf-16',
+            'application/x-www-form-urlencodedX',
+          ),
+        )
+        .map(([p, type]) => ({
+          payload: type === 'application/json' ? JSON.stringify(Object.fromEntries(p)) : form(p, 'encoded'),
+          contentType: type,
+        })),
     },
-    { weight: 1, arbitrary: fc.uint8Array({ maxLength: 200 }).map((bytes) => ({ payload: Buffer.from(bytes), contentType: 'application/x-www-form-urlencoded' })) },
+    {
+      weight: 1,
+      arbitrary: fc.uint8Array({ maxLength: 200 }).map((bytes) => ({ payload: Buffer.from(bytes), contentType: 'application/x-www-form-urlencoded' })),
+    },
     { weight: 1, arbitrary: fc.constant({}) },
     { weight: 1, arbitrary: fc.constant({ payload: `a=${'A'.repeat(70 * 1024)}`, contentType: 'application/x-www-form-urlencoded' }) },
   );
 }
 
-const method = (right: 'GET' | 'POST') => fc.oneof({ weight: 9, arbitrary: fc.constant(right) }, { weight: 1, arbitrary: fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH') });
+const method = (right: 'GET' | 'POST') =>
+  fc.oneof({ weight: 9, arbitrary: fc.constant(right) }, { weight: 1, arbitrary: fc.constantFrom('GET', 'POST', 'PUT', 'DELETE', 'PATCH') });
 
 interface Case {
   endpoint: string;
@@ -170,13 +193,26 @@ const CLIENT_ERRORS = [400, 401, 403, 404, 405, 413, 414, 415, 429];
 /** Every fuzzed endpoint, as a generator of requests that must all fail (or, where the RFC says so, succeed without effect). */
 function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.Arbitrary<Case> }> {
   const value = values(world);
-  const authorizeNames = ['client_id', 'redirect_uri', 'response_type', 'state', 'scope', 'code_challenge', 'code_challenge_method', 'response_mode', 'prompt', 'nonce'];
+  const authorizeNames = [
+    'client_id',
+    'redirect_uri',
+    'response_type',
+    'state',
+    'scope',
+    'code_challenge',
+    'code_challenge_method',
+    'response_mode',
+    'prompt',
+    'nonce',
+  ];
   const who = fc.constantFrom(world.anonymous, world.alice);
   const guessedBasic = [
     fc.constant(undefined),
     value.map((v) => `Basic ${Buffer.from(v).toString('base64')}`),
     value.map((v) => `Basic ${v}`),
-    fc.tuple(fc.constantFrom(world.publicClient, world.confidentialClient), value).map(([id, secret]) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`),
+    fc
+      .tuple(fc.constantFrom(world.publicClient, world.confidentialClient), value)
+      .map(([id, secret]) => `Basic ${Buffer.from(`${id}:${secret}`).toString('base64')}`),
   ];
   const basic = fc.oneof(fc.constant(world.resourceBasic), ...guessedBasic);
   // At the token endpoint the resource server's real credentials would make a well-formed
@@ -194,23 +230,35 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
       // Alice is logged in but has approved nothing, and the clients are not trusted: no request can yield a code.
       name: 'GET /oauth/authorize',
       runs: 550,
-      arbitrary: fc.tuple(method('GET'), params(authorizeNames, value), who).map(([m, p, session]) =>
-        request('authorize', m, `/oauth/authorize?${form(p, 'encoded')}`, {}, { cookie: session.cookie }, [200, 302, 303]),
-      ),
+      arbitrary: fc
+        .tuple(method('GET'), params(authorizeNames, value), who)
+        .map(([m, p, session]) => request('authorize', m, `/oauth/authorize?${form(p, 'encoded')}`, {}, { cookie: session.cookie }, [200, 302, 303])),
     },
     {
       // The consent form, never with decision=approve.
       name: 'POST /oauth/authorize',
       runs: 250,
       arbitrary: fc
-        .tuple(method('POST'), body(sessionForm(world.alice, params([...authorizeNames, 'decision'], value).map((p) => p.filter(([n, v]) => !(n === 'decision' && v === 'approve'))))))
+        .tuple(
+          method('POST'),
+          body(
+            sessionForm(
+              world.alice,
+              params([...authorizeNames, 'decision'], value).map((p) => p.filter(([n, v]) => !(n === 'decision' && v === 'approve'))),
+            ),
+          ),
+        )
         .map(([m, b]) => request('consent', m, '/oauth/authorize', b, { cookie: world.alice.cookie }, [302, 303])),
     },
     {
       name: 'POST /api/token',
       runs: 650,
       arbitrary: fc
-        .tuple(method('POST'), body(params(['grant_type', 'code', 'redirect_uri', 'code_verifier', 'client_id', 'client_secret', 'refresh_token', 'scope'], value)), tokenBasic)
+        .tuple(
+          method('POST'),
+          body(params(['grant_type', 'code', 'redirect_uri', 'code_verifier', 'client_id', 'client_secret', 'refresh_token', 'scope'], value)),
+          tokenBasic,
+        )
         .map(([m, b, header]) => request('token', m, '/api/token', b, authorization(header), [])),
     },
     {
@@ -244,13 +292,50 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
       runs: 400,
       arbitrary: fc.oneof(
         fc
-          .tuple(method('POST'), body(sessionForm(world.admin, params(['name', 'grant_type', 'redirect_uri', 'client_type', 'trusted', 'require_pkce', 'scope'], value).chain((p) => notOneOf(['authorization_code', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code']).map((g): Array<[string, string]> => [...p.filter(([n]) => n !== 'grant_type'), ['grant_type', g]])))))
+          .tuple(
+            method('POST'),
+            body(
+              sessionForm(
+                world.admin,
+                params(['name', 'grant_type', 'redirect_uri', 'client_type', 'trusted', 'require_pkce', 'scope'], value).chain((p) =>
+                  notOneOf(['authorization_code', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code']).map((g): Array<[string, string]> => [
+                    ...p.filter(([n]) => n !== 'grant_type'),
+                    ['grant_type', g],
+                  ]),
+                ),
+              ),
+            ),
+          )
           .map(([m, b]) => request('admin', m, '/admin/oauthclients', b, { cookie: world.admin.cookie }, [200, 303])),
         fc
-          .tuple(method('POST'), body(sessionForm(world.admin, params(['name', 'redirect_uri', 'trusted', 'require_pkce', 'scope'], value).chain((p) => fc.array(notOneOf(SCOPES), { maxLength: 3 }).map((s): Array<[string, string]> => [...p.filter(([n]) => n !== 'scope'), ...s.map((v): [string, string] => ['scope', v])])))))
+          .tuple(
+            method('POST'),
+            body(
+              sessionForm(
+                world.admin,
+                params(['name', 'redirect_uri', 'trusted', 'require_pkce', 'scope'], value).chain((p) =>
+                  fc
+                    .array(notOneOf(SCOPES), { maxLength: 3 })
+                    .map((s): Array<[string, string]> => [...p.filter(([n]) => n !== 'scope'), ...s.map((v): [string, string] => ['scope', v])]),
+                ),
+              ),
+            ),
+          )
           .map(([m, b]) => request('admin', m, `/admin/oauthclients/${world.publicClient}`, b, { cookie: world.admin.cookie }, [200, 303])),
         fc
-          .tuple(method('POST'), body(sessionForm(world.admin, params(['username', 'email', 'password', 'admin'], value).chain((p) => value.filter((v) => !/^[A-Za-z0-9][A-Za-z0-9._-]{2,29}$/.test(v)).map((u): Array<[string, string]> => [...p.filter(([n]) => n !== 'username'), ['username', u]])))))
+          .tuple(
+            method('POST'),
+            body(
+              sessionForm(
+                world.admin,
+                params(['username', 'email', 'password', 'admin'], value).chain((p) =>
+                  value
+                    .filter((v) => !/^[A-Za-z0-9][A-Za-z0-9._-]{2,29}$/.test(v))
+                    .map((u): Array<[string, string]> => [...p.filter(([n]) => n !== 'username'), ['username', u]]),
+                ),
+              ),
+            ),
+          )
           .map(([m, b]) => request('admin', m, '/admin/users', b, { cookie: world.admin.cookie }, [200, 303])),
         fc
           .tuple(
@@ -258,13 +343,31 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
             fc.oneof(
               notOneOf([world.publicClient, world.confidentialClient, world.adminUser]).map((id) => ({ id: encode(id), csrf: world.admin.csrf })),
               fc.constantFrom('%zz', '%', '%E0%A4%A', '..%2F..%2F', '%00', '%2e%2e').map((id) => ({ id, csrf: world.admin.csrf })),
-              fc.tuple(fc.constantFrom(world.confidentialClient, world.adminUser), value.filter((v) => v !== world.admin.csrf)).map(([id, csrf]) => ({ id, csrf })),
+              fc
+                .tuple(
+                  fc.constantFrom(world.confidentialClient, world.adminUser),
+                  value.filter((v) => v !== world.admin.csrf),
+                )
+                .map(([id, csrf]) => ({ id, csrf })),
             ),
             method('POST'),
           )
-          .map(([path, { id, csrf }, m]) => request('admin', m, path.replace('%s', id), { payload: `_csrf=${encode(csrf)}`, contentType: 'application/x-www-form-urlencoded' }, { cookie: world.admin.cookie }, [200, 303])),
+          .map(([path, { id, csrf }, m]) =>
+            request(
+              'admin',
+              m,
+              path.replace('%s', id),
+              { payload: `_csrf=${encode(csrf)}`, contentType: 'application/x-www-form-urlencoded' },
+              { cookie: world.admin.cookie },
+              [200, 303],
+            ),
+          ),
         fc
-          .tuple(fc.constantFrom('/admin/audit', '/admin/users', '/admin/oauthclients'), params(['user', 'client', 'type', 'before', 'q', 'done'], value), fc.constantFrom(world.admin, world.alice, world.anonymous))
+          .tuple(
+            fc.constantFrom('/admin/audit', '/admin/users', '/admin/oauthclients'),
+            params(['user', 'client', 'type', 'before', 'q', 'done'], value),
+            fc.constantFrom(world.admin, world.alice, world.anonymous),
+          )
           .map(([path, p, session]) => request('admin', 'GET', `${path}?${form(p, 'encoded')}`, {}, { cookie: session.cookie }, [200, 303])),
       ),
     },
@@ -313,7 +416,12 @@ for (const backend of BACKENDS) {
     let sent = 0;
 
     before(async () => {
-      const server = await startServer(backend, { TOKEN_REQUESTS_PER_CLIENT: '0', TOKEN_REQUESTS_PER_ADDRESS: '0', LOGIN_FAILURES_PER_ADDRESS: '5', LOG_LEVEL: 'silent' });
+      const server = await startServer(backend, {
+        TOKEN_REQUESTS_PER_CLIENT: '0',
+        TOKEN_REQUESTS_PER_ADDRESS: '0',
+        LOGIN_FAILURES_PER_ADDRESS: '5',
+        LOG_LEVEL: 'silent',
+      });
       await server.createUser('alice');
       const admin = await server.createUser('root', { admin: true });
       const publicClient = (await server.createClient({ name: 'Annotator' })).client.id;
@@ -345,15 +453,17 @@ for (const backend of BACKENDS) {
       t.diagnostic(`fuzz seed ${SEED}: replay with FUZZ_SEED=${SEED}`);
       for (const { name, runs, arbitrary } of cases(world)) {
         const started = Date.now();
-        await fc.assert(
-          fc.asyncProperty(arbitrary, async (c) => {
-            sent++;
-            check(c, await world.server.app.inject(c.request));
-          }),
-          { seed: SEED, numRuns: runs, endOnFailure: true },
-        ).catch((error: Error) => {
-          throw new Error(`${name}: ${error.message}`);
-        });
+        await fc
+          .assert(
+            fc.asyncProperty(arbitrary, async (c) => {
+              sent++;
+              check(c, await world.server.app.inject(c.request));
+            }),
+            { seed: SEED, numRuns: runs, endOnFailure: true },
+          )
+          .catch((error: Error) => {
+            throw new Error(`${name}: ${error.message}`);
+          });
         t.diagnostic(`${name}: ${runs} requests in ${Date.now() - started} ms`);
       }
       t.diagnostic(`${sent} requests sent`);
@@ -363,7 +473,10 @@ for (const backend of BACKENDS) {
     test('and changed nothing stored, except the audit trail of failed logins', async () => {
       assert.deepEqual(await snapshot(world.server), before_);
       const { rows } = await sql<{ type: string }>`select type from audit_events order by id`.execute(world.server.store.db);
-      assert.deepEqual([...new Set(rows.slice(auditBefore).map((row) => row.type))].filter((type) => type !== 'login_failed'), []);
+      assert.deepEqual(
+        [...new Set(rows.slice(auditBefore).map((row) => row.type))].filter((type) => type !== 'login_failed'),
+        [],
+      );
     });
   });
 }

@@ -155,7 +155,9 @@ for (const backend of BACKENDS) {
 
       test('the answers themselves, errors included, may be read from another origin', async () => {
         const { access_token } = await tokens();
-        assertOpenToAnyOrigin(await fetch(new URL('/api/profile', server.url), { headers: { origin: BROWSER_ORIGIN, authorization: `Bearer ${access_token}` } }));
+        assertOpenToAnyOrigin(
+          await fetch(new URL('/api/profile', server.url), { headers: { origin: BROWSER_ORIGIN, authorization: `Bearer ${access_token}` } }),
+        );
         const refused = await fetch(new URL('/api/profile', server.url), { headers: { origin: BROWSER_ORIGIN } });
         assert.equal(refused.status, 401);
         assertOpenToAnyOrigin(refused);

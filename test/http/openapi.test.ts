@@ -60,8 +60,14 @@ for (const backend of BACKENDS) {
       const token = document.paths!['/api/token']!.post!;
       const body = (token.requestBody as OpenAPIV3_1.RequestBodyObject).content['application/x-www-form-urlencoded']!.schema as OpenAPIV3_1.SchemaObject;
       assert.deepEqual(body.required, ['grant_type']);
-      assert.deepEqual((body.properties!.grant_type as OpenAPIV3_1.SchemaObject).enum, ['authorization_code', 'refresh_token', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code']);
-      for (const name of ['code', 'redirect_uri', 'code_verifier', 'refresh_token', 'device_code', 'scope', 'client_id', 'client_secret']) assert.ok(body.properties![name], name);
+      assert.deepEqual((body.properties!.grant_type as OpenAPIV3_1.SchemaObject).enum, [
+        'authorization_code',
+        'refresh_token',
+        'client_credentials',
+        'urn:ietf:params:oauth:grant-type:device_code',
+      ]);
+      for (const name of ['code', 'redirect_uri', 'code_verifier', 'refresh_token', 'device_code', 'scope', 'client_id', 'client_secret'])
+        assert.ok(body.properties![name], name);
       assert.deepEqual(Object.keys(token.responses!).toSorted(), ['200', '400', '401', '429', '503']);
       const tokens = (token.responses!['200'] as OpenAPIV3_1.ResponseObject).content!['application/json']!.schema as OpenAPIV3_1.SchemaObject;
       assert.deepEqual(Object.keys(tokens.properties!).toSorted(), ['access_token', 'expires_in', 'refresh_token', 'scope', 'token_type']);
@@ -77,7 +83,11 @@ for (const backend of BACKENDS) {
       });
       assert.equal(repeated.status, 400);
       assert.deepEqual(await repeated.json(), { error: 'invalid_request', error_description: 'the "refresh_token" parameter is repeated' });
-      const missing = await fetch(new URL('/api/token', server.url), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: '' });
+      const missing = await fetch(new URL('/api/token', server.url), {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: '',
+      });
       assert.deepEqual(await missing.json(), { error: 'invalid_request', error_description: 'the "grant_type" parameter is missing' });
     });
   });

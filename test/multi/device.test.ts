@@ -30,7 +30,12 @@ describe('device authorization grant across instances (postgres)', backendOption
     const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
     const at = (instance: number): App => {
       const base = cluster.instances[instance]!.url;
-      return { as: { ...as, token_endpoint: `${base}/api/token`, device_authorization_endpoint: `${base}/oauth/device_authorization` }, client: { client_id: client.id }, auth: oauth.None(), redirectUri: '' };
+      return {
+        as: { ...as, token_endpoint: `${base}/api/token`, device_authorization_endpoint: `${base}/oauth/device_authorization` },
+        client: { client_id: client.id },
+        auth: oauth.None(),
+        redirectUri: '',
+      };
     };
     const codes = await requestCodes(at(1));
     await sleep(5100);

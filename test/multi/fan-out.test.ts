@@ -38,7 +38,11 @@ async function listen(server: TestServer): Promise<{ messages: string[][]; close
 }
 
 async function grantOf(server: TestServer, refreshToken: string): Promise<string> {
-  const row = await server.store.db.selectFrom('refresh_tokens').select('grant_id').where('hash', '=', hashIfWellFormed('refresh', refreshToken)!).executeTakeFirstOrThrow();
+  const row = await server.store.db
+    .selectFrom('refresh_tokens')
+    .select('grant_id')
+    .where('hash', '=', hashIfWellFormed('refresh', refreshToken)!)
+    .executeTakeFirstOrThrow();
   return row.grant_id;
 }
 
@@ -46,58 +50,71 @@ async function until(condition: () => boolean): Promise<void> {
   for (let tries = 0; tries < 200 && !condition(); tries++) await sleep(10);
 }
 
-describe('the revocation fan-out through PostgreSQL LISTEN/NOTIFY (no Redis)', postgres.unavailable ? { skip: `postgres unavailable: ${postgres.unavailable}` } : {}, () => {
-  let setup: Setup;
-  let cliStore: Store;
-  let cli: OpenContext;
-  before(async () => {
-    setup = await startWithApp(postgres);
-    cliStore = openStore(setup.server.config.database);
-    cli = await openContext(setup.server.config, cliStore, { info() {}, warn() {}, error() {} });
-  });
-  after(async () => {
-    await cli?.close();
-    await cliStore?.close();
-    await setup?.server.close();
-  });
+describe(
+  'the revocation fan-out through PostgreSQL LISTEN/NOTIFY (no Redis)',
+  postgres.unavailable ? { skip: `postgres unavailable: ${postgres.unavailable}` } : {},
+  () => {
+    let setup: Setup;
+    let cliStore: Store;
+    let cli: OpenContext;
+    before(async () => {
+      setup = await startWithApp(postgres);
+      cliStore = openStore(setup.server.config.database);
+      cli = await openContext(setup.server.config, cliStore, { info() {}, warn() {}, error() {} });
+    });
+    after(async () => {
+      await cli?.close();
+      await cliStore?.close();
+      await setup?.server.close();
+    });
 
-  test('a client revoking its token: one message, from the revocation, naming the grant', async () => {
-    const { server, app, agent } = setup;
-    const pair = await obtainTokens(app, agent);
-    const grantId = await grantOf(server, pair.refresh_token!);
-    const listener = await listen(server);
-    try {
-      await revokeToken(app, pair.access_token);
-      await until(() => listener.messages.length > 0);
-      await sleep(100);
-      assert.deepEqual(listener.messages, [[grantId]]);
-      await revokeToken(app, pair.refresh_token!); // already revoked: nothing to tell
-      await sleep(100);
-      assert.equal(listener.messages.length, 1);
-    } finally {
-      await listener.close();
-    }
-  });
+    test('a client revoking its token: one message, from the revocation, naming the grant', async () => {
+      const { server, app, agent } = setup;
+      const pair = await obtainTokens(app, agent);
+      const grantId = await grantOf(server, pair.refresh_token!);
+      const listener = await listen(server);
+      try {
+        await revokeToken(app, pair.access_token);
+        await until(() => listener.messages.length > 0);
+        await sleep(100);
+        assert.deepEqual(listener.messages, [[grantId]]);
+        await revokeToken(app, pair.refresh_token!); // already revoked: nothing to tell
+        await sleep(100);
+        assert.equal(listener.messages.length, 1);
+      } finally {
+        await listener.close();
+      }
+    });
 
-  test("a user's 151 grants revoked at once: every id told, in messages of at most 150", async () => {
-    const { server } = setup;
-    const user = await server.createUser(`many${randomUUID().slice(0, 8)}`);
-    const { client } = await server.createClient({ name: 'Many grants' });
-    const now = Date.now();
-    const ids = Array.from({ length: 151 }, () => randomUUID());
-    const grant = (id: string) => ({ id, client_id: client.id, user_id: user.id, resource_id: 'builtin', scopes: 'annotation:read', created_at: now, last_used_at: now, expires_at: now + 60_000 });
-    await server.store.db.insertInto('grants').values(ids.map(grant)).execute();
-    const listener = await listen(server);
-    try {
-      await disableUser(cli, user, COMMAND_LINE);
-      await until(() => listener.messages.flat().length >= ids.length);
-      assert.deepEqual(listener.messages.flat().sort(), [...ids].sort());
-      assert.ok(listener.messages.every((m) => m.length <= 150) && listener.messages.length === 2, `message sizes ${listener.messages.map((m) => m.length)}`);
-    } finally {
-      await listener.close();
-    }
-  });
-});
+    test("a user's 151 grants revoked at once: every id told, in messages of at most 150", async () => {
+      const { server } = setup;
+      const user = await server.createUser(`many${randomUUID().slice(0, 8)}`);
+      const { client } = await server.createClient({ name: 'Many grants' });
+      const now = Date.now();
+      const ids = Array.from({ length: 151 }, () => randomUUID());
+      const grant = (id: string) => ({
+        id,
+        client_id: client.id,
+        user_id: user.id,
+        resource_id: 'builtin',
+        scopes: 'annotation:read',
+        created_at: now,
+        last_used_at: now,
+        expires_at: now + 60_000,
+      });
+      await server.store.db.insertInto('grants').values(ids.map(grant)).execute();
+      const listener = await listen(server);
+      try {
+        await disableUser(cli, user, COMMAND_LINE);
+        await until(() => listener.messages.flat().length >= ids.length);
+        assert.deepEqual(listener.messages.flat().sort(), [...ids].sort());
+        assert.ok(listener.messages.every((m) => m.length <= 150) && listener.messages.length === 2, `message sizes ${listener.messages.map((m) => m.length)}`);
+      } finally {
+        await listener.close();
+      }
+    });
+  },
+);
 
 describe('the revocation fan-out through Redis', postgres.unavailable || !redisUrl ? { skip: 'needs PostgreSQL and Redis' } : {}, () => {
   let setup: Setup;

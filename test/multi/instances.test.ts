@@ -66,7 +66,11 @@ for (const fanOut of ['redis', 'postgres'] as const) {
     test('a refresh at B replayed at C is detected and revokes the grant everywhere', async () => {
       const tokens = await exchange(await appAt(cluster, clientId, 1), await codeFrom(cluster, await appAt(cluster, clientId, 0), 0, 'alice'));
       const atB = await appAt(cluster, clientId, 1);
-      const refreshed = await oauth.processRefreshTokenResponse(atB.as, atB.client, await oauth.refreshTokenGrantRequest(atB.as, atB.client, atB.auth, tokens.refresh_token!, insecure));
+      const refreshed = await oauth.processRefreshTokenResponse(
+        atB.as,
+        atB.client,
+        await oauth.refreshTokenGrantRequest(atB.as, atB.client, atB.auth, tokens.refresh_token!, insecure),
+      );
       const atC = await appAt(cluster, clientId, 2);
       const replay = await oauth.refreshTokenGrantRequest(atC.as, atC.client, atC.auth, tokens.refresh_token!, insecure);
       assert.equal(replay.status, 400);

@@ -83,9 +83,23 @@ for (const backend of BACKENDS) {
     }
 
     const exchange = (code: { code: string; verifier: string }) =>
-      send('POST', '/api/token', { form: { grant_type: 'authorization_code', code: code.code, code_verifier: code.verifier, client_id: app.client.client_id, redirect_uri: app.redirectUri } });
+      send('POST', '/api/token', {
+        form: {
+          grant_type: 'authorization_code',
+          code: code.code,
+          code_verifier: code.verifier,
+          client_id: app.client.client_id,
+          redirect_uri: app.redirectUri,
+        },
+      });
 
-    const workerPids = () => [...new Set(logLines().filter((line) => line.pid !== server.process.pid).map((line) => line.pid))];
+    const workerPids = () => [
+      ...new Set(
+        logLines()
+          .filter((line) => line.pid !== server.process.pid)
+          .map((line) => line.pid),
+      ),
+    ];
 
     before(async () => {
       database = await backend.create();
@@ -95,11 +109,26 @@ for (const backend of BACKENDS) {
       await createAccount(store.db, { username: 'mallory', email: 'mallory@example.com', password: PASSWORD, isAdmin: false }, Date.now());
       const { client } = await createClient(
         store.db,
-        { name: 'Workers', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: false, trusted: true, requirePkce: true, scope: '' },
+        {
+          name: 'Workers',
+          grantType: 'authorization_code',
+          redirectUris: ['http://127.0.0.1:8765/callback'],
+          confidential: false,
+          trusted: true,
+          requirePkce: true,
+          scope: '',
+        },
         Date.now(),
       );
       const port = String(await freePort());
-      server = await serve({ DATABASE_URL: database.url, PORT: port, PUBLIC_URL: `http://127.0.0.1:${port}`, WORKERS: '2', LOG_LEVEL: 'info', LOGIN_FAILURES_PER_ACCOUNT: '4' });
+      server = await serve({
+        DATABASE_URL: database.url,
+        PORT: port,
+        PUBLIC_URL: `http://127.0.0.1:${port}`,
+        WORKERS: '2',
+        LOG_LEVEL: 'info',
+        LOGIN_FAILURES_PER_ACCOUNT: '4',
+      });
       app = await discover({ url: server.url } as TestServer, client.id);
       const agent = new UserAgent(server.url);
       await agent.login('alice');
@@ -172,7 +201,10 @@ for (const backend of BACKENDS) {
       const attempt = () => send('POST', '/login', { headers: { cookie: csrf }, form: Object.fromEntries(fields) });
       const answers = [];
       for (let i = 0; i < 5; i++) answers.push(await attempt());
-      assert.deepEqual(answers.map((answer) => answer.status), [401, 401, 401, 401, 429]);
+      assert.deepEqual(
+        answers.map((answer) => answer.status),
+        [401, 401, 401, 401, 429],
+      );
       assert.equal(new Set(answers.map((answer) => answer.pid)).size, 2, 'the failures were spread over both workers');
     });
 

@@ -64,7 +64,10 @@ function postedMessage(html: string): { origin: string; message: Record<string, 
 }
 
 async function countCodes(server: TestServer): Promise<number> {
-  const row = await server.store.db.selectFrom('auth_codes').select((eb) => eb.fn.countAll().as('n')).executeTakeFirstOrThrow();
+  const row = await server.store.db
+    .selectFrom('auth_codes')
+    .select((eb) => eb.fn.countAll().as('n'))
+    .executeTakeFirstOrThrow();
   return Number(row.n);
 }
 
@@ -296,7 +299,10 @@ for (const backend of BACKENDS) {
         const request = await authorizeRequest(annotator, { prompt: 'consent' });
         const codes = await countCodes(server);
         const page = await alice.visit(request.path);
-        const response = await alice.fetch('/oauth/authorize', { method: 'POST', body: new URLSearchParams([...formFields(page.html, '/oauth/authorize'), ['decision', 'deny']]) });
+        const response = await alice.fetch('/oauth/authorize', {
+          method: 'POST',
+          body: new URLSearchParams([...formFields(page.html, '/oauth/authorize'), ['decision', 'deny']]),
+        });
         assertRedirectedError(response, annotator, request.state, 'access_denied');
         assert.equal(await countCodes(server), codes);
       });

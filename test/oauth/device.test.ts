@@ -91,10 +91,16 @@ for (const backend of BACKENDS) {
       assert.equal((await profile(server, tokens.access_token)).status, 401);
 
       const audit = await server.store.db.selectFrom('audit_events').select('type').where('client_id', '=', app.client.client_id).orderBy('id').execute();
-      assert.deepEqual(audit.map((e) => e.type).filter((t) => t !== 'token_refreshed' && t !== 'token_revoked'), ['device_authorization_requested', 'device_approved', 'token_issued', 'code_replay_detected']);
+      assert.deepEqual(
+        audit.map((e) => e.type).filter((t) => t !== 'token_refreshed' && t !== 'token_revoked'),
+        ['device_authorization_requested', 'device_approved', 'token_issued', 'code_replay_detected'],
+      );
       const stored = await server.store.db.selectFrom('device_codes').selectAll().execute();
       for (const row of stored) {
-        assert.ok(!JSON.stringify(row).includes(codes.device_code) && !JSON.stringify(row).includes(codes.user_code.replace('-', '')), 'only hashes are stored');
+        assert.ok(
+          !JSON.stringify(row).includes(codes.device_code) && !JSON.stringify(row).includes(codes.user_code.replace('-', '')),
+          'only hashes are stored',
+        );
       }
     });
 
@@ -168,7 +174,11 @@ for (const backend of BACKENDS) {
       await assertPollError(app, codes.device_code, 'slow_down'); // now 20 s
       server.advance(20);
       await assertPollError(app, codes.device_code, 'authorization_pending');
-      const row = await server.store.db.selectFrom('device_codes').select('poll_interval').where('client_id', '=', app.client.client_id).executeTakeFirstOrThrow();
+      const row = await server.store.db
+        .selectFrom('device_codes')
+        .select('poll_interval')
+        .where('client_id', '=', app.client.client_id)
+        .executeTakeFirstOrThrow();
       assert.equal(row.poll_interval, 20);
     });
 
@@ -206,7 +216,14 @@ for (const backend of BACKENDS) {
       const form = await agent.visit('/admin/oauthclients/new');
       assert.match(form.html, /<option value="urn:ietf:params:oauth:grant-type:device_code"/);
       const fields = formFields(form.html, '/admin/oauthclients');
-      for (const [name, value] of Object.entries({ name: 'Hall TV', grant_type: DEVICE_CODE_GRANT_TYPE, redirect_uri: '', client_type: 'public', scope: 'annotation:read' })) fields.set(name, value);
+      for (const [name, value] of Object.entries({
+        name: 'Hall TV',
+        grant_type: DEVICE_CODE_GRANT_TYPE,
+        redirect_uri: '',
+        client_type: 'public',
+        scope: 'annotation:read',
+      }))
+        fields.set(name, value);
       const registered = await agent.visit('/admin/oauthclients', { method: 'POST', body: fields });
       assert.equal(registered.response.status, 200, registered.html);
       const clientId = /<code class="id" id="client-id">([0-9a-f-]{36})<\/code>/.exec(registered.html)![1]!;
@@ -259,7 +276,12 @@ for (const backend of BACKENDS) {
         ['malformed client', { client_id: "' or 1=1 --" }, 401, 'invalid_client'],
         ['a client of another grant type', { client_id: web.client.id }, 400, 'unauthorized_client'],
         ['an unknown scope', { client_id: id, scope: 'admin' }, 400, 'invalid_scope'],
-        ['a scope the client may not have', { client_id: (await deviceApp(server, { scope: 'annotation:read' })).client.client_id, scope: 'annotation:write' }, 400, 'invalid_scope'],
+        [
+          'a scope the client may not have',
+          { client_id: (await deviceApp(server, { scope: 'annotation:read' })).client.client_id, scope: 'annotation:write' },
+          400,
+          'invalid_scope',
+        ],
         ['an unknown resource', { client_id: id, resource: 'https://api.example' }, 400, 'invalid_target'],
         ['two resources', `client_id=${id}&resource=${encodeURIComponent(server.url)}&resource=https://api.example`, 400, 'invalid_target'],
         ['a repeated scope', `client_id=${id}&scope=annotation:read&scope=annotation:write`, 400, 'invalid_request'],
@@ -270,7 +292,11 @@ for (const backend of BACKENDS) {
         const body = (await response.json()) as { error: string };
         assert.deepEqual([response.status, body.error], [status, error], name);
       }
-      const json = await fetch(`${server.url}/oauth/device_authorization`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_id: id }) });
+      const json = await fetch(`${server.url}/oauth/device_authorization`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ client_id: id }),
+      });
       assert.equal(json.status, 400);
       assert.equal((await fetch(`${server.url}/oauth/device_authorization`)).status, 405);
       assert.equal(await server.store.db.selectFrom('device_codes').select('hash').where('client_id', '=', web.client.id).executeTakeFirst(), undefined);
@@ -288,9 +314,14 @@ for (const backend of BACKENDS) {
         ['no client', { grant_type: grant, device_code: codes.device_code }, 400, 'invalid_request'],
         ['a malformed device code', { grant_type: grant, client_id: app.client.client_id, device_code: '<script>' }, 400, 'invalid_grant'],
         ['an unknown device code', { grant_type: grant, client_id: app.client.client_id, device_code: `gdc_${'A'.repeat(43)}` }, 400, 'invalid_grant'],
-        ['another client\'s device code', { grant_type: grant, client_id: other.client.client_id, device_code: codes.device_code }, 400, 'invalid_grant'],
+        ["another client's device code", { grant_type: grant, client_id: other.client.client_id, device_code: codes.device_code }, 400, 'invalid_grant'],
         ['a client of another grant type', { grant_type: grant, client_id: web.client.id, device_code: codes.device_code }, 400, 'unauthorized_client'],
-        ['a repeated device code', `grant_type=${encodeURIComponent(grant)}&client_id=${app.client.client_id}&device_code=a&device_code=b`, 400, 'invalid_request'],
+        [
+          'a repeated device code',
+          `grant_type=${encodeURIComponent(grant)}&client_id=${app.client.client_id}&device_code=a&device_code=b`,
+          400,
+          'invalid_request',
+        ],
       ];
       for (const [name, form, status, error] of cases) {
         const response = await postForm(server, '/api/token', form);
@@ -344,7 +375,12 @@ for (const backend of BACKENDS) {
       assert.match(refused.html, /Too many wrong codes/);
       assert.equal((await scrape(server)).get('gatehouse_user_code_failures_total'), before + 3);
       const carol = await server.store.db.selectFrom('users').select('id').where('username', '=', 'carol').executeTakeFirstOrThrow();
-      const failures = await server.store.db.selectFrom('audit_events').select('detail').where('type', '=', 'user_code_failed').where('user_id', '=', carol.id).execute();
+      const failures = await server.store.db
+        .selectFrom('audit_events')
+        .select('detail')
+        .where('type', '=', 'user_code_failed')
+        .where('user_id', '=', carol.id)
+        .execute();
       assert.equal(failures.length, 3);
       // Another person, from the same address, is not locked out by carol's guesses.
       const done = await answerAtDevicePage(await loggedIn(server, 'dave'), codes, 'approve');

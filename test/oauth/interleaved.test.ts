@@ -25,7 +25,17 @@ async function storedFor(server: TestServer, clientId: string) {
   const grants = await db.selectFrom('grants').select('id').where('client_id', '=', clientId).execute();
   const ids = grants.map((g) => g.id);
   const count = async (table: 'access_tokens' | 'refresh_tokens') =>
-    ids.length === 0 ? 0 : Number((await db.selectFrom(table).select((eb) => eb.fn.countAll().as('n')).where('grant_id', 'in', ids).executeTakeFirstOrThrow()).n);
+    ids.length === 0
+      ? 0
+      : Number(
+          (
+            await db
+              .selectFrom(table)
+              .select((eb) => eb.fn.countAll().as('n'))
+              .where('grant_id', 'in', ids)
+              .executeTakeFirstOrThrow()
+          ).n,
+        );
   const events = await db.selectFrom('audit_events').select(['type', 'detail']).where('client_id', '=', clientId).execute();
   return {
     grants: ids,
@@ -53,7 +63,11 @@ for (const backend of BACKENDS) {
       const stored = await storedFor(server, app.client.client_id);
       assert.deepEqual(stored, { grants: stored.grants, access: 2, refresh: 2, issued: 2, refreshed: 0 });
       assert.equal(stored.grants.length, 2, 'the first exchange and the race winner: one grant each');
-      const code = await server.store.db.selectFrom('auth_codes').select('grant_id').where('hash', '=', hashIfWellFormed('code', authorized.callback.get('code')!)!).executeTakeFirstOrThrow();
+      const code = await server.store.db
+        .selectFrom('auth_codes')
+        .select('grant_id')
+        .where('hash', '=', hashIfWellFormed('code', authorized.callback.get('code')!)!)
+        .executeTakeFirstOrThrow();
       assert.ok(code.grant_id !== null && stored.grants.includes(code.grant_id), 'the code names the winner’s grant');
     });
 
@@ -88,7 +102,9 @@ async function holding(server: TestServer, statement: string, params: unknown[])
 /** Resolves once a query of the server waits for a row lock (the request has reached it). */
 async function untilWaiting(server: TestServer): Promise<void> {
   for (let tries = 0; tries < 500; tries++) {
-    const { rows } = await sql<{ n: number }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(server.store.db);
+    const { rows } = await sql<{
+      n: number;
+    }>`select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`.execute(server.store.db);
     if (rows[0]!.n > 0) return;
     await sleep(10);
   }
@@ -116,7 +132,11 @@ describe('changes committed while a request waits for the row (postgres)', backe
     await untilWaiting(server);
     await lock.commit();
     const result = await answer;
-    const code = await server.store.db.selectFrom('auth_codes').select(['consumed_at', 'grant_id']).where('hash', '=', hashIfWellFormed('code', authorized.callback.get('code')!)!).executeTakeFirst();
+    const code = await server.store.db
+      .selectFrom('auth_codes')
+      .select(['consumed_at', 'grant_id'])
+      .where('hash', '=', hashIfWellFormed('code', authorized.callback.get('code')!)!)
+      .executeTakeFirst();
     return { result, code, stored: await storedFor(server, client.id) };
   }
 
@@ -163,14 +183,22 @@ describe('changes committed while a request waits for the row (postgres)', backe
     const { server, app, agent } = setup;
     const pair = await obtainTokens(app, agent);
     const refreshHash = hashIfWellFormed('refresh', pair.refresh_token!)!;
-    const { grant_id: grantId } = await server.store.db.selectFrom('refresh_tokens').select('grant_id').where('hash', '=', refreshHash).executeTakeFirstOrThrow();
+    const { grant_id: grantId } = await server.store.db
+      .selectFrom('refresh_tokens')
+      .select('grant_id')
+      .where('hash', '=', refreshHash)
+      .executeTakeFirstOrThrow();
     const lock = await holding(server, 'update grants set revoked_at = $1 where id = $2', [Date.now(), grantId]);
     const answer = refreshRequest(app, pair.refresh_token!).then(tokenResult);
     await untilWaiting(server);
     await lock.commit();
     const result = await answer;
     assert.deepEqual([result.status, result.body.error], [400, 'invalid_grant']);
-    const token = await server.store.db.selectFrom('refresh_tokens').select(['rotated_at', 'successor_hash']).where('hash', '=', refreshHash).executeTakeFirstOrThrow();
+    const token = await server.store.db
+      .selectFrom('refresh_tokens')
+      .select(['rotated_at', 'successor_hash'])
+      .where('hash', '=', refreshHash)
+      .executeTakeFirstOrThrow();
     assert.deepEqual(token, { rotated_at: null, successor_hash: null });
     const tokens = await server.store.db.selectFrom('access_tokens').select('hash').where('grant_id', '=', grantId).execute();
     assert.equal(tokens.length, 1, 'only the access token of the exchange');

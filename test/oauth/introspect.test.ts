@@ -100,7 +100,13 @@ for (const backend of BACKENDS) {
     });
 
     test('a client_credentials token names its client as the subject, and no user', async () => {
-      const response = await oauth.clientCredentialsGrantRequest(resourceServer.as, resourceServer.client, resourceServer.auth, new URLSearchParams(), insecure);
+      const response = await oauth.clientCredentialsGrantRequest(
+        resourceServer.as,
+        resourceServer.client,
+        resourceServer.auth,
+        new URLSearchParams(),
+        insecure,
+      );
       const tokens = await oauth.processClientCredentialsResponse(resourceServer.as, resourceServer.client, response);
       const info = await introspect(tokens.access_token);
       assert.equal(info.active, true);
@@ -123,7 +129,13 @@ for (const backend of BACKENDS) {
       const publicClient = await postForm(server, '/oauth/introspect', { token: tokens.access_token, client_id: app.client.client_id });
       await assertOAuthError(publicClient, 401, 'invalid_client', 'only confidential clients may introspect tokens');
 
-      const wrongSecret = await oauth.introspectionRequest(resourceServer.as, resourceServer.client, oauth.ClientSecretBasic('gcs_wrong'), tokens.access_token, insecure);
+      const wrongSecret = await oauth.introspectionRequest(
+        resourceServer.as,
+        resourceServer.client,
+        oauth.ClientSecretBasic('gcs_wrong'),
+        tokens.access_token,
+        insecure,
+      );
       assert.match(wrongSecret.headers.get('www-authenticate') ?? '', /^Basic /);
       await assertOAuthError(wrongSecret, 401, 'invalid_client', 'client authentication failed');
     });

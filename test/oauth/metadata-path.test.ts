@@ -31,7 +31,10 @@ describe('metadata of an issuer with a path', () => {
   test('a standard client library discovers it from the issuer alone', async () => {
     const issuer = new URL('https://auth.example/tenant');
     // What oauth4webapi asks for, sent to the test server instead of the real host.
-    const request = await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', [oauth.customFetch]: (url, init) => fetch(`${server.url}${new URL(url).pathname}`, init) });
+    const request = await oauth.discoveryRequest(issuer, {
+      algorithm: 'oauth2',
+      [oauth.customFetch]: (url, init) => fetch(`${server.url}${new URL(url).pathname}`, init),
+    });
     const metadata = await oauth.processDiscoveryResponse(issuer, request);
     assert.equal(metadata.issuer, 'https://auth.example/tenant');
   });

@@ -11,7 +11,17 @@ import * as oauth from 'oauth4webapi';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { createScope, findResourceNamed, removeResource, removeScope } from '../../src/clients/resources.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { authorizationUrl, discover, insecure, obtainCallback, obtainTokens, postForm, refreshRequest, tokenResult, type App } from '../support/oauth-client.ts';
+import {
+  authorizationUrl,
+  discover,
+  insecure,
+  obtainCallback,
+  obtainTokens,
+  postForm,
+  refreshRequest,
+  tokenResult,
+  type App,
+} from '../support/oauth-client.ts';
 import { registerResourceServer, type ResourceServer } from '../support/resources.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -73,8 +83,14 @@ for (const backend of BACKENDS) {
       assert.match(outcome.redirect!.searchParams.get('error_description')!, /annotation:read/);
     });
 
-    test('client_credentials names its resource too; the resource server\'s own client obtains nothing', async () => {
-      const registered = await server.createClient({ name: 'Batch job', grantType: 'client_credentials', redirectUris: [], confidential: true, scope: 'files:read' });
+    test("client_credentials names its resource too; the resource server's own client obtains nothing", async () => {
+      const registered = await server.createClient({
+        name: 'Batch job',
+        grantType: 'client_credentials',
+        redirectUris: [],
+        confidential: true,
+        scope: 'files:read',
+      });
       const job = await discover(server, registered.client.id, { secret: registered.secret! });
       const granted = await oauth.processClientCredentialsResponse(
         job.as,
@@ -87,7 +103,13 @@ for (const backend of BACKENDS) {
       assert.equal(builtin.body.error, 'invalid_scope', 'it has no scope on the built-in resource');
 
       const own = await tokenResult(
-        await oauth.clientCredentialsGrantRequest(files.introspector.as, files.introspector.client, files.introspector.auth, new URLSearchParams({ resource: FILES }), insecure),
+        await oauth.clientCredentialsGrantRequest(
+          files.introspector.as,
+          files.introspector.client,
+          files.introspector.auth,
+          new URLSearchParams({ resource: FILES }),
+          insecure,
+        ),
       );
       assert.deepEqual([own.status, own.body.error], [400, 'unauthorized_client']);
     });
@@ -109,13 +131,17 @@ for (const backend of BACKENDS) {
       const wrong = await tokenResult(await refreshWith(server.url));
       assert.deepEqual([wrong.status, wrong.body.error], [400, 'invalid_target']);
       const twice = await tokenResult(
-        await postForm(server, '/api/token', `grant_type=refresh_token&client_id=${app.client.client_id}&refresh_token=${tokens.refresh_token}&resource=${FILES}&resource=${FILES}`),
+        await postForm(
+          server,
+          '/api/token',
+          `grant_type=refresh_token&client_id=${app.client.client_id}&refresh_token=${tokens.refresh_token}&resource=${FILES}&resource=${FILES}`,
+        ),
       );
       assert.deepEqual([twice.status, twice.body.error], [400, 'invalid_target']);
       const refreshed = await oauth.processRefreshTokenResponse(app.as, app.client, await refreshWith(FILES));
       assert.equal((await introspect(files.introspector, refreshed.access_token)).aud, FILES);
       const plain = await tokenResult(await refreshRequest(app, refreshed.refresh_token!));
-      assert.equal(plain.status, 200, 'without resource, the grant\'s own');
+      assert.equal(plain.status, 200, "without resource, the grant's own");
     });
 
     test('the consent page names the resource server and describes its scopes; consent is remembered per resource', async () => {

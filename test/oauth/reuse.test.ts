@@ -93,12 +93,7 @@ for (const backend of BACKENDS) {
       const second = await refresh(app, first.refresh_token!);
       const third = await refresh(app, second.refresh_token!);
       const held: HeldTokens[] = [first, second, third];
-      const secrets = [
-        authorized.callback.get('code')!,
-        secret!,
-        ...agent.cookies.values(),
-        ...held.flatMap((t) => [t.access_token!, t.refresh_token!]),
-      ];
+      const secrets = [authorized.callback.get('code')!, secret!, ...agent.cookies.values(), ...held.flatMap((t) => [t.access_token!, t.refresh_token!])];
 
       const dump = await dumpDatabase(server);
       assert.ok(dump.refresh_tokens!.length >= 3 && dump.access_tokens!.length >= 3, 'the dump holds the token tables');

@@ -38,7 +38,10 @@ for (const backend of BACKENDS) {
     after(() => server?.close());
 
     function revocation(client: App, token: string, hint?: string): Promise<Response> {
-      return oauth.revocationRequest(client.as, client.client, client.auth, token, { ...insecure, ...(hint ? { additionalParameters: { token_type_hint: hint } } : {}) });
+      return oauth.revocationRequest(client.as, client.client, client.auth, token, {
+        ...insecure,
+        ...(hint ? { additionalParameters: { token_type_hint: hint } } : {}),
+      });
     }
 
     /** Revokes through the library, which accepts only a 200 answer. */
@@ -80,7 +83,12 @@ for (const backend of BACKENDS) {
 
     describe('malformed requests', () => {
       test('no token → 400 invalid_request', async () => {
-        await assertOAuthError(await postForm(server, '/oauth/revoke', { client_id: app.client.client_id }), 400, 'invalid_request', 'the "token" parameter is missing');
+        await assertOAuthError(
+          await postForm(server, '/oauth/revoke', { client_id: app.client.client_id }),
+          400,
+          'invalid_request',
+          'the "token" parameter is missing',
+        );
       });
 
       test('a repeated token → 400 invalid_request', async () => {
@@ -105,7 +113,11 @@ for (const backend of BACKENDS) {
       }
 
       // A hint only orders the server's lookups (RFC 7009 §2.1): a wrong one must not save the token.
-      for (const [kind, hint] of [['access_token', 'refresh_token'], ['refresh_token', 'access_token'], ['access_token', 'id_token']] as const) {
+      for (const [kind, hint] of [
+        ['access_token', 'refresh_token'],
+        ['refresh_token', 'access_token'],
+        ['access_token', 'id_token'],
+      ] as const) {
         test(`the ${kind} with token_type_hint=${hint} → 200, and it is revoked`, async () => {
           const tokens = await obtainTokens(app, agent);
           await revoke(app, tokens[kind]!, hint);

@@ -78,11 +78,21 @@ for (const backend of BACKENDS) {
 
     /** The code exchange as oauth4webapi sends it (the library's own client authentication). */
     function exchange(client: App, params: Record<string, string>): Promise<Response> {
-      return oauth.genericTokenEndpointRequest(client.as, client.client, client.auth, 'authorization_code', { redirect_uri: client.redirectUri, ...params }, insecure);
+      return oauth.genericTokenEndpointRequest(
+        client.as,
+        client.client,
+        client.auth,
+        'authorization_code',
+        { redirect_uri: client.redirectUri, ...params },
+        insecure,
+      );
     }
 
     function requestRefresh(client: App, refreshToken: string, scope?: string): Promise<Response> {
-      return oauth.refreshTokenGrantRequest(client.as, client.client, client.auth, refreshToken, { ...insecure, ...(scope ? { additionalParameters: { scope } } : {}) });
+      return oauth.refreshTokenGrantRequest(client.as, client.client, client.auth, refreshToken, {
+        ...insecure,
+        ...(scope ? { additionalParameters: { scope } } : {}),
+      });
     }
 
     async function assertExchangeWorks(client: App, params: Record<string, string>): Promise<void> {
@@ -136,7 +146,11 @@ for (const backend of BACKENDS) {
 
       test('raw bytes that are not UTF-8 → 400 invalid_request', async () => {
         const body = Buffer.concat([Buffer.from(`grant_type=authorization_code&client_id=${app.client.client_id}&code=`), Buffer.from([0xc3, 0x28, 0xff])]);
-        const response = await fetch(new URL('/api/token', server.url), { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body });
+        const response = await fetch(new URL('/api/token', server.url), {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body,
+        });
         await assertOAuthError(response, 400, 'invalid_request', 'the "code" parameter is not valid UTF-8');
       });
 
@@ -243,7 +257,11 @@ for (const backend of BACKENDS) {
     describe('client authentication', () => {
       test('client_secret_basic: a confidential client gets and refreshes tokens', async () => {
         const tokens = await obtainTokens(confidential, agent);
-        const refreshed = await oauth.processRefreshTokenResponse(confidential.as, confidential.client, await requestRefresh(confidential, tokens.refresh_token!));
+        const refreshed = await oauth.processRefreshTokenResponse(
+          confidential.as,
+          confidential.client,
+          await requestRefresh(confidential, tokens.refresh_token!),
+        );
         assert.equal((await profile(server, refreshed.access_token)).status, 200);
       });
 
@@ -256,13 +274,49 @@ for (const backend of BACKENDS) {
 
       const UNKNOWN_CLIENT = { client_id: '00000000-0000-4000-8000-000000000000' };
       const failures: { title: string; client: () => oauth.Client; auth: () => oauth.ClientAuth; description: string; basic: boolean }[] = [
-        { title: 'a wrong secret (Basic)', client: () => confidential.client, auth: () => oauth.ClientSecretBasic('gcs_wrong'), description: 'client authentication failed', basic: true },
-        { title: 'a wrong secret (post)', client: () => confidential.client, auth: () => oauth.ClientSecretPost('gcs_wrong'), description: 'client authentication failed', basic: false },
-        { title: 'no secret', client: () => confidential.client, auth: () => oauth.None(), description: 'this client must authenticate with its secret', basic: false },
-        { title: 'an unknown client (Basic)', client: () => UNKNOWN_CLIENT, auth: () => oauth.ClientSecretBasic(secret), description: 'unknown client', basic: true },
+        {
+          title: 'a wrong secret (Basic)',
+          client: () => confidential.client,
+          auth: () => oauth.ClientSecretBasic('gcs_wrong'),
+          description: 'client authentication failed',
+          basic: true,
+        },
+        {
+          title: 'a wrong secret (post)',
+          client: () => confidential.client,
+          auth: () => oauth.ClientSecretPost('gcs_wrong'),
+          description: 'client authentication failed',
+          basic: false,
+        },
+        {
+          title: 'no secret',
+          client: () => confidential.client,
+          auth: () => oauth.None(),
+          description: 'this client must authenticate with its secret',
+          basic: false,
+        },
+        {
+          title: 'an unknown client (Basic)',
+          client: () => UNKNOWN_CLIENT,
+          auth: () => oauth.ClientSecretBasic(secret),
+          description: 'unknown client',
+          basic: true,
+        },
         { title: 'an unknown client (post)', client: () => UNKNOWN_CLIENT, auth: () => oauth.None(), description: 'unknown client', basic: false },
-        { title: 'a public client sending a secret (Basic)', client: () => app.client, auth: () => oauth.ClientSecretBasic('gcs_invented'), description: 'this is a public client: it has no secret to send', basic: true },
-        { title: 'a public client sending a secret (post)', client: () => app.client, auth: () => oauth.ClientSecretPost('gcs_invented'), description: 'this is a public client: it has no secret to send', basic: false },
+        {
+          title: 'a public client sending a secret (Basic)',
+          client: () => app.client,
+          auth: () => oauth.ClientSecretBasic('gcs_invented'),
+          description: 'this is a public client: it has no secret to send',
+          basic: true,
+        },
+        {
+          title: 'a public client sending a secret (post)',
+          client: () => app.client,
+          auth: () => oauth.ClientSecretPost('gcs_invented'),
+          description: 'this is a public client: it has no secret to send',
+          basic: false,
+        },
       ];
       for (const { title, client, auth, description, basic: usedBasic } of failures) {
         test(`${title} → 401 invalid_client${usedBasic ? ' with a Basic challenge' : ''}`, async () => {
@@ -348,7 +402,12 @@ for (const backend of BACKENDS) {
       });
 
       test('without client authentication → 401 invalid_client', async () => {
-        await assertOAuthError(await tokenRequest({ grant_type: 'client_credentials' }), 401, 'invalid_client', 'this client must authenticate with its secret');
+        await assertOAuthError(
+          await tokenRequest({ grant_type: 'client_credentials' }),
+          401,
+          'invalid_client',
+          'this client must authenticate with its secret',
+        );
       });
 
       test('a public or an authorization_code client → unauthorized_client', async () => {

@@ -61,7 +61,16 @@ for (const backend of BACKENDS) {
       const { db } = setup.server.store;
       const now = Date.now();
       const statuses = await duringRolledBack(
-        (trx) => insertTokens(db, trx, tokenRows(grantId, { accessHash: uncommitted.hash, accessExpiresAt: now + 600_000, refreshHash: null, refreshExpiresAt: 0, scopes: 'annotation:read' }, now)),
+        (trx) =>
+          insertTokens(
+            db,
+            trx,
+            tokenRows(
+              grantId,
+              { accessHash: uncommitted.hash, accessExpiresAt: now + 600_000, refreshHash: null, refreshExpiresAt: 0, scopes: 'annotation:read' },
+              now,
+            ),
+          ),
         uncommitted.token,
       );
       assert.deepEqual(statuses, Array(REQUESTS).fill(401), 'an uncommitted token was accepted');

@@ -25,7 +25,18 @@ import * as audit from '../../src/store/migrations/20261122_003_audit.ts';
 import * as successorBoxIndex from '../../src/store/migrations/20261122_004_successor_box_index.ts';
 import { purgeOnce } from '../../src/store/purge.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { authorizationUrl, discover, insecure, obtainCode, obtainTokens, postForm, profile, refreshRequest, tokenResult, type App } from '../support/oauth-client.ts';
+import {
+  authorizationUrl,
+  discover,
+  insecure,
+  obtainCode,
+  obtainTokens,
+  postForm,
+  profile,
+  refreshRequest,
+  tokenResult,
+  type App,
+} from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { serverCertificate, testCaProblem } from '../support/tls.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
@@ -48,7 +59,13 @@ async function documentServer() {
     /** Serves a document at `path` (its own URL as client_id unless `fields` says otherwise); returns that URL. */
     serve(path: string, fields: object = {}, cacheControl = 'max-age=0') {
       const url = `${origin}${path}`;
-      const body = JSON.stringify({ client_id: url, client_name: 'Notes CLI', redirect_uris: ['http://127.0.0.1/callback'], token_endpoint_auth_method: 'none', ...fields });
+      const body = JSON.stringify({
+        client_id: url,
+        client_name: 'Notes CLI',
+        redirect_uris: ['http://127.0.0.1/callback'],
+        token_endpoint_auth_method: 'none',
+        ...fields,
+      });
       documents.set(path, (res) => res.writeHead(200, { 'content-type': 'application/json', 'cache-control': cacheControl }).end(body));
       return url;
     },
@@ -138,7 +155,9 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
       const visitAuthorization = async (app: App, params: Record<string, string> = {}) => alice.visit(await authorizationPath(app, params));
 
       test('attack: a dynamic client approved for its loopback redirect cannot send a code to its remote one without asking', async () => {
-        const registered = (await (await register(server, { client_name: 'Two Homes', redirect_uris: ['http://127.0.0.1/callback', 'https://collector.example/cb'] })).json()) as { client_id: string };
+        const registered = (await (
+          await register(server, { client_name: 'Two Homes', redirect_uris: ['http://127.0.0.1/callback', 'https://collector.example/cb'] })
+        ).json()) as { client_id: string };
         const loopback = await discover(server, registered.client_id, { redirectUri: 'http://127.0.0.1:41001/callback' });
         const remote = await discover(server, registered.client_id, { redirectUri: 'https://collector.example/cb' });
         const consent = await visitAuthorization(loopback);
@@ -182,7 +201,7 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
         }
       });
 
-      test('an administrator\'s client keeps one consent for all its redirect URLs', async () => {
+      test("an administrator's client keeps one consent for all its redirect URLs", async () => {
         const { client } = await server.createClient({ redirectUris: ['https://first.example/cb', 'https://second.example/cb'] });
         await obtainCode(await discover(server, client.id, { redirectUri: 'https://first.example/cb' }), alice);
         const second = await visitAuthorization(await discover(server, client.id, { redirectUri: 'https://second.example/cb' }));
@@ -198,9 +217,12 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
         ['Hangul filler inside', `${adminName}\u3164`],
         ['braille blank', 'Notes\u2800'],
         ['variation selector', 'Notes\uFE0F'],
-        ['an administrator\'s client\'s exact name', adminName],
-        ['an administrator\'s client\'s name in other case', adminName.toUpperCase()],
-        ['an administrator\'s client\'s name in full-width letters', [...adminName].map((c) => (c === ' ' ? '\u3000' : String.fromCodePoint(c.codePointAt(0)! + 0xfee0))).join('')],
+        ["an administrator's client's exact name", adminName],
+        ["an administrator's client's name in other case", adminName.toUpperCase()],
+        [
+          "an administrator's client's name in full-width letters",
+          [...adminName].map((c) => (c === ' ' ? '\u3000' : String.fromCodePoint(c.codePointAt(0)! + 0xfee0))).join(''),
+        ],
       ];
 
       test('attack: impersonating names are refused at registration (invalid_client_metadata)', async () => {
@@ -213,7 +235,9 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
         }
         assert.equal((await server.store.db.selectFrom('clients').select('id').execute()).length, before, 'nothing registered');
         // Spacing is normalised, not refused.
-        const spaced = (await (await register(server, { client_name: '  Tidy \u00A0  Notes ', redirect_uris: ['https://app.example/cb'] })).json()) as { client_name: string };
+        const spaced = (await (await register(server, { client_name: '  Tidy \u00A0  Notes ', redirect_uris: ['https://app.example/cb'] })).json()) as {
+          client_name: string;
+        };
         assert.equal(spaced.client_name, 'Tidy Notes');
       });
 
@@ -230,7 +254,9 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
       });
 
       test('the login page says that no administrator has checked the application', async () => {
-        const registered = (await (await register(server, { client_name: 'Unchecked Tool', redirect_uris: ['http://127.0.0.1/callback'] })).json()) as { client_id: string };
+        const registered = (await (await register(server, { client_name: 'Unchecked Tool', redirect_uris: ['http://127.0.0.1/callback'] })).json()) as {
+          client_id: string;
+        };
         const visitor = new UserAgent(server.url);
         const login = await visitor.visit(await authorizationPath(await discover(server, registered.client_id)));
         assert.match(login.html, /action="\/login"/);
@@ -255,7 +281,10 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
           const url = documents.serve(path, fields);
           await assertErrorPage(alice, (await authorizationUrl(await metadataApp(url))).url, /unknown client/);
         }
-        assert.ok(server.logs.some((line) => line.includes('has a client_id other than its own URL')), 'the reason is logged');
+        assert.ok(
+          server.logs.some((line) => line.includes('has a client_id other than its own URL')),
+          'the reason is logged',
+        );
         // Not fetched at all: an http URL, a fragment, a document that is not there.
         for (const clientId of [`http://127.0.0.1/apps/notes-cli.json`, `${documents.origin}/apps/notes-cli.json#x`, `${documents.origin}/missing.json`]) {
           await assertErrorPage(alice, (await authorizationUrl(await metadataApp(clientId))).url, /unknown client/);
@@ -274,7 +303,13 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
         documents.serve('/apps/changing.json', { client_id: 'https://elsewhere.example/x.json' });
         server.advance(301); // past the shortest cache lifetime (5 minutes), still inside the code's
         try {
-          const form = { grant_type: 'authorization_code', code: authorized.code, code_verifier: authorized.verifier, client_id: url, redirect_uri: app.redirectUri };
+          const form = {
+            grant_type: 'authorization_code',
+            code: authorized.code,
+            code_verifier: authorized.verifier,
+            client_id: url,
+            redirect_uri: app.redirectUri,
+          };
           const refused = await tokenResult(await postForm(server, '/api/token', form));
           assert.equal(refused.status, 401);
           assert.equal(refused.body.error, 'invalid_client');
@@ -291,7 +326,13 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
         await blockClient(ctx(), url, COMMAND_LINE);
         assert.equal((await profile(server, tokens.access_token)).status, 401);
         assert.equal((await tokenResult(await refreshRequest(app, tokens.refresh_token!))).status >= 400, true);
-        const exchange = { grant_type: 'authorization_code', code: pending.code, code_verifier: pending.verifier, client_id: url, redirect_uri: app.redirectUri };
+        const exchange = {
+          grant_type: 'authorization_code',
+          code: pending.code,
+          code_verifier: pending.verifier,
+          client_id: url,
+          redirect_uri: app.redirectUri,
+        };
         const refused = await tokenResult(await postForm(server, '/api/token', exchange));
         assert.deepEqual([refused.status, refused.body.error], [401, 'invalid_client'], 'a blocked client is unknown, before its code is looked at');
         await assertErrorPage(alice, (await authorizationUrl(app)).url, /unknown client/);
@@ -316,7 +357,12 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
       test('dynamic registration: 201 with the metadata, then the whole flow with oauth4webapi', async () => {
         const issuer = new URL(server.url);
         const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...insecure }));
-        const metadata = { client_name: 'Inspector', redirect_uris: ['http://localhost/callback', 'https://inspector.example/cb'], token_endpoint_auth_method: 'none', software_id: 'ignored' };
+        const metadata = {
+          client_name: 'Inspector',
+          redirect_uris: ['http://localhost/callback', 'https://inspector.example/cb'],
+          token_endpoint_auth_method: 'none',
+          software_id: 'ignored',
+        };
         const response = await oauth.dynamicClientRegistrationRequest(as, metadata, insecure);
         assert.equal(response.status, 201);
         assert.equal(response.headers.get('cache-control'), 'no-store');
@@ -392,13 +438,19 @@ describe('clients no administrator registered', { skip: testCaProblem() ?? false
         });
         assert.equal(preflight.status, 204);
         assert.equal(preflight.headers.get('access-control-allow-origin'), '*');
-        const response = await register(server, { redirect_uris: ['https://inspector.example/cb'] }, { 'content-type': 'application/json', origin: 'https://inspector.example' });
+        const response = await register(
+          server,
+          { redirect_uris: ['https://inspector.example/cb'] },
+          { 'content-type': 'application/json', origin: 'https://inspector.example' },
+        );
         assert.equal(response.status, 201);
         assert.equal(response.headers.get('access-control-allow-origin'), '*');
       });
 
       test('the admin client list shows both kinds with Block, which revokes and refuses', async () => {
-        const registered = (await (await register(server, { client_name: 'Blockable', redirect_uris: ['http://127.0.0.1/callback'] })).json()) as { client_id: string };
+        const registered = (await (await register(server, { client_name: 'Blockable', redirect_uris: ['http://127.0.0.1/callback'] })).json()) as {
+          client_id: string;
+        };
         const app = await discover(server, registered.client_id);
         const tokens = await obtainTokens(app, alice);
         const admin = new UserAgent(server.url);
@@ -493,13 +545,33 @@ for (const backend of BACKENDS) {
       const database = await backend.create();
       const store = openStore(parseDatabaseUrl(database.url));
       try {
-        const before = { '20261122_001_initial': initial, '20261122_002_setup_tokens': setupTokens, '20261122_003_audit': audit, '20261122_004_successor_box_index': successorBoxIndex };
+        const before = {
+          '20261122_001_initial': initial,
+          '20261122_002_setup_tokens': setupTokens,
+          '20261122_003_audit': audit,
+          '20261122_004_successor_box_index': successorBoxIndex,
+        };
         const { error } = await new Migrator({ db: store.db, provider: { getMigrations: async () => before } }).migrateToLatest();
         assert.ifError(error);
-        const old = (id: string, redirectUri: string | null) => ({ id, name: 'Old', grant_type: 'authorization_code', redirect_uri: redirectUri, secret_hash: null, trusted: 0, require_pkce: 1, scopes: 'annotation:read', created_at: 1 });
-        await (store.db as Kysely<any>).insertInto('clients').values([old('00000000-0000-4000-8000-000000000001', 'https://old.example/cb'), old('00000000-0000-4000-8000-000000000002', null)]).execute();
+        const old = (id: string, redirectUri: string | null) => ({
+          id,
+          name: 'Old',
+          grant_type: 'authorization_code',
+          redirect_uri: redirectUri,
+          secret_hash: null,
+          trusted: 0,
+          require_pkce: 1,
+          scopes: 'annotation:read',
+          created_at: 1,
+        });
+        await (store.db as Kysely<any>)
+          .insertInto('clients')
+          .values([old('00000000-0000-4000-8000-000000000001', 'https://old.example/cb'), old('00000000-0000-4000-8000-000000000002', null)])
+          .execute();
         await migrate(store);
-        const [withUrl, without] = await Promise.all(['00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002'].map((id) => findClient(store.db, id)));
+        const [withUrl, without] = await Promise.all(
+          ['00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002'].map((id) => findClient(store.db, id)),
+        );
         assert.equal(withUrl?.redirect_uris, '["https://old.example/cb"]');
         assert.equal(without?.redirect_uris, '[]');
         assert.equal(withUrl?.kind, 'registered');

@@ -26,7 +26,11 @@ interface CliEvent {
 }
 
 const ENTITIES: Record<string, string> = { '&amp;': '&', '&lt;': '<', '&gt;': '>', '&quot;': '"', '&#39;': "'" };
-const text = (html: string) => html.replace(/<[^>]*>/g, '').replace(/&(amp|lt|gt|quot|#39);/g, (e) => ENTITIES[e]!).trim();
+const text = (html: string) =>
+  html
+    .replace(/<[^>]*>/g, '')
+    .replace(/&(amp|lt|gt|quot|#39);/g, (e) => ENTITIES[e]!)
+    .trim();
 
 /** The audit page's rows, each as {when, event, user, client, by, from, details}. */
 function auditRows(html: string) {
@@ -87,10 +91,22 @@ for (const backend of BACKENDS) {
       for (const type of ['consent_granted', 'code_issued', 'token_issued', 'token_refreshed', 'token_revoked']) {
         assert.equal(byType[type]!.client_id, app.client.client_id, type);
       }
-      assert.deepEqual(byType.token_issued!.detail, { grant_type: 'authorization_code', grant_id: byType.token_revoked!.detail!.grant_id, scope: 'annotation:read annotation:write' });
+      assert.deepEqual(byType.token_issued!.detail, {
+        grant_type: 'authorization_code',
+        grant_id: byType.token_revoked!.detail!.grant_id,
+        scope: 'annotation:read annotation:write',
+      });
 
       const everything = JSON.stringify(await cliEvents('--limit', '1000'));
-      const secrets = [tokens.access_token, tokens.refresh_token!, rotated.access_token, rotated.refresh_token!, PASSWORD, 'not the password', ...agent.cookies.values()];
+      const secrets = [
+        tokens.access_token,
+        tokens.refresh_token!,
+        rotated.access_token,
+        rotated.refresh_token!,
+        PASSWORD,
+        'not the password',
+        ...agent.cookies.values(),
+      ];
       for (const secret of secrets) assert.ok(!everything.includes(secret), 'a secret is in the audit trail');
       assert.doesNotMatch(everything, /g(at|rt|ac|ss|cs|su)_[A-Za-z0-9_-]{43}/);
     });
@@ -119,7 +135,10 @@ for (const backend of BACKENDS) {
         assert.equal(page.response.status, 200);
         const rows = auditRows(page.html);
         assert.equal(rows.length, 1, type);
-        assert.deepEqual({ ...rows[0], when: undefined, details: undefined }, { when: undefined, event: type, user: 'alice', client: 'Annotator', by: '', from: '127.0.0.1', details: undefined });
+        assert.deepEqual(
+          { ...rows[0], when: undefined, details: undefined },
+          { when: undefined, event: type, user: 'alice', client: 'Annotator', by: '', from: '127.0.0.1', details: undefined },
+        );
         assert.match(rows[0]!.details!, /^grant_id: [0-9a-f-]{36}$/);
       }
     });
@@ -138,7 +157,10 @@ for (const backend of BACKENDS) {
 
       const users = await admin.visit('/admin/users');
       const csrf = /name="_csrf" value="([^"]+)"/.exec(users.html)![1]!;
-      const created = await admin.visit('/admin/users', { method: 'POST', body: new URLSearchParams({ _csrf: csrf, username: 'bob', email: 'bob@example.com', password: PASSWORD }) });
+      const created = await admin.visit('/admin/users', {
+        method: 'POST',
+        body: new URLSearchParams({ _csrf: csrf, username: 'bob', email: 'bob@example.com', password: PASSWORD }),
+      });
       assert.equal(created.response.status, 200);
       const bob = (await findUserByUsername(server.store.db, 'bob'))!;
       const listed = await admin.visit('/admin/users');
@@ -154,7 +176,10 @@ for (const backend of BACKENDS) {
         ],
       );
       const byClient = await cliEvents('--client', clientId);
-      assert.deepEqual(byClient.map((e) => [e.type, e.actor]), [['client_created', 'root']]);
+      assert.deepEqual(
+        byClient.map((e) => [e.type, e.actor]),
+        [['client_created', 'root']],
+      );
     });
 
     test('the command line records its own changes, from the command line', async () => {
@@ -164,7 +189,10 @@ for (const backend of BACKENDS) {
       const [event] = await cliEvents('--client', client_id);
       assert.deepEqual([event!.type, event!.actor, event!.address], ['client_created', null, null]);
       const textual = await cli('--client', client_id);
-      assert.match(textual.stdout, /^\d{4}-\d\d-\d\dT[\d:.]+Z {2}client_created {2}client=[0-9a-f-]{36} {2}from=command-line {2}grant_type=authorization_code {2}confidential=false\n$/);
+      assert.match(
+        textual.stdout,
+        /^\d{4}-\d\d-\d\dT[\d:.]+Z {2}client_created {2}client=[0-9a-f-]{36} {2}from=command-line {2}grant_type=authorization_code {2}confidential=false\n$/,
+      );
     });
 
     test("filtering by a metadata document's client ID: a URL, longer than a UUID", { skip: testCaProblem() ?? false }, async () => {
@@ -175,12 +203,23 @@ for (const backend of BACKENDS) {
         const page = await admin.visit(`/admin/audit?${new URLSearchParams({ client: document.url })}`);
         assert.equal(page.response.status, 200, 'the filter refused a URL client ID');
         const rows = auditRows(page.html);
-        for (const type of ['consent_granted', 'code_issued', 'token_issued']) assert.ok(rows.some((row) => row.event === type), type);
+        for (const type of ['consent_granted', 'code_issued', 'token_issued'])
+          assert.ok(
+            rows.some((row) => row.event === type),
+            type,
+          );
         assert.deepEqual([...new Set(rows.map((row) => row.client))], ['Document Annotator'], 'only events of that client');
-        assert.match(page.html, new RegExp(`<input id="audit-client" name="client" value="${document.url.replace(/[.?]/g, '\\$&')}"`), 'the filter is shown as given');
+        assert.match(
+          page.html,
+          new RegExp(`<input id="audit-client" name="client" value="${document.url.replace(/[.?]/g, '\\$&')}"`),
+          'the filter is shown as given',
+        );
 
         const events = await cliEvents('--client', document.url);
-        assert.deepEqual(events.map((e) => e.type), rows.map((row) => row.event));
+        assert.deepEqual(
+          events.map((e) => e.type),
+          rows.map((row) => row.event),
+        );
         assert.ok(events.every((e) => e.client_id === document.url));
       } finally {
         document.close();

@@ -24,8 +24,20 @@ describe('checkpoints (sqlite)', () => {
     assert.equal(rows[0]!.wal_autocheckpoint, 10_000);
     await sleep(1200); // a checkpoint of what start-up wrote
     const size = statSync(path).size;
-    const event = { at: Date.now(), type: 'logout', actor_id: null, user_id: null, client_id: null, address: null, detail: 'x'.repeat(1000), expires_at: Date.now() };
-    await server.store.db.insertInto('audit_events').values(Array.from({ length: 100 }, () => event)).execute();
+    const event = {
+      at: Date.now(),
+      type: 'logout',
+      actor_id: null,
+      user_id: null,
+      client_id: null,
+      address: null,
+      detail: 'x'.repeat(1000),
+      expires_at: Date.now(),
+    };
+    await server.store.db
+      .insertInto('audit_events')
+      .values(Array.from({ length: 100 }, () => event))
+      .execute();
     assert.equal(statSync(path).size, size, 'the commit itself only appended to the WAL');
     await sleep(2200);
     assert.ok(statSync(path).size >= size + 100 * 1000, 'the timer copied the new pages into the database file');

@@ -49,7 +49,15 @@ for (const backend of BACKENDS) {
       // Trusted: no consent page, so each authorization is one request.
       const { client } = await createClient(
         store.db,
-        { name: 'Loader', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: false, trusted: true, requirePkce: true, scope: '' },
+        {
+          name: 'Loader',
+          grantType: 'authorization_code',
+          redirectUris: ['http://127.0.0.1:8765/callback'],
+          confidential: false,
+          trusted: true,
+          requirePkce: true,
+          scope: '',
+        },
         Date.now(),
       );
       clientId = client.id;
@@ -116,7 +124,11 @@ for (const backend of BACKENDS) {
       const accessTokens = chains.flatMap((chain) => chain.accessTokens);
       assert.ok(accessTokens.length >= 60);
       const statuses = await Promise.all(accessTokens.map(async (token) => (await profile(asTestServer(), token)).status));
-      assert.deepEqual(statuses.filter((status) => status !== 200), [], 'an access token answered with 200 was lost');
+      assert.deepEqual(
+        statuses.filter((status) => status !== 200),
+        [],
+        'an access token answered with 200 was lost',
+      );
       // The newest refresh token of each chain refreshes. If its own refresh was in flight
       // and committed, the grace window hands the same successor pair out again.
       for (const chain of chains) {
@@ -126,18 +138,35 @@ for (const backend of BACKENDS) {
       }
 
       const count = async (query: ReturnType<typeof sql<{ n: number | string }>>) => Number((await query.execute(store.db)).rows[0]!.n);
-      assert.equal(await count(sql`select count(*) as n from grants g where not exists (select 1 from access_tokens a where a.grant_id = g.id)`), 0, 'a grant without an access token');
-      assert.equal(await count(sql`select count(*) as n from grants g where not exists (select 1 from refresh_tokens r where r.grant_id = g.id)`), 0, 'a grant without a refresh token');
-      assert.equal(await count(sql`select count(*) as n from auth_codes where consumed_at is not null and grant_id is null`), 0, 'a consumed code without its grant');
       assert.equal(
-        await count(sql`select count(*) as n from refresh_tokens r where r.rotated_at is not null and not exists (select 1 from refresh_tokens s where s.hash = r.successor_hash)`),
+        await count(sql`select count(*) as n from grants g where not exists (select 1 from access_tokens a where a.grant_id = g.id)`),
+        0,
+        'a grant without an access token',
+      );
+      assert.equal(
+        await count(sql`select count(*) as n from grants g where not exists (select 1 from refresh_tokens r where r.grant_id = g.id)`),
+        0,
+        'a grant without a refresh token',
+      );
+      assert.equal(
+        await count(sql`select count(*) as n from auth_codes where consumed_at is not null and grant_id is null`),
+        0,
+        'a consumed code without its grant',
+      );
+      assert.equal(
+        await count(
+          sql`select count(*) as n from refresh_tokens r where r.rotated_at is not null and not exists (select 1 from refresh_tokens s where s.hash = r.successor_hash)`,
+        ),
         0,
         'a rotation without its successor',
       );
       assert.equal(await count(sql`select count(*) as n from grants where revoked_at is not null`), 0, 'a grant was revoked: some token was seen twice');
       if (backend.name === 'sqlite') {
         const { rows } = await sql<{ integrity_check: string }>`pragma integrity_check`.execute(store.db);
-        assert.deepEqual(rows.map((row) => row.integrity_check), ['ok']);
+        assert.deepEqual(
+          rows.map((row) => row.integrity_check),
+          ['ok'],
+        );
       }
     });
 
@@ -160,7 +189,9 @@ for (const backend of BACKENDS) {
       let answer = '';
       socket.on('data', (chunk) => (answer += chunk));
       const closed = new Promise((resolve) => socket.once('close', resolve));
-      socket.write(`POST /api/token HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`);
+      socket.write(
+        `POST /api/token HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+      );
       socket.write(body.slice(0, 20));
       await new Promise((resolve) => setTimeout(resolve, 200));
       server!.process.kill('SIGTERM');
@@ -170,7 +201,16 @@ for (const backend of BACKENDS) {
       await closed;
       assert.equal(await server!.exited, 0);
 
-      assert.match(answer, /^HTTP\/1\.1 200 /, server!.output.join('').split('\n').filter((l) => !/"(GET|POST)"/.test(l)).join('\n').slice(-3000));
+      assert.match(
+        answer,
+        /^HTTP\/1\.1 200 /,
+        server!.output
+          .join('')
+          .split('\n')
+          .filter((l) => !/"(GET|POST)"/.test(l))
+          .join('\n')
+          .slice(-3000),
+      );
       const tokens = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as TokenBody;
       server = await serve(env);
       assert.equal((await profile(asTestServer(), tokens.access_token)).status, 200);

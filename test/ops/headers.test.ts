@@ -14,7 +14,13 @@ import { UserAgent } from '../support/user-agent.ts';
 function directives(response: Response): Map<string, string[]> {
   const policy = response.headers.get('content-security-policy');
   assert.ok(policy, `${response.url} has no Content-Security-Policy`);
-  return new Map(policy.split(';').map((d) => d.trim().split(/\s+/)).filter((d) => d[0]).map(([name, ...values]) => [name!, values]));
+  return new Map(
+    policy
+      .split(';')
+      .map((d) => d.trim().split(/\s+/))
+      .filter((d) => d[0])
+      .map(([name, ...values]) => [name!, values]),
+  );
 }
 
 function assertLockedDown(response: Response, html: string): void {

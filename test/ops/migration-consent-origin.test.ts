@@ -22,7 +22,8 @@ for (const backend of BACKENDS) {
     let database: { url: string; drop(): Promise<void> };
     let store: Store;
     let db: Kysely<any>;
-    const migrator = (upTo: string) => new Migrator({ db: store.db, provider: { getMigrations: async () => Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= upTo)) } });
+    const migrator = (upTo: string) =>
+      new Migrator({ db: store.db, provider: { getMigrations: async () => Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= upTo)) } });
     const registered = '00000000-0000-4000-8000-000000000001';
     const dynamic = '00000000-0000-4000-8000-000000000002';
     let userId: string;
@@ -31,7 +32,9 @@ for (const backend of BACKENDS) {
       database = await backend.create();
       store = openStore(parseDatabaseUrl(database.url));
       db = store.db as unknown as Kysely<any>;
-      const before = Object.keys(migrations).filter((name) => name < THIS).at(-1)!;
+      const before = Object.keys(migrations)
+        .filter((name) => name < THIS)
+        .at(-1)!;
       assert.equal((await migrator(before).migrateToLatest()).error, undefined);
       const now = Date.now();
       userId = (await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now)).id;
@@ -44,7 +47,13 @@ for (const backend of BACKENDS) {
         ])
         .execute();
       const consent = { user_id: userId, resource_id: 'builtin', scopes: 'annotation:read', created_at: now, expires_at: now + 3600_000 };
-      await db.insertInto('consents').values([{ ...consent, client_id: registered }, { ...consent, client_id: dynamic }]).execute();
+      await db
+        .insertInto('consents')
+        .values([
+          { ...consent, client_id: registered },
+          { ...consent, client_id: dynamic },
+        ])
+        .execute();
       assert.equal((await migrator(THIS).migrateToLatest()).error, undefined);
     });
     after(async () => {
@@ -52,25 +61,45 @@ for (const backend of BACKENDS) {
       await database?.drop();
     });
 
-    test('an administrator\'s client keeps its consent, for every redirect URL; the other client\'s is dropped', async () => {
+    test("an administrator's client keeps its consent, for every redirect URL; the other client's is dropped", async () => {
       const rows = await consents(db);
-      assert.deepEqual(rows.map((row) => [row.client_id, row.redirect_origin]), [[registered, '']]);
+      assert.deepEqual(
+        rows.map((row) => [row.client_id, row.redirect_origin]),
+        [[registered, '']],
+      );
     });
 
     test('the key holds the origin: one consent per origin, a second for the same origin refused', async () => {
       const now = Date.now();
-      const row = (redirectOrigin: string) => ({ user_id: userId, client_id: dynamic, resource_id: 'builtin', redirect_origin: redirectOrigin, scopes: 'annotation:read', created_at: now, expires_at: now + 3600_000 });
-      await db.insertInto('consents').values([row('http://127.0.0.1'), row('https://remote.example')]).execute();
+      const row = (redirectOrigin: string) => ({
+        user_id: userId,
+        client_id: dynamic,
+        resource_id: 'builtin',
+        redirect_origin: redirectOrigin,
+        scopes: 'annotation:read',
+        created_at: now,
+        expires_at: now + 3600_000,
+      });
+      await db
+        .insertInto('consents')
+        .values([row('http://127.0.0.1'), row('https://remote.example')])
+        .execute();
       await assert.rejects(db.insertInto('consents').values(row('https://remote.example')).execute());
       assert.equal((await consents(db)).length, 3);
     });
 
-    test('down keeps the administrators\' clients\' consents, and up again works', async () => {
+    test("down keeps the administrators' clients' consents, and up again works", async () => {
       assert.equal((await migrator(THIS).migrateDown()).error, undefined);
       const down = await consents(db);
-      assert.deepEqual(down.map((row) => [row.client_id, 'redirect_origin' in row]), [[registered, false]]);
+      assert.deepEqual(
+        down.map((row) => [row.client_id, 'redirect_origin' in row]),
+        [[registered, false]],
+      );
       assert.equal((await migrator(THIS).migrateToLatest()).error, undefined);
-      assert.deepEqual((await consents(db)).map((row) => [row.client_id, row.redirect_origin]), [[registered, '']]);
+      assert.deepEqual(
+        (await consents(db)).map((row) => [row.client_id, row.redirect_origin]),
+        [[registered, '']],
+      );
       // The foreign keys still cascade.
       await db.deleteFrom('clients').where('id', '=', registered).execute();
       assert.deepEqual(await consents(db), []);

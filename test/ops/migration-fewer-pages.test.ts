@@ -81,11 +81,36 @@ for (const backend of BACKENDS) {
       clientSecret = secret.token;
       await db
         .insertInto('clients')
-        .values({ id: clientId, name: 'Old app', grant_type: 'authorization_code', redirect_uris: '["http://127.0.0.1:8765/callback"]', secret_hash: secret.hash, trusted: 0, require_pkce: 0, scopes: 'annotation:read', created_at: now })
+        .values({
+          id: clientId,
+          name: 'Old app',
+          grant_type: 'authorization_code',
+          redirect_uris: '["http://127.0.0.1:8765/callback"]',
+          secret_hash: secret.hash,
+          trusted: 0,
+          require_pkce: 0,
+          scopes: 'annotation:read',
+          created_at: now,
+        })
         .execute();
-      const grant = { client_id: clientId, user_id: userId, resource_id: 'builtin', scopes: 'annotation:read', created_at: now, last_used_at: now, revoked_at: null, expires_at: later };
+      const grant = {
+        client_id: clientId,
+        user_id: userId,
+        resource_id: 'builtin',
+        scopes: 'annotation:read',
+        created_at: now,
+        last_used_at: now,
+        revoked_at: null,
+        expires_at: later,
+      };
       const otherGrant = randomUUID();
-      await db.insertInto('grants').values([{ id: grantId, ...grant }, { id: otherGrant, ...grant, revoked_at: now }]).execute();
+      await db
+        .insertInto('grants')
+        .values([
+          { id: grantId, ...grant },
+          { id: otherGrant, ...grant, revoked_at: now },
+        ])
+        .execute();
       await db
         .insertInto('access_tokens')
         .values([
@@ -97,10 +122,27 @@ for (const backend of BACKENDS) {
         .insertInto('refresh_tokens')
         .values([
           { hash: refresh.hash, grant_id: grantId, created_at: now, expires_at: later },
-          { hash: hashToken('rotated'), grant_id: otherGrant, created_at: now, expires_at: later, rotated_at: now, successor_hash: hashToken('successor'), successor_box: 'sealed' },
+          {
+            hash: hashToken('rotated'),
+            grant_id: otherGrant,
+            created_at: now,
+            expires_at: later,
+            rotated_at: now,
+            successor_hash: hashToken('successor'),
+            successor_box: 'sealed',
+          },
         ])
         .execute();
-      const code = { client_id: clientId, user_id: userId, redirect_uri: 'http://127.0.0.1:8765/callback', resource_id: 'builtin', scopes: 'annotation:read', code_challenge: null, created_at: now, expires_at: later };
+      const code = {
+        client_id: clientId,
+        user_id: userId,
+        redirect_uri: 'http://127.0.0.1:8765/callback',
+        resource_id: 'builtin',
+        scopes: 'annotation:read',
+        code_challenge: null,
+        created_at: now,
+        expires_at: later,
+      };
       await db
         .insertInto('auth_codes')
         .values([
@@ -108,7 +150,18 @@ for (const backend of BACKENDS) {
           { hash: hashToken('used code'), ...code, consumed_at: now, grant_id: otherGrant },
         ])
         .execute();
-      const device = { client_id: clientId, scopes: 'annotation:read', resource_id: 'builtin', created_at: now, expires_at: later, poll_interval: 5, last_polled_at: now, decided_at: null, consumed_at: null, grant_id: null };
+      const device = {
+        client_id: clientId,
+        scopes: 'annotation:read',
+        resource_id: 'builtin',
+        created_at: now,
+        expires_at: later,
+        poll_interval: 5,
+        last_polled_at: now,
+        decided_at: null,
+        consumed_at: null,
+        grant_id: null,
+      };
       await db
         .insertInto('device_codes')
         .values([
@@ -116,8 +169,14 @@ for (const backend of BACKENDS) {
           { hash: hashToken('approved device'), user_code_hash: hashToken('LMNPQRST'), ...device, decision: 'approved', user_id: userId, decided_at: now },
         ])
         .execute();
-      await db.insertInto('sessions').values({ id_hash: hashToken('session'), user_id: userId, created_at: now, expires_at: later }).execute();
-      await db.insertInto('consents').values({ user_id: userId, client_id: clientId, resource_id: 'builtin', scopes: 'annotation:read', created_at: now, expires_at: later }).execute();
+      await db
+        .insertInto('sessions')
+        .values({ id_hash: hashToken('session'), user_id: userId, created_at: now, expires_at: later })
+        .execute();
+      await db
+        .insertInto('consents')
+        .values({ user_id: userId, client_id: clientId, resource_id: 'builtin', scopes: 'annotation:read', created_at: now, expires_at: later })
+        .execute();
       const event = { at: now, address: '127.0.0.1', detail: null, expires_at: later };
       await db
         .insertInto('audit_events')
@@ -148,7 +207,10 @@ for (const backend of BACKENDS) {
     });
 
     test('new audit events come after the old ones', async () => {
-      await db.insertInto('audit_events').values({ at: Date.now(), type: 'logout', actor_id: null, user_id: userId, client_id: null, address: null, detail: null, expires_at: Date.now() }).execute();
+      await db
+        .insertInto('audit_events')
+        .values({ at: Date.now(), type: 'logout', actor_id: null, user_id: userId, client_id: null, address: null, detail: null, expires_at: Date.now() })
+        .execute();
       const ids = (await sql<{ id: number }>`select id from audit_events order by id`.execute(db)).rows.map((row) => row.id);
       assert.equal(ids.at(-1), Math.max(...(was.rows.audit_events as Array<{ id: number }>).map((row) => row.id)) + 1);
       await db.deleteFrom('audit_events').where('type', '=', 'logout').execute();
@@ -158,10 +220,24 @@ for (const backend of BACKENDS) {
       const indexes =
         backend.name === 'sqlite'
           ? (await sql<{ name: string; sql: string }>`select name, sql from sqlite_schema where type = 'index' and tbl_name = 'audit_events'`.execute(db)).rows
-          : (await sql<{ name: string; sql: string }>`select indexname as name, indexdef as sql from pg_indexes where tablename = 'audit_events' and indexname <> 'audit_events_pkey'`.execute(db)).rows;
-      assert.deepEqual(indexes.map((index) => index.name).sort(), ['audit_events_actor_id', 'audit_events_client_id', 'audit_events_expires_at', 'audit_events_type', 'audit_events_user_id']);
+          : (
+              await sql<{
+                name: string;
+                sql: string;
+              }>`select indexname as name, indexdef as sql from pg_indexes where tablename = 'audit_events' and indexname <> 'audit_events_pkey'`.execute(db)
+            ).rows;
+      assert.deepEqual(indexes.map((index) => index.name).sort(), [
+        'audit_events_actor_id',
+        'audit_events_client_id',
+        'audit_events_expires_at',
+        'audit_events_type',
+        'audit_events_user_id',
+      ]);
       for (const who of ['user_id', 'actor_id', 'client_id']) {
-        assert.match(indexes.find((index) => index.name === `audit_events_${who}`)!.sql, new RegExp(`\\("?${who}"?, "?id"?\\).*where.*${who}"?\\)? is not null`, 'i'));
+        assert.match(
+          indexes.find((index) => index.name === `audit_events_${who}`)!.sql,
+          new RegExp(`\\("?${who}"?, "?id"?\\).*where.*${who}"?\\)? is not null`, 'i'),
+        );
       }
     });
 
@@ -201,7 +277,11 @@ for (const backend of BACKENDS) {
         assert.equal((await profile(server, access.token)).status, 200);
         const app = await discover(server, clientId, { secret: clientSecret });
         assert.equal((await tokenResult(await refreshRequest(app, refresh.token))).status, 200);
-        const info = await oauth.processIntrospectionResponse(app.as, app.client, await oauth.introspectionRequest(app.as, app.client, app.auth, access.token, insecure));
+        const info = await oauth.processIntrospectionResponse(
+          app.as,
+          app.client,
+          await oauth.introspectionRequest(app.as, app.client, app.auth, access.token, insecure),
+        );
         assert.equal(info.active, true);
       });
 

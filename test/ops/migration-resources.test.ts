@@ -38,21 +38,53 @@ for (const backend of BACKENDS) {
       // Written through the schema as it was: no resources, no resource_id anywhere.
       const db = store.db as unknown as Kysely<any>;
       const now = Date.now();
-      const user = await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false }, now);
+      const user = await createAccount(
+        store.db,
+        { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false },
+        now,
+      );
       // The clients table as it was then, too: one redirect URL, no kind.
       const secret = mintToken('clientSecret');
       clientId = randomUUID();
       clientSecret = secret.token;
       await db
         .insertInto('clients')
-        .values({ id: clientId, name: 'Old app', grant_type: 'authorization_code', redirect_uri: 'http://127.0.0.1:8765/callback', secret_hash: secret.hash, trusted: 0, require_pkce: 0, scopes: 'annotation:read annotation:write', created_at: now })
+        .values({
+          id: clientId,
+          name: 'Old app',
+          grant_type: 'authorization_code',
+          redirect_uri: 'http://127.0.0.1:8765/callback',
+          secret_hash: secret.hash,
+          trusted: 0,
+          require_pkce: 0,
+          scopes: 'annotation:read annotation:write',
+          created_at: now,
+        })
         .execute();
       const grantId = randomUUID();
       const expires = now + 3600_000;
-      await db.insertInto('grants').values({ id: grantId, client_id: clientId, user_id: user.id, scopes: 'annotation:read annotation:write', created_at: now, last_used_at: now, revoked_at: null, expires_at: expires }).execute();
-      await db.insertInto('access_tokens').values({ hash: access.hash, grant_id: grantId, scopes: 'annotation:read annotation:write', created_at: now, expires_at: expires }).execute();
+      await db
+        .insertInto('grants')
+        .values({
+          id: grantId,
+          client_id: clientId,
+          user_id: user.id,
+          scopes: 'annotation:read annotation:write',
+          created_at: now,
+          last_used_at: now,
+          revoked_at: null,
+          expires_at: expires,
+        })
+        .execute();
+      await db
+        .insertInto('access_tokens')
+        .values({ hash: access.hash, grant_id: grantId, scopes: 'annotation:read annotation:write', created_at: now, expires_at: expires })
+        .execute();
       await db.insertInto('refresh_tokens').values({ hash: refresh.hash, grant_id: grantId, created_at: now, expires_at: expires }).execute();
-      await db.insertInto('consents').values({ user_id: user.id, client_id: clientId, scopes: 'annotation:read annotation:write', created_at: now, expires_at: expires }).execute();
+      await db
+        .insertInto('consents')
+        .values({ user_id: user.id, client_id: clientId, scopes: 'annotation:read annotation:write', created_at: now, expires_at: expires })
+        .execute();
       await store.close();
       // The server migrates the rest of the way up as it starts.
       server = await startServer(backend, { DATABASE_URL: database.url });
@@ -65,7 +97,11 @@ for (const backend of BACKENDS) {
     test('the old access token works at the built-in API and is described with PUBLIC_URL as its audience', async () => {
       assert.equal((await profile(server, access.token)).status, 200);
       const app = await discover(server, clientId, { secret: clientSecret });
-      const info = await oauth.processIntrospectionResponse(app.as, app.client, await oauth.introspectionRequest(app.as, app.client, app.auth, access.token, insecure));
+      const info = await oauth.processIntrospectionResponse(
+        app.as,
+        app.client,
+        await oauth.introspectionRequest(app.as, app.client, app.auth, access.token, insecure),
+      );
       assert.equal(info.aud, server.url);
     });
 

@@ -7,17 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import {
-  discover,
-  exchangeRequest,
-  insecure,
-  obtainCallback,
-  obtainTokens,
-  refresh,
-  refreshRequest,
-  revokeToken,
-  type App,
-} from '../support/oauth-client.ts';
+import { discover, exchangeRequest, insecure, obtainCallback, obtainTokens, refresh, refreshRequest, revokeToken, type App } from '../support/oauth-client.ts';
 import { databaseUrl, scrape, scrapeUntil } from '../support/metrics.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -161,7 +151,17 @@ for (const backend of BACKENDS) {
       await agent.submit(home.html, '/logout');
 
       const logs = server.logs.join('');
-      const secrets = { code, sessionId, secret, wrong, password: PASSWORD, access: tokens.access_token, refresh: tokens.refresh_token!, rotatedAccess: rotated.access_token, rotatedRefresh: rotated.refresh_token! };
+      const secrets = {
+        code,
+        sessionId,
+        secret,
+        wrong,
+        password: PASSWORD,
+        access: tokens.access_token,
+        refresh: tokens.refresh_token!,
+        rotatedAccess: rotated.access_token,
+        rotatedRefresh: rotated.refresh_token!,
+      };
       for (const [what, value] of Object.entries(secrets)) assert.ok(!logs.includes(value), `the logs contain the ${what}`);
       assert.doesNotMatch(logs, /g(at|rt|ac|ss|cs|su)_[A-Za-z0-9_-]{43}/);
       assert.equal(server.app.log.level, 'trace');

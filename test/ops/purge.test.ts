@@ -47,7 +47,13 @@ for (const backend of BACKENDS) {
 
     before(async () => {
       // Short lifetimes, so that rows made three days ago are all past their expiry.
-      server = await startServer(backend, { ACCESS_TOKEN_TTL: '600', REFRESH_TOKEN_TTL: '3600', SESSION_TTL: '3600', CONSENT_TTL: '3600', AUDIT_RETENTION_DAYS: '1' });
+      server = await startServer(backend, {
+        ACCESS_TOKEN_TTL: '600',
+        REFRESH_TOKEN_TTL: '3600',
+        SESSION_TTL: '3600',
+        CONSENT_TTL: '3600',
+        AUDIT_RETENTION_DAYS: '1',
+      });
       await server.createUser('alice');
       app = await discover(server, (await server.createClient({ name: 'Annotator' })).client.id);
       oldApp = await discover(server, (await server.createClient({ name: 'Old annotator' })).client.id);
@@ -68,7 +74,10 @@ for (const backend of BACKENDS) {
         assert.equal(after[table], before[table]! - purged[table]!, table);
       }
       // What is left is today's: the live grant's rows and its audit events.
-      assert.deepEqual({ grants: after.grants, access_tokens: after.access_tokens, refresh_tokens: after.refresh_tokens, sessions: after.sessions }, { grants: 1, access_tokens: 1, refresh_tokens: 1, sessions: 1 });
+      assert.deepEqual(
+        { grants: after.grants, access_tokens: after.access_tokens, refresh_tokens: after.refresh_tokens, sessions: after.sessions },
+        { grants: 1, access_tokens: 1, refresh_tokens: 1, sessions: 1 },
+      );
       assert.equal((await profile(server, live.access_token)).status, 200);
       await refresh(app, live.refresh_token!);
 

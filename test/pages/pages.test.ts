@@ -94,7 +94,11 @@ for (const backend of BACKENDS) {
 
     test('HTML typed into any field comes back escaped', async () => {
       const form = await admin.visit('/admin/oauthclients/new');
-      const rejected = await post(admin, form.html, '/admin/oauthclients', { ...NEW_CLIENT, name: HOSTILE, redirect_uri: 'https://app.example/"><script>alert(1)</script>#x' });
+      const rejected = await post(admin, form.html, '/admin/oauthclients', {
+        ...NEW_CLIENT,
+        name: HOSTILE,
+        redirect_uri: 'https://app.example/"><script>alert(1)</script>#x',
+      });
       assert.equal(rejected.status, 400);
       assert.match(rejected.html, /Redirect URL must not contain a fragment/);
       assert.match(rejected.html, />https:\/\/app\.example\/&quot;&gt;&lt;script&gt;alert\(1\)&lt;\/script&gt;#x<\/textarea>/);
@@ -104,7 +108,12 @@ for (const backend of BACKENDS) {
       const registered = await post(admin, form.html, '/admin/oauthclients', { ...NEW_CLIENT, name: HOSTILE });
       assert.equal(registered.status, 200);
       const clientId = /id="client-id">([^<]+)</.exec(registered.html)![1]!;
-      for (const path of ['/admin/oauthclients', `/admin/oauthclients/${clientId}`, `/admin/oauthclients/${clientId}/delete`, `/admin/users?q=${encodeURIComponent(HOSTILE)}`]) {
+      for (const path of [
+        '/admin/oauthclients',
+        `/admin/oauthclients/${clientId}`,
+        `/admin/oauthclients/${clientId}/delete`,
+        `/admin/users?q=${encodeURIComponent(HOSTILE)}`,
+      ]) {
         const page = await admin.visit(path);
         assert.doesNotMatch(page.html, /<img src=x/, path);
       }
@@ -128,16 +137,28 @@ for (const backend of BACKENDS) {
       const writing = await obtainTokens(app, new UserAgent(server.url), 'alice');
 
       const form = await admin.visit(`/admin/oauthclients/${client.id}`);
-      const renamed = await post(admin, form.html, `/admin/oauthclients/${client.id}`, { name: 'Renamed', redirect_uri: JSON.parse(client.redirect_uris).join('\n'), scope: ['annotation:read', 'annotation:write'] });
+      const renamed = await post(admin, form.html, `/admin/oauthclients/${client.id}`, {
+        name: 'Renamed',
+        redirect_uri: JSON.parse(client.redirect_uris).join('\n'),
+        scope: ['annotation:read', 'annotation:write'],
+      });
       assert.equal(renamed.status, 303);
       assert.equal((await profile(server, writing.access_token)).status, 200, 'a change that takes nothing away keeps every grant');
 
-      const narrowed = await post(admin, form.html, `/admin/oauthclients/${client.id}`, { name: 'Renamed', redirect_uri: JSON.parse(client.redirect_uris).join('\n'), scope: 'annotation:read' });
+      const narrowed = await post(admin, form.html, `/admin/oauthclients/${client.id}`, {
+        name: 'Renamed',
+        redirect_uri: JSON.parse(client.redirect_uris).join('\n'),
+        scope: 'annotation:read',
+      });
       assert.equal(narrowed.status, 303);
       assert.equal((await profile(server, writing.access_token)).status, 401);
       assert.equal((await profile(server, reading.access_token)).status, 200);
 
-      const none = await post(admin, form.html, `/admin/oauthclients/${client.id}`, { name: 'Renamed', redirect_uri: JSON.parse(client.redirect_uris).join('\n'), scope: [] });
+      const none = await post(admin, form.html, `/admin/oauthclients/${client.id}`, {
+        name: 'Renamed',
+        redirect_uri: JSON.parse(client.redirect_uris).join('\n'),
+        scope: [],
+      });
       assert.equal(none.status, 400);
       assert.match(none.html, /<p class="field-error" id="scope-error">Choose at least one scope<\/p>/);
     });
@@ -146,7 +167,13 @@ for (const backend of BACKENDS) {
       // Only clients an administrator registered (UUIDs) are edited here; a URL-shaped client ID,
       // encoded into the path, is as unknown (metadata-document clients are blocked, by a form field).
       const url = encodeURIComponent('https://app.example/client.json');
-      for (const path of [`/admin/oauthclients/${randomUUID()}`, '/admin/oauthclients/not-a-uuid', `/admin/oauthclients/${randomUUID()}/delete`, `/admin/oauthclients/${url}`, `/admin/oauthclients/${url}/delete`]) {
+      for (const path of [
+        `/admin/oauthclients/${randomUUID()}`,
+        '/admin/oauthclients/not-a-uuid',
+        `/admin/oauthclients/${randomUUID()}/delete`,
+        `/admin/oauthclients/${url}`,
+        `/admin/oauthclients/${url}/delete`,
+      ]) {
         const page = await admin.visit(path);
         assert.equal(page.response.status, 404, path);
         assert.match(page.html, /There is no OAuth client with this ID\./);
@@ -234,7 +261,9 @@ for (const backend of BACKENDS) {
       const agents = [new UserAgent(server.url), new UserAgent(server.url)];
       const pages = await Promise.all(agents.map((agent) => agent.visit(path)));
       const results = await Promise.all(
-        agents.map((agent, i) => post(agent, pages[i]!.html, '/setup', { username: `admin${i}`, email: `admin${i}@example.com`, password: PASSWORD, password_again: PASSWORD })),
+        agents.map((agent, i) =>
+          post(agent, pages[i]!.html, '/setup', { username: `admin${i}`, email: `admin${i}@example.com`, password: PASSWORD, password_again: PASSWORD }),
+        ),
       );
       assert.deepEqual(results.map((r) => r.status).sort(), [303, 410]);
       assert.equal(await countAdmins(server.store.db), 1);

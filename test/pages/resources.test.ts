@@ -43,7 +43,11 @@ for (const backend of BACKENDS) {
     });
 
     test('registering shows the introspection client and its secret once; the secret works at /oauth/introspect', async () => {
-      const done = await register({ name: 'Files API', uri: 'https://files.example/mcp/', scopes: 'files:read=Read your files\nfiles:write=Change your files' });
+      const done = await register({
+        name: 'Files API',
+        uri: 'https://files.example/mcp/',
+        scopes: 'files:read=Read your files\nfiles:write=Change your files',
+      });
       assert.equal(done.response.status, 200);
       const clientId = /id="client-id">([^<]+)</.exec(done.html)![1]!;
       const secret = /id="client-secret">([^<]+)</.exec(done.html)![1]!;
@@ -52,7 +56,11 @@ for (const backend of BACKENDS) {
       const app = await discover(server, client.id);
       const tokens = await obtainTokens(app, new UserAgent(server.url), 'alice', { resource: 'https://files.example/mcp' });
       const introspector = await discover(server, clientId, { secret });
-      const info = await oauth.processIntrospectionResponse(introspector.as, introspector.client, await oauth.introspectionRequest(introspector.as, introspector.client, introspector.auth, tokens.access_token, insecure));
+      const info = await oauth.processIntrospectionResponse(
+        introspector.as,
+        introspector.client,
+        await oauth.introspectionRequest(introspector.as, introspector.client, introspector.auth, tokens.access_token, insecure),
+      );
       assert.equal(info.aud, 'https://files.example/mcp');
       const page = await admin.visit('/admin/resources');
       assert.doesNotMatch(page.html, new RegExp(secret), 'never shown again');
@@ -114,7 +122,10 @@ for (const backend of BACKENDS) {
       await alice.login('alice');
       assert.equal((await alice.visit('/admin/resources')).response.status, 403);
       const before = (await listResources(server.store.db)).length;
-      const response = await alice.fetch('/admin/resources', { method: 'POST', body: new URLSearchParams({ name: 'x', uri: 'https://y.example', scopes: '' }) });
+      const response = await alice.fetch('/admin/resources', {
+        method: 'POST',
+        body: new URLSearchParams({ name: 'x', uri: 'https://y.example', scopes: '' }),
+      });
       assert.equal(response.status, 403);
       assert.equal((await listResources(server.store.db)).length, before);
     });

@@ -66,7 +66,7 @@ for (const backend of BACKENDS) {
     test('disabling the user closes their sockets, and only theirs', async () => {
       const bobs = await connect(server.url, (await tokensFor('bob')).access_token);
       const alices = await connect(server.url, (await tokensFor('alice')).access_token);
-      const bob = (await server.store.db.selectFrom('users').selectAll().where('username', '=', 'bob').executeTakeFirstOrThrow());
+      const bob = await server.store.db.selectFrom('users').selectAll().where('username', '=', 'bob').executeTakeFirstOrThrow();
       await disableUser(server.app.gatehouse, bob, COMMAND_LINE);
       assert.equal((await timeToClose(bobs, 1000)).code, 4001);
       assert.equal((await alices.ask({ type: 'whoami', id: 1 })).ok, true);

@@ -66,7 +66,13 @@ for (const backend of BACKENDS) {
       assert.equal((await agent.visit(url.pathname + url.search)).redirect?.searchParams.get('error'), 'invalid_scope');
       const job = await server.createClient({ name: 'Job', grantType: 'client_credentials', redirectUris: [], confidential: true, scope: 'files:read' });
       const jobApp = await discover(server, job.client.id, { secret: job.secret! });
-      const response = await oauth.clientCredentialsGrantRequest(jobApp.as, jobApp.client, jobApp.auth, new URLSearchParams({ resource: MAIL, scope: 'files:read' }), insecure);
+      const response = await oauth.clientCredentialsGrantRequest(
+        jobApp.as,
+        jobApp.client,
+        jobApp.auth,
+        new URLSearchParams({ resource: MAIL, scope: 'files:read' }),
+        insecure,
+      );
       assert.equal(((await response.json()) as { error: string }).error, 'invalid_scope');
     });
 
@@ -84,7 +90,16 @@ for (const backend of BACKENDS) {
       assert.equal((await agent.visit(url.pathname + url.search)).redirect?.searchParams.get('error'), 'invalid_target', 'repeated, even with the same value');
       const job = await server.createClient({ name: 'Job 2', grantType: 'client_credentials', redirectUris: [], confidential: true, scope: 'files:read' });
       const jobApp = await discover(server, job.client.id, { secret: job.secret! });
-      const repeated = await oauth.clientCredentialsGrantRequest(jobApp.as, jobApp.client, jobApp.auth, new URLSearchParams([['resource', FILES], ['resource', MAIL]]), insecure);
+      const repeated = await oauth.clientCredentialsGrantRequest(
+        jobApp.as,
+        jobApp.client,
+        jobApp.auth,
+        new URLSearchParams([
+          ['resource', FILES],
+          ['resource', MAIL],
+        ]),
+        insecure,
+      );
       assert.deepEqual([repeated.status, ((await repeated.json()) as { error: string }).error], [400, 'invalid_target']);
     });
   });

@@ -18,7 +18,17 @@ import { openContext } from '../../src/open-context.ts';
 import { setClientBlocked, updateClient } from '../../src/store/clients.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { discover, exchangeRequest, obtainCallback, obtainTokens, postForm, profile, refreshRequest, tokenResult, type TokenResult } from '../support/oauth-client.ts';
+import {
+  discover,
+  exchangeRequest,
+  obtainCallback,
+  obtainTokens,
+  postForm,
+  profile,
+  refreshRequest,
+  tokenResult,
+  type TokenResult,
+} from '../support/oauth-client.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -51,7 +61,15 @@ for (const backend of BACKENDS) {
 
     const ctx = () => server.app.gatehouse;
     const grantsOf = async (clientId: string) =>
-      Number((await server.store.db.selectFrom('grants').select((eb) => eb.fn.countAll<number>().as('n')).where('client_id', '=', clientId).executeTakeFirstOrThrow()).n);
+      Number(
+        (
+          await server.store.db
+            .selectFrom('grants')
+            .select((eb) => eb.fn.countAll<number>().as('n'))
+            .where('client_id', '=', clientId)
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
     /** On SQLite, that the server still holds its copy of the client: the attack goes through the stale copy. */
     const assertStillCached = async (clientId: string) => {
       if (backend.name === 'sqlite') assert.ok(await ctx().clients.find(clientId), 'the server no longer holds a copy of the client: this tests nothing');
@@ -90,7 +108,8 @@ for (const backend of BACKENDS) {
 
     test('the old secret after a rotation on this instance: refused at once', async () => {
       const { client, secret } = await server.createClient({ name: 'Rotated', confidential: true });
-      const introspect = async (presented: string) => (await postForm(server, '/oauth/introspect', { token: 'gat_unknown' }, basic(client.id, presented))).status;
+      const introspect = async (presented: string) =>
+        (await postForm(server, '/oauth/introspect', { token: 'gat_unknown' }, basic(client.id, presented))).status;
       assert.equal(await introspect(secret!), 200); // the client is cached now
       const replacement = await rotateClientSecret(ctx(), client, COMMAND_LINE);
       assert.equal(await introspect(secret!), 401);
@@ -99,8 +118,10 @@ for (const backend of BACKENDS) {
 
     test('the old secret after a rotation elsewhere, the client still cached here: refused at once, no token, no introspection', async () => {
       const service = await server.createClient({ name: 'Rotated elsewhere', grantType: 'client_credentials', redirectUris: [], confidential: true });
-      const credentials = async (secret: string) => tokenResult(await postForm(server, '/api/token', { grant_type: 'client_credentials' }, basic(service.client.id, secret)));
-      const introspect = async (secret: string) => (await postForm(server, '/oauth/introspect', { token: 'gat_unknown' }, basic(service.client.id, secret))).status;
+      const credentials = async (secret: string) =>
+        tokenResult(await postForm(server, '/api/token', { grant_type: 'client_credentials' }, basic(service.client.id, secret)));
+      const introspect = async (secret: string) =>
+        (await postForm(server, '/oauth/introspect', { token: 'gat_unknown' }, basic(service.client.id, secret))).status;
       assert.equal((await credentials(service.secret!)).status, 200); // the client is cached now
       const replacement = await rotateClientSecret(other, service.client, COMMAND_LINE);
       await assertStillCached(service.client.id);
@@ -131,7 +152,12 @@ for (const backend of BACKENDS) {
     });
 
     test('a client blocked elsewhere, still cached here: its code and refresh token yield nothing', async () => {
-      const registered = await postForm(server, '/oauth/register', JSON.stringify({ client_name: 'Blocked', redirect_uris: ['http://127.0.0.1:8765/callback'] }), { 'content-type': 'application/json' });
+      const registered = await postForm(
+        server,
+        '/oauth/register',
+        JSON.stringify({ client_name: 'Blocked', redirect_uris: ['http://127.0.0.1:8765/callback'] }),
+        { 'content-type': 'application/json' },
+      );
       const { client_id: clientId } = (await registered.json()) as { client_id: string };
       const app = await discover(server, clientId);
       const agent = new UserAgent(server.url);

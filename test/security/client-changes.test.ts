@@ -61,7 +61,12 @@ for (const backend of BACKENDS) {
       const app = await legacyApp();
       const code = await codeWithoutPkce(app, alice);
       const client = (await findClient(server.store.db, app.client.client_id))!;
-      await changeClient(ctx(), client, { name: client.name, redirectUris: JSON.parse(client.redirect_uris), trusted: false, requirePkce: true, scope: '' }, COMMAND_LINE);
+      await changeClient(
+        ctx(),
+        client,
+        { name: client.name, redirectUris: JSON.parse(client.redirect_uris), trusted: false, requirePkce: true, scope: '' },
+        COMMAND_LINE,
+      );
       const refused = await tokenResult(await exchangeWithoutVerifier(server, app, code));
       assert.deepEqual([refused.status, refused.body.error], [400, 'invalid_grant']);
     });
@@ -80,7 +85,12 @@ for (const backend of BACKENDS) {
       const app = await legacyApp();
       const code = await codeWithoutPkce(app, alice);
       const client = (await findClient(server.store.db, app.client.client_id))!;
-      await changeClient(ctx(), client, { name: 'Legacy, renamed', redirectUris: JSON.parse(client.redirect_uris), trusted: false, requirePkce: false, scope: '' }, COMMAND_LINE);
+      await changeClient(
+        ctx(),
+        client,
+        { name: 'Legacy, renamed', redirectUris: JSON.parse(client.redirect_uris), trusted: false, requirePkce: false, scope: '' },
+        COMMAND_LINE,
+      );
       assert.equal((await exchangeWithoutVerifier(server, app, code)).status, 200);
     });
 
@@ -118,7 +128,10 @@ for (const backend of BACKENDS) {
         const before = Object.fromEntries(Object.entries(migrations).filter(([name]) => name < '20261126_002_canonical_client_blocks'));
         assert.ifError((await new Migrator({ db: store.db, provider: { getMigrations: async () => before } }).migrateToLatest()).error);
         const written = ['https://bare.example', 'https://dotted.example./apps/', 'https://kept.example/x/', 'https://bare.example/'];
-        await store.db.insertInto('client_blocks').values(written.map((prefix) => ({ prefix, created_at: 1 }))).execute();
+        await store.db
+          .insertInto('client_blocks')
+          .values(written.map((prefix) => ({ prefix, created_at: 1 })))
+          .execute();
         await migrate(store);
         const prefixes = (await listClientBlocks(store.db)).map((block) => block.prefix);
         assert.deepEqual(prefixes, ['https://bare.example/', 'https://dotted.example/apps/', 'https://kept.example/x/']);
@@ -165,4 +178,3 @@ describe('REQUIRE_PKCE switched on and the server restarted (sqlite)', () => {
     }
   });
 });
-

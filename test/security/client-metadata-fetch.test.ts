@@ -20,10 +20,17 @@ import { serverCertificate, testCaProblem } from '../support/tls.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, url: string) => void;
 
-const document = (url: string, extra: object = {}) => JSON.stringify({ client_id: url, client_name: 'Test App', redirect_uris: ['http://127.0.0.1/callback'], ...extra });
-const json = (body: string, headers: Record<string, string> = {}): Handler => (_req, res) => res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(body);
+const document = (url: string, extra: object = {}) =>
+  JSON.stringify({ client_id: url, client_name: 'Test App', redirect_uris: ['http://127.0.0.1/callback'], ...extra });
+const json =
+  (body: string, headers: Record<string, string> = {}): Handler =>
+  (_req, res) =>
+    res.writeHead(200, { 'content-type': 'application/json', ...headers }).end(body);
 /** Stands in for DNS: every name resolves to the given addresses. */
-const resolvesTo = (...addresses: string[]): HostLookup => async () => addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
+const resolvesTo =
+  (...addresses: string[]): HostLookup =>
+  async () =>
+    addresses.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }));
 
 function refusedWith(resolution: MetadataResolution, reason: RegExp): void {
   assert.equal(resolution.ok, false, 'should be refused');
@@ -249,7 +256,12 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
     try {
       const lookup = dnsHostLookup({ servers: [`127.0.0.1:${dns.address().port}`] });
       const started = performance.now();
-      const hanging = Array.from({ length: 8 }, (_, i) => lookup(`hang-${i}.example`, AbortSignal.timeout(1000)).then(() => 'answered', (error: Error) => error.name));
+      const hanging = Array.from({ length: 8 }, (_, i) =>
+        lookup(`hang-${i}.example`, AbortSignal.timeout(1000)).then(
+          () => 'answered',
+          (error: Error) => error.name,
+        ),
+      );
       // Thread-pool work (what password hashing needs) is not held up behind them.
       await Promise.all(Array.from({ length: 4 }, () => promisify(pbkdf2)('p', 's', 1000, 32, 'sha256')));
       assert.ok(performance.now() - started < 500, `the thread pool waited ${Math.round(performance.now() - started)} ms`);
@@ -259,7 +271,10 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
       const never = AbortSignal.abort();
       assert.deepEqual(await lookup('203.0.113.9', AbortSignal.timeout(1000)), [{ address: '203.0.113.9', family: 4 }]);
       assert.deepEqual(await lookup('::1', AbortSignal.timeout(1000)), [{ address: '::1', family: 6 }]);
-      assert.deepEqual((await lookup('app.localhost', never)).map(({ address }) => address), ['127.0.0.1', '::1']);
+      assert.deepEqual(
+        (await lookup('app.localhost', never)).map(({ address }) => address),
+        ['127.0.0.1', '::1'],
+      );
     } finally {
       dns.close();
     }

@@ -52,7 +52,9 @@ describe('a flood of distinct metadata document URLs', { skip: testCaProblem() ?
       const path = new URL(req.url!, 'https://x').pathname;
       if (path === '/genuine.json') {
         const url = `${base}/genuine.json`;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: url, client_name: 'Genuine', redirect_uris: ['http://127.0.0.1/cb'] }));
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ client_id: url, client_name: 'Genuine', redirect_uris: ['http://127.0.0.1/cb'] }));
         return;
       }
       // Hostile: accept, then never answer.
@@ -77,7 +79,10 @@ describe('a flood of distinct metadata document URLs', { skip: testCaProblem() ?
     // address's METADATA_FETCHES_PER_ADDRESS): once that timeout is no longer remembered.
     const retryAfter = busy.map((response) => response.headers.get('retry-after'));
     assert.ok(retryAfter.filter((seconds) => seconds === '1').length >= HOSTILE_URLS - METADATA_FETCHES_PER_ADDRESS, retryAfter.join());
-    assert.ok(retryAfter.every((seconds) => seconds === '1' || seconds === String(METADATA_UNANSWERED_CACHE_SECONDS)), retryAfter.join());
+    assert.ok(
+      retryAfter.every((seconds) => seconds === '1' || seconds === String(METADATA_UNANSWERED_CACHE_SECONDS)),
+      retryAfter.join(),
+    );
     assert.equal(duringFlood.status, 503, 'the genuine client is told to try again');
 
     // Once the flood is over, the genuine client is fetched (the busy refusal was not cached):
@@ -97,7 +102,9 @@ describe('one address fetching many metadata documents', { skip: testCaProblem()
       (req, res, base) => {
         fetched++;
         const url = `${base}${new URL(req.url!, 'https://x').pathname}`;
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ client_id: url, client_name: 'App', redirect_uris: ['http://127.0.0.1/cb'] }));
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ client_id: url, client_name: 'App', redirect_uris: ['http://127.0.0.1/cb'] }));
       },
       { TOKEN_REQUESTS_PER_ADDRESS: '5' },
     );

@@ -75,8 +75,10 @@ describe('metadata-document clients under a flood of hostile document URLs', { s
 
   /** An attacker's authorization request naming `clientId`, from `address`. */
   const attack = (clientId: string, address: string) =>
-    fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, response_type: 'code' })}`, { redirect: 'manual', headers: { 'x-forwarded-for': address } })
-      .then(async (response) => (await response.arrayBuffer(), response.status));
+    fetch(`${server.url}/oauth/authorize?${new URLSearchParams({ client_id: clientId, response_type: 'code' })}`, {
+      redirect: 'manual',
+      headers: { 'x-forwarded-for': address },
+    }).then(async (response) => (await response.arrayBuffer(), response.status));
 
   /** The legitimate client: authorized once (the whole flow), holding a refresh token. */
   async function legitimateClient(path: string): Promise<{ app: App; refreshToken: string }> {
@@ -151,7 +153,10 @@ describe('metadata-document clients under a flood of hostile document URLs', { s
     }
     // Every hostile request is answered (once its fetch timed out, or at once: busy).
     const statuses = await Promise.all(requests);
-    assert.ok(statuses.every((status) => status === 503), `the hostile requests: ${[...new Set(statuses)].join(', ')}`);
+    assert.ok(
+      statuses.every((status) => status === 503),
+      `the hostile requests: ${[...new Set(statuses)].join(', ')}`,
+    );
     assert.ok(peakHeld <= 2, `${peakHeld} fetches from the hostile host at once`);
   });
 

@@ -18,7 +18,11 @@ describe('client names that reorder themselves on screen', () => {
   after(() => server?.close());
 
   const register = (clientName: string) =>
-    fetch(`${server.url}/oauth/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: ['https://app.example/cb'], client_name: clientName }) });
+    fetch(`${server.url}/oauth/register`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ redirect_uris: ['https://app.example/cb'], client_name: clientName }),
+    });
 
   for (const control of ['\u202E', '\u202D', '\u2066', '\u2067', '\u2068', '\u2069', '\u200F', '\u061C']) {
     test(`a client_name with U+${control.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')} is refused`, async () => {

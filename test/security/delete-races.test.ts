@@ -18,7 +18,17 @@ import { openContext } from '../../src/open-context.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import type { User } from '../../src/store/schema.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { discover, exchangeRequest, obtainCallback, obtainTokens, postForm, profile, refreshRequest, tokenResult, type TokenResult } from '../support/oauth-client.ts';
+import {
+  discover,
+  exchangeRequest,
+  obtainCallback,
+  obtainTokens,
+  postForm,
+  profile,
+  refreshRequest,
+  tokenResult,
+  type TokenResult,
+} from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
@@ -101,7 +111,9 @@ for (const backend of BACKENDS) {
           survivors += alive.filter(Boolean).length;
         }
         const answers = JSON.stringify(Object.fromEntries(statuses));
-        t.diagnostic(`answers by status: ${answers}; disruptions finished after answers ${finishedAt.join(', ')}; tokens still working afterwards: ${survivors}`);
+        t.diagnostic(
+          `answers by status: ${answers}; disruptions finished after answers ${finishedAt.join(', ')}; tokens still working afterwards: ${survivors}`,
+        );
         const serverErrors = [...statuses].filter(([status]) => status >= 500).reduce((sum, [, n]) => sum + n, 0);
         assert.equal(serverErrors, 0, `answers by status: ${answers}`);
         assert.equal(survivors, 0, `tokens still work after "${name}"`);

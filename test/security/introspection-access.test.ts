@@ -35,7 +35,10 @@ for (const backend of BACKENDS) {
       oauth.processIntrospectionResponse(
         as.as,
         as.client,
-        await oauth.introspectionRequest(as.as, as.client, as.auth, token, { ...insecure, ...(hint ? { additionalParameters: { token_type_hint: hint } } : {}) }),
+        await oauth.introspectionRequest(as.as, as.client, as.auth, token, {
+          ...insecure,
+          ...(hint ? { additionalParameters: { token_type_hint: hint } } : {}),
+        }),
       );
 
     test('a client learns about its own access and refresh tokens', async () => {

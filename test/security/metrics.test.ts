@@ -71,6 +71,9 @@ test('METRICS_TOKEN is optional, and refused when short or not sendable as a Bea
   assert.equal(loadConfig({}).metricsToken, null);
   assert.equal(loadConfig({ METRICS_TOKEN: TOKEN }).metricsToken, TOKEN);
   for (const bad of ['short', 'has a space in the middle', 'tab\there-0123456789', 'ünïcode-0123456789']) {
-    assert.throws(() => loadConfig({ METRICS_TOKEN: bad }), (error: Error) => error instanceof ConfigError && /^METRICS_TOKEN /.test(error.message));
+    assert.throws(
+      () => loadConfig({ METRICS_TOKEN: bad }),
+      (error: Error) => error instanceof ConfigError && /^METRICS_TOKEN /.test(error.message),
+    );
   }
 });

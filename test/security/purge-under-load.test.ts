@@ -44,7 +44,17 @@ for (const backend of BACKENDS) {
         const refresh: Insertable<RefreshTokensTable>[] = [];
         for (let i = 0; i < 500; i++) {
           const id = randomUUID();
-          grants.push({ id, client_id: client.id, user_id: user.id, resource_id: 'builtin', scopes: '', created_at: expiredAt - DAY, last_used_at: expiredAt - DAY, revoked_at: null, expires_at: expiredAt });
+          grants.push({
+            id,
+            client_id: client.id,
+            user_id: user.id,
+            resource_id: 'builtin',
+            scopes: '',
+            created_at: expiredAt - DAY,
+            last_used_at: expiredAt - DAY,
+            revoked_at: null,
+            expires_at: expiredAt,
+          });
           access.push({ hash: mintToken('access').hash, grant_id: id, scopes: '', created_at: expiredAt - DAY, expires_at: expiredAt });
           refresh.push({ hash: mintToken('refresh').hash, grant_id: id, created_at: expiredAt - DAY, expires_at: expiredAt });
         }
@@ -74,7 +84,10 @@ for (const backend of BACKENDS) {
 
     test('requests keep completing while gatehouse purge runs, none fails, and the expired rows are gone', async (t) => {
       const chains = await Promise.all(Array.from({ length: WORKERS }, () => obtainTokens(app, new UserAgent(server.url))));
-      const purge = spawn(process.execPath, [MAIN, 'purge', '--json'], { env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(server.config) }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const purge = spawn(process.execPath, [MAIN, 'purge', '--json'], {
+        env: { PATH: process.env.PATH, DATABASE_URL: databaseUrl(server.config) },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let stdout = '';
       purge.stdout.on('data', (chunk) => (stdout += chunk));
       let running = true;
@@ -107,8 +120,15 @@ for (const backend of BACKENDS) {
       assert.ok(completed >= DURING, `only ${completed} requests completed while the purge ran`);
 
       const purged = JSON.parse(stdout) as Record<string, number>;
-      assert.deepEqual({ grants: purged.grants, access_tokens: purged.access_tokens, refresh_tokens: purged.refresh_tokens }, { grants: EXPIRED_GRANTS, access_tokens: EXPIRED_GRANTS, refresh_tokens: EXPIRED_GRANTS });
-      const left = await server.store.db.selectFrom('grants').select((eb) => eb.fn.countAll<number>().as('n')).where('expires_at', '<=', Date.now()).executeTakeFirstOrThrow();
+      assert.deepEqual(
+        { grants: purged.grants, access_tokens: purged.access_tokens, refresh_tokens: purged.refresh_tokens },
+        { grants: EXPIRED_GRANTS, access_tokens: EXPIRED_GRANTS, refresh_tokens: EXPIRED_GRANTS },
+      );
+      const left = await server.store.db
+        .selectFrom('grants')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .where('expires_at', '<=', Date.now())
+        .executeTakeFirstOrThrow();
       assert.equal(Number(left.n), 0);
     });
   });

@@ -88,7 +88,15 @@ for (const backend of BACKENDS) {
       await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: true }, Date.now());
       const { client } = await createClient(
         store.db,
-        { name: 'Reader', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: false, trusted: true, requirePkce: true, scope: '' },
+        {
+          name: 'Reader',
+          grantType: 'authorization_code',
+          redirectUris: ['http://127.0.0.1:8765/callback'],
+          confidential: false,
+          trusted: true,
+          requirePkce: true,
+          scope: '',
+        },
         Date.now(),
       );
       const port = String(await freePort());
@@ -124,7 +132,8 @@ for (const backend of BACKENDS) {
         form.set('password', 'not the password');
         return timed(() => stranger.fetch('/login', { method: 'POST', body: form }));
       };
-      const tokenRequest = () => timed(() => postForm(asTestServer, '/api/token', { grant_type: 'authorization_code', code: `gac_${'A'.repeat(43)}`, client_id: app.client.client_id }));
+      const tokenRequest = () =>
+        timed(() => postForm(asTestServer, '/api/token', { grant_type: 'authorization_code', code: `gac_${'A'.repeat(43)}`, client_id: app.client.client_id }));
       assert.equal((await login()).status, 401, 'Redis up: a wrong password is refused as such');
       assert.equal((await tokenRequest()).status, 400, 'Redis up: an unknown code is refused as such');
 
@@ -170,7 +179,10 @@ for (const backend of BACKENDS) {
       const output = server!.output.join('');
       assert.doesNotMatch(output, /^\s+at /m, 'no stack trace');
       assert.doesNotMatch(output, /\[ioredis\]/, 'ioredis writes nothing of its own');
-      const lines = server!.stdout.join('').split('\n').filter((line) => line !== '');
+      const lines = server!.stdout
+        .join('')
+        .split('\n')
+        .filter((line) => line !== '');
       const log = lines.map((line) => {
         try {
           return JSON.parse(line) as { level: number; msg: string };
@@ -178,8 +190,14 @@ for (const backend of BACKENDS) {
           return assert.fail(`stdout has a line that is not JSON: ${line}`);
         }
       });
-      assert.ok(log.some((line) => line.level >= 40 && /redis/i.test(line.msg)), 'the outage is logged');
-      assert.ok(log.some((line) => line.level === 30 && /redis is reachable again/i.test(line.msg)), 'and the recovery');
+      assert.ok(
+        log.some((line) => line.level >= 40 && /redis/i.test(line.msg)),
+        'the outage is logged',
+      );
+      assert.ok(
+        log.some((line) => line.level === 30 && /redis is reachable again/i.test(line.msg)),
+        'and the recovery',
+      );
     });
   });
 }

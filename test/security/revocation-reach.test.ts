@@ -14,7 +14,17 @@ import { COMMAND_LINE } from '../../src/audit.ts';
 import { changeClient, type Client } from '../../src/clients/clients.ts';
 import { updateClient } from '../../src/store/clients.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { discover, exchangeRequest, obtainCallback, obtainTokens, profile, refreshRequest, tokenResult, type App, type TokenResult } from '../support/oauth-client.ts';
+import {
+  discover,
+  exchangeRequest,
+  obtainCallback,
+  obtainTokens,
+  profile,
+  refreshRequest,
+  tokenResult,
+  type App,
+  type TokenResult,
+} from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 
@@ -41,7 +51,12 @@ for (const backend of BACKENDS) {
     }
 
     const takeScopes = (client: Client, scope: string) =>
-      changeClient(server.app.gatehouse, client, { name: client.name, redirectUris: JSON.parse(client.redirect_uris), trusted: false, requirePkce: false, scope }, COMMAND_LINE);
+      changeClient(
+        server.app.gatehouse,
+        client,
+        { name: client.name, redirectUris: JSON.parse(client.redirect_uris), trusted: false, requirePkce: false, scope },
+        COMMAND_LINE,
+      );
 
     async function profileScopes(accessToken: string): Promise<string[]> {
       const response = await profile(server, accessToken);
@@ -132,8 +147,8 @@ for (const backend of BACKENDS) {
       const tokens = await obtainTokens(app, agent, bob.username);
       const outstanding = await obtainCallback(app, agent);
       await disableUser(server.app.gatehouse, bob, COMMAND_LINE);
-      assertRefused(await tokenResult(await exchangeRequest(app, outstanding)), 'a disabled user\'s code still exchanged');
-      assertRefused(await tokenResult(await refreshRequest(app, tokens.refresh_token!)), 'a disabled user\'s refresh token still refreshed');
+      assertRefused(await tokenResult(await exchangeRequest(app, outstanding)), "a disabled user's code still exchanged");
+      assertRefused(await tokenResult(await refreshRequest(app, tokens.refresh_token!)), "a disabled user's refresh token still refreshed");
     });
   });
 }

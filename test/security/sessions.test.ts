@@ -33,7 +33,11 @@ for (const backend of BACKENDS) {
       await other.login('bob');
       assert.ok((await signedIn(phone)) && (await signedIn(laptop)) && (await signedIn(other)));
 
-      const run = await gatehouse(['user', 'set-password', 'alice', '--password-stdin'], { DATABASE_URL: databaseUrl(server.config) }, 'a brand new password\n');
+      const run = await gatehouse(
+        ['user', 'set-password', 'alice', '--password-stdin'],
+        { DATABASE_URL: databaseUrl(server.config) },
+        'a brand new password\n',
+      );
       assert.equal(run.code, 0, run.stderr);
 
       assert.equal(await signedIn(phone), false, 'the old session cookie still works');
@@ -71,7 +75,7 @@ for (const backend of BACKENDS) {
       const page = await agent.visit('/account/applications');
       assert.equal(page.response.status, 200);
       const out = await agent.fetch('/logout', { method: 'POST', body: formFields(page.html, '/logout') });
-      assert.equal(out.status, 303, 'the navigation\'s Log out was refused');
+      assert.equal(out.status, 303, "the navigation's Log out was refused");
     });
 
     test('a CSRF token from before the login is refused after it', async () => {

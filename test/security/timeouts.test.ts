@@ -20,7 +20,9 @@ describe('slow requests', () => {
     const socket = connect({ host: hostname, port: Number(port) });
     await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
     const start = performance.now();
-    socket.write(`POST /api/token HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ngrant_type=`);
+    socket.write(
+      `POST /api/token HTTP/1.1\r\nHost: ${hostname}:${port}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\ngrant_type=`,
+    );
     let answer = '';
     socket.on('data', (chunk) => (answer += chunk));
     const ended = new Promise((resolve) => socket.once('close', resolve));

@@ -74,7 +74,11 @@ for (const backend of BACKENDS) {
       const exchanged = await tokenResult(await exchangeRequest(victim, await obtainCallback(victim, agent)));
       assert.equal(exchanged.status, 200, JSON.stringify(exchanged.body));
       const machine = await server.createClient({ name: 'Robot', grantType: 'client_credentials', confidential: true });
-      const own = await tokenRequest({ grant_type: 'authorization_code', code: UNKNOWN_CODE }, ADDRESSES[0]!, basic(confidential.client.id, confidential.secret!));
+      const own = await tokenRequest(
+        { grant_type: 'authorization_code', code: UNKNOWN_CODE },
+        ADDRESSES[0]!,
+        basic(confidential.client.id, confidential.secret!),
+      );
       assert.equal(own.status, 400, 'the confidential victim, authenticated, is not throttled');
       assert.equal((await tokenRequest({ grant_type: 'client_credentials' }, ADDRESSES[0]!, basic(machine.client.id, machine.secret!))).status, 200);
     });

@@ -37,7 +37,8 @@ async function documentServer() {
     if (path.startsWith('/flood/')) return json(res, { client_id: `${origin}${path}`, client_name: 'Flood', redirect_uris: [REDIRECT_URI] });
     res.writeHead(404).end();
   });
-  const json = (res: ServerResponse, body: object) => res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=0' }).end(JSON.stringify(body));
+  const json = (res: ServerResponse, body: object) =>
+    res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=0' }).end(JSON.stringify(body));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const origin = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
@@ -72,12 +73,17 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
       let alice: UserAgent;
       let admin: UserAgent;
       let env: Record<string, string>;
-      const metadataRows = async () => (await server.store.db.selectFrom('clients').select('id').where('kind', '=', 'metadata_document').execute()).map((row) => row.id);
+      const metadataRows = async () =>
+        (await server.store.db.selectFrom('clients').select('id').where('kind', '=', 'metadata_document').execute()).map((row) => row.id);
       const events = (clientId: string, type: string) => listAuditEvents(server.store.db, { clientId, type: type as never, limit: 10 });
       const cli = (args: string[]) => gatehouse(['client', 'list', '--json', ...args], env);
 
       before(async () => {
-        server = await startServer(backend, { CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true', DYNAMIC_CLIENT_REGISTRATION: 'true', TOKEN_REQUESTS_PER_ADDRESS: '100000' });
+        server = await startServer(backend, {
+          CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true',
+          DYNAMIC_CLIENT_REGISTRATION: 'true',
+          TOKEN_REQUESTS_PER_ADDRESS: '100000',
+        });
         env = { DATABASE_URL: databaseUrl(server.config) };
         await server.createUser('alice');
         await server.createUser('root', { admin: true });
@@ -91,7 +97,13 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
       test('anonymous authorization requests naming 120 distinct metadata documents store no client', async () => {
         for (let i = 0; i < 120; i++) {
           const url = `${documents.origin}/flood/${i}.json`;
-          const query = new URLSearchParams({ client_id: url, response_type: 'code', redirect_uri: REDIRECT_URI, code_challenge: 'x'.repeat(43), code_challenge_method: 'S256' });
+          const query = new URLSearchParams({
+            client_id: url,
+            response_type: 'code',
+            redirect_uri: REDIRECT_URI,
+            code_challenge: 'x'.repeat(43),
+            code_challenge_method: 'S256',
+          });
           const response = await fetch(`${server.url}/oauth/authorize?${query}`, { redirect: 'manual' });
           assert.equal(response.status, 302, `request ${i}`);
           assert.match(response.headers.get('location')!, /^\/login\?/, 'the document resolved: the visitor is sent to log in');
@@ -113,7 +125,10 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
         const app = await discover(server, url, { redirectUri: REDIRECT_URI });
         await obtainTokens(app, alice);
         await obtainTokens(app, alice); // approved before: no consent page, the client is known
-        assert.deepEqual((await metadataRows()).filter((id) => id === url), [url]);
+        assert.deepEqual(
+          (await metadataRows()).filter((id) => id === url),
+          [url],
+        );
         const recorded = await events(url, 'client_recorded');
         assert.equal(recorded.length, 1);
         assert.equal(recorded[0]!.username, 'alice');
@@ -127,11 +142,20 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
       test('20 approvals of a new client at once: one row, one client_recorded, 20 codes', async () => {
         const url = documents.serve('/apps/raced.json');
         const app = await discover(server, url, { redirectUri: REDIRECT_URI });
-        const consents = await Promise.all(Array.from({ length: 20 }, async () => (await alice.visit((await authorizationUrl(app)).url.href.slice(server.url.length))).html));
-        assert.deepEqual((await metadataRows()).filter((id) => id === url), [], 'the consent pages stored nothing');
+        const consents = await Promise.all(
+          Array.from({ length: 20 }, async () => (await alice.visit((await authorizationUrl(app)).url.href.slice(server.url.length))).html),
+        );
+        assert.deepEqual(
+          (await metadataRows()).filter((id) => id === url),
+          [],
+          'the consent pages stored nothing',
+        );
         const approved = await Promise.all(consents.map((html) => alice.submit(html, '/oauth/authorize', { decision: 'approve' })));
         for (const outcome of approved) assert.ok(outcome.redirect?.searchParams.get('code'), `no code: ${outcome.response.status}`);
-        assert.deepEqual((await metadataRows()).filter((id) => id === url), [url]);
+        assert.deepEqual(
+          (await metadataRows()).filter((id) => id === url),
+          [url],
+        );
         assert.equal((await events(url, 'client_recorded')).length, 1);
       });
 
@@ -157,7 +181,12 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
         assert.deepEqual(JSON.parse(row!.redirect_uris), [REDIRECT_URI, other]);
         const changed = await events(url, 'client_document_changed');
         assert.equal(changed.length, 1);
-        assert.deepEqual(changed[0]!.detail, { name_was: 'Notes CLI', name: 'Notes CLI 2', redirect_uris_was: REDIRECT_URI, redirect_uris: `${REDIRECT_URI} ${other}` });
+        assert.deepEqual(changed[0]!.detail, {
+          name_was: 'Notes CLI',
+          name: 'Notes CLI 2',
+          redirect_uris_was: REDIRECT_URI,
+          redirect_uris: `${REDIRECT_URI} ${other}`,
+        });
         assert.equal(changed[0]!.username, 'alice');
         assert.equal((await events(url, 'client_recorded')).length, 1);
       });
@@ -170,7 +199,11 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
         await obtainTokens(await discover(server, used, { redirectUri: REDIRECT_URI }), alice);
         await obtainCode(await discover(server, blocked, { redirectUri: REDIRECT_URI }), alice);
         await blockClient(server.app.gatehouse, blocked, COMMAND_LINE);
-        const registration = await fetch(new URL('/oauth/register', server.url), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ redirect_uris: [REDIRECT_URI] }) });
+        const registration = await fetch(new URL('/oauth/register', server.url), {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ redirect_uris: [REDIRECT_URI] }),
+        });
         const registered = ((await registration.json()) as { client_id: string }).client_id;
         const now = server.app.gatehouse.now();
         await purgeOnce(server.store, now + 23 * HOUR * 1000, 0);
@@ -189,7 +222,7 @@ describe('client rows of clients nobody registered', { skip: testCaProblem() ?? 
 
         const seen: string[] = [];
         const pages: string[] = [];
-        for (let path: string | null = '/admin/oauthclients'; path !== null; ) {
+        for (let path: string | null = '/admin/oauthclients'; path !== null;) {
           const page = await admin.visit(path);
           assert.equal(page.response.status, 200);
           const ids = listedIds(page.html);

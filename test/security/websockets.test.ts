@@ -36,7 +36,10 @@ for (const backend of BACKENDS) {
       const opened = attempts.filter((a) => a.status === 'fulfilled').map((a) => a.value);
       const refused = attempts.filter((a) => a.status === 'rejected').map((a) => a.reason as { status: number });
       assert.equal(opened.length, SOCKETS_PER_GRANT);
-      assert.deepEqual(refused.map((r) => r.status), [429]);
+      assert.deepEqual(
+        refused.map((r) => r.status),
+        [429],
+      );
       await assert.rejects(connect(server.url, token, 'query'), { status: 429 });
 
       // A closed socket gives its place back.

@@ -80,7 +80,9 @@ export async function startClientSite(): Promise<ClientSite> {
     const url = new URL(request.url ?? '/', 'http://localhost');
     if (url.pathname === '/callback') {
       callbacks.push(url.searchParams);
-      response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end('<!doctype html><title>Callback</title><p id="done">Back at the application.</p>');
+      response
+        .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
+        .end('<!doctype html><title>Callback</title><p id="done">Back at the application.</p>');
       return;
     }
     if (url.pathname === '/popup') {

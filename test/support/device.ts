@@ -11,7 +11,13 @@ import type { Outcome, UserAgent } from './user-agent.ts';
 
 /** A device client registered on `server` (public unless `confidential`), as the device sees the server. */
 export async function deviceApp(server: Pick<TestServer, 'url' | 'createClient'>, options: { confidential?: boolean; scope?: string } = {}): Promise<App> {
-  const { client, secret } = await server.createClient({ name: 'Kitchen TV', grantType: DEVICE_CODE_GRANT_TYPE, redirectUris: [], confidential: options.confidential ?? false, scope: options.scope ?? '' });
+  const { client, secret } = await server.createClient({
+    name: 'Kitchen TV',
+    grantType: DEVICE_CODE_GRANT_TYPE,
+    redirectUris: [],
+    confidential: options.confidential ?? false,
+    scope: options.scope ?? '',
+  });
   return discover(server as TestServer, client.id, { secret });
 }
 
@@ -39,7 +45,11 @@ export async function assertPollError(app: App, deviceCode: string, error: strin
  * The person opens `verification_uri_complete` (already logged in), checks the code is
  * filled in, continues, and answers the consent page with `decision`. Returns the final page.
  */
-export async function answerAtDevicePage(agent: UserAgent, codes: Pick<oauth.DeviceAuthorizationResponse, 'verification_uri_complete' | 'user_code'>, decision: 'approve' | 'deny'): Promise<Outcome> {
+export async function answerAtDevicePage(
+  agent: UserAgent,
+  codes: Pick<oauth.DeviceAuthorizationResponse, 'verification_uri_complete' | 'user_code'>,
+  decision: 'approve' | 'deny',
+): Promise<Outcome> {
   const form = await agent.visit(new URL(codes.verification_uri_complete!).pathname + new URL(codes.verification_uri_complete!).search);
   assert.equal(form.response.status, 200);
   assert.ok(form.html.includes(`value="${codes.user_code}"`), 'the code is filled in');

@@ -71,12 +71,24 @@ export async function startCluster(count: number, env: Record<string, string> = 
     createClient: (input = {}) =>
       createClient(
         store.db,
-        { name: 'Cluster app', grantType: 'authorization_code', redirectUris: ['http://127.0.0.1:8765/callback'], confidential: false, trusted: false, requirePkce: false, scope: '', ...input },
+        {
+          name: 'Cluster app',
+          grantType: 'authorization_code',
+          redirectUris: ['http://127.0.0.1:8765/callback'],
+          confidential: false,
+          trusted: false,
+          requirePkce: false,
+          scope: '',
+          ...input,
+        },
         Date.now(),
       ),
     async close() {
       await Promise.all(
-        instances.map(({ process: child }) => new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGTERM'))))),
+        instances.map(
+          ({ process: child }) =>
+            new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGTERM')))),
+        ),
       );
       await store.close();
       await database.drop();

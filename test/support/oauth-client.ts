@@ -59,7 +59,11 @@ export async function obtainTokens(app: App, agent: UserAgent, username = 'alice
 }
 
 /** The validated authorization response, for tests that send the code exchange themselves (possibly many times). */
-export async function obtainCallback(app: App, agent: UserAgent, params: Record<string, string> = {}): Promise<{ callback: URLSearchParams; verifier: string }> {
+export async function obtainCallback(
+  app: App,
+  agent: UserAgent,
+  params: Record<string, string> = {},
+): Promise<{ callback: URLSearchParams; verifier: string }> {
   const authorization = await authorizationUrl(app, params);
   const outcome = await agent.authorize(authorization.url);
   return { callback: oauth.validateAuthResponse(app.as, app.client, outcome.redirect!, authorization.state), verifier: authorization.verifier };
@@ -105,7 +109,12 @@ export function profile(server: TestServer, accessToken: string): Promise<Respon
 }
 
 /** POST a form to the server, as a client library would but with full control over the body. */
-export function postForm(server: TestServer, path: string, form: Record<string, string> | URLSearchParams | string, headers: Record<string, string> = {}): Promise<Response> {
+export function postForm(
+  server: TestServer,
+  path: string,
+  form: Record<string, string> | URLSearchParams | string,
+  headers: Record<string, string> = {},
+): Promise<Response> {
   const body = typeof form === 'string' || form instanceof URLSearchParams ? form : new URLSearchParams(form);
   return fetch(new URL(path, server.url), {
     method: 'POST',

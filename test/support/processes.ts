@@ -23,7 +23,11 @@ export function databaseUrl(config: Config): string {
 /** Runs `gatehouse …` to completion with these settings, feeding it `input` on stdin if given. */
 export function gatehouse(args: string[], env: Record<string, string>, input?: string): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { env: { PATH: process.env.PATH, ...env }, timeout: 30_000, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [MAIN, ...args], {
+      env: { PATH: process.env.PATH, ...env },
+      timeout: 30_000,
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    });
     child.stdin?.end(input);
     let stdout = '';
     let stderr = '';

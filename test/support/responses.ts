@@ -10,7 +10,10 @@ const SECRET_SHAPED = /g(at|rt|ac|cs|ss)_[A-Za-z0-9_-]{43}/;
 /** The server logged something, and nothing in it looks like a token, code or secret. */
 export function assertNoSecretsLogged(logs: readonly string[]): void {
   assert.ok(logs.length > 0, 'the server logged nothing: is the log stream captured?');
-  assert.deepEqual(logs.filter((line) => SECRET_SHAPED.test(line)), []);
+  assert.deepEqual(
+    logs.filter((line) => SECRET_SHAPED.test(line)),
+    [],
+  );
 }
 
 /** Token and revocation responses must never be cached (RFC 6749 §5.1). */

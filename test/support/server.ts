@@ -29,7 +29,6 @@ export interface TestServer {
 
 export const PASSWORD = 'correct horse battery staple';
 
-
 /**
  * With `env.DATABASE_URL` the server opens that existing database (say, one the CLI works
  * on too) and leaves it in place on close; otherwise it gets a fresh one, dropped on close.
@@ -37,7 +36,14 @@ export const PASSWORD = 'correct horse battery staple';
 export async function startServer(backend: Backend, env: Record<string, string> = {}): Promise<TestServer> {
   const database = env.DATABASE_URL ? { url: env.DATABASE_URL, drop: async () => {} } : await backend.create();
   const port = await freePort();
-  const config = loadConfig({ DATABASE_URL: database.url, PORT: String(port), PUBLIC_URL: `http://127.0.0.1:${port}`, LOG_LEVEL: 'info', PURGE_INTERVAL_SECONDS: '0', ...env });
+  const config = loadConfig({
+    DATABASE_URL: database.url,
+    PORT: String(port),
+    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    LOG_LEVEL: 'info',
+    PURGE_INTERVAL_SECONDS: '0',
+    ...env,
+  });
   const store = openStore(config.database);
   await migrate(store);
   let offset = 0;

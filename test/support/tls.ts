@@ -35,8 +35,23 @@ export function opensslProblem(): string | null {
 /** Makes a CA key and self-signed certificate in `dir`, valid for two days. */
 export function createTestCa(dir: string): void {
   openssl(
-    ['req', '-x509', ...EC_KEY, '-keyout', CA_KEY, '-out', CA_CERT, '-days', '2', '-subj', '/CN=Gatehouse test CA',
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'],
+    [
+      'req',
+      '-x509',
+      ...EC_KEY,
+      '-keyout',
+      CA_KEY,
+      '-out',
+      CA_CERT,
+      '-days',
+      '2',
+      '-subj',
+      '/CN=Gatehouse test CA',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ],
     dir,
   );
 }
@@ -59,8 +74,24 @@ export function serverCertificate(names: readonly string[]): { key: string; cert
     writeFileSync(join(dir, 'ext.cnf'), `subjectAltName=${altNames}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n`);
     openssl(['req', '-new', ...EC_KEY, '-keyout', 'server.key', '-out', 'server.csr', '-subj', `/CN=${names[0]}`], dir);
     openssl(
-      ['x509', '-req', '-in', 'server.csr', '-CA', join(caDir, CA_CERT), '-CAkey', join(caDir, CA_KEY),
-        '-set_serial', `0x${randomBytes(8).toString('hex')}`, '-days', '1', '-extfile', 'ext.cnf', '-out', 'server.crt'],
+      [
+        'x509',
+        '-req',
+        '-in',
+        'server.csr',
+        '-CA',
+        join(caDir, CA_CERT),
+        '-CAkey',
+        join(caDir, CA_KEY),
+        '-set_serial',
+        `0x${randomBytes(8).toString('hex')}`,
+        '-days',
+        '1',
+        '-extfile',
+        'ext.cnf',
+        '-out',
+        'server.crt',
+      ],
       dir,
     );
     return { key: readFileSync(join(dir, 'server.key'), 'utf8'), cert: readFileSync(join(dir, 'server.crt'), 'utf8') };

@@ -16,7 +16,9 @@ export function connect(baseUrl: string, token: string, via: 'header' | 'query' 
   const socket = new WebSocket(url, via === 'header' ? { headers: { authorization: `Bearer ${token}` } } : {});
   const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
-    socket.once('unexpected-response', (_request, response) => reject(Object.assign(new Error(`upgrade refused: ${response.statusCode}`), { status: response.statusCode, headers: response.headers })));
+    socket.once('unexpected-response', (_request, response) =>
+      reject(Object.assign(new Error(`upgrade refused: ${response.statusCode}`), { status: response.statusCode, headers: response.headers })),
+    );
     socket.once('error', reject);
     socket.once('open', () =>
       resolve({

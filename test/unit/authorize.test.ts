@@ -43,7 +43,15 @@ describe('the authorization decision', () => {
 
   /** A GET with these parameters (on top of a complete, valid request for `client`), or the consent form's answer. */
   function arrival(client: Client, params: Record<string, string> = {}, decision: Arrival['decision'] = null): Arrival {
-    const all = { client_id: client.id, redirect_uri: REDIRECT, response_type: 'code', state: 's1', code_challenge: CHALLENGE, code_challenge_method: 'S256', ...params };
+    const all = {
+      client_id: client.id,
+      redirect_uri: REDIRECT,
+      response_type: 'code',
+      state: 's1',
+      code_challenge: CHALLENGE,
+      code_challenge_method: 'S256',
+      ...params,
+    };
     return { url: `/oauth/authorize?${new URLSearchParams(all)}`, params: all, decision };
   }
 

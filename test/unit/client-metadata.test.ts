@@ -5,19 +5,18 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import {
-  cacheLifetimeSeconds,
-  hostAllowed,
-  isMetadataDocumentUrl,
-  metadataUrlProblem,
-  validateMetadataDocument,
-} from '../../src/oauth/client-metadata.ts';
+import { cacheLifetimeSeconds, hostAllowed, isMetadataDocumentUrl, metadataUrlProblem, validateMetadataDocument } from '../../src/oauth/client-metadata.ts';
 import { nonPublicRange } from '../../src/oauth/safe-fetch.ts';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 
 describe('metadata document URLs', () => {
   test('https URLs with a path are document URLs', () => {
-    for (const url of ['https://app.example/client.json', 'https://app.example/oauth/client-metadata.json', 'https://app.example:8443/c?v=1', 'https://203.0.114.9/c']) {
+    for (const url of [
+      'https://app.example/client.json',
+      'https://app.example/oauth/client-metadata.json',
+      'https://app.example:8443/c?v=1',
+      'https://203.0.114.9/c',
+    ]) {
       assert.equal(metadataUrlProblem(url), null, url);
       assert.ok(isMetadataDocumentUrl(url), url);
     }
@@ -93,7 +92,16 @@ describe('public addresses', () => {
   });
 
   test('public addresses are accepted', () => {
-    for (const address of ['93.184.215.14', '8.8.8.8', '1.1.1.1', '172.32.0.1', '100.128.0.1', '2606:4700:4700::1111', '2a00:1450:4001:80b::200e', '::ffff:8.8.8.8']) {
+    for (const address of [
+      '93.184.215.14',
+      '8.8.8.8',
+      '1.1.1.1',
+      '172.32.0.1',
+      '100.128.0.1',
+      '2606:4700:4700::1111',
+      '2a00:1450:4001:80b::200e',
+      '::ffff:8.8.8.8',
+    ]) {
       assert.equal(nonPublicRange(address), null, address);
     }
   });
@@ -162,7 +170,10 @@ describe('document validation', () => {
 
   test('the optional fields may be absent', () => {
     const result = validate({ client_id: url, client_name: ' Minimal ', redirect_uris: ['https://app.example/cb'] });
-    assert.deepEqual(result, { ok: true, client: { id: url, name: 'Minimal', redirectUris: ['https://app.example/cb'], clientUri: null, logoUri: null, scope: null } });
+    assert.deepEqual(result, {
+      ok: true,
+      client: { id: url, name: 'Minimal', redirectUris: ['https://app.example/cb'], clientUri: null, logoUri: null, scope: null },
+    });
   });
 
   test('each refusal names what is wrong, without quoting the document', () => {
@@ -252,7 +263,11 @@ describe('settings', () => {
     ];
     for (const env of refused) {
       const [setting] = Object.keys(env);
-      assert.throws(() => loadConfig(env), (error: unknown) => error instanceof ConfigError && error.message.includes(setting!), JSON.stringify(env));
+      assert.throws(
+        () => loadConfig(env),
+        (error: unknown) => error instanceof ConfigError && error.message.includes(setting!),
+        JSON.stringify(env),
+      );
     }
   });
 });

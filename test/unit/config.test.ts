@@ -6,11 +6,14 @@ import { ConfigError, loadConfig } from '../../src/config.ts';
 
 /** Asserts that `env` is refused with a ConfigError whose message names `setting`. */
 function refuses(env: Record<string, string>, setting: string): void {
-  assert.throws(() => loadConfig(env), (error: unknown) => {
-    assert.ok(error instanceof ConfigError, String(error));
-    assert.ok(error.message.includes(setting), `"${error.message}" should name ${setting}`);
-    return true;
-  });
+  assert.throws(
+    () => loadConfig(env),
+    (error: unknown) => {
+      assert.ok(error instanceof ConfigError, String(error));
+      assert.ok(error.message.includes(setting), `"${error.message}" should name ${setting}`);
+      return true;
+    },
+  );
 }
 
 const INTEGER_SETTINGS = [
@@ -78,7 +81,11 @@ describe('loadConfig', () => {
     assert.equal(loadConfig({}).workers, 1);
     assert.equal(loadConfig({ WORKERS: '4' }).workers, 4);
     assert.equal(loadConfig({ WORKERS: 'auto' }).workers, Math.min(availableParallelism(), 64));
-    for (const bad of ['0', '65', 'two', '-1', '1.5']) assert.throws(() => loadConfig({ WORKERS: bad }), (error: Error) => error instanceof ConfigError && error.message.startsWith('WORKERS must be'));
+    for (const bad of ['0', '65', 'two', '-1', '1.5'])
+      assert.throws(
+        () => loadConfig({ WORKERS: bad }),
+        (error: Error) => error instanceof ConfigError && error.message.startsWith('WORKERS must be'),
+      );
   });
 
   test('REQUIRE_PKCE accepts the usual spellings of true and false', () => {

@@ -53,7 +53,14 @@ let seen: unknown;
 const GRANTS = grantMap([
   defineGrant({ type: 'named', parameters, client: 'client_id', redeems: 'ticket', load: (params) => findTicket(params.ticket), issue }),
   defineGrant({ type: 'anyone', parameters, client: 'optional', redeems: 'ticket', load: (params) => findTicket(params.ticket), issue }),
-  defineGrant({ type: 'secret', parameters: {}, client: 'credentials', redeems: 'client secret', load: async (_params, client) => ({ clientId: client.id, redeemed: null }), issue }),
+  defineGrant({
+    type: 'secret',
+    parameters: {},
+    client: 'credentials',
+    redeems: 'client secret',
+    load: async (_params, client) => ({ clientId: client.id, redeemed: null }),
+    issue,
+  }),
   defineGrant({
     type: 'echo',
     parameters,
@@ -89,7 +96,18 @@ describe('the token endpoint dispatcher', () => {
     await migrate(store);
     const silent = { info() {}, warn() {}, error() {} };
     ctx = await openContext(config, store, silent);
-    const client = (id: string, fields: Partial<NewClient> = {}): NewClient => ({ id, name: id, grant_type: 'authorization_code', redirect_uris: '[]', secret_hash: null, trusted: 0, require_pkce: 0, scopes: '', created_at: 0, ...fields });
+    const client = (id: string, fields: Partial<NewClient> = {}): NewClient => ({
+      id,
+      name: id,
+      grant_type: 'authorization_code',
+      redirect_uris: '[]',
+      secret_hash: null,
+      trusted: 0,
+      require_pkce: 0,
+      scopes: '',
+      created_at: 0,
+      ...fields,
+    });
     await insertClient(ctx.db, client(ids.public));
     await insertClient(ctx.db, client(ids.other));
     await insertClient(ctx.db, client(ids.confidential, { secret_hash: hashToken(SECRET) }));
@@ -116,7 +134,8 @@ describe('the token endpoint dispatcher', () => {
     events = [];
   });
 
-  const request = (params: RawParams, grants = GRANTS, authorization?: string) => dispatchToken(grants, gate, { params, authorization, address: '192.0.2.1' }, ctx);
+  const request = (params: RawParams, grants = GRANTS, authorization?: string) =>
+    dispatchToken(grants, gate, { params, authorization, address: '192.0.2.1' }, ctx);
   const basic = `Basic ${Buffer.from(`${ids.confidential}:${encodeURIComponent(SECRET)}`).toString('base64')}`;
 
   test('a public client is charged once, after load found what it redeems and saw it was issued to it, and checked before issue', async () => {
@@ -138,7 +157,10 @@ describe('the token endpoint dispatcher', () => {
   });
 
   test("a load saying what it redeems is another client's than the one named or authenticated is refused: a public client is not charged for it, and nothing is issued", async () => {
-    await assert.rejects(request({ grant_type: 'named', ticket: ids.other, client_id: ids.public }), { error: 'invalid_grant', description: 'the ticket is invalid' });
+    await assert.rejects(request({ grant_type: 'named', ticket: ids.other, client_id: ids.public }), {
+      error: 'invalid_grant',
+      description: 'the ticket is invalid',
+    });
     assert.deepEqual(events, ['address', 'load']);
     events = [];
     await assert.rejects(request({ grant_type: 'anyone', ticket: ids.other }, GRANTS, basic), { error: 'invalid_grant', description: 'the ticket is invalid' });
@@ -155,7 +177,15 @@ describe('the token endpoint dispatcher', () => {
 
   test('a client over its budget gets nothing issued', async () => {
     const throttled: Gate = { ...gate, throttle: { ...gate.throttle, tokenRequestOf: async () => Promise.reject(new Error('over budget')) } };
-    await assert.rejects(dispatchToken(GRANTS, throttled, { params: { grant_type: 'named', ticket: ids.public, client_id: ids.public }, authorization: undefined, address: '192.0.2.1' }, ctx), /over budget/);
+    await assert.rejects(
+      dispatchToken(
+        GRANTS,
+        throttled,
+        { params: { grant_type: 'named', ticket: ids.public, client_id: ids.public }, authorization: undefined, address: '192.0.2.1' },
+        ctx,
+      ),
+      /over budget/,
+    );
     assert.deepEqual(events, ['address', 'load']);
   });
 
@@ -167,7 +197,10 @@ describe('the token endpoint dispatcher', () => {
   test("what the request must say about its client is checked with the grant's parameters, before load", async () => {
     await assert.rejects(request({ grant_type: 'named' }), { error: 'invalid_request', description: 'these parameters are missing: "ticket", "client_id"' });
     await assert.rejects(request({ grant_type: 'secret' }), { error: 'invalid_client', description: 'this client must authenticate with its secret' });
-    await assert.rejects(request({ grant_type: 'anyone', ticket: ids.public, note: ['a', 'b'] }), { error: 'invalid_request', description: 'the "note" parameter is repeated' });
+    await assert.rejects(request({ grant_type: 'anyone', ticket: ids.public, note: ['a', 'b'] }), {
+      error: 'invalid_request',
+      description: 'the "note" parameter is repeated',
+    });
     assert.ok(!events.includes('load'));
     assert.deepEqual(await request({ grant_type: 'secret' }, GRANTS, basic), RESPONSE);
   });

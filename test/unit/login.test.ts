@@ -37,7 +37,13 @@ describe('the login decision', () => {
     await store.close();
   });
 
-  const attempt = (login: string, password: string, fields: Partial<LoginAttempt> = {}): LoginAttempt => ({ login, password, address: '192.0.2.7', session: undefined, ...fields });
+  const attempt = (login: string, password: string, fields: Partial<LoginAttempt> = {}): LoginAttempt => ({
+    login,
+    password,
+    address: '192.0.2.7',
+    session: undefined,
+    ...fields,
+  });
 
   test('the right password opens a session for the user, by username or by email', async () => {
     for (const login of ['alice', 'alice@example.com']) {

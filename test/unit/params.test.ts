@@ -35,7 +35,10 @@ describe('readParams', () => {
   });
 
   test('a value that was not UTF-8 (decoded to U+FFFD) is refused, naming the parameter', () => {
-    assert.throws(() => readParams({ token: 'a\uFFFDb' }, ['token'], []), { error: 'invalid_request', description: 'the "token" parameter is not valid UTF-8' });
+    assert.throws(() => readParams({ token: 'a\uFFFDb' }, ['token'], []), {
+      error: 'invalid_request',
+      description: 'the "token" parameter is not valid UTF-8',
+    });
   });
 });
 

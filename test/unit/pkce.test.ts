@@ -31,7 +31,13 @@ describe('checkChallenge (authorization request)', () => {
   });
 
   test('a challenge that cannot be a base64url SHA-256 is refused', () => {
-    for (const challenge of [RFC_CHALLENGE.slice(1), `${RFC_CHALLENGE}A`, `${RFC_CHALLENGE.slice(1)}=`, `${RFC_CHALLENGE.slice(1)}+`, RFC_VERIFIER.replace('-', '.')]) {
+    for (const challenge of [
+      RFC_CHALLENGE.slice(1),
+      `${RFC_CHALLENGE}A`,
+      `${RFC_CHALLENGE.slice(1)}=`,
+      `${RFC_CHALLENGE.slice(1)}+`,
+      RFC_VERIFIER.replace('-', '.'),
+    ]) {
       assert.throws(() => checkChallenge(challenge, 'S256', false), { error: 'invalid_request', description: /43 base64url/ }, challenge);
     }
   });

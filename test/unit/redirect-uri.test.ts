@@ -129,10 +129,13 @@ describe('consentOrigin (what an approval for a client no administrator checked 
 
 describe('redirectDestinations (every place a client may send the person)', () => {
   test('loopback URLs are this computer; other hosts once each, in order', () => {
-    assert.deepEqual(redirectDestinations(['http://127.0.0.1/cb', 'https://b.example/1', 'http://localhost/cb', 'https://a.example/x', 'https://b.example/2']), {
-      thisComputer: true,
-      hosts: ['b.example', 'a.example'],
-    });
+    assert.deepEqual(
+      redirectDestinations(['http://127.0.0.1/cb', 'https://b.example/1', 'http://localhost/cb', 'https://a.example/x', 'https://b.example/2']),
+      {
+        thisComputer: true,
+        hosts: ['b.example', 'a.example'],
+      },
+    );
     assert.deepEqual(redirectDestinations(['https://a.example:8443/cb']), { thisComputer: false, hosts: ['a.example:8443'] });
   });
 });

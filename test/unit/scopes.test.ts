@@ -70,7 +70,10 @@ describe('grantableScopes', () => {
   });
 
   test('a scope the client is not allowed is invalid_scope, naming it', () => {
-    assert.throws(() => grantableScopes(`${READ} ${WRITE}`, [READ], [READ, WRITE]), { error: 'invalid_scope', description: /"annotation:write" is not allowed/ });
+    assert.throws(() => grantableScopes(`${READ} ${WRITE}`, [READ], [READ, WRITE]), {
+      error: 'invalid_scope',
+      description: /"annotation:write" is not allowed/,
+    });
   });
 
   test('a scope that the resource does not have is invalid_scope, naming it; so is one of another resource, or in another case', () => {

@@ -9,7 +9,15 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
 import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler } from 'kysely';
-import { auditEventRow, insertAuditEvent, insertAuditRowQuery, auditArgs, auditRowOf, type AuditArgs, type AuditEventRow } from '../../src/store/audit-events.ts';
+import {
+  auditEventRow,
+  insertAuditEvent,
+  insertAuditRowQuery,
+  auditArgs,
+  auditRowOf,
+  type AuditArgs,
+  type AuditEventRow,
+} from '../../src/store/audit-events.ts';
 import { after as gateOn, rowCounts, writeTogether } from '../../src/store/chained-writes.ts';
 import { migrate, openStore } from '../../src/store/database.ts';
 import { prepare } from '../../src/store/prepared.ts';
@@ -28,8 +36,23 @@ interface Args {
   target: string;
 }
 
-const userRow = (p: Args) => ({ id: p.id, username: p.name, username_key: p.name, email: p.name, email_key: p.name, display_name: null, password_hash: 'x', is_admin: 0, disabled: 0, created_at: 1 });
-const createUser = (db: Kysely<Database>, p: Args) => db.insertInto('users').values(userRow(p)).onConflict((oc) => oc.doNothing());
+const userRow = (p: Args) => ({
+  id: p.id,
+  username: p.name,
+  username_key: p.name,
+  email: p.name,
+  email_key: p.name,
+  display_name: null,
+  password_hash: 'x',
+  is_admin: 0,
+  disabled: 0,
+  created_at: 1,
+});
+const createUser = (db: Kysely<Database>, p: Args) =>
+  db
+    .insertInto('users')
+    .values(userRow(p))
+    .onConflict((oc) => oc.doNothing());
 const disableOnce = (db: Kysely<Database>, p: Args) => db.updateTable('users').set({ disabled: 1 }).where('id', '=', p.target).where('disabled', '=', 0);
 
 /** PostgreSQL: the write as one statement. */
@@ -59,11 +82,22 @@ function createAndDisable(p: Args) {
 
 const usernames = async () => (await db.selectFrom('users').select('username').orderBy('username').execute()).map((r) => r.username);
 const disabled = async (id: string) => (await db.selectFrom('users').select('disabled').where('id', '=', id).executeTakeFirstOrThrow()).disabled;
-const auditRows = async () => Number((await db.selectFrom('audit_events').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow()).n);
+const auditRows = async () =>
+  Number(
+    (
+      await db
+        .selectFrom('audit_events')
+        .select((eb) => eb.fn.countAll<number>().as('n'))
+        .executeTakeFirstOrThrow()
+    ).n,
+  );
 
 describe('writeTogether on SQLite', () => {
   test('every step is written when every deciding step finds its row', async () => {
-    await db.insertInto('users').values(userRow({ id: 'u-target', name: 'target', target: '' })).execute();
+    await db
+      .insertInto('users')
+      .values(userRow({ id: 'u-target', name: 'target', target: '' }))
+      .execute();
     assert.equal(await createAndDisable({ id: 'u-a', name: 'alice', target: 'u-target' }), 'done');
     assert.deepEqual(await usernames(), ['alice', 'target']);
     assert.equal(await disabled('u-target'), 1);
@@ -78,7 +112,10 @@ describe('writeTogether on SQLite', () => {
   });
 
   test('the first deciding step that finds nothing names the outcome, and no later step runs', async () => {
-    await db.insertInto('users').values(userRow({ id: 'u-other', name: 'other', target: '' })).execute();
+    await db
+      .insertInto('users')
+      .values(userRow({ id: 'u-other', name: 'other', target: '' }))
+      .execute();
     // The name is taken: nothing is created, and the user that would have been disabled is not.
     assert.equal(await createAndDisable({ id: 'u-c', name: 'alice', target: 'u-other' }), 'name_taken');
     assert.equal(await disabled('u-other'), 0);
@@ -90,7 +127,14 @@ describe('writeTogether on SQLite', () => {
     const failing = writeTogether(db, 'done', {
       decidedBy: {},
       statement: async () => undefined,
-      steps: [(trx) => createAlone.execute(db, { id: 'u-d', name: 'dora', target: '' }, trx), (trx) => trx.insertInto('users').values(userRow({ id: 'u-d', name: 'dora2', target: '' })).execute()],
+      steps: [
+        (trx) => createAlone.execute(db, { id: 'u-d', name: 'dora', target: '' }, trx),
+        (trx) =>
+          trx
+            .insertInto('users')
+            .values(userRow({ id: 'u-d', name: 'dora2', target: '' }))
+            .execute(),
+      ],
     });
     await assert.rejects(failing);
     assert.deepEqual(await usernames(), ['alice', 'other', 'target']);
@@ -99,7 +143,12 @@ describe('writeTogether on SQLite', () => {
 
 test('on PostgreSQL the same write is one statement, each step gated on the one before', () => {
   const postgres = new Kysely<Database>({
-    dialect: { createAdapter: () => new PostgresAdapter(), createDriver: () => new DummyDriver(), createIntrospector: (db) => new PostgresIntrospector(db), createQueryCompiler: () => new PostgresQueryCompiler() },
+    dialect: {
+      createAdapter: () => new PostgresAdapter(),
+      createDriver: () => new DummyDriver(),
+      createIntrospector: (db) => new PostgresIntrospector(db),
+      createQueryCompiler: () => new PostgresQueryCompiler(),
+    },
   });
   const text = createAndDisableStatement(postgres, { id: 'u-a', name: 'alice', target: 'u-target', ...auditArgs(event) }).compile().sql;
   assert.match(text, /^with "created" as \(insert into "users"/);

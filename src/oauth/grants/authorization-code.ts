@@ -13,11 +13,17 @@ import { checkSameAudience } from '../resources.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
-const AUTHORIZATION_CODE: SingleUseCode = { grantType: 'authorization_code', noun: 'authorization code', replayDetail: {}, exchange: exchangeCode, find: findCode };
+const AUTHORIZATION_CODE: SingleUseCode = {
+  grantType: 'authorization_code',
+  noun: 'authorization code',
+  replayDetail: {},
+  exchange: exchangeCode,
+  find: findCode,
+};
 
 const parameters = {
   code: { required: true, description: 'the code from the authorization response' },
-  redirect_uri: { description: 'must be the authorization request\'s when sent' },
+  redirect_uri: { description: "must be the authorization request's when sent" },
   code_verifier: { description: 'the PKCE verifier; required when the request had a code_challenge' },
   resource: { repeatable: true, description: "optional; must be the authorization request's resource when sent (RFC 8707)" },
 } as const;

@@ -34,11 +34,27 @@ async function load(_params: Params, client: Client, ctx: AppContext): Promise<L
 
 async function issue(_redeemed: null, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
   const audience = await requestedAudience(ctx, params.resource);
-  const scopes = grantableScopes(params.scope, allowedScopes(client, audience), audience.scopes.map((s) => s.name));
+  const scopes = grantableScopes(
+    params.scope,
+    allowedScopes(client, audience),
+    audience.scopes.map((s) => s.name),
+  );
   const pair = mintTokenResponse(ctx, scopes, false); // RFC 6749 §4.4.3: no refresh token
   const now = ctx.now();
-  const grant = { id: timeOrderedUuid(now), clientId: client.id, userId: null, resourceId: audience.id, scopes: joinScopes(scopes), clientScopes: client.scopes };
-  const issued = ctx.audit.pending({ type: 'token_issued', clientId: client.id, address, detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes, ...resourceDetail(audience) } });
+  const grant = {
+    id: timeOrderedUuid(now),
+    clientId: client.id,
+    userId: null,
+    resourceId: audience.id,
+    scopes: joinScopes(scopes),
+    clientScopes: client.scopes,
+  };
+  const issued = ctx.audit.pending({
+    type: 'token_issued',
+    clientId: client.id,
+    address,
+    detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes, ...resourceDetail(audience) },
+  });
   if (!(await insertGrant(ctx.db, grant, pair.stored, now, issued.row))) {
     throw new InvalidClient('the client was deleted or changed while the request ran', false);
   }

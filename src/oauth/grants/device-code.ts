@@ -21,7 +21,13 @@ import type { TokenResponse } from '../issue.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
-const DEVICE_CODE: SingleUseCode = { grantType: DEVICE_CODE_GRANT_TYPE, noun: 'device code', replayDetail: { grant_type: DEVICE_CODE_GRANT_TYPE }, exchange: exchangeDeviceCode, find: findDeviceCode };
+const DEVICE_CODE: SingleUseCode = {
+  grantType: DEVICE_CODE_GRANT_TYPE,
+  noun: 'device code',
+  replayDetail: { grant_type: DEVICE_CODE_GRANT_TYPE },
+  exchange: exchangeDeviceCode,
+  find: findDeviceCode,
+};
 
 const parameters = { device_code: { required: true, description: 'the device code from the device authorization response' } } as const;
 

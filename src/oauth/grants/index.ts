@@ -75,7 +75,8 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   if (authenticated) await admit(gate, client.id, client, address);
   const params = readGrantParams(grant, raw, client);
   // A missing client_id was reported with the missing parameters; credentials are asked for here.
-  if (client === null && grant.client !== 'optional') throw grant.client === 'credentials' ? secretRequired() : invalidRequest('the "client_id" parameter is missing');
+  if (client === null && grant.client !== 'optional')
+    throw grant.client === 'credentials' ? secretRequired() : invalidRequest('the "client_id" parameter is missing');
 
   const loaded = await grant.load(params, client, ctx);
   // The type says every load names its client; a grant that does not anyway issues nothing.

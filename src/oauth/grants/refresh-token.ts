@@ -82,7 +82,13 @@ async function issue(token: RefreshTokenInfo, params: Params, client: Client | n
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;
     const refreshed = ctx.audit.pending({ ...about, type: 'token_refreshed', detail: { grant_id: token.grant_id, scope: pair.response.scope } });
-    const rotation = await rotateRefreshToken(ctx.db, { hash: token.hash, grantId: token.grant_id, clientScopes: token.client_scopes }, { ...pair.stored, box }, now, refreshed.row);
+    const rotation = await rotateRefreshToken(
+      ctx.db,
+      { hash: token.hash, grantId: token.grant_id, clientScopes: token.client_scopes },
+      { ...pair.stored, box },
+      now,
+      refreshed.row,
+    );
     if (rotation === 'rotated') {
       refreshed.committed();
       return pair.response;

@@ -48,13 +48,27 @@ export interface SingleUseCode {
  * Exchanges the checked code for a grant and tokens, exactly once. SPEC §4.2: scopes taken
  * from the client since the code was issued are dropped; none left is `invalid_grant`.
  */
-export async function exchangeApproved(kind: SingleUseCode, code: ApprovedCode, client: Client, ctx: AppContext, address: string, now: number): Promise<TokenResponse> {
+export async function exchangeApproved(
+  kind: SingleUseCode,
+  code: ApprovedCode,
+  client: Client,
+  ctx: AppContext,
+  address: string,
+  now: number,
+): Promise<TokenResponse> {
   const invalid = `the ${kind.noun} is invalid`;
   const scopes = scopesStillAllowed(splitScopes(code.scopes), { scopes: code.client_scopes, kind: client.kind });
   if (scopes.length === 0) throw invalidGrant(invalid, `every scope of the ${kind.noun} was taken from the client`);
 
   const pair = mintTokenResponse(ctx, scopes, true);
-  const grant = { id: timeOrderedUuid(now), clientId: client.id, userId: code.user_id, resourceId: code.resource_id, scopes: pair.stored.scopes, clientScopes: code.client_scopes };
+  const grant = {
+    id: timeOrderedUuid(now),
+    clientId: client.id,
+    userId: code.user_id,
+    resourceId: code.resource_id,
+    scopes: pair.stored.scopes,
+    clientScopes: code.client_scopes,
+  };
   const detail = { grant_type: kind.grantType, grant_id: grant.id, scope: grant.scopes };
   const issued = ctx.audit.pending({ type: 'token_issued', userId: code.user_id, clientId: client.id, address, detail });
   const exchange = await kind.exchange(ctx.db, code.hash, grant, pair.stored, now, issued.row);
@@ -73,5 +87,11 @@ export async function exchangeApproved(kind: SingleUseCode, code: ApprovedCode, 
 /** A code presented again: everything it issued is revoked, and the replay recorded. */
 export async function replayed(kind: SingleUseCode, code: ApprovedCode, grantId: string | null, ctx: AppContext, address: string): Promise<void> {
   if (grantId !== null) await revoke(ctx, { grantId }, 'code_replay');
-  await ctx.audit({ type: 'code_replay_detected', userId: code.user_id, clientId: code.client_id, address, detail: { ...kind.replayDetail, grant_id: grantId } });
+  await ctx.audit({
+    type: 'code_replay_detected',
+    userId: code.user_id,
+    clientId: code.client_id,
+    address,
+    detail: { ...kind.replayDetail, grant_id: grantId },
+  });
 }

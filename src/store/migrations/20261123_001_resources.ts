@@ -45,9 +45,15 @@ export async function up(db: Kysely<any>): Promise<void> {
     ])
     .execute();
 
-  await db.schema.alterTable('grants').addColumn('resource_id', 'text', (c) => c.notNull().defaultTo(BUILTIN)).execute();
+  await db.schema
+    .alterTable('grants')
+    .addColumn('resource_id', 'text', (c) => c.notNull().defaultTo(BUILTIN))
+    .execute();
   await db.schema.createIndex('grants_resource_id').on('grants').column('resource_id').execute();
-  await db.schema.alterTable('auth_codes').addColumn('resource_id', 'text', (c) => c.notNull().defaultTo(BUILTIN)).execute();
+  await db.schema
+    .alterTable('auth_codes')
+    .addColumn('resource_id', 'text', (c) => c.notNull().defaultTo(BUILTIN))
+    .execute();
 
   await db.schema
     .createTable('consents_by_resource')

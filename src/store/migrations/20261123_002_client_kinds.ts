@@ -8,13 +8,26 @@
 import type { Kysely } from 'kysely';
 
 export async function up(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('clients').addColumn('kind', 'text', (c) => c.notNull().defaultTo('registered')).execute();
-  await db.schema.alterTable('clients').addColumn('blocked', 'integer', (c) => c.notNull().defaultTo(0)).execute();
-  await db.schema.alterTable('clients').addColumn('redirect_uris', 'text', (c) => c.notNull().defaultTo('[]')).execute();
+  await db.schema
+    .alterTable('clients')
+    .addColumn('kind', 'text', (c) => c.notNull().defaultTo('registered'))
+    .execute();
+  await db.schema
+    .alterTable('clients')
+    .addColumn('blocked', 'integer', (c) => c.notNull().defaultTo(0))
+    .execute();
+  await db.schema
+    .alterTable('clients')
+    .addColumn('redirect_uris', 'text', (c) => c.notNull().defaultTo('[]'))
+    .execute();
   const rows: Array<{ id: string; redirect_uri: string | null }> = await db.selectFrom('clients').select(['id', 'redirect_uri']).execute();
   for (const row of rows) {
     if (row.redirect_uri === null) continue;
-    await db.updateTable('clients').set({ redirect_uris: JSON.stringify([row.redirect_uri]) }).where('id', '=', row.id).execute();
+    await db
+      .updateTable('clients')
+      .set({ redirect_uris: JSON.stringify([row.redirect_uri]) })
+      .where('id', '=', row.id)
+      .execute();
   }
   await db.schema.alterTable('clients').dropColumn('redirect_uri').execute();
   // The purge looks for dynamic clients by kind and age.

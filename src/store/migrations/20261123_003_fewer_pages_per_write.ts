@@ -53,7 +53,12 @@ const BEFORE: Index[] = [
  * cascades, voiding a user's requests), so their indexes too leave out the NULLs.
  */
 const AFTER: Index[] = [
-  ...['user_id', 'actor_id', 'client_id'].map((column) => ({ name: `audit_events_${column}`, table: 'audit_events', columns: [column, 'id'], notNull: column })),
+  ...['user_id', 'actor_id', 'client_id'].map((column) => ({
+    name: `audit_events_${column}`,
+    table: 'audit_events',
+    columns: [column, 'id'],
+    notNull: column,
+  })),
   { name: 'audit_events_type', table: 'audit_events', columns: ['type', 'id'] },
   { name: 'auth_codes_grant_id', table: 'auth_codes', columns: ['grant_id'], notNull: 'grant_id' },
   { name: 'device_codes_user_id', table: 'device_codes', columns: ['user_id'], notNull: 'user_id' },
@@ -64,7 +69,9 @@ export async function up(db: Kysely<any>): Promise<void> {
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await change(db, AFTER, BEFORE, (definition) => (/ autoincrement/i.test(definition) ? null : definition.replace(/("id" integer primary key)/i, '$1 autoincrement')));
+  await change(db, AFTER, BEFORE, (definition) =>
+    / autoincrement/i.test(definition) ? null : definition.replace(/("id" integer primary key)/i, '$1 autoincrement'),
+  );
 }
 
 /**
@@ -82,9 +89,7 @@ async function change(db: Kysely<any>, from: Index[], to: Index[], redefineAudit
     }
   };
   if (db.getExecutor().adapter instanceof PostgresAdapter) return replaceIndexes(db, async () => {});
-  await inTransactionWithForeignKeysOff(db, (trx) =>
-    replaceIndexes(trx, () => rebuild(trx, 'audit_events', redefineAudit)),
-  );
+  await inTransactionWithForeignKeysOff(db, (trx) => replaceIndexes(trx, () => rebuild(trx, 'audit_events', redefineAudit)));
 }
 
 type Redefine = (definition: string) => string | null;
@@ -99,7 +104,8 @@ async function inTransactionWithForeignKeysOff(db: Kysely<any>, change: (trx: Ky
     await db.transaction().execute(async (trx) => {
       await change(trx);
       const problems = await sql`pragma foreign_key_check`.execute(trx);
-      if (problems.rows.length > 0) throw new Error(`the rebuilt tables break ${problems.rows.length} foreign keys: ${JSON.stringify(problems.rows.slice(0, 5))}`);
+      if (problems.rows.length > 0)
+        throw new Error(`the rebuilt tables break ${problems.rows.length} foreign keys: ${JSON.stringify(problems.rows.slice(0, 5))}`);
     });
   } finally {
     await sql`pragma foreign_keys = on`.execute(db);

@@ -15,8 +15,12 @@ import { PostgresAdapter, sql, type CreateTableBuilder, type Kysely, type RawBui
 
 export async function up(db: Kysely<any>): Promise<void> {
   await inOneTransaction(db, async (trx) => {
-    await rebuild(trx, true, sql`select c.user_id, c.client_id, c.resource_id, '', c.scopes, c.created_at, c.expires_at
-      from consents c join clients on clients.id = c.client_id where clients.kind = 'registered'`);
+    await rebuild(
+      trx,
+      true,
+      sql`select c.user_id, c.client_id, c.resource_id, '', c.scopes, c.created_at, c.expires_at
+      from consents c join clients on clients.id = c.client_id where clients.kind = 'registered'`,
+    );
   });
 }
 

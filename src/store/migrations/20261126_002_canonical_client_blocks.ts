@@ -15,7 +15,11 @@ export async function up(db: Kysely<any>): Promise<void> {
     url.hostname = url.hostname.replace(/\.$/, '');
     if (url.href === row.prefix) continue;
     await db.deleteFrom('client_blocks').where('prefix', '=', row.prefix).execute();
-    await db.insertInto('client_blocks').values({ prefix: url.href, created_at: row.created_at }).onConflict((c) => c.column('prefix').doNothing()).execute();
+    await db
+      .insertInto('client_blocks')
+      .values({ prefix: url.href, created_at: row.created_at })
+      .onConflict((c) => c.column('prefix').doNothing())
+      .execute();
   }
 }
 
