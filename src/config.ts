@@ -35,6 +35,8 @@ export interface Config {
   readonly trustProxy: false | number | string[];
   /** Lifetimes, in seconds. */
   readonly accessTokenTtl: number;
+  /** Of JWT access tokens, unless their resource server sets its own (oauth/resources.ts `accessTokenTtl`). */
+  readonly jwtAccessTokenTtl: number;
   readonly refreshTokenTtl: number;
   readonly authCodeTtl: number;
   /** How long a device authorization request (its device code and user code) lives (RFC 8628 `expires_in`). */
@@ -195,6 +197,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: redisUrl(env),
     trustProxy: trustProxy(env),
     accessTokenTtl: integer(env, 'ACCESS_TOKEN_TTL', 3600, 1),
+    jwtAccessTokenTtl: integer(env, 'JWT_ACCESS_TOKEN_TTL', 300, 60, 3600),
     refreshTokenTtl: integer(env, 'REFRESH_TOKEN_TTL', 2_592_000, 1),
     authCodeTtl: integer(env, 'AUTH_CODE_TTL', 600, 1, 3600),
     deviceCodeTtl: integer(env, 'DEVICE_CODE_TTL', 600, 10, 86_400),

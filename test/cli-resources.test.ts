@@ -93,6 +93,109 @@ for (const backend of BACKENDS) {
       assert.equal((printed(await cli('resource', 'list', '--json')) as unknown[]).length, 2);
     });
 
+    test('token settings: create and update with every flag, shown by list (text and --json), audited', async () => {
+      const settings = (list: unknown, uri: string) => {
+        const r = (list as Array<Record<string, unknown>>).find((r) => r.uri === uri)!;
+        return [r.token_format, r.signing_alg, r.access_token_ttl, r.access_token_lifetime, r.require_second_factor];
+      };
+      const jwt = 'https://jwt.example/api';
+      printed(
+        await cli(
+          'resource',
+          'create',
+          '--uri',
+          jwt,
+          '--name',
+          'JWT API',
+          '--token-format',
+          'jwt',
+          '--signing-alg',
+          'RS256',
+          '--access-token-ttl',
+          '900',
+          '--require-second-factor',
+          '--json',
+        ),
+      );
+      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), jwt), ['jwt', 'RS256', 900, 900, true]);
+      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), server.url), ['opaque', 'ES256', null, 3600, false], 'defaults');
+      const text = await cli('resource', 'list');
+      assert.match(text.stdout, /^https:\/\/jwt\.example\/api\tJWT API\t-\tjwt RS256\t900s\tsecond factor required$/m);
+      assert.match(text.stdout, /\(built in\)\tannotation:read annotation:write\topaque\t3600s \(default\)$/m);
+
+      const updated = printed(
+        await cli('resource', 'update', `${jwt}/`, '--signing-alg', 'ES256', '--access-token-ttl', 'default', '--no-require-second-factor', '--json'),
+      );
+      assert.deepEqual(updated, {
+        uri: jwt,
+        token_format: 'jwt',
+        signing_alg: 'ES256',
+        access_token_ttl: null,
+        access_token_lifetime: 300,
+        require_second_factor: false,
+      });
+      printed(await cli('resource', 'update', jwt, '--token-format', 'opaque', '--access-token-ttl', '86400', '--json'));
+      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), jwt), ['opaque', 'ES256', 86400, 86400, false]);
+      printed(await cli('resource', 'update', server.url, '--access-token-ttl', '600', '--require-second-factor', '--json'));
+      assert.deepEqual(
+        settings(printed(await cli('resource', 'list', '--json')), server.url),
+        ['opaque', 'ES256', 600, 600, true],
+        "the built-in resource's lifetime may change",
+      );
+      printed(await cli('resource', 'update', server.url, '--token-format', 'opaque', '--access-token-ttl', 'default', '--no-require-second-factor', '--json'));
+      assert.deepEqual(
+        settings(printed(await cli('resource', 'list', '--json')), server.url),
+        ['opaque', 'ES256', null, 3600, false],
+        'naming its own format is no change',
+      );
+
+      const events = (printed(await cli('audit', '--json')) as Array<{ type: string; detail: Record<string, unknown> }>).filter(
+        (e) => e.type === 'resource_updated' && e.detail.resource === jwt,
+      );
+      assert.deepEqual(
+        events.map((e) => e.detail),
+        [
+          { resource: jwt, token_format: 'opaque', access_token_ttl: 86400 },
+          { resource: jwt, signing_alg: 'ES256', access_token_ttl: null, require_second_factor: 0 },
+        ],
+        'each update records what changed, newest first',
+      );
+      printed(await cli('resource', 'delete', jwt, '--json'));
+    });
+
+    test('bad token settings are refused with one line naming the flag, and change nothing', async () => {
+      const opaque = 'https://opaque.example';
+      const jwt = 'https://short.example';
+      printed(await cli('resource', 'create', '--uri', opaque, '--name', 'Opaque', '--access-token-ttl', '7200', '--json'));
+      printed(await cli('resource', 'create', '--uri', jwt, '--name', 'Short', '--token-format', 'jwt', '--json'));
+      const before = printed(await cli('resource', 'list', '--json'));
+      const create = (...flags: string[]) => cli('resource', 'create', '--uri', 'https://new.example', '--name', 'New', ...flags);
+      refused(await create('--token-format', 'jws'), /^gatehouse: --token-format: .*opaque or jwt, got "jws"/);
+      refused(await create('--signing-alg', 'HS256'), /^gatehouse: --signing-alg: .*ES256 or RS256, got "HS256"/);
+      refused(await create('--token-format', 'jwt', '--access-token-ttl', '3601'), /^gatehouse: --access-token-ttl: .*from 60 to 3600 for jwt/);
+      refused(await create('--access-token-ttl', '86401'), /^gatehouse: --access-token-ttl: .*from 60 to 86400 for opaque/);
+      refused(await create('--access-token-ttl', '59'), /^gatehouse: --access-token-ttl: .*from 60 to 86400/);
+      refused(await create('--access-token-ttl', '1.5e3'), /^gatehouse: --access-token-ttl: .*whole number/);
+      refused(await cli('resource', 'update', jwt, '--token-format', 'JWT'), /^gatehouse: --token-format: /);
+      refused(await cli('resource', 'update', jwt, '--signing-alg', 'none'), /^gatehouse: --signing-alg: /);
+      refused(await cli('resource', 'update', jwt, '--access-token-ttl', '7200'), /^gatehouse: --access-token-ttl: .*from 60 to 3600 for jwt/);
+      refused(await cli('resource', 'update', opaque, '--access-token-ttl', '100000'), /^gatehouse: --access-token-ttl: .*from 60 to 86400 for opaque/);
+      refused(
+        await cli('resource', 'update', opaque, '--token-format', 'jwt'),
+        /^gatehouse: --access-token-ttl: .*from 60 to 3600 for jwt tokens .*it is 7200/,
+      );
+      refused(await cli('resource', 'update', opaque, '--token-format', 'jwt', '--signing-alg', 'RS256', '--access-token-ttl', '4000'), /--access-token-ttl/);
+      refused(
+        await cli('resource', 'update', server.url, '--token-format', 'jwt'),
+        /^gatehouse: --token-format: the built-in resource's token format cannot be changed/,
+      );
+      refused(await cli('resource', 'update', server.url, '--token-format', 'jwt', '--access-token-ttl', '120'), /built-in resource's token format/);
+      refused(await cli('resource', 'update', 'https://unknown.example', '--token-format', 'jwt'), /no resource server with the URI/);
+      refused(await cli('resource', 'update'), /^gatehouse: usage: gatehouse resource update <uri>/);
+      assert.deepEqual(printed(await cli('resource', 'list', '--json')), before);
+      for (const uri of [opaque, jwt]) printed(await cli('resource', 'delete', uri, '--json'));
+    });
+
     test('scope create and list; scope delete and resource delete revoke what was granted, at once', async () => {
       printed(await cli('scope', 'create', 'files:share', '--resource', 'https://files.example/mcp/', '--description', 'Share your files', '--json'));
       const scopes = printed(await cli('scope', 'list', '--json')) as Array<{ name: string; resource: string; description: string }>;

@@ -1,18 +1,83 @@
-/** `gatehouse resource …`: register, list and delete resource servers. */
+/** `gatehouse resource …`: register, change, list and delete resource servers. */
 import { COMMAND_LINE } from '../audit.ts';
-import { findResourceNamed, listResources, parseScopeDefinition, registerResource, removeResource } from '../clients/resources.ts';
-import { UsageError, command, noArguments, usageError, type Command } from './command.ts';
+import {
+  ResourceInputError,
+  changeTokenSettings,
+  findResourceNamed,
+  listResources,
+  parseScopeDefinition,
+  registerResource,
+  removeResource,
+  type ResourceView,
+  type TokenSettingsInput,
+} from '../clients/resources.ts';
+import { UsageError, command, noArguments, usageError, type Command, type OptionValues } from './command.ts';
+
+/** The options that set how a resource server's tokens are made, on `create` and `update`. */
+const TOKEN_OPTIONS = {
+  'token-format': { type: 'string' },
+  'signing-alg': { type: 'string' },
+  'access-token-ttl': { type: 'string' },
+  'require-second-factor': { type: 'boolean' },
+} as const;
+const TOKEN_USAGE = ['[--token-format opaque|jwt] [--signing-alg ES256|RS256]', '[--access-token-ttl <s>|default] [--[no-]require-second-factor]'];
+
+function tokenSettings(options: OptionValues<typeof TOKEN_OPTIONS>): TokenSettingsInput {
+  return {
+    tokenFormat: options['token-format'],
+    signingAlg: options['signing-alg'],
+    accessTokenTtl: options['access-token-ttl'],
+    requireSecondFactor: options['require-second-factor'],
+  };
+}
+
+/** The flag each refused token setting came from. */
+const FLAGS: Readonly<Record<string, string>> = { token_format: '--token-format', signing_alg: '--signing-alg', access_token_ttl: '--access-token-ttl' };
+
+/** Runs `work`; a refused token setting names its flag. */
+async function namingFlags<T>(work: Promise<T>): Promise<T> {
+  try {
+    return await work;
+  } catch (error) {
+    const flag = error instanceof ResourceInputError ? FLAGS[error.field] : undefined;
+    throw flag === undefined ? error : new UsageError(`${flag}: ${(error as Error).message}`);
+  }
+}
+
+/** The token settings as `list` and `update` print them. */
+function settingsJson(r: ResourceView) {
+  return {
+    token_format: r.token_format,
+    signing_alg: r.signing_alg,
+    access_token_ttl: r.access_token_ttl,
+    access_token_lifetime: r.access_token_lifetime,
+    require_second_factor: r.require_second_factor,
+  };
+}
+
+function settingsText(r: ResourceView): string {
+  const format = r.token_format === 'jwt' ? `jwt ${r.signing_alg}` : 'opaque';
+  const lifetime = `${r.access_token_lifetime}s${r.access_token_ttl === null ? ' (default)' : ''}`;
+  return `${format}\t${lifetime}${r.require_second_factor ? '\tsecond factor required' : ''}`;
+}
 
 const create: Command = command({
   words: 'resource create',
-  usage: '--uri <uri> --name <n> [--scope "<name>=<description>" …]',
-  help: 'registers a resource server; prints its introspection client (secret once)',
-  options: { uri: { type: 'string' }, name: { type: 'string' }, scope: { type: 'string', multiple: true } },
+  usage: ['--uri <uri> --name <n> [--scope "<name>=<description>" …]', ...TOKEN_USAGE],
+  help: [
+    'registers a resource server; prints its introspection client (secret once);',
+    'its tokens: opaque (default) or jwt, signed ES256 (default) or RS256,',
+    'living --access-token-ttl seconds (60-3600 for jwt, 60-86400 for opaque;',
+    'default: JWT_ACCESS_TOKEN_TTL or ACCESS_TOKEN_TTL)',
+  ],
+  options: { uri: { type: 'string' }, name: { type: 'string' }, scope: { type: 'string', multiple: true }, ...TOKEN_OPTIONS },
   async run(ctx, args, options, print) {
     noArguments(args);
     if (options.uri === undefined || options.name === undefined) throw usageError(create);
     const scopes = (options.scope ?? []).map(parseScopeDefinition);
-    const { resource, secret } = await registerResource(ctx, { uri: options.uri, name: options.name, scopes }, COMMAND_LINE);
+    const { resource, secret } = await namingFlags(
+      registerResource(ctx, { uri: options.uri, name: options.name, scopes, ...tokenSettings(options) }, COMMAND_LINE),
+    );
     print(
       { uri: resource.uri, client_id: resource.client_id, client_secret: secret },
       `Registered resource server "${resource.name}" at ${resource.uri}.\nIts introspection client:\nclient_id: ${resource.client_id}\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`,
@@ -21,13 +86,38 @@ const create: Command = command({
   },
 });
 
+const update: Command = command({
+  words: 'resource update',
+  usage: ['<uri>', ...TOKEN_USAGE],
+  help: [
+    'changes how its access tokens are made (those issued keep theirs); the built-in',
+    "resource's format cannot be changed; --access-token-ttl default: the format's default",
+  ],
+  options: TOKEN_OPTIONS,
+  async run(ctx, args, options, print) {
+    const [uri, ...extra] = args;
+    if (uri === undefined || extra.length > 0) throw usageError(update);
+    const resource = await findResourceNamed(ctx, uri);
+    if (!resource) throw new UsageError(`no resource server with the URI ${uri}`);
+    const changed = await namingFlags(changeTokenSettings(ctx, resource, tokenSettings(options), COMMAND_LINE));
+    print({ uri: changed.uri, ...settingsJson(changed) }, `Resource server ${changed.uri}: ${settingsText(changed).replaceAll('\t', ', ')}.`);
+    return 0;
+  },
+});
+
 const list = command({
   words: 'resource list',
+  help: "with each one's token format (and JWT algorithm) and access token lifetime",
   async run(ctx, args, _options, print) {
     noArguments(args);
     const resources = await listResources(ctx);
-    const json = resources.map((r) => ({ uri: r.uri, name: r.name, builtin: r.builtin, client_id: r.client_id, scopes: r.scopes }));
-    print(json, resources.map((r) => `${r.uri}\t${r.name}${r.builtin ? '\t(built in)' : ''}\t${r.scopes.map((s) => s.name).join(' ') || '-'}`).join('\n'));
+    const json = resources.map((r) => ({ uri: r.uri, name: r.name, builtin: r.builtin, client_id: r.client_id, scopes: r.scopes, ...settingsJson(r) }));
+    print(
+      json,
+      resources
+        .map((r) => `${r.uri}\t${r.name}${r.builtin ? '\t(built in)' : ''}\t${r.scopes.map((s) => s.name).join(' ') || '-'}\t${settingsText(r)}`)
+        .join('\n'),
+    );
     return 0;
   },
 });
@@ -47,4 +137,4 @@ const remove: Command = command({
   },
 });
 
-export const RESOURCE_COMMANDS: readonly Command[] = [create, list, remove];
+export const RESOURCE_COMMANDS: readonly Command[] = [create, update, list, remove];

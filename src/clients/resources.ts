@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { madeBy, type Actor } from '../audit.ts';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { BUILTIN_RESOURCE_ID, builtinResourceUri, forgetScopeCatalogue, normalizeResourceUri } from '../oauth/resources.ts';
+import { BUILTIN_RESOURCE_ID, accessTokenTtl, builtinResourceUri, forgetScopeCatalogue, normalizeResourceUri } from '../oauth/resources.ts';
 import { isScopeToken } from '../oauth/scopes.ts';
 import {
   deleteResource,
@@ -25,7 +25,7 @@ import {
   updateResource,
   updateScopeDescription,
 } from '../store/resources.ts';
-import type { Resource, ScopeRow } from '../store/schema.ts';
+import type { Resource, ScopeRow, SigningAlg, TokenFormat } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 
 /** A problem with what was asked for, naming the field at fault. */
@@ -38,7 +38,19 @@ export interface ScopeInput {
   description: string;
 }
 
-export interface ResourceInput {
+/**
+ * How a resource server's tokens are to be made (SPEC §2), as written on the command line or
+ * a form; absent: unchanged (on registration: the default).
+ */
+export interface TokenSettingsInput {
+  tokenFormat?: string;
+  signingAlg?: string;
+  /** Whole seconds; '' or 'default': the default of the token format. */
+  accessTokenTtl?: string;
+  requireSecondFactor?: boolean;
+}
+
+export interface ResourceInput extends TokenSettingsInput {
   uri: string;
   name: string;
   scopes: ScopeInput[];
@@ -53,6 +65,15 @@ export interface ResourceView {
   /** Its introspection client; null for the built-in one (or once that client was deleted). */
   client_id: string | null;
   scopes: ScopeInput[];
+  token_format: TokenFormat;
+  /** The algorithm its JWT access tokens are signed with. */
+  signing_alg: SigningAlg;
+  /** Its access tokens' lifetime as set, in seconds; null: the default of its format. */
+  access_token_ttl: number | null;
+  /** The lifetime its access tokens get now, in seconds. */
+  access_token_lifetime: number;
+  /** Whether its tokens need a login with a second factor (SPEC §4.12; enforced once second factors exist). */
+  require_second_factor: boolean;
 }
 
 export interface RegisteredResource {
@@ -63,6 +84,53 @@ export interface RegisteredResource {
 
 const MAX_NAME = 100;
 const MAX_DESCRIPTION = 200;
+
+export const TOKEN_FORMATS: readonly TokenFormat[] = ['opaque', 'jwt'];
+export const SIGNING_ALGS: readonly SigningAlg[] = ['ES256', 'RS256'];
+/**
+ * The lifetimes a resource server may set, in seconds, by token format (SPEC §2): a JWT is
+ * accepted offline until it expires, whatever is revoked meanwhile, so its lifetime is short.
+ */
+export const ACCESS_TOKEN_TTL_RANGE: Readonly<Record<TokenFormat, readonly [number, number]>> = { jwt: [60, 3600], opaque: [60, 86_400] };
+
+type TokenSettingsRow = Pick<Resource, 'token_format' | 'signing_alg' | 'access_token_ttl' | 'require_second_factor'>;
+const DEFAULT_SETTINGS: TokenSettingsRow = { token_format: 'opaque', signing_alg: 'ES256', access_token_ttl: null, require_second_factor: 0 };
+
+/**
+ * The settings after the change asked for, all checked before anything is written: the
+ * lifetime (given now, or kept) against the format the resource server will have.
+ */
+function settingsAfter(current: TokenSettingsRow, input: TokenSettingsInput, builtin: boolean): TokenSettingsRow {
+  const after = { ...current };
+  if (input.tokenFormat !== undefined) {
+    const format = TOKEN_FORMATS.find((f) => f === input.tokenFormat);
+    if (format === undefined) throw new ResourceInputError('token_format', `token format must be ${TOKEN_FORMATS.join(' or ')}, got "${input.tokenFormat}"`);
+    // SPEC §4.9: the service's own API checks opaque tokens only.
+    if (builtin && format !== current.token_format)
+      throw new ResourceInputError('token_format', "the built-in resource's token format cannot be changed: it stays opaque");
+    after.token_format = format;
+  }
+  if (input.signingAlg !== undefined) {
+    const alg = SIGNING_ALGS.find((a) => a === input.signingAlg);
+    if (alg === undefined) throw new ResourceInputError('signing_alg', `signing algorithm must be ${SIGNING_ALGS.join(' or ')}, got "${input.signingAlg}"`);
+    after.signing_alg = alg;
+  }
+  if (input.accessTokenTtl !== undefined) {
+    const written = input.accessTokenTtl.trim();
+    after.access_token_ttl = written === '' || written === 'default' ? null : /^\d{1,9}$/.test(written) ? Number(written) : NaN;
+  }
+  const [min, max] = ACCESS_TOKEN_TTL_RANGE[after.token_format];
+  const ttl = after.access_token_ttl;
+  if (ttl !== null && !(ttl >= min && ttl <= max)) {
+    const given = input.accessTokenTtl === undefined ? `it is ${ttl}: give a new lifetime too` : `got "${input.accessTokenTtl}"`;
+    throw new ResourceInputError(
+      'access_token_ttl',
+      `access token lifetime must be a whole number of seconds from ${min} to ${max} for ${after.token_format} tokens (or default), ${given}`,
+    );
+  }
+  if (input.requireSecondFactor !== undefined) after.require_second_factor = input.requireSecondFactor ? 1 : 0;
+  return after;
+}
 
 /** Parses `name=description`, the CLI's and the admin form's way of writing a scope. */
 export function parseScopeDefinition(text: string): ScopeInput {
@@ -116,6 +184,11 @@ function view(ctx: AppContext, resource: Resource, scopes: readonly ScopeRow[]):
     builtin,
     client_id: resource.client_id,
     scopes: scopes.filter((s) => s.resource_id === resource.id).map((s) => ({ name: s.name, description: s.description })),
+    token_format: resource.token_format,
+    signing_alg: resource.signing_alg,
+    access_token_ttl: resource.access_token_ttl,
+    access_token_lifetime: accessTokenTtl(resource, ctx.config),
+    require_second_factor: resource.require_second_factor === 1,
   };
 }
 
@@ -149,6 +222,7 @@ export async function registerResource(ctx: AppContext, input: ResourceInput, ac
   if (nameError) throw nameError;
   const uri = await newResourceUri(ctx, input.uri);
   await checkNewScopes(ctx, input.scopes);
+  const settings = settingsAfter(DEFAULT_SETTINGS, input, false);
   const now = ctx.now();
   const secret = mintToken('clientSecret');
   const name = input.name.trim();
@@ -164,14 +238,14 @@ export async function registerResource(ctx: AppContext, input: ResourceInput, ac
     scopes: '',
     created_at: now,
   };
-  const resource: Resource = { id: randomUUID(), uri, name, client_id: client.id, created_at: now };
+  const resource: Resource = { id: randomUUID(), uri, name, client_id: client.id, created_at: now, ...settings };
   await insertResource(ctx.db, resource, client, input.scopes);
   forgetScopeCatalogue(ctx);
   await ctx.audit({
     type: 'resource_created',
     ...madeBy(actor),
     clientId: client.id,
-    detail: { resource: uri, scope: input.scopes.map((s) => s.name).join(' ') },
+    detail: { resource: uri, scope: input.scopes.map((s) => s.name).join(' '), ...settings },
   });
   const scopes = input.scopes.map((s) => ({ ...s, resource_id: resource.id, created_at: now }));
   return { resource: view(ctx, resource, scopes), secret: secret.token };
@@ -183,6 +257,28 @@ export async function renameResource(ctx: AppContext, resource: ResourceView, na
   if (problem) throw problem;
   await updateResource(ctx.db, resource.id, { name: name.trim() });
   await ctx.audit({ type: 'resource_updated', ...madeBy(actor), detail: { resource: resource.uri } });
+}
+
+/**
+ * Changes how the resource server's access tokens are made; tokens issued already keep their
+ * format and expiry. Bad input changes nothing. Audited with what changed (nothing changed:
+ * no write, no event).
+ */
+export async function changeTokenSettings(ctx: AppContext, resource: ResourceView, input: TokenSettingsInput, actor: Actor): Promise<ResourceView> {
+  const current: TokenSettingsRow = {
+    token_format: resource.token_format,
+    signing_alg: resource.signing_alg,
+    access_token_ttl: resource.access_token_ttl,
+    require_second_factor: resource.require_second_factor ? 1 : 0,
+  };
+  const after = settingsAfter(current, input, resource.builtin);
+  const changed = Object.fromEntries(
+    Object.entries(after).filter(([key, value]) => current[key as keyof TokenSettingsRow] !== value),
+  ) as Partial<TokenSettingsRow>;
+  if (Object.keys(changed).length === 0) return resource;
+  await updateResource(ctx.db, resource.id, changed);
+  await ctx.audit({ type: 'resource_updated', ...madeBy(actor), detail: { resource: resource.uri, ...changed } });
+  return { ...resource, ...after, access_token_lifetime: accessTokenTtl(after, ctx.config), require_second_factor: after.require_second_factor === 1 };
 }
 
 /** Deletes a resource server: every grant for it is revoked, its scopes and its client removed. */

@@ -7,7 +7,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Actor } from '../audit.ts';
 import {
+  ACCESS_TOKEN_TTL_RANGE,
   ResourceInputError,
+  SIGNING_ALGS,
+  TOKEN_FORMATS,
+  changeTokenSettings,
   createScope,
   describeScope,
   findResource,
@@ -19,12 +23,13 @@ import {
   renameResource,
   type ResourceView,
   type ScopeInput,
+  type TokenSettingsInput,
 } from '../clients/resources.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import type { RawParams } from '../oauth/params.ts';
+import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
-import { field, page } from './pages.ts';
+import { field, page, ticked } from './pages.ts';
 import { formToken } from './session.ts';
 
 const NOTICES: Record<string, string> = {
@@ -37,7 +42,53 @@ interface ResourceFormValues {
   uri: string;
   /** One `name=description` per line. */
   scopes: string;
+  token_format: string;
+  signing_alg: string;
+  /** Seconds as typed; '': the default of the format. */
+  access_token_ttl: string;
+  require_second_factor: boolean;
 }
+
+const NEW_RESOURCE: ResourceFormValues = {
+  name: '',
+  uri: '',
+  scopes: '',
+  token_format: 'opaque',
+  signing_alg: 'ES256',
+  access_token_ttl: '',
+  require_second_factor: false,
+};
+
+/** The form's token settings; a field the form did not show (the built-in resource's format) stays as it is. */
+function tokenSettingsOf(body: RawParams): TokenSettingsInput {
+  return {
+    tokenFormat: single(body, 'token_format'),
+    signingAlg: single(body, 'signing_alg'),
+    // The form always shows the lifetime: empty is the default.
+    accessTokenTtl: field(body, 'access_token_ttl'),
+    requireSecondFactor: ticked(body, 'require_second_factor'),
+  };
+}
+
+/** What the form shows of a resource server's settings, or of what was typed. */
+function settingsValues(settings: TokenSettingsInput, resource: ResourceView | null) {
+  return {
+    token_format: settings.tokenFormat ?? resource?.token_format ?? 'opaque',
+    signing_alg: settings.signingAlg ?? resource?.signing_alg ?? 'ES256',
+    access_token_ttl: settings.accessTokenTtl ?? '',
+    require_second_factor: settings.requireSecondFactor ?? false,
+  };
+}
+
+const valuesOf = (resource: ResourceView): ResourceFormValues => ({
+  name: resource.name,
+  uri: resource.uri,
+  scopes: scopesText(resource.scopes),
+  token_format: resource.token_format,
+  signing_alg: resource.signing_alg,
+  access_token_ttl: resource.access_token_ttl === null ? '' : String(resource.access_token_ttl),
+  require_second_factor: resource.require_second_factor,
+});
 
 /** The scopes field: one `name=description` a line; blank lines are ignored. */
 function scopeLines(text: string): ScopeInput[] {
@@ -70,6 +121,10 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
       values: data.values,
       errors: data.errors,
       notice: data.notice ?? null,
+      formats: TOKEN_FORMATS,
+      algs: SIGNING_ALGS,
+      ranges: ACCESS_TOKEN_TTL_RANGE,
+      defaults: { opaque: ctx.config.accessTokenTtl, jwt: ctx.config.jwtAccessTokenTtl },
       csrfToken: formToken(reply),
     });
   }
@@ -85,13 +140,18 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
     return reply.view('admin-resources.eta', { title: 'Resource servers', wide: true, resources: await listResources(ctx), notice });
   });
 
-  app.get('/admin/resources/new', page, async (_request, reply) => form(reply, { resource: null, values: { name: '', uri: '', scopes: '' }, errors: {} }));
+  app.get('/admin/resources/new', page, async (_request, reply) => form(reply, { resource: null, values: NEW_RESOURCE, errors: {} }));
 
   app.post('/admin/resources', post, async (request, reply) => {
     const body = requireFormBody(request);
-    const values = { name: field(body, 'name'), uri: field(body, 'uri').trim(), scopes: field(body, 'scopes') };
+    const settings = tokenSettingsOf(body);
+    const values = { name: field(body, 'name'), uri: field(body, 'uri').trim(), scopes: field(body, 'scopes'), ...settingsValues(settings, null) };
     try {
-      const { resource, secret } = await registerResource(ctx, { name: values.name, uri: values.uri, scopes: scopeLines(values.scopes) }, actor(request));
+      const { resource, secret } = await registerResource(
+        ctx,
+        { name: values.name, uri: values.uri, scopes: scopeLines(values.scopes), ...settings },
+        actor(request),
+      );
       request.log.info({ event: 'admin_resource_registered', resource: resource.id }, 'resource server registered');
       return reply.view('admin-resource-registered.eta', { title: `Registered ${resource.name}`, resource, secret });
     } catch (error) {
@@ -102,20 +162,22 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
   app.get('/admin/resources/:id', page, async (request, reply) => {
     const resource = await resourceOr404(request);
     const done = (request.query as RawParams).done;
-    const values = { name: resource.name, uri: resource.uri, scopes: scopesText(resource.scopes) };
-    return form(reply, { resource, values, errors: {}, notice: typeof done === 'string' ? (NOTICES[done] ?? null) : null });
+    return form(reply, { resource, values: valuesOf(resource), errors: {}, notice: typeof done === 'string' ? (NOTICES[done] ?? null) : null });
   });
 
   /**
-   * Saves the name and the scopes: a new line adds a scope, a changed description is saved,
-   * a line taken out deletes that scope (revoking the access that holds it).
+   * Saves the token settings (checked whole first: refused, nothing is saved), the name and
+   * the scopes: a new line adds a scope, a changed description is saved, a line taken out
+   * deletes that scope (revoking the access that holds it).
    */
   app.post('/admin/resources/:id', post, async (request, reply) => {
     const resource = await resourceOr404(request);
     const body = requireFormBody(request);
-    const values = { name: field(body, 'name'), uri: resource.uri, scopes: field(body, 'scopes') };
+    const settings = tokenSettingsOf(body);
+    const values = { name: field(body, 'name'), uri: resource.uri, scopes: field(body, 'scopes'), ...settingsValues(settings, resource) };
     const who = actor(request);
     try {
+      await changeTokenSettings(ctx, resource, settings, who);
       const wanted = scopeLines(values.scopes);
       const had = new Map(resource.scopes.map((s) => [s.name, s.description]));
       if (!resource.builtin && values.name.trim() !== resource.name) await renameResource(ctx, resource, values.name, who);

@@ -2,7 +2,7 @@
 import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
-import { mayAskAnyScope } from './resources.ts';
+import { accessTokenTtl, mayAskAnyScope, type TokenSettings } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 
 export interface TokenResponse {
@@ -20,15 +20,20 @@ export interface MintedTokenResponse {
   response: TokenResponse;
 }
 
-/** New tokens for one token response: an access token, and a refresh token when `withRefresh`. */
-export function mintTokenResponse(ctx: AppContext, scopes: readonly string[], withRefresh: boolean): MintedTokenResponse {
+/**
+ * New tokens for one token response: an access token for `resource`, made as it says (its
+ * lifetime: `accessTokenTtl`), and a refresh token when `withRefresh`. Every grant mints its
+ * access tokens here.
+ */
+export function mintTokenResponse(ctx: AppContext, resource: TokenSettings, scopes: readonly string[], withRefresh: boolean): MintedTokenResponse {
   const now = ctx.now();
+  const lifetime = accessTokenTtl(resource, ctx.config);
   const access = mintToken('access');
   const refresh = withRefresh ? mintToken('refresh') : null;
   const scope = joinScopes(scopes);
   const stored: IssuedTokens = {
     accessHash: access.hash,
-    accessExpiresAt: now + ctx.config.accessTokenTtl * 1000,
+    accessExpiresAt: now + lifetime * 1000,
     refreshHash: refresh?.hash ?? null,
     refreshExpiresAt: now + ctx.config.refreshTokenTtl * 1000,
     scopes: scope,
@@ -36,7 +41,7 @@ export function mintTokenResponse(ctx: AppContext, scopes: readonly string[], wi
   const response: TokenResponse = {
     token_type: 'Bearer',
     access_token: access.token,
-    expires_in: ctx.config.accessTokenTtl,
+    expires_in: lifetime,
     ...(refresh ? { refresh_token: refresh.token } : {}),
     scope,
   };

@@ -6,9 +6,11 @@
  *
  * @see RFC 8707 §2 (the resource parameter), §2.2 (invalid_target)
  */
+import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
+import type { JoinedTokenSettings } from '../store/codes.ts';
 import { BUILTIN_RESOURCE_ID, findResourceById, findResourceByUri, listScopes, scopesOfResource } from '../store/resources.ts';
-import type { ScopeRow } from '../store/schema.ts';
+import type { Resource, ScopeRow } from '../store/schema.ts';
 import { OAuthError } from './errors.ts';
 import { splitScopes } from './scopes.ts';
 
@@ -46,7 +48,30 @@ export function builtinResourceUri(ctx: Pick<AppContext, 'config'>): string {
   return 'uri' in normalized ? normalized.uri : ctx.config.publicUrl;
 }
 
-/** The resource server a request is for, with its scopes. */
+/**
+ * How a resource server's access tokens are made (SPEC §2, §4.9): their format, the
+ * algorithm of its JWTs, and their lifetime (null: the format's default).
+ */
+export type TokenSettings = Pick<Resource, 'token_format' | 'signing_alg' | 'access_token_ttl'>;
+
+/**
+ * The lifetime, in seconds, of an access token for this resource server: its own, or the
+ * default of its format. The one place a token's lifetime is decided (oauth/issue.ts).
+ */
+export function accessTokenTtl(
+  resource: Pick<TokenSettings, 'token_format' | 'access_token_ttl'>,
+  config: Pick<Config, 'accessTokenTtl' | 'jwtAccessTokenTtl'>,
+): number {
+  return resource.access_token_ttl ?? (resource.token_format === 'jwt' ? config.jwtAccessTokenTtl : config.accessTokenTtl);
+}
+
+/** The settings read with a code or refresh token (store/codes.ts); null when its resource server was deleted. */
+export function joinedTokenSettings(row: JoinedTokenSettings): TokenSettings | null {
+  if (row.token_format === null || row.signing_alg === null) return null;
+  return { token_format: row.token_format, signing_alg: row.signing_alg, access_token_ttl: row.access_token_ttl };
+}
+
+/** The resource server a request is for, with its scopes and how its tokens are made. */
 export interface Audience {
   id: string;
   /** Normalized; what `aud` says. */
@@ -54,7 +79,14 @@ export interface Audience {
   name: string;
   builtin: boolean;
   scopes: ScopeRow[];
+  tokens: TokenSettings;
 }
+
+const tokenSettings = (resource: Resource): TokenSettings => ({
+  token_format: resource.token_format,
+  signing_alg: resource.signing_alg,
+  access_token_ttl: resource.access_token_ttl,
+});
 
 export const invalidTarget = (description: string, detail?: string) => new OAuthError('invalid_target', description, detail);
 
@@ -70,7 +102,14 @@ export async function requestedAudience(ctx: AppContext, resource: string | stri
   if (normalized.uri === builtinResourceUri(ctx)) return audienceById(ctx, BUILTIN_RESOURCE_ID);
   const found = await findResourceByUri(ctx.db, normalized.uri);
   if (!found) throw invalidTarget('the requested resource is unknown to this authorization server');
-  return { id: found.id, uri: normalized.uri, name: found.name, builtin: false, scopes: await scopesOfResource(ctx.db, found.id) };
+  return {
+    id: found.id,
+    uri: normalized.uri,
+    name: found.name,
+    builtin: false,
+    scopes: await scopesOfResource(ctx.db, found.id),
+    tokens: tokenSettings(found),
+  };
 }
 
 /** The audience a code or grant was issued for; undefined when its resource server is gone. */
@@ -78,7 +117,14 @@ export async function audienceById(ctx: AppContext, id: string): Promise<Audienc
   const found = await findResourceById(ctx.db, id);
   if (!found) throw invalidTarget('the resource server of this request no longer exists');
   const builtin = found.id === BUILTIN_RESOURCE_ID;
-  return { id: found.id, uri: builtin ? builtinResourceUri(ctx) : found.uri!, name: found.name, builtin, scopes: await scopesOfResource(ctx.db, found.id) };
+  return {
+    id: found.id,
+    uri: builtin ? builtinResourceUri(ctx) : found.uri!,
+    name: found.name,
+    builtin,
+    scopes: await scopesOfResource(ctx.db, found.id),
+    tokens: tokenSettings(found),
+  };
 }
 
 /**

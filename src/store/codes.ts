@@ -5,7 +5,8 @@
  */
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
 import { prepare } from './prepared.ts';
-import type { AuthCode, Database } from './schema.ts';
+import { tokenSettingsColumns } from './resources.ts';
+import type { AuthCode, Database, SigningAlg, TokenFormat } from './schema.ts';
 
 export type NewCode = Omit<AuthCode, 'consumed_at' | 'grant_id'>;
 
@@ -28,16 +29,27 @@ const codeByHash = prepare((db, p: { hash: string }) =>
     .selectFrom('auth_codes')
     .innerJoin('users', 'users.id', 'auth_codes.user_id')
     .innerJoin('clients', 'clients.id', 'auth_codes.client_id')
+    .leftJoin('resources', 'resources.id', 'auth_codes.resource_id')
     .selectAll('auth_codes')
-    .select(['users.disabled as user_disabled', 'clients.scopes as client_scopes'])
+    .select(['users.disabled as user_disabled', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
     .where('auth_codes.hash', '=', p.hash),
 );
 
+/** A resource server's token settings as a code or refresh token is read with them: NULL once it is deleted. */
+export interface JoinedTokenSettings {
+  token_format: TokenFormat | null;
+  signing_alg: SigningAlg | null;
+  access_token_ttl: number | null;
+}
+
 /**
- * The code row whatever its state, with whether its user is disabled and its client's scopes
- * as stored now: the caller checks each.
+ * The code row whatever its state, with whether its user is disabled, its client's scopes
+ * as stored now and its resource server's token settings: the caller checks each.
  */
-export async function findCode(db: Kysely<Database>, hash: string): Promise<(AuthCode & { user_disabled: number; client_scopes: string }) | undefined> {
+export async function findCode(
+  db: Kysely<Database>,
+  hash: string,
+): Promise<(AuthCode & JoinedTokenSettings & { user_disabled: number; client_scopes: string }) | undefined> {
   return codeByHash.first(db, { hash });
 }
 

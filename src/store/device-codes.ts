@@ -7,8 +7,9 @@
  * across instances.
  */
 import { sql, type Kysely } from 'kysely';
-import type { Consume } from './codes.ts';
+import type { Consume, JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
+import { tokenSettingsColumns } from './resources.ts';
 import type { Database, DeviceCode } from './schema.ts';
 
 export type NewDeviceCode = Pick<
@@ -31,19 +32,20 @@ const deviceCodeByHash = prepare((db, p: { hash: string }) =>
     .selectFrom('device_codes')
     .leftJoin('users', 'users.id', 'device_codes.user_id')
     .innerJoin('clients', 'clients.id', 'device_codes.client_id')
+    .leftJoin('resources', 'resources.id', 'device_codes.resource_id')
     .selectAll('device_codes')
-    .select(['users.disabled as user_disabled', 'clients.scopes as client_scopes'])
+    .select(['users.disabled as user_disabled', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
     .where('device_codes.hash', '=', p.hash),
 );
 
 /**
  * The request whatever its state, with whether the person who answered it is disabled now
- * (null: nobody answered) and its client's scopes as stored now.
+ * (null: nobody answered), its client's scopes as stored now and its resource server's token settings.
  */
 export async function findDeviceCode(
   db: Kysely<Database>,
   hash: string,
-): Promise<(DeviceCode & { user_disabled: number | null; client_scopes: string }) | undefined> {
+): Promise<(DeviceCode & JoinedTokenSettings & { user_disabled: number | null; client_scopes: string }) | undefined> {
   return deviceCodeByHash.first(db, { hash });
 }
 

@@ -12,6 +12,13 @@ import type { Database, NewClient, Resource, ScopeRow } from './schema.ts';
 /** The id of the built-in resource: the service's own API. */
 export const BUILTIN_RESOURCE_ID = 'builtin';
 
+/**
+ * How the resource server's access tokens are made, read with the code or refresh token that
+ * is exchanged for them (no query of its own). Left-joined, since a used code and a revoked
+ * grant outlive their resource server: NULL once it is deleted.
+ */
+export const tokenSettingsColumns = ['resources.token_format', 'resources.signing_alg', 'resources.access_token_ttl'] as const;
+
 const resourceByUri = prepare((db, p: { uri: string }) => db.selectFrom('resources').selectAll().where('uri', '=', p.uri));
 const resourceById = prepare((db, p: { id: string }) => db.selectFrom('resources').selectAll().where('id', '=', p.id));
 const scopesOf = prepare((db, p: { resourceId: string }) => db.selectFrom('scopes').selectAll().where('resource_id', '=', p.resourceId).orderBy('name'));
@@ -72,7 +79,11 @@ export async function insertResource(
   });
 }
 
-export async function updateResource(db: Kysely<Database>, id: string, patch: Partial<Pick<Resource, 'name' | 'uri'>>): Promise<void> {
+export async function updateResource(
+  db: Kysely<Database>,
+  id: string,
+  patch: Partial<Pick<Resource, 'name' | 'uri' | 'token_format' | 'signing_alg' | 'access_token_ttl' | 'require_second_factor'>>,
+): Promise<void> {
   await db.updateTable('resources').set(patch).where('id', '=', id).execute();
 }
 

@@ -155,7 +155,18 @@ export interface ResourcesTable {
   /** The resource server's own confidential client, for introspection; NULL for builtin. */
   client_id: string | null;
   created_at: Immutable<number>;
+  /** How its access tokens are made (SPEC §4.9); the built-in resource's stays 'opaque'. */
+  token_format: ColumnType<TokenFormat, TokenFormat | undefined, TokenFormat>;
+  /** The algorithm of its JWT access tokens. */
+  signing_alg: ColumnType<SigningAlg, SigningAlg | undefined, SigningAlg>;
+  /** Its access tokens' lifetime in seconds; NULL: its format's default (oauth/resources.ts `accessTokenTtl`). */
+  access_token_ttl: ColumnType<number | null, number | null | undefined, number | null>;
+  /** 1 when its tokens need a login with a second factor (SPEC §4.12). */
+  require_second_factor: ColumnType<number, number | undefined, number>;
 }
+
+export type TokenFormat = 'opaque' | 'jwt';
+export type SigningAlg = 'ES256' | 'RS256';
 
 /** A scope: its name is unique across resource servers. */
 export interface ScopesTable {

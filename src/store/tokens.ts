@@ -7,7 +7,9 @@
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { clientConfidential } from './clients.ts';
 import { bigint, gated, type Gate } from './chained-writes.ts';
+import type { JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
+import { tokenSettingsColumns } from './resources.ts';
 import type { ClientKind, Database } from './schema.ts';
 
 type TokenTable = 'access_tokens' | 'refresh_tokens';
@@ -162,7 +164,7 @@ export async function findLiveBearerToken(db: Kysely<Database>, hash: string, no
   return liveBearerToken.first(db, { hash, now });
 }
 
-export interface RefreshTokenInfo {
+export interface RefreshTokenInfo extends JoinedTokenSettings {
   hash: string;
   grant_id: string;
   expires_at: number;
@@ -187,7 +189,9 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
     .selectFrom('refresh_tokens')
     .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
     .innerJoin('clients', 'clients.id', 'grants.client_id')
+    .leftJoin('resources', 'resources.id', 'grants.resource_id')
     .select(clientConfidential)
+    .select(tokenSettingsColumns)
     .select([
       'refresh_tokens.hash',
       'refresh_tokens.grant_id',

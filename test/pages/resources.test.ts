@@ -102,6 +102,67 @@ for (const backend of BACKENDS) {
       assert.equal(((await refreshed.json()) as { error: string }).error, 'invalid_grant', 'the grant holding mail:send is revoked');
     });
 
+    test('token format, algorithm, lifetime and the second-factor rule: registered, shown, edited; bad ones change nothing', async () => {
+      const settings = async (id: string) => {
+        const row = (await listResources(server.store.db)).find((r) => r.id === id)!;
+        return [row.token_format, row.signing_alg, row.access_token_ttl, row.require_second_factor];
+      };
+      const done = await register({
+        name: 'Ledger API',
+        uri: 'https://ledger.example',
+        scopes: 'ledger:read=Read the ledger',
+        token_format: 'jwt',
+        signing_alg: 'RS256',
+        access_token_ttl: '120',
+        require_second_factor: 'yes',
+      });
+      assert.equal(done.response.status, 200);
+      const id = /href="\/admin\/resources\/([^"]+)">Edit/.exec(done.html)![1]!;
+      assert.deepEqual(await settings(id), ['jwt', 'RS256', 120, 1]);
+      assert.match((await admin.visit('/admin/resources')).html, /JWT RS256, 120 s; second factor required/);
+      const form = await admin.visit(`/admin/resources/${id}`);
+      assert.match(form.html, /value="jwt" checked/);
+      assert.match(form.html, /<option value="RS256" selected>/);
+      assert.match(form.html, /id="access_token_ttl"[^>]*value="120"/);
+      assert.match(form.html, /name="require_second_factor" value="yes" checked/);
+
+      const edit = (fields: Record<string, string>) =>
+        admin.submit(form.html, `/admin/resources/${id}`, { name: 'Ledger API', scopes: 'ledger:read=Read the ledger', ...fields });
+      for (const [fields, field, message] of [
+        [{ token_format: 'jwt', access_token_ttl: '3601' }, 'access_token_ttl', /from 60 to 3600 for jwt/],
+        [{ token_format: 'opaque', access_token_ttl: '86401' }, 'access_token_ttl', /from 60 to 86400 for opaque/],
+        [{ token_format: 'paseto', access_token_ttl: '' }, 'token_format', /opaque or jwt/],
+        [{ token_format: 'jwt', signing_alg: 'HS256' }, 'signing_alg', /ES256 or RS256/],
+      ] as const) {
+        const refused = await edit(fields);
+        assert.equal(refused.response.status, 400);
+        assert.match(refused.html, new RegExp(`id="${field}-error">[^<]*${message.source}`));
+        assert.deepEqual(await settings(id), ['jwt', 'RS256', 120, 1], 'nothing changed');
+      }
+      const saved = await edit({ token_format: 'opaque', signing_alg: 'ES256', access_token_ttl: '' });
+      assert.match(saved.html, /Changes saved/);
+      assert.deepEqual(await settings(id), ['opaque', 'ES256', null, 0], 'an empty lifetime is the default; an unticked box clears the rule');
+      assert.match((await admin.visit('/admin/resources')).html, new RegExp(`opaque, ${server.config.accessTokenTtl} s <span class="muted">\\(default\\)`));
+    });
+
+    test("the built-in resource's format is not offered for editing, and a forged change is refused; its lifetime may change", async () => {
+      const form = await admin.visit('/admin/resources/builtin');
+      assert.doesNotMatch(form.html, /name="token_format"/);
+      assert.match(form.html, /the built-in resource's format cannot be changed/);
+      const fields = {
+        name: 'This service',
+        scopes: 'annotation:read=Read your annotations, including private ones\nannotation:write=Create, edit and delete annotations as you',
+      };
+      const forged = await admin.submit(form.html, '/admin/resources/builtin', { ...fields, token_format: 'jwt' });
+      assert.equal(forged.response.status, 400);
+      assert.match(forged.html, /token format cannot be changed/);
+      const row = async () => (await listResources(server.store.db)).find((r) => r.id === 'builtin')!;
+      assert.equal((await row()).token_format, 'opaque');
+      assert.match((await admin.submit(form.html, '/admin/resources/builtin', { ...fields, access_token_ttl: '900' })).html, /Changes saved/);
+      assert.deepEqual([(await row()).token_format, (await row()).access_token_ttl], ['opaque', 900]);
+      await admin.submit(form.html, '/admin/resources/builtin', { ...fields, access_token_ttl: '' });
+    });
+
     test('deleting asks for confirmation, needs the CSRF token, and revokes every grant for it', async () => {
       const done = await register({ name: 'Doomed API', uri: 'https://doomed.example', scopes: 'doomed:use=Use it' });
       const id = /href="\/admin\/resources\/([^"]+)">Edit/.exec(done.html)![1]!;

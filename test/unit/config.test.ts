@@ -19,6 +19,7 @@ function refuses(env: Record<string, string>, setting: string): void {
 const INTEGER_SETTINGS = [
   'PORT',
   'ACCESS_TOKEN_TTL',
+  'JWT_ACCESS_TOKEN_TTL',
   'REFRESH_TOKEN_TTL',
   'AUTH_CODE_TTL',
   'REFRESH_GRACE_SECONDS',
@@ -44,6 +45,7 @@ describe('loadConfig', () => {
     assert.equal(config.trustProxy, false);
     assert.equal(config.requirePkce, false);
     assert.equal(config.logLevel, 'info');
+    assert.equal(config.jwtAccessTokenTtl, 300);
     assert.ok(Object.isFrozen(config) && Object.isFrozen(config.throttle));
   });
 
@@ -106,6 +108,8 @@ describe('loadConfig', () => {
     refuses({ REFRESH_GRACE_SECONDS: '3601' }, 'REFRESH_GRACE_SECONDS');
     refuses({ SESSION_TTL: '59' }, 'SESSION_TTL');
     refuses({ ACCESS_TOKEN_TTL: '0' }, 'ACCESS_TOKEN_TTL');
+    refuses({ JWT_ACCESS_TOKEN_TTL: '59' }, 'JWT_ACCESS_TOKEN_TTL');
+    refuses({ JWT_ACCESS_TOKEN_TTL: '3601' }, 'JWT_ACCESS_TOKEN_TTL');
     refuses({ AUDIT_RETENTION_DAYS: '36501' }, 'AUDIT_RETENTION_DAYS');
     refuses({ LOGIN_THROTTLE_WINDOW: '0' }, 'LOGIN_THROTTLE_WINDOW');
   });

@@ -11,15 +11,17 @@ import { timeOrderedUuid } from '../../ids.ts';
 import type { AuditEventRow } from '../../store/audit-events.ts';
 import type { Exchange } from '../../store/atomic-writes.ts';
 import type { NewGrant } from '../../store/grants.ts';
+import type { JoinedTokenSettings } from '../../store/codes.ts';
 import type { Client, Database } from '../../store/schema.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';
 import { invalidGrant } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
+import { joinedTokenSettings } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import { splitScopes } from '../scopes.ts';
 
-/** A code the person approved, as both kinds are stored. */
-export interface ApprovedCode {
+/** A code the person approved, as both kinds are stored, with its resource server's token settings. */
+export interface ApprovedCode extends JoinedTokenSettings {
   hash: string;
   client_id: string;
   user_id: string | null;
@@ -60,7 +62,10 @@ export async function exchangeApproved(
   const scopes = scopesStillAllowed(splitScopes(code.scopes), { scopes: code.client_scopes, kind: client.kind });
   if (scopes.length === 0) throw invalidGrant(invalid, `every scope of the ${kind.noun} was taken from the client`);
 
-  const pair = mintTokenResponse(ctx, scopes, true);
+  // Deleting a resource server voids its codes: only an exchange racing the deletion finds it gone.
+  const resource = joinedTokenSettings(code);
+  if (resource === null) throw invalidGrant(invalid, `the resource server of the ${kind.noun} was deleted`);
+  const pair = mintTokenResponse(ctx, resource, scopes, true);
   const grant = {
     id: timeOrderedUuid(now),
     clientId: client.id,
