@@ -72,6 +72,17 @@ export interface Config {
   };
   /** Whether `POST /oauth/register` (RFC 7591 dynamic client registration) is open. */
   readonly dynamicClientRegistration: boolean;
+  /** Signing keys and what they sign (SPEC §4.9; src/identity/keys.ts). */
+  readonly keys: {
+    /** When set, private signing keys are stored encrypted under a key derived from it; null: stored unencrypted. */
+    readonly secret: string | null;
+    /** Days an active key signs before a successor is published; 0: only `gatehouse keys rotate` rotates. */
+    readonly rotationDays: number;
+  };
+  /** Lifetime of JWT access tokens, in seconds, unless a resource server sets its own. */
+  readonly jwtAccessTokenTtl: number;
+  /** Lifetime of OpenID Connect ID tokens, in seconds. */
+  readonly idTokenTtl: number;
 }
 
 export class ConfigError extends Error {
@@ -173,6 +184,14 @@ function metricsToken(env: Env): string | null {
   return raw;
 }
 
+/** KEYS_SECRET: long enough to derive a 256-bit key from without being guessed. */
+function keysSecret(env: Env): string | null {
+  const raw = env.KEYS_SECRET;
+  if (raw === undefined || raw === '') return null;
+  if (raw.length < 32) throw new ConfigError('KEYS_SECRET must be at least 32 characters');
+  return raw;
+}
+
 /** Lower-cased host names, each optionally `*.`-prefixed; empty entries (a trailing comma) are dropped. */
 function hostPatterns(env: Env, name: string): readonly string[] {
   const entries = (env[name] ?? '')
@@ -219,6 +238,12 @@ export function loadConfig(env: Env = process.env): Config {
       allowPrivateAddresses: boolean(env, 'CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES', false),
     }),
     dynamicClientRegistration: boolean(env, 'DYNAMIC_CLIENT_REGISTRATION', false),
+    keys: Object.freeze({
+      secret: keysSecret(env),
+      rotationDays: integer(env, 'SIGNING_KEY_ROTATION_DAYS', 90, 0, 3650),
+    }),
+    jwtAccessTokenTtl: integer(env, 'JWT_ACCESS_TOKEN_TTL', 300, 60, 3600),
+    idTokenTtl: integer(env, 'ID_TOKEN_TTL', 3600, 60, 86_400),
   });
 }
 
