@@ -25,6 +25,7 @@ import adminRoutes from './http/admin.ts';
 import apiRoutes from './http/api.ts';
 import deviceRoutes from './http/device.ts';
 import errorHandling from './http/errors.ts';
+import jwksRoutes, { JWKS_PATH } from './http/jwks.ts';
 import { parseForm } from './oauth/params.ts';
 import { OneLinePerRequest, RequestLogger } from './http/logging.ts';
 import loginRoutes from './http/login.ts';
@@ -68,6 +69,7 @@ const CORS_PATHS = [
   '/api/profile',
   '/api/links',
   '/openapi.json',
+  JWKS_PATH,
 ];
 /** What those endpoints answer: readable from any origin, without credentials. One object, made once, for every request. */
 const CORS_ENDPOINT: FastifyCorsOptions = {
@@ -187,6 +189,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   });
   const ctx = await openContext(config, store, app.log, options.now);
   app.addHook('onClose', () => ctx.close());
+  if (config.keys.secret === null && config.database.kind === 'postgres')
+    app.log.warn({ setting: 'KEYS_SECRET' }, 'KEYS_SECRET is not set: the private signing keys are stored in the database unencrypted');
   const { metrics } = ctx;
   // Every answer gets nosniff and, behind https, HSTS; helmet's browser headers come from a
   // table made once, set on the pages and on a path nothing is routed to (a 404). On the bearer
@@ -255,6 +259,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(openapi, { publicUrl: config.publicUrl }); // before the routes: it collects their schemas
   await app.register(oauthRoutes, { ctx });
   await app.register(registrationRoutes, { ctx });
+  await app.register(jwksRoutes, { ctx });
   await app.register(apiRoutes, { ctx });
   await app.register(loginRoutes, { ctx });
   await app.register(setupRoutes, { ctx });

@@ -74,7 +74,23 @@ export interface Config {
   };
   /** Whether `POST /oauth/register` (RFC 7591 dynamic client registration) is open. */
   readonly dynamicClientRegistration: boolean;
+  /** Signing keys and what they sign (SPEC §4.9; src/identity/keys.ts). */
+  readonly keys: {
+    /** When set, private signing keys are stored encrypted under a key derived from it; null: stored unencrypted. */
+    readonly secret: string | null;
+    /** Days an active key signs before a successor is published; 0: only `gatehouse keys rotate` rotates. */
+    readonly rotationDays: number;
+  };
+  /** Lifetime of OpenID Connect ID tokens, in seconds. */
+  readonly idTokenTtl: number;
 }
+
+/**
+ * The lifetimes, in seconds, an access token may be given (a resource server's own, or
+ * JWT_ACCESS_TOKEN_TTL for JWTs): JWTs stay short, since an offline verifier cannot learn of
+ * a revocation before they expire (SPEC §4.9).
+ */
+export const ACCESS_TOKEN_TTL_RANGE = { jwt: [60, 3600], opaque: [60, 86_400] } as const satisfies Record<'jwt' | 'opaque', readonly [number, number]>;
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -175,6 +191,14 @@ function metricsToken(env: Env): string | null {
   return raw;
 }
 
+/** KEYS_SECRET: long enough to derive a 256-bit key from without being guessed. */
+function keysSecret(env: Env): string | null {
+  const raw = env.KEYS_SECRET;
+  if (raw === undefined || raw === '') return null;
+  if (raw.length < 32) throw new ConfigError('KEYS_SECRET must be at least 32 characters');
+  return raw;
+}
+
 /** Lower-cased host names, each optionally `*.`-prefixed; empty entries (a trailing comma) are dropped. */
 function hostPatterns(env: Env, name: string): readonly string[] {
   const entries = (env[name] ?? '')
@@ -197,7 +221,7 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl: redisUrl(env),
     trustProxy: trustProxy(env),
     accessTokenTtl: integer(env, 'ACCESS_TOKEN_TTL', 3600, 1),
-    jwtAccessTokenTtl: integer(env, 'JWT_ACCESS_TOKEN_TTL', 300, 60, 3600),
+    jwtAccessTokenTtl: integer(env, 'JWT_ACCESS_TOKEN_TTL', 300, ...ACCESS_TOKEN_TTL_RANGE.jwt),
     refreshTokenTtl: integer(env, 'REFRESH_TOKEN_TTL', 2_592_000, 1),
     authCodeTtl: integer(env, 'AUTH_CODE_TTL', 600, 1, 3600),
     deviceCodeTtl: integer(env, 'DEVICE_CODE_TTL', 600, 10, 86_400),
@@ -222,6 +246,11 @@ export function loadConfig(env: Env = process.env): Config {
       allowPrivateAddresses: boolean(env, 'CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES', false),
     }),
     dynamicClientRegistration: boolean(env, 'DYNAMIC_CLIENT_REGISTRATION', false),
+    keys: Object.freeze({
+      secret: keysSecret(env),
+      rotationDays: integer(env, 'SIGNING_KEY_ROTATION_DAYS', 90, 0, 3650),
+    }),
+    idTokenTtl: integer(env, 'ID_TOKEN_TTL', 3600, 60, 86_400),
   });
 }
 

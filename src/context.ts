@@ -9,6 +9,7 @@ import type { Kysely } from 'kysely';
 import type { Audit } from './audit.ts';
 import type { ClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
+import type { KeyRing } from './identity/keys.ts';
 import type { Metrics } from './metrics.ts';
 import type { ClientMetadataResolver } from './oauth/client-metadata.ts';
 import type { Services } from './services.ts';
@@ -48,6 +49,8 @@ export interface AppContext {
   readonly metrics: Metrics;
   /** Client ID metadata documents (SPEC §4.8): fetched safely, validated and cached, one cache per process. */
   readonly clientMetadata: ClientMetadataResolver;
+  /** The signing keys (SPEC §4.9): what signs and verifies JWTs, and the JWKS. */
+  readonly keys: KeyRing;
 }
 
 export type RevocationReason = 'revoked' | 'refresh_reuse' | 'code_replay' | 'user_disabled' | 'client_deleted' | 'client_blocked' | 'access_removed';

@@ -7,6 +7,7 @@ import { auditTrail } from './audit.ts';
 import { createClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
 import type { ContextLogger, OpenContext } from './context.ts';
+import { KeyRing } from './identity/keys.ts';
 import { createMetrics } from './metrics.ts';
 import { createClientMetadataResolver } from './oauth/client-metadata.ts';
 import { openServices } from './services.ts';
@@ -18,6 +19,14 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
   const services = await openServices(config, store, log);
   const clients = createClientCache(store.db);
   services.bus.subscribeClientChanges((clientIds) => clients.forget(clientIds));
+  const audit = auditTrail(store.db, config, now, log, metrics.event);
+  let keys: KeyRing;
+  try {
+    keys = await KeyRing.open({ config, store, now, audit, services }, log);
+  } catch (error) {
+    await services.close(); // a KEYS_SECRET that does not open the keys stops start-up: nothing is left open
+    throw error;
+  }
   const publishing = new Set<Promise<void>>();
   /** Keeps a fan-out message being sent until it is, for close(); a failure is logged, never thrown. */
   const track = (sending: Promise<void>, what: string) => {
@@ -32,7 +41,8 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     now,
     services,
     metrics,
-    audit: auditTrail(store.db, config, now, log, metrics.event),
+    audit,
+    keys,
     clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
     onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
       log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
@@ -43,6 +53,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     // The bus delivers to this instance's subscriber (above) before the message leaves.
     onClientsChanged: (clientIds) => track(services.bus.publishClientChanges(clientIds), 'client change'),
     async close() {
+      keys.close();
       await Promise.all(publishing);
       await services.close();
     },

@@ -7,7 +7,7 @@
 import { InputError } from '../input-error.ts';
 import { randomUUID } from 'node:crypto';
 import { madeBy, type Actor } from '../audit.ts';
-import { SCOPES } from '../config.ts';
+import { ACCESS_TOKEN_TTL_RANGE, SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { BUILTIN_RESOURCE_ID, accessTokenTtl, builtinResourceUri, forgetScopeCatalogue, normalizeResourceUri } from '../oauth/resources.ts';
 import { isScopeToken } from '../oauth/scopes.ts';
@@ -26,6 +26,7 @@ import {
   updateScopeDescription,
 } from '../store/resources.ts';
 import type { Resource, ScopeRow, SigningAlg, TokenFormat } from '../store/schema.ts';
+import { SIGNING_ALGS } from '../identity/keys.ts';
 import { mintToken } from '../tokens.ts';
 
 /** A problem with what was asked for, naming the field at fault. */
@@ -86,13 +87,6 @@ const MAX_NAME = 100;
 const MAX_DESCRIPTION = 200;
 
 export const TOKEN_FORMATS: readonly TokenFormat[] = ['opaque', 'jwt'];
-export const SIGNING_ALGS: readonly SigningAlg[] = ['ES256', 'RS256'];
-/**
- * The lifetimes a resource server may set, in seconds, by token format (SPEC §2): a JWT is
- * accepted offline until it expires, whatever is revoked meanwhile, so its lifetime is short.
- */
-export const ACCESS_TOKEN_TTL_RANGE: Readonly<Record<TokenFormat, readonly [number, number]>> = { jwt: [60, 3600], opaque: [60, 86_400] };
-
 type TokenSettingsRow = Pick<Resource, 'token_format' | 'signing_alg' | 'access_token_ttl' | 'require_second_factor'>;
 const DEFAULT_SETTINGS: TokenSettingsRow = { token_format: 'opaque', signing_alg: 'ES256', access_token_ttl: null, require_second_factor: 0 };
 

@@ -5,7 +5,8 @@
  * a revocation sends from its own statement (`databaseChannel`). With SQLite there is one
  * instance, and delivery stays in the process. The same channel carries a second kind of
  * message: clients whose rows changed, which every instance forgets from its client cache
- * (client-cache.ts).
+ * (client-cache.ts); and a third: the signing keys changed (`{"keys":true}`), which every
+ * instance reloads at once rather than at its next minute's re-read (identity/keys.ts).
  *
  * The database remains the source of truth: bearer checks read it on every request, and the
  * WebSocket route re-checks the tokens of its open sockets every second (src/http/ws.ts), so
@@ -45,11 +46,15 @@ export interface FanOut {
   /** Tells every instance, this one included (at once), that these clients' rows changed. */
   publishClientChanges(clientIds: readonly string[]): Promise<void>;
   subscribeClientChanges(listener: ClientChangeListener): void;
+  /** Tells every instance, this one included (at once), that the signing keys changed. */
+  publishKeyChanges(): Promise<void>;
+  subscribeKeyChanges(listener: () => void): void;
   close(): Promise<void>;
 }
 
-/** The wire forms: revoked grants as a bare array of ids (as before clients were cached), changed clients as `{"clients":[…]}`. */
+/** The wire forms: revoked grants as a bare array of ids (as before clients were cached), changed clients as `{"clients":[…]}`, changed keys as `{"keys":true}`. */
 const encode = { grants: (ids: readonly string[]) => JSON.stringify(ids), clients: (ids: readonly string[]) => JSON.stringify({ clients: ids }) };
+const KEYS_CHANGED = JSON.stringify({ keys: true });
 
 const isIds = (value: unknown): value is string[] => Array.isArray(value) && value.every((id) => typeof id === 'string');
 
@@ -81,6 +86,8 @@ export interface BusLogger {
 
 export async function openFanOut(config: Config, store: Store, redis: { publisher: Redis; subscriber: Redis } | null, log: BusLogger): Promise<FanOut> {
   const listeners = { grants: new Set<RevocationListener>(), clients: new Set<ClientChangeListener>() };
+  const keyListeners = new Set<() => void>();
+  const keysChanged = () => keyListeners.forEach((listener) => listener());
   const deliver = (kind: keyof typeof listeners, ids: readonly string[]) => listeners[kind].forEach((listener) => listener(ids));
   const receive = (payload: string) => {
     let message: unknown = null;
@@ -92,6 +99,7 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
     const clients = (message as { clients?: unknown } | null)?.clients;
     if (isIds(message)) deliver('grants', message);
     else if (isIds(clients)) deliver('clients', clients);
+    else if ((message as { keys?: unknown } | null)?.keys === true) keysChanged();
     else log.warn({ channel: CHANNEL }, 'ignored a malformed revocation message');
   };
 
@@ -117,9 +125,15 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
     subscribe: (listener) => void listeners.grants.add(listener),
     publishClientChanges: (clientIds) => publish('clients', clientIds),
     subscribeClientChanges: (listener) => void listeners.clients.add(listener),
+    publishKeyChanges: async () => {
+      keysChanged();
+      await transport?.send(KEYS_CHANGED);
+    },
+    subscribeKeyChanges: (listener) => void keyListeners.add(listener),
     close: async () => {
       listeners.grants.clear();
       listeners.clients.clear();
+      keyListeners.clear();
       await transport?.close();
     },
   };

@@ -6,10 +6,10 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Actor } from '../audit.ts';
+import { ACCESS_TOKEN_TTL_RANGE } from '../config.ts';
+import { SIGNING_ALGS } from '../identity/keys.ts';
 import {
-  ACCESS_TOKEN_TTL_RANGE,
   ResourceInputError,
-  SIGNING_ALGS,
   TOKEN_FORMATS,
   changeTokenSettings,
   createScope,

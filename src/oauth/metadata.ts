@@ -39,5 +39,6 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
     prompt_values_supported: ['none', 'login', 'consent'],
     authorization_response_iss_parameter_supported: true,
     client_id_metadata_document_supported: config.clientMetadata.enabled,
+    jwks_uri: `${base}/oauth/jwks`,
   };
 }

@@ -39,6 +39,10 @@ export const AUDIT_EVENT_TYPES = [
   'client_document_changed',
   'client_blocked',
   'client_unblocked',
+  'key_created',
+  'key_activated',
+  'key_removed',
+  'key_revoked',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -36,6 +36,7 @@ import * as clientKinds from './migrations/20261123_002_client_kinds.ts';
 import * as fewerPagesPerWrite from './migrations/20261123_003_fewer_pages_per_write.ts';
 import * as consentRedirectOrigin from './migrations/20261126_001_consent_redirect_origin.ts';
 import * as canonicalClientBlocks from './migrations/20261126_002_canonical_client_blocks.ts';
+import * as signingKeys from './migrations/20261126_003_signing_keys.ts';
 import * as resourceTokenSettings from './migrations/20261126_004_resource_token_settings.ts';
 
 export interface Store {
@@ -63,6 +64,7 @@ export const migrations: Record<string, Migration> = {
   '20261123_003_fewer_pages_per_write': fewerPagesPerWrite,
   '20261126_001_consent_redirect_origin': consentRedirectOrigin,
   '20261126_002_canonical_client_blocks': canonicalClientBlocks,
+  '20261126_003_signing_keys': signingKeys,
   '20261126_004_resource_token_settings': resourceTokenSettings,
 };
 

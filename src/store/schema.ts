@@ -200,6 +200,26 @@ export interface AuditEventsTable {
   expires_at: Immutable<number>;
 }
 
+export type SigningKeyState = 'next' | 'active' | 'retiring';
+
+/** A signing key pair (src/identity/keys.ts); times in epoch milliseconds. */
+export interface SigningKeysTable {
+  /** The RFC 7638 thumbprint of the public JWK. */
+  kid: Immutable<string>;
+  alg: Immutable<'ES256' | 'RS256'>;
+  state: SigningKeyState;
+  /** The public JWK, as JSON. */
+  public_jwk: Immutable<string>;
+  /** The private JWK: JSON, or (encrypted = 1) a compact JWE of that JSON under the key derived from KEYS_SECRET. */
+  private_jwk: string;
+  encrypted: number;
+  created_at: Immutable<number>;
+  /** When it signs (or began to): for a `next` key, the end of its publication lead. */
+  activates_at: number;
+  /** For a `retiring` key: when everything it signed has expired and it is removed. */
+  retires_at: number | null;
+}
+
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
@@ -215,6 +235,7 @@ export interface Database {
   scopes: ScopesTable;
   setup_tokens: SetupTokensTable;
   audit_events: AuditEventsTable;
+  signing_keys: SigningKeysTable;
 }
 
 export type User = Selectable<UsersTable>;
@@ -225,3 +246,4 @@ export type AuthCode = Selectable<AuthCodesTable>;
 export type DeviceCode = Selectable<DeviceCodesTable>;
 export type Resource = Selectable<ResourcesTable>;
 export type ScopeRow = Selectable<ScopesTable>;
+export type SigningKeyRow = Selectable<SigningKeysTable>;

@@ -19,6 +19,7 @@ const PUBLIC_ENDPOINTS = [
   'GET /api/profile',
   'GET /api/links',
   'GET /.well-known/oauth-authorization-server',
+  'GET /oauth/jwks',
   'GET /ws',
   'GET /_status',
   'GET /metrics',

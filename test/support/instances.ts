@@ -42,10 +42,12 @@ async function waitUntilUp(url: string, child: ChildProcess, output: string[]): 
   throw new Error(`instance at ${url} did not come up: ${output.join('')}`);
 }
 
-export async function startCluster(count: number, env: Record<string, string> = {}): Promise<Cluster> {
+/** `starting`: called with the database's URL as the instances start, to start other processes beside them. */
+export async function startCluster(count: number, env: Record<string, string> = {}, starting?: (databaseUrl: string) => void): Promise<Cluster> {
   const database = await postgres.create();
   const store = openStore(loadConfig({ DATABASE_URL: database.url }).database);
   await migrate(store);
+  starting?.(database.url);
   const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
   const publicUrl = `http://127.0.0.1:${ports[0]}`;
   const instances = await Promise.all(

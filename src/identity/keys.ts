@@ -1,0 +1,455 @@
+/**
+ * Signing keys (SPEC §3, §4.9): their life cycle, their encryption at rest, and the key ring
+ * each process signs and verifies with.
+ *
+ * Life cycle, per algorithm (ES256, RS256): the first start makes one `active` key. When the
+ * active key has signed for SIGNING_KEY_ROTATION_DAYS, a `next` key is published in the JWKS
+ * and starts signing PUBLICATION_LEAD_MS later (six times the JWKS max-age, so every cache has
+ * it by then); the old key is then `retiring`, published until the longest lifetime of
+ * anything it signed has passed, and removed. `rotateKeys` publishes a next key on demand (or,
+ * `now`, makes it active at once); `revokeKey` deletes a key at once — a token whose `kid` is
+ * unknown does not verify, which is what revoked means — and makes a new active key if it was
+ * the active one.
+ *
+ * Every decision runs in one transaction that serialises with every other process's
+ * (store/signing-keys.ts `withKeysLocked`) and re-reads the keys inside it, so instances that
+ * start or rotate at once end with one active key per algorithm (the database refuses two
+ * anyway). Each process's ring re-reads the keys every minute — and at once when the fan-out
+ * says they changed — and runs the scheduled step on the same timer; any instance may.
+ *
+ * Private keys: stored as JWK, encrypted (JWE, `dir` + A256GCM) under a key derived from
+ * KEYS_SECRET with HKDF-SHA256 when it is set. They are never logged, printed or audited: the
+ * audit trail and the CLI name keys by kid and algorithm only.
+ */
+import { hkdfSync } from 'node:crypto';
+import {
+  CompactEncrypt,
+  SignJWT,
+  calculateJwkThumbprint,
+  compactDecrypt,
+  errors,
+  exportJWK,
+  generateKeyPair,
+  importJWK,
+  jwtVerify,
+  type CryptoKey,
+  type JWK,
+  type JWTPayload,
+} from 'jose';
+import type { Kysely } from 'kysely';
+import { madeBy, type Actor, type Audit } from '../audit.ts';
+import { ACCESS_TOKEN_TTL_RANGE, ConfigError, type Config } from '../config.ts';
+import type { AppContext } from '../context.ts';
+import type { FanOut } from '../events/fan-out.ts';
+import { InputError } from '../input-error.ts';
+import type { Store } from '../store/database.ts';
+import type { Database, SigningAlg, SigningKeyRow } from '../store/schema.ts';
+import { deleteSigningKey, insertSigningKey, listSigningKeys, setPrivateJwk, setSigningKeyState, withKeysLocked } from '../store/signing-keys.ts';
+
+export const SIGNING_ALGS: readonly SigningAlg[] = ['ES256', 'RS256'];
+export type { SigningAlg };
+export type KeyState = SigningKeyRow['state'];
+
+/** The JWKS's `Cache-Control: max-age`, in seconds. */
+export const JWKS_MAX_AGE = 600;
+/** How long a next key is published before it signs: six times the JWKS max-age (SPEC §4.9). */
+export const PUBLICATION_LEAD_MS = 6 * JWKS_MAX_AGE * 1000;
+/** How often each process re-reads the keys and runs the scheduled step: every instance sees a change within a minute. */
+export const REFRESH_INTERVAL_MS = 60_000;
+/**
+ * Added to a retiring key's tail: an instance that has not re-read the keys yet signs with the
+ * old key for up to REFRESH_INTERVAL_MS after another activated its successor, and clocks differ.
+ */
+const RETIREMENT_MARGIN_MS = 10 * 60_000;
+/** The HKDF `info` of the key that encrypts private keys: derived from KEYS_SECRET for this purpose only. */
+const ENCRYPTION_KEY_INFO = 'gatehouse: signing keys at rest (A256GCM)';
+
+/** A key as `keys list` and the admin page show it: no private material. */
+export interface KeyView {
+  readonly kid: string;
+  readonly alg: SigningAlg;
+  readonly state: KeyState;
+  readonly createdAt: number;
+  readonly activatesAt: number;
+  readonly retiresAt: number | null;
+}
+
+/** A change of the keys, as audited (kid and algorithm only). */
+interface KeyChange {
+  readonly type: 'key_created' | 'key_activated' | 'key_removed' | 'key_revoked';
+  readonly kid: string;
+  readonly alg: SigningAlg;
+}
+
+/** A kid that names no key (`keys revoke`). */
+export class KeyInputError extends InputError {
+  override name = 'KeyInputError';
+}
+
+/** How long a key that stopped signing stays published: until everything it signed has expired. */
+export function retirementTailMs(config: Config): number {
+  return Math.max(ACCESS_TOKEN_TTL_RANGE.jwt[1], config.jwtAccessTokenTtl, config.idTokenTtl) * 1000 + RETIREMENT_MARGIN_MS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Private keys at rest
+
+function encryptionKey(secret: string): Uint8Array {
+  // No salt: the secret is meant to be random already (32 characters or more); the info binds the key to this use.
+  return new Uint8Array(hkdfSync('sha256', secret, new Uint8Array(0), ENCRYPTION_KEY_INFO, 32));
+}
+
+/** The private JWK as stored: a JWE (its protected header names the kid, so a row's ciphertext cannot pass for another's) or JSON. */
+async function seal(privateJwk: JWK, kid: string, secret: string | null): Promise<{ private_jwk: string; encrypted: number }> {
+  const plaintext = JSON.stringify(privateJwk);
+  if (secret === null) return { private_jwk: plaintext, encrypted: 0 };
+  const jwe = await new CompactEncrypt(new TextEncoder().encode(plaintext))
+    .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid })
+    .encrypt(encryptionKey(secret));
+  return { private_jwk: jwe, encrypted: 1 };
+}
+
+/** The stored private JWK; a ConfigError naming KEYS_SECRET when it cannot be read. */
+async function unseal(row: SigningKeyRow, secret: string | null): Promise<JWK> {
+  if (row.encrypted !== 1) return JSON.parse(row.private_jwk) as JWK;
+  if (secret === null)
+    throw new ConfigError('KEYS_SECRET is not set, but the signing keys in the database are encrypted: set the KEYS_SECRET they were stored with');
+  try {
+    const { plaintext, protectedHeader } = await compactDecrypt(row.private_jwk, encryptionKey(secret), {
+      keyManagementAlgorithms: ['dir'],
+      contentEncryptionAlgorithms: ['A256GCM'],
+    });
+    if (protectedHeader.kid !== row.kid) throw new Error('another key’s ciphertext');
+    return JSON.parse(new TextDecoder().decode(plaintext)) as JWK;
+  } catch {
+    throw new ConfigError('KEYS_SECRET does not decrypt the signing keys in the database: every instance needs the KEYS_SECRET they were stored with');
+  }
+}
+
+/** The public parameters of a key type, the only ones a published JWK carries. */
+const PUBLIC_PARAMETERS: Record<string, readonly string[]> = { EC: ['kty', 'crv', 'x', 'y'], RSA: ['kty', 'n', 'e'] };
+
+async function makeKey(alg: SigningAlg, secret: string | null) {
+  const { publicKey, privateKey } = await generateKeyPair(alg, { extractable: true, modulusLength: 2048 });
+  const exported = await exportJWK(publicKey);
+  const kid = await calculateJwkThumbprint(exported);
+  const publicJwk = {
+    ...Object.fromEntries(PUBLIC_PARAMETERS[exported.kty!]!.map((name) => [name, (exported as Record<string, unknown>)[name]])),
+    kid,
+    alg,
+    use: 'sig',
+  };
+  return { kid, public_jwk: JSON.stringify(publicJwk), ...(await seal(await exportJWK(privateKey), kid, secret)) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Decisions
+
+/** What a decision needs: AppContext has it all; openContext builds it before the context exists. */
+export interface KeyDeps {
+  readonly config: Config;
+  readonly store: Store;
+  readonly now: () => number;
+  readonly audit: Audit;
+  readonly services: { readonly bus: FanOut };
+}
+
+/** The keys as a decision sees them, inside its transaction, and the changes it makes, for the audit. */
+class KeyDecision {
+  readonly changes: KeyChange[] = [];
+  readonly trx: Kysely<Database>;
+  readonly rows: SigningKeyRow[];
+  readonly at: number;
+  readonly config: Config;
+  constructor(trx: Kysely<Database>, rows: SigningKeyRow[], at: number, config: Config) {
+    this.trx = trx;
+    this.rows = rows;
+    this.at = at;
+    this.config = config;
+  }
+
+  find(state: KeyState, alg: SigningAlg): SigningKeyRow | undefined {
+    return this.rows.find((row) => row.state === state && row.alg === alg);
+  }
+
+  /** A new key of `alg`: `active` at once, or `next`, signing from `activatesAt`. */
+  async create(alg: SigningAlg, state: 'active' | 'next', activatesAt = this.at): Promise<void> {
+    if (state === 'active') await this.#retireActive(alg);
+    const key = await makeKey(alg, this.config.keys.secret);
+    await insertSigningKey(this.trx, { ...key, alg, state, created_at: this.at, activates_at: activatesAt, retires_at: null });
+    this.changes.push({ type: 'key_created', kid: key.kid, alg });
+  }
+
+  /** The next key signs from now on; the active one retires. */
+  async activate(next: SigningKeyRow): Promise<void> {
+    await this.#retireActive(next.alg);
+    await setSigningKeyState(this.trx, next.kid, { state: 'active', activates_at: this.at });
+    this.changes.push({ type: 'key_activated', kid: next.kid, alg: next.alg });
+  }
+
+  async remove(row: SigningKeyRow, type: 'key_removed' | 'key_revoked'): Promise<void> {
+    await deleteSigningKey(this.trx, row.kid);
+    this.changes.push({ type, kid: row.kid, alg: row.alg });
+  }
+
+  // Before the new active key is written: the database holds one active key per algorithm.
+  async #retireActive(alg: SigningAlg): Promise<void> {
+    const active = this.find('active', alg);
+    if (active) await setSigningKeyState(this.trx, active.kid, { state: 'retiring', retires_at: this.at + retirementTailMs(this.config) });
+  }
+}
+
+/**
+ * Runs `decide` with the keys re-read under the keys' lock, then — once it has committed —
+ * audits its changes, reloads this process's ring and tells the other instances.
+ */
+async function changeKeys<T>(deps: KeyDeps, ring: KeyRing | null, actor: Actor | null, decide: (decision: KeyDecision) => Promise<T>): Promise<T> {
+  const { result, changes } = await withKeysLocked(deps.store, async (trx) => {
+    const decision = new KeyDecision(trx, await listSigningKeys(trx), deps.now(), deps.config);
+    const result = await decide(decision);
+    return { result, changes: decision.changes };
+  });
+  if (changes.length > 0) {
+    for (const change of changes) await deps.audit({ type: change.type, ...(actor ? madeBy(actor) : {}), detail: { kid: change.kid, alg: change.alg } });
+    await ring?.reload();
+    await deps.services.bus.publishKeyChanges();
+  }
+  return result;
+}
+
+/** Whether the scheduled step has something to do: the same test outside the lock (cheap, every minute) and inside it. */
+function scheduledWork(rows: readonly SigningKeyRow[], at: number, config: Config): boolean {
+  const rotateAfter = config.keys.rotationDays * 86_400_000;
+  return (
+    rows.some((row) => row.state === 'retiring' && row.retires_at !== null && row.retires_at <= at) ||
+    SIGNING_ALGS.some((alg) => {
+      const active = rows.find((row) => row.state === 'active' && row.alg === alg);
+      const next = rows.find((row) => row.state === 'next' && row.alg === alg);
+      if (next) return next.activates_at <= at;
+      return !active || (rotateAfter > 0 && active.activates_at + rotateAfter <= at);
+    })
+  );
+}
+
+/** The scheduled step: first keys, a due next key, a due activation, the removal of retired keys. */
+async function runSchedule(decision: KeyDecision): Promise<void> {
+  const { at, config } = decision;
+  for (const row of decision.rows) if (row.state === 'retiring' && row.retires_at !== null && row.retires_at <= at) await decision.remove(row, 'key_removed');
+  for (const alg of SIGNING_ALGS) {
+    const active = decision.find('active', alg);
+    const next = decision.find('next', alg);
+    if (next && next.activates_at <= at) await decision.activate(next);
+    else if (!active) await decision.create(alg, 'active');
+    else if (!next && config.keys.rotationDays > 0 && active.activates_at + config.keys.rotationDays * 86_400_000 <= at)
+      await decision.create(alg, 'next', at + PUBLICATION_LEAD_MS);
+  }
+}
+
+/** Runs the scheduled step if something is due (first start included); the lock is taken only then. */
+async function settle(deps: KeyDeps, ring: KeyRing | null): Promise<void> {
+  if (!scheduledWork(await listSigningKeys(deps.store.db), deps.now(), deps.config)) return;
+  await changeKeys(deps, ring, null, async (decision) => {
+    if (scheduledWork(decision.rows, decision.at, decision.config)) await runSchedule(decision);
+  });
+}
+
+/** Keys stored unencrypted before KEYS_SECRET was set are encrypted under it (once, by whichever instance gets there first). */
+async function encryptStoredKeys(deps: KeyDeps): Promise<number> {
+  const secret = deps.config.keys.secret;
+  if (secret === null || !(await listSigningKeys(deps.store.db)).some((row) => row.encrypted === 0)) return 0;
+  return withKeysLocked(deps.store, async (trx) => {
+    const plain = (await listSigningKeys(trx)).filter((row) => row.encrypted === 0);
+    for (const row of plain) {
+      const sealed = await seal(await unseal(row, null), row.kid, secret);
+      await setPrivateJwk(trx, row.kid, sealed.private_jwk, sealed.encrypted);
+    }
+    return plain.length;
+  });
+}
+
+const view = (row: SigningKeyRow): KeyView => ({
+  kid: row.kid,
+  alg: row.alg,
+  state: row.state,
+  createdAt: row.created_at,
+  activatesAt: row.activates_at,
+  retiresAt: row.retires_at,
+});
+
+/** Every key, by algorithm, then in the order they sign. */
+export async function listKeys(ctx: AppContext): Promise<KeyView[]> {
+  return (await listSigningKeys(ctx.db)).map(view);
+}
+
+/**
+ * `keys rotate`: a next key per algorithm that signs after the publication lead (an algorithm
+ * that has one already keeps it); `now`: a new key per algorithm that signs at once — the
+ * active one retires, and a next key not yet signing is withdrawn.
+ */
+export async function rotateKeys(ctx: AppContext, options: { now: boolean }, actor: Actor): Promise<KeyView[]> {
+  await changeKeys(ctx, ctx.keys, actor, async (decision) => {
+    for (const alg of SIGNING_ALGS) {
+      const next = decision.find('next', alg);
+      if (options.now) {
+        if (next) await decision.remove(next, 'key_removed');
+        await decision.create(alg, 'active');
+      } else if (!next) await decision.create(alg, 'next', decision.at + PUBLICATION_LEAD_MS);
+    }
+  });
+  return listKeys(ctx);
+}
+
+/** `keys revoke <kid>`: the key is deleted at once; if it was signing, a new key of its algorithm signs from now on. */
+export async function revokeKey(ctx: AppContext, kid: string, actor: Actor): Promise<KeyView> {
+  return changeKeys(ctx, ctx.keys, actor, async (decision) => {
+    const row = decision.rows.find((candidate) => candidate.kid === kid);
+    if (!row) throw new KeyInputError('kid', `no signing key has the kid "${kid.length > 100 ? `${kid.slice(0, 100)}…` : kid}"`);
+    await decision.remove(row, 'key_revoked');
+    if (row.state === 'active') await decision.create(row.alg, 'active');
+    return view(row);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// The key ring
+
+interface LoadedKey {
+  readonly kid: string;
+  readonly alg: SigningAlg;
+  readonly state: KeyState;
+  readonly publicJwk: JWK;
+  readonly verifyKey: CryptoKey;
+  /** Only for the active key of its algorithm. */
+  readonly signKey: CryptoKey | null;
+}
+
+export interface KeyRingLogger {
+  info(object: object, message: string): void;
+  error(object: object, message: string): void;
+}
+
+/**
+ * This process's keys: what signs, what verifies, what the JWKS publishes. Loaded at start,
+ * re-read every REFRESH_INTERVAL_MS and whenever the fan-out says the keys changed.
+ */
+export class KeyRing {
+  readonly #deps: KeyDeps;
+  #keys = new Map<string, LoadedKey>();
+  #jwks: { readonly keys: readonly JWK[] } = { keys: [] };
+  #timer: NodeJS.Timeout | null = null;
+  #loading: Promise<void> | null = null;
+
+  private constructor(deps: KeyDeps) {
+    this.#deps = deps;
+  }
+
+  /**
+   * Makes the first keys if there are none, encrypts keys stored before KEYS_SECRET was set,
+   * and loads them; a KEYS_SECRET that does not decrypt them is a ConfigError naming it. From
+   * then on, re-reads them on a timer (which does not keep the process alive) and on the fan-out's word.
+   */
+  static async open(deps: KeyDeps, log: KeyRingLogger): Promise<KeyRing> {
+    const ring = new KeyRing(deps);
+    const encrypted = await encryptStoredKeys(deps);
+    if (encrypted > 0) log.info({ event: 'keys_encrypted', keys: encrypted }, 'signing keys stored unencrypted are now encrypted under KEYS_SECRET');
+    await settle(deps, null);
+    await ring.reload();
+    deps.services.bus.subscribeKeyChanges(
+      () => void ring.reload().catch((error: Error) => log.error({ err: error.message }, 'could not reload the signing keys')),
+    );
+    ring.#timer = setInterval(
+      () => void ring.refresh().catch((error: Error) => log.error({ err: error.message }, 'signing key upkeep failed')),
+      REFRESH_INTERVAL_MS,
+    );
+    ring.#timer.unref();
+    return ring;
+  }
+
+  /** Runs the scheduled step (rotation, activation, removal) if something is due, then re-reads the keys: what the timer does. */
+  async refresh(): Promise<void> {
+    await settle(this.#deps, this);
+    await this.reload();
+  }
+
+  /** Re-reads the keys. Concurrent calls share one read that starts after the latest call. */
+  async reload(): Promise<void> {
+    const previous = this.#loading;
+    const loading = (async () => {
+      await previous?.catch(() => {});
+      await this.#load();
+    })();
+    this.#loading = loading;
+    try {
+      await loading;
+    } finally {
+      if (this.#loading === loading) this.#loading = null;
+    }
+  }
+
+  async #load(): Promise<void> {
+    const rows = await listSigningKeys(this.#deps.store.db);
+    const keys = new Map<string, LoadedKey>();
+    for (const row of rows) {
+      const known = this.#keys.get(row.kid);
+      const needsSigner = row.state === 'active';
+      if (known && known.state === row.state && (known.signKey !== null) === needsSigner) {
+        keys.set(row.kid, known);
+        continue;
+      }
+      // Every key's private half is opened once, the first time it is loaded: a wrong KEYS_SECRET shows at start.
+      const privateJwk = await unseal(row, this.#deps.config.keys.secret);
+      const publicJwk = JSON.parse(row.public_jwk) as JWK;
+      keys.set(row.kid, {
+        kid: row.kid,
+        alg: row.alg,
+        state: row.state,
+        publicJwk,
+        verifyKey: known?.verifyKey ?? ((await importJWK(publicJwk, row.alg)) as CryptoKey),
+        signKey: needsSigner ? ((await importJWK(privateJwk, row.alg, { extractable: false })) as CryptoKey) : null,
+      });
+    }
+    this.#keys = keys;
+    this.#jwks = Object.freeze({ keys: Object.freeze([...keys.values()].map((key) => key.publicJwk)) });
+  }
+
+  /** The public JWK of every next, active and retiring key: the JWKS document. */
+  jwks(): { readonly keys: readonly JWK[] } {
+    return this.#jwks;
+  }
+
+  /** A compact JWS of `claims` (given whole: iss, exp… are the caller's), signed by the active key of `alg`, its kid in the header. */
+  async signJwt(alg: SigningAlg, header: { readonly typ: string }, claims: JWTPayload): Promise<string> {
+    const key = [...this.#keys.values()].find((candidate) => candidate.alg === alg && candidate.signKey !== null);
+    if (!key) throw new Error(`no active ${alg} signing key is loaded`);
+    return new SignJWT(claims).setProtectedHeader({ alg, kid: key.kid, typ: header.typ }).sign(key.signKey!);
+  }
+
+  /**
+   * The claims of a JWT this server signed with one of its published keys, chosen by the
+   * header's kid alone (never a key or key URL the token carries), of one of `algorithms`,
+   * with the `typ` given, not expired; null for anything else (a revoked key's tokens included).
+   */
+  async verifyJwt(token: string, options: { readonly typ: string; readonly algorithms?: readonly SigningAlg[] }): Promise<JWTPayload | null> {
+    try {
+      const { payload } = await jwtVerify(
+        token,
+        (header) => {
+          const key = header.kid === undefined ? undefined : this.#keys.get(header.kid);
+          if (!key || key.alg !== header.alg) throw new errors.JWKSNoMatchingKey();
+          return key.verifyKey;
+        },
+        { typ: options.typ, algorithms: [...(options.algorithms ?? SIGNING_ALGS)], requiredClaims: ['exp'], currentDate: new Date(this.#deps.now()) },
+      );
+      return payload;
+    } catch (error) {
+      if (error instanceof errors.JOSEError) return null;
+      throw error;
+    }
+  }
+
+  /** Stops the timer. */
+  close(): void {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = null;
+  }
+}
