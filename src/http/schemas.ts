@@ -241,6 +241,7 @@ const introspectionResponseSchema = {
       iat: { type: 'integer' },
       iss: { type: 'string' },
       aud: { type: 'string', description: 'the URI of the resource server the token is for (RFC 8707)' },
+      jti: { type: 'string', description: "a JWT access token's `jti` (RFC 9068); absent for opaque tokens" },
     },
   },
 } as const;

@@ -1,8 +1,10 @@
 /** Minting the tokens of a token response. @see RFC 6749 §5.1 */
-import type { IssuedTokens } from '../store/tokens.ts';
-import { mintToken } from '../tokens.ts';
+import { randomBytes } from 'node:crypto';
+import { accountUri } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { accessTokenTtl, mayAskAnyScope, type TokenSettings } from './resources.ts';
+import type { IssuedTokens } from '../store/tokens.ts';
+import { hashToken, mintToken } from '../tokens.ts';
+import { accessTokenTtl, mayAskAnyScope, type TokenAudience } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 
 export interface TokenResponse {
@@ -20,17 +22,37 @@ export interface MintedTokenResponse {
   response: TokenResponse;
 }
 
+/** Whom an access token speaks for: a person through a client, or a client acting as itself (`username` null). */
+export interface TokenSubject {
+  clientId: string;
+  username: string | null;
+}
+
+/** The `typ` of a JWT access token's header (RFC 9068 §2.1). */
+export const JWT_ACCESS_TOKEN_TYPE = 'at+jwt';
+
 /**
- * New tokens for one token response: an access token for `resource`, made as it says (its
- * lifetime: `accessTokenTtl`), and a refresh token when `withRefresh`. Every grant mints its
- * access tokens here.
+ * New tokens for one token response: an access token for `audience`, made as its resource
+ * server says — opaque, or a JWT signed with the active key of its algorithm (RFC 9068) —
+ * for its lifetime (`accessTokenTtl`), and a refresh token (always opaque) when
+ * `withRefresh`. Every grant mints its access tokens here.
+ *
+ * A JWT's `jti` is stored hashed where an opaque token's hash would be, so that revoking the
+ * grant reaches the JWT at introspection like any access token; offline verifiers cannot
+ * know of a revocation, which is why a JWT's lifetime is short (ACCESS_TOKEN_TTL_RANGE).
  */
-export function mintTokenResponse(ctx: AppContext, resource: TokenSettings, scopes: readonly string[], withRefresh: boolean): MintedTokenResponse {
+export async function mintTokenResponse(
+  ctx: AppContext,
+  audience: TokenAudience,
+  subject: TokenSubject,
+  scopes: readonly string[],
+  withRefresh: boolean,
+): Promise<MintedTokenResponse> {
   const now = ctx.now();
-  const lifetime = accessTokenTtl(resource, ctx.config);
-  const access = mintToken('access');
-  const refresh = withRefresh ? mintToken('refresh') : null;
+  const lifetime = accessTokenTtl(audience, ctx.config);
   const scope = joinScopes(scopes);
+  const access = audience.token_format === 'jwt' ? await signedAccessToken(ctx, audience, subject, scope, now, lifetime) : mintToken('access');
+  const refresh = withRefresh ? mintToken('refresh') : null;
   const stored: IssuedTokens = {
     accessHash: access.hash,
     accessExpiresAt: now + lifetime * 1000,
@@ -46,6 +68,27 @@ export function mintTokenResponse(ctx: AppContext, resource: TokenSettings, scop
     scope,
   };
   return { stored, response };
+}
+
+/**
+ * A JWT access token (RFC 9068 §2.2): who it speaks for, for which resource server, and
+ * nothing about the person beyond their userid; `jti` is 256 random bits. Its hash is the
+ * hash of its `jti`.
+ */
+async function signedAccessToken(ctx: AppContext, audience: TokenAudience, subject: TokenSubject, scope: string, now: number, lifetime: number) {
+  const jti = randomBytes(32).toString('base64url');
+  const iat = Math.floor(now / 1000);
+  const claims = {
+    iss: ctx.config.publicUrl,
+    sub: subject.username === null ? subject.clientId : accountUri(subject.username, ctx.config),
+    aud: audience.uri,
+    client_id: subject.clientId,
+    scope,
+    jti,
+    iat,
+    exp: iat + lifetime,
+  };
+  return { token: await ctx.keys.signJwt(audience.signing_alg, { typ: JWT_ACCESS_TOKEN_TYPE }, claims), hash: hashToken(jti) };
 }
 
 /** Whole seconds left until `expiresAt`, never negative: `expires_in` is an integer. */

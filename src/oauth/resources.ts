@@ -65,10 +65,18 @@ export function accessTokenTtl(
   return resource.access_token_ttl ?? (resource.token_format === 'jwt' ? config.jwtAccessTokenTtl : config.accessTokenTtl);
 }
 
-/** The settings read with a code or refresh token (store/codes.ts); null when its resource server was deleted. */
-export function joinedTokenSettings(row: JoinedTokenSettings): TokenSettings | null {
+/** How an access token for a resource server is made, and the audience (`aud`) it names. */
+export interface TokenAudience extends TokenSettings {
+  /** Normalized; what `aud` says. */
+  uri: string;
+}
+
+/** The audience read with a code or refresh token (store/codes.ts); null when its resource server was deleted. */
+export function joinedAudience(row: JoinedTokenSettings, ctx: Pick<AppContext, 'config'>): TokenAudience | null {
   if (row.token_format === null || row.signing_alg === null) return null;
-  return { token_format: row.token_format, signing_alg: row.signing_alg, access_token_ttl: row.access_token_ttl };
+  const uri = row.resource_id === BUILTIN_RESOURCE_ID ? builtinResourceUri(ctx) : row.resource_uri;
+  if (uri === null) return null;
+  return { token_format: row.token_format, signing_alg: row.signing_alg, access_token_ttl: row.access_token_ttl, uri };
 }
 
 /** The resource server a request is for, with its scopes and how its tokens are made. */
@@ -79,13 +87,14 @@ export interface Audience {
   name: string;
   builtin: boolean;
   scopes: ScopeRow[];
-  tokens: TokenSettings;
+  tokens: TokenAudience;
 }
 
-const tokenSettings = (resource: Resource): TokenSettings => ({
+const tokenAudience = (resource: Resource, uri: string): TokenAudience => ({
   token_format: resource.token_format,
   signing_alg: resource.signing_alg,
   access_token_ttl: resource.access_token_ttl,
+  uri,
 });
 
 export const invalidTarget = (description: string, detail?: string) => new OAuthError('invalid_target', description, detail);
@@ -108,7 +117,7 @@ export async function requestedAudience(ctx: AppContext, resource: string | stri
     name: found.name,
     builtin: false,
     scopes: await scopesOfResource(ctx.db, found.id),
-    tokens: tokenSettings(found),
+    tokens: tokenAudience(found, normalized.uri),
   };
 }
 
@@ -117,13 +126,14 @@ export async function audienceById(ctx: AppContext, id: string): Promise<Audienc
   const found = await findResourceById(ctx.db, id);
   if (!found) throw invalidTarget('the resource server of this request no longer exists');
   const builtin = found.id === BUILTIN_RESOURCE_ID;
+  const uri = builtin ? builtinResourceUri(ctx) : found.uri!;
   return {
     id: found.id,
-    uri: builtin ? builtinResourceUri(ctx) : found.uri!,
+    uri,
     name: found.name,
     builtin,
     scopes: await scopesOfResource(ctx.db, found.id),
-    tokens: tokenSettings(found),
+    tokens: tokenAudience(found, uri),
   };
 }
 

@@ -31,15 +31,18 @@ const codeByHash = prepare((db, p: { hash: string }) =>
     .innerJoin('clients', 'clients.id', 'auth_codes.client_id')
     .leftJoin('resources', 'resources.id', 'auth_codes.resource_id')
     .selectAll('auth_codes')
-    .select(['users.disabled as user_disabled', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
+    .select(['users.disabled as user_disabled', 'users.username', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
     .where('auth_codes.hash', '=', p.hash),
 );
 
 /** A resource server's token settings as a code or refresh token is read with them: NULL once it is deleted. */
 export interface JoinedTokenSettings {
+  resource_id: string;
   token_format: TokenFormat | null;
   signing_alg: SigningAlg | null;
   access_token_ttl: number | null;
+  /** NULL for the built-in resource (its URI is PUBLIC_URL), and once the resource server is deleted. */
+  resource_uri: string | null;
 }
 
 /**
@@ -49,7 +52,7 @@ export interface JoinedTokenSettings {
 export async function findCode(
   db: Kysely<Database>,
   hash: string,
-): Promise<(AuthCode & JoinedTokenSettings & { user_disabled: number; client_scopes: string }) | undefined> {
+): Promise<(AuthCode & JoinedTokenSettings & { user_disabled: number; username: string; client_scopes: string }) | undefined> {
   return codeByHash.first(db, { hash });
 }
 

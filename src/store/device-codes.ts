@@ -34,7 +34,7 @@ const deviceCodeByHash = prepare((db, p: { hash: string }) =>
     .innerJoin('clients', 'clients.id', 'device_codes.client_id')
     .leftJoin('resources', 'resources.id', 'device_codes.resource_id')
     .selectAll('device_codes')
-    .select(['users.disabled as user_disabled', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
+    .select(['users.disabled as user_disabled', 'users.username', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
     .where('device_codes.hash', '=', p.hash),
 );
 
@@ -45,7 +45,7 @@ const deviceCodeByHash = prepare((db, p: { hash: string }) =>
 export async function findDeviceCode(
   db: Kysely<Database>,
   hash: string,
-): Promise<(DeviceCode & JoinedTokenSettings & { user_disabled: number | null; client_scopes: string }) | undefined> {
+): Promise<(DeviceCode & JoinedTokenSettings & { user_disabled: number | null; username: string | null; client_scopes: string }) | undefined> {
   return deviceCodeByHash.first(db, { hash });
 }
 

@@ -179,6 +179,8 @@ export interface RefreshTokenInfo extends JoinedTokenSettings {
   /** Who made the client known (SPEC §3): clients no administrator registered may have any scope of the resource. */
   client_kind: ClientKind;
   user_id: string | null;
+  /** The grant's user's; null for a client acting as itself. */
+  username: string | null;
   resource_id: string;
   scopes: string;
   revoked_at: number | null;
@@ -190,6 +192,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
     .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
     .innerJoin('clients', 'clients.id', 'grants.client_id')
     .leftJoin('resources', 'resources.id', 'grants.resource_id')
+    .leftJoin('users', 'users.id', 'grants.user_id')
     .select(clientConfidential)
     .select(tokenSettingsColumns)
     .select([
@@ -203,6 +206,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'clients.scopes as client_scopes',
       'clients.kind as client_kind',
       'grants.user_id',
+      'users.username',
       'grants.resource_id',
       'grants.scopes',
       'grants.revoked_at',

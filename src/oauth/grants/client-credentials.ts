@@ -39,7 +39,7 @@ async function issue(_redeemed: null, params: Params, client: Client, ctx: AppCo
     allowedScopes(client, audience),
     audience.scopes.map((s) => s.name),
   );
-  const pair = mintTokenResponse(ctx, audience.tokens, scopes, false); // RFC 6749 §4.4.3: no refresh token
+  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, username: null }, scopes, false); // RFC 6749 §4.4.3: no refresh token
   const now = ctx.now();
   const grant = {
     id: timeOrderedUuid(now),

@@ -17,7 +17,7 @@ import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
 import { scopesOfResource } from '../../store/resources.ts';
-import { checkSameAudience, joinedTokenSettings } from '../resources.ts';
+import { checkSameAudience, joinedAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 
@@ -78,9 +78,9 @@ async function issue(token: RefreshTokenInfo, params: Params, client: Client | n
     const scopes = scopesStillAllowed(requested, client);
     if (scopes.length === 0) throw invalidScope('the scopes asked for are no longer allowed to this client');
     // Deleting a resource server revokes its grants: only a refresh racing the deletion finds it gone.
-    const resource = joinedTokenSettings(token);
-    if (resource === null) throw revokedGrant();
-    const pair = mintTokenResponse(ctx, resource, scopes, true);
+    const audience = joinedAudience(token, ctx);
+    if (audience === null) throw revokedGrant();
+    const pair = await mintTokenResponse(ctx, audience, { clientId: token.client_id, username: token.username }, scopes, true);
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;

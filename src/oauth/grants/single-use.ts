@@ -16,7 +16,7 @@ import type { Client, Database } from '../../store/schema.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';
 import { invalidGrant } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
-import { joinedTokenSettings } from '../resources.ts';
+import { joinedAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import { splitScopes } from '../scopes.ts';
 
@@ -25,6 +25,8 @@ export interface ApprovedCode extends JoinedTokenSettings {
   hash: string;
   client_id: string;
   user_id: string | null;
+  /** Who approved it; null only for a device code nobody answered (never exchanged). */
+  username: string | null;
   resource_id: string;
   scopes: string;
   /**
@@ -63,9 +65,9 @@ export async function exchangeApproved(
   if (scopes.length === 0) throw invalidGrant(invalid, `every scope of the ${kind.noun} was taken from the client`);
 
   // Deleting a resource server voids its codes: only an exchange racing the deletion finds it gone.
-  const resource = joinedTokenSettings(code);
-  if (resource === null) throw invalidGrant(invalid, `the resource server of the ${kind.noun} was deleted`);
-  const pair = mintTokenResponse(ctx, resource, scopes, true);
+  const audience = joinedAudience(code, ctx);
+  if (audience === null) throw invalidGrant(invalid, `the resource server of the ${kind.noun} was deleted`);
+  const pair = await mintTokenResponse(ctx, audience, { clientId: client.id, username: code.username }, scopes, true);
   const grant = {
     id: timeOrderedUuid(now),
     clientId: client.id,
