@@ -51,7 +51,19 @@ import {
 import { measureWebsockets } from './websockets.ts';
 import { connectProfiler, formatSummary, summarise, type ProfileSummary, type ProfilerSession } from './profile.ts';
 
-const PHASES = ['authorize', 'exchange', 'refresh', 'profile', 'introspect', 'ws', 'revoke', 'device'] as const;
+const PHASES = [
+  'authorize',
+  'exchange',
+  'exchange-es256',
+  'exchange-rs256',
+  'refresh',
+  'refresh-es256',
+  'profile',
+  'introspect',
+  'ws',
+  'revoke',
+  'device',
+] as const;
 type Phase = (typeof PHASES)[number];
 
 type Ceiling = 'ceiling' | 'ceiling-fastify';
@@ -61,7 +73,10 @@ const LABELS: Record<Phase | Ceiling, string> = {
   'ceiling-fastify': 'ceiling: bare Fastify',
   authorize: 'authorize (consented session → code)',
   exchange: 'code exchange (public + PKCE)',
+  'exchange-es256': 'code exchange, ES256 JWT access token',
+  'exchange-rs256': 'code exchange, RS256 JWT access token',
   refresh: 'refresh with rotation',
+  'refresh-es256': 'refresh, ES256 JWT access token',
   profile: 'bearer GET /api/profile',
   introspect: 'introspection',
   ws: 'WebSocket connect',
@@ -84,7 +99,7 @@ Measures Gatehouse phase by phase on SQLite and on PostgreSQL, side by side with
 oidc-provider configured as a plain OAuth 2 server on Gatehouse's paths (bench/peer/), once
 with its in-memory adapter and once with a durable node:sqlite adapter (WAL,
 synchronous=NORMAL). Phases: ${PHASES.join(', ')}
-(${PHASES.map((phase) => LABELS[phase]).join('; ')}). WebSocket connect is Gatehouse's alone.
+(${PHASES.map((phase) => LABELS[phase]).join('; ')}). WebSocket connect and the JWT phases are Gatehouse's alone.
 
 Each phase runs on every server in turn (the order alternates between rounds), each server
 started fresh for it (its own process, an empty database), after the phases that produce its
@@ -131,6 +146,14 @@ Writes bench/results/<timestamp>.json and prints Markdown tables at the end.`;
 const REDIRECT_URI = PEER_REDIRECT_URI; // never visited: the bench reads the code from the Location header
 const USERNAME = PEER_CLIENTS.username;
 const SCOPE = 'annotation:read annotation:write';
+/** Resource servers whose access tokens are JWTs (Gatehouse only), by algorithm: their URI and the scope asked for. */
+const JWT_RESOURCES = {
+  ES256: { uri: 'https://es256.bench.example/api', scope: 'bench:es256' },
+  RS256: { uri: 'https://rs256.bench.example/api', scope: 'bench:rs256' },
+} as const;
+type JwtAlg = keyof typeof JWT_RESOURCES;
+/** The JWT phases, with the algorithm of the resource server each asks for. */
+const JWT_PHASES: Partial<Record<Phase, JwtAlg>> = { 'exchange-es256': 'ES256', 'exchange-rs256': 'RS256', 'refresh-es256': 'ES256' };
 const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 /** RFC 8628's default polling interval, which Gatehouse also applies before the first poll. */
 const DEVICE_INTERVAL_MS = 5_000;
@@ -252,6 +275,8 @@ interface Target {
   /** The Authorization header of a confidential client acting as resource server; null when the server has no /oauth/introspect. */
   introspector: string | null;
   hasWebSocket: boolean;
+  /** Whether it has resource servers whose access tokens are JWTs (JWT_RESOURCES), consented once. */
+  hasJwtResources: boolean;
   /** A device client and the request that approves a user code as the user; null without the device flow. */
   device: { clientId: string; approval: (userCode: string) => RequestSpec } | null;
   connections: number;
@@ -273,12 +298,14 @@ function pkce() {
   return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') };
 }
 
-function authorizePath(clientId: string, state: string, challenge: string): string {
+/** An authorization request for the built-in resource, or for the JWT resource server of `alg`. */
+function authorizePath(clientId: string, state: string, challenge: string, alg?: JwtAlg): string {
   const query = new URLSearchParams({
     response_type: 'code',
     client_id: clientId,
     redirect_uri: REDIRECT_URI,
-    scope: SCOPE,
+    scope: alg === undefined ? SCOPE : JWT_RESOURCES[alg].scope,
+    ...(alg === undefined ? {} : { resource: JWT_RESOURCES[alg].uri }),
     state,
     code_challenge: challenge,
     code_challenge_method: 'S256',
@@ -362,7 +389,7 @@ interface Sink {
 const UNRECORDED: Sink = { record: null, round: 0 };
 
 /** `n` authorizations with the consented session: the codes, each with its PKCE verifier. */
-async function authorize(target: Target, n: number, sink = UNRECORDED): Promise<Array<{ code: string; verifier: string }>> {
+async function authorize(target: Target, n: number, sink = UNRECORDED, alg?: JwtAlg): Promise<Array<{ code: string; verifier: string }>> {
   const requests = Array.from({ length: n }, () => ({ state: randomBytes(12).toString('base64url'), ...pkce() }));
   const verifiers = new Map(requests.map((r) => [r.state, r.verifier]));
   const codes: Array<{ code: string; verifier: string }> = [];
@@ -374,7 +401,7 @@ async function authorize(target: Target, n: number, sink = UNRECORDED): Promise<
       expect: target.authorizeStatus,
       next: () => {
         const request = take(requests, { state: 'exhausted', verifier: '', challenge: 'exhausted' });
-        return { path: authorizePath(target.clientId, request.state, request.challenge), headers: { cookie: target.cookie } };
+        return { path: authorizePath(target.clientId, request.state, request.challenge, alg), headers: { cookie: target.cookie } };
       },
       check: (_body, headers) => {
         const location = new URL(header(headers, 'location') ?? '', 'http://invalid');
@@ -409,10 +436,10 @@ async function tokenRequests(target: Target, phase: Phase, n: number, form: () =
   return issued;
 }
 
-function exchange(target: Target, codes: Array<{ code: string; verifier: string }>, n: number, sink = UNRECORDED): Promise<Pair[]> {
+function exchange(target: Target, codes: Array<{ code: string; verifier: string }>, n: number, sink = UNRECORDED, phase: Phase = 'exchange'): Promise<Pair[]> {
   return tokenRequests(
     target,
-    'exchange',
+    phase,
     n,
     () => {
       const { code, verifier } = take(codes, { code: 'exhausted', verifier: 'exhausted' });
@@ -422,19 +449,19 @@ function exchange(target: Target, codes: Array<{ code: string; verifier: string 
   );
 }
 
-function refresh(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<Pair[]> {
+function refresh(target: Target, pairs: Pair[], n: number, sink = UNRECORDED, phase: Phase = 'refresh'): Promise<Pair[]> {
   return tokenRequests(
     target,
-    'refresh',
+    phase,
     n,
     () => ({ grant_type: 'refresh_token', refresh_token: take(pairs, { access: '', refresh: 'exhausted' }).refresh, client_id: target.clientId }),
     sink,
   );
 }
 
-/** `n` fresh token pairs: authorizations, then their exchanges. */
-async function freshPairs(target: Target, n: number): Promise<Pair[]> {
-  return exchange(target, await authorize(target, n), n);
+/** `n` fresh token pairs (for the JWT resource server of `alg`, when given): authorizations, then their exchanges. */
+async function freshPairs(target: Target, n: number, alg?: JwtAlg): Promise<Pair[]> {
+  return exchange(target, await authorize(target, n, UNRECORDED, alg), n);
 }
 
 async function bearer(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<void> {
@@ -540,6 +567,19 @@ async function runPhase(target: Target, phase: Phase, n: number, warm: number, s
       await refresh(target, pairs, n, sink);
       return;
     }
+    case 'exchange-es256':
+    case 'exchange-rs256': {
+      const codes = await authorize(target, warm + n, UNRECORDED, JWT_PHASES[phase]);
+      await exchange(target, codes, warm, UNRECORDED, phase);
+      await exchange(target, codes, n, sink, phase);
+      return;
+    }
+    case 'refresh-es256': {
+      const pairs = await freshPairs(target, warm + n, JWT_PHASES[phase]);
+      await refresh(target, pairs, warm, UNRECORDED, phase);
+      await refresh(target, pairs, n, sink, phase);
+      return;
+    }
     case 'profile': {
       const pairs = await freshPairs(target, n);
       await bearer(target, pairs, warm * 3);
@@ -579,6 +619,7 @@ function unsupported(target: Target, phase: Phase): string | null {
   if (phase === 'introspect' && target.introspector === null) return 'no /oauth/introspect (404)';
   if (phase === 'ws' && !target.hasWebSocket) return 'no /ws';
   if (phase === 'device' && target.device === null) return 'no /oauth/device_authorization (404)';
+  if (JWT_PHASES[phase] !== undefined && !target.hasJwtResources) return 'no JWT access tokens';
   return null;
 }
 
@@ -707,7 +748,17 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
     await gatehouse(database.url, ['user', 'create', USERNAME, '--email', `${USERNAME}@example.com`, '--admin', '--password-stdin'], password);
     const created = async (args: string[]) =>
       JSON.parse(await gatehouse(database.url, ['client', 'create', ...args, '--json'])) as { client_id: string; client_secret?: string };
-    const { client_id: clientId } = await created(['--name', 'Bench client', '--redirect-uri', REDIRECT_URI]);
+    // Resource servers with JWT access tokens, where the build has them (an older one refuses the flag).
+    let hasJwtResources = true;
+    for (const [alg, { uri, scope }] of Object.entries(JWT_RESOURCES)) {
+      const args = ['resource', 'create', '--uri', uri, '--name', `Bench ${alg}`, '--scope', `${scope}=Bench`, '--token-format', 'jwt', '--signing-alg', alg];
+      hasJwtResources &&= await gatehouse(database.url, args).then(
+        () => true,
+        () => false,
+      );
+    }
+    const clientScope = hasJwtResources ? ['--scope', [SCOPE, ...Object.values(JWT_RESOURCES).map((r) => r.scope)].join(' ')] : [];
+    const { client_id: clientId } = await created(['--name', 'Bench client', '--redirect-uri', REDIRECT_URI, ...clientScope]);
     server = await startGatehouse(database.url, {
       inspect: options.cpuProfileDir !== null,
       logLevel: options.logLevel,
@@ -720,6 +771,11 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
     const outcome = await agent.authorize(authorizePath(clientId, 'consent', pkce().challenge), { username: USERNAME, password, decision: 'approve' });
     if (outcome.redirect?.searchParams.get('code') == null) {
       throw new Error(`logging in and approving the client did not end in a redirect with a code (status ${outcome.response.status})`);
+    }
+    for (const alg of hasJwtResources ? (Object.keys(JWT_RESOURCES) as JwtAlg[]) : []) {
+      const consented = await agent.authorize(authorizePath(clientId, 'consent', pkce().challenge, alg), { decision: 'approve' });
+      if (consented.redirect?.searchParams.get('code') == null)
+        throw new Error(`approving the ${alg} resource server did not end in a code (status ${consented.response.status})`);
     }
     const cookie = cookieHeader(agent);
 
@@ -756,6 +812,7 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
       cookie,
       introspector,
       hasWebSocket: await has('/ws', 'GET'),
+      hasJwtResources,
       device,
       connections: options.connections,
       // With several workers a scrape is one worker's count (README, "WORKERS").
@@ -795,6 +852,7 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
       cookie: cookieHeader(agent),
       introspector: basic(PEER_CLIENTS.resourceServer, PEER_CLIENTS.resourceServerSecret),
       hasWebSocket: false,
+      hasJwtResources: false,
       device: { clientId: PEER_CLIENTS.device, approval: (userCode) => ({ method: 'POST', path: '/_bench/device/approve', form: { user_code: userCode } }) },
       connections: options.connections,
       statements: null,

@@ -82,7 +82,8 @@ export async function websocketLoad(
   try {
     await gatehouse(database.url, ['user', 'create', 'bench', '--email', 'bench@example.com', '--password-stdin'], PASSWORD);
     const { client_id: clientId } = JSON.parse(
-      await gatehouse(database.url, ['client', 'create', '--name', 'WS bench', '--redirect-uri', REDIRECT_URI, '--json']),
+      // A legacy client without PKCE: the bench measures sockets, not the authorization flow.
+      await gatehouse(database.url, ['client', 'create', '--name', 'WS bench', '--redirect-uri', REDIRECT_URI, '--no-require-pkce', '--json']),
     ) as { client_id: string };
     const server = await startGatehouse(database.url);
     try {
