@@ -18,7 +18,7 @@ import { changeTokenSettings, findResourceNamed } from '../../src/clients/resour
 import { revokeKey } from '../../src/identity/keys.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { answerAtDevicePage, deviceApp, poll, requestCodes } from '../support/device.ts';
-import { discover, insecure, obtainTokens, profile, refresh, revokeToken, type App } from '../support/oauth-client.ts';
+import { clientCredentialsTokens, discover, insecure, obtainTokens, profile, refresh, revokeToken, type App } from '../support/oauth-client.ts';
 import { registerResourceServer, type ResourceServer } from '../support/resources.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -102,22 +102,9 @@ for (const backend of BACKENDS) {
     });
 
     test('client_credentials and the device grant issue JWTs too; a client acting as itself is their sub', async () => {
-      const registered = await server.createClient({
-        name: 'Batch job',
-        grantType: 'client_credentials',
-        redirectUris: [],
-        confidential: true,
-        scope: 'files:read',
-      });
-      const job = await discover(server, registered.client.id, { secret: registered.secret! });
-      const params = new URLSearchParams({ resource: FILES });
-      const granted = await oauth.processClientCredentialsResponse(
-        job.as,
-        job.client,
-        await oauth.clientCredentialsGrantRequest(job.as, job.client, job.auth, params, insecure),
-      );
+      const { clientId, tokens: granted } = await clientCredentialsTokens(server, 'files:read', FILES);
       const { payload } = await jwtVerify(granted.access_token, jwks(), { issuer: server.url, audience: FILES, typ: 'at+jwt' });
-      assert.equal(payload.sub, registered.client.id);
+      assert.equal(payload.sub, clientId);
 
       const device = await deviceApp(server, { scope: 'files:read' });
       const codes = await requestCodes(device, { resource: FILES });

@@ -11,7 +11,7 @@ import { COMMAND_LINE } from '../../src/audit.ts';
 import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { answerAtDevicePage, deviceApp, poll, requestCodes } from '../support/device.ts';
-import { discover, insecure, obtainTokens, profile, refresh, type App } from '../support/oauth-client.ts';
+import { clientCredentialsTokens, discover, insecure, obtainTokens, profile, refresh, type App } from '../support/oauth-client.ts';
 import { registerResourceServer, type ResourceServer } from '../support/resources.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -70,19 +70,7 @@ for (const backend of BACKENDS) {
     });
 
     test('client_credentials', async () => {
-      const registered = await server.createClient({
-        name: 'Batch job',
-        grantType: 'client_credentials',
-        redirectUris: [],
-        confidential: true,
-        scope: 'files:read',
-      });
-      const job = await discover(server, registered.client.id, { secret: registered.secret! });
-      const granted = await oauth.processClientCredentialsResponse(
-        job.as,
-        job.client,
-        await oauth.clientCredentialsGrantRequest(job.as, job.client, job.auth, new URLSearchParams({ resource: FILES }), insecure),
-      );
+      const { tokens: granted } = await clientCredentialsTokens(server, 'files:read', FILES);
       assert.equal(granted.expires_in, LIFETIME);
       await livesForLifetime(granted.access_token);
     });

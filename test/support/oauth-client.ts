@@ -122,3 +122,20 @@ export function postForm(
     body: body.toString(),
   });
 }
+
+/** A confidential client_credentials client allowed `scope`, and the tokens it obtains for `resource` with oauth4webapi. */
+export async function clientCredentialsTokens(
+  server: TestServer,
+  scope: string,
+  resource: string,
+): Promise<{ clientId: string; tokens: oauth.TokenEndpointResponse }> {
+  const registered = await server.createClient({ name: 'Batch job', grantType: 'client_credentials', redirectUris: [], confidential: true, scope });
+  const job = await discover(server, registered.client.id, { secret: registered.secret! });
+  const params = new URLSearchParams({ resource });
+  const tokens = await oauth.processClientCredentialsResponse(
+    job.as,
+    job.client,
+    await oauth.clientCredentialsGrantRequest(job.as, job.client, job.auth, params, insecure),
+  );
+  return { clientId: registered.client.id, tokens };
+}
