@@ -8,21 +8,26 @@
  *   authorization server, so that MCP clients find Gatehouse on their own;
  * - answers a request without a valid token with 401 and
  *   `WWW-Authenticate: Bearer … resource_metadata="…"` (the SDK's `requireBearerAuth`);
- * - checks every token by asking Gatehouse (RFC 7662 introspection, with its own
- *   credentials): active, issued for this server (`aud`, compared by the SDK with
- *   `expectedResource`), and which scopes it carries;
+ * - checks every token, in one of two ways (MCP_TOKEN_FORMAT):
+ *   - `opaque` (the default): by asking Gatehouse (RFC 7662 introspection, with its own
+ *     credentials) on each request: active, issued for this server (`aud`, compared by the
+ *     SDK with `expectedResource`), and which scopes it carries;
+ *   - `jwt`: Gatehouse issues it RFC 9068 JWT access tokens, which it verifies offline
+ *     against Gatehouse's published keys (JWKS): signature, `typ`, issuer, audience, expiry;
  * - offers two tools whose answers depend on those scopes: `list_notes` (notes:read) and
  *   `add_note` (notes:write). Notes live in memory, per person.
  *
- *   npm run example:mcp        (Gatehouse running at GATEHOUSE_URL, default http://localhost:5000)
+ *   npm run example:mcp                          (Gatehouse running at GATEHOUSE_URL, default http://localhost:5000)
+ *   MCP_TOKEN_FORMAT=jwt npm run example:mcp     (the same, verifying JWTs offline)
  *
  * On first start it registers itself as a resource server through Gatehouse's command line
- * (which reads DATABASE_URL from the same environment: run it where Gatehouse runs) and keeps
- * the introspection credentials in EXAMPLE_DATA_DIR (default examples/mcp-server/.data).
+ * (which reads DATABASE_URL from the same environment: run it where Gatehouse runs), with the
+ * token format of its mode, and keeps the introspection credentials in EXAMPLE_DATA_DIR
+ * (default examples/mcp-server/.data); started later in the other mode, it changes the format.
  * Settings: GATEHOUSE_URL; MCP_URL (default http://localhost:4000/mcp), the address clients
  * use, which is also its resource URI; MCP_HOST (default 127.0.0.1) and MCP_PORT (default:
  * MCP_URL's port) to listen on; MCP_CLIENT_ID and MCP_CLIENT_SECRET for credentials of a
- * resource server registered some other way (then nothing is registered).
+ * resource server registered some other way (then nothing is registered or changed).
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -30,6 +35,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import express from 'express';
+import { createRemoteJWKSet, errors, jwtVerify } from 'jose';
 import * as z from 'zod';
 import { discoverAuthorizationServerMetadata } from '@modelcontextprotocol/sdk/client/auth.js';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
@@ -54,6 +60,16 @@ const resourceUri = mcpUrl.href.replace(/\/$/, '');
 const host = process.env.MCP_HOST || '127.0.0.1';
 const port = Number(process.env.MCP_PORT || mcpUrl.port || (mcpUrl.protocol === 'https:' ? 443 : 80));
 const dataDir = process.env.EXAMPLE_DATA_DIR || join(HERE, '.data');
+/** `opaque`: introspect each token; `jwt`: verify JWT access tokens offline. */
+const tokenFormat = process.env.MCP_TOKEN_FORMAT || 'opaque';
+if (tokenFormat !== 'opaque' && tokenFormat !== 'jwt') {
+  console.error(`MCP_TOKEN_FORMAT must be opaque or jwt, not "${tokenFormat}"`);
+  process.exit(1);
+}
+/** The one algorithm its JWTs may be signed with: Gatehouse's default, and what it registers. */
+const JWT_ALG = 'ES256';
+/** How Gatehouse should make its tokens, as `resource create` and `resource update` take it. */
+const TOKEN_SETTINGS = ['--token-format', tokenFormat, '--signing-alg', JWT_ALG];
 
 /** The scopes this server defines at Gatehouse, with the words the consent page shows. */
 const SCOPES = { 'notes:read': 'Read your notes', 'notes:write': 'Add notes' } as const;
@@ -83,15 +99,24 @@ async function registration(): Promise<Registration> {
   } catch {
     // first start
   }
-  const registered = ((await gatehouse('resource', 'list')) as { uri: string; client_id: string | null }[]).find((resource) => resource.uri === resourceUri);
-  if (registered && remembered?.uri === resourceUri && registered.client_id === remembered.client_id) return remembered;
+  const registered = ((await gatehouse('resource', 'list')) as { uri: string; client_id: string | null; token_format: string; signing_alg: string }[]).find(
+    (resource) => resource.uri === resourceUri,
+  );
+  if (registered && remembered?.uri === resourceUri && registered.client_id === remembered.client_id) {
+    if (registered.token_format !== tokenFormat || registered.signing_alg !== JWT_ALG) {
+      // Tokens issued already keep their format: a client holding one is refused once, and gets a new one.
+      await gatehouse('resource', 'update', resourceUri, ...TOKEN_SETTINGS);
+      console.log(`Gatehouse now issues ${tokenFormat} access tokens for ${resourceUri}.`);
+    }
+    return remembered;
+  }
   if (registered) {
     // Gatehouse shows a resource server's secret only once, and this one's is lost.
     console.log(`${resourceUri} is registered, but its credentials are not in ${file}: registering it again (this revokes every grant for it).`);
     await gatehouse('resource', 'delete', resourceUri);
   }
   const scopes = Object.entries(SCOPES).flatMap(([name, description]) => ['--scope', `${name}=${description}`]);
-  const created = (await gatehouse('resource', 'create', '--uri', resourceUri, '--name', 'Example notes (MCP)', ...scopes)) as Registration;
+  const created = (await gatehouse('resource', 'create', '--uri', resourceUri, '--name', 'Example notes (MCP)', ...scopes, ...TOKEN_SETTINGS)) as Registration;
   mkdirSync(dataDir, { recursive: true });
   writeFileSync(file, `${JSON.stringify(created, null, 2)}\n`, { mode: 0o600 });
   console.log(`Registered the example with Gatehouse as resource server ${created.uri} (introspection client ${created.client_id}).`);
@@ -110,23 +135,40 @@ try {
 
 const gatehouseMetadata = await discoverAuthorizationServerMetadata(issuer).catch(() => undefined);
 const introspectionEndpoint = gatehouseMetadata && 'introspection_endpoint' in gatehouseMetadata ? gatehouseMetadata.introspection_endpoint : undefined;
-if (!introspectionEndpoint) {
+const jwksUri = typeof gatehouseMetadata?.jwks_uri === 'string' ? gatehouseMetadata.jwks_uri : undefined;
+if (!introspectionEndpoint || (tokenFormat === 'jwt' && !jwksUri)) {
   console.error(`Gatehouse at ${issuer} did not answer with its metadata (is it running, and is GATEHOUSE_URL its PUBLIC_URL?)`);
   process.exit(1);
 }
-// client_secret_basic: both halves form-encoded first (RFC 6749 §2.3.1).
-const introspectionAuthorization = `Basic ${Buffer.from(`${encodeURIComponent(credentials.client_id)}:${encodeURIComponent(credentials.client_secret)}`).toString('base64')}`;
 
-/** What Gatehouse's introspection answers (RFC 7662 §2.2), the parts this server reads. */
-interface Introspection {
-  active: boolean;
+/**
+ * The claims this server reads: an introspection answer (RFC 7662 §2.2) and a JWT access
+ * token (RFC 9068 §2.2) name them alike. Gatehouse issues each token for one audience.
+ */
+interface Claims {
+  sub?: string;
   scope?: string;
   client_id?: string;
-  username?: string;
-  sub?: string;
   exp?: number;
   aud?: string;
+  username?: string;
 }
+
+/** What the SDK (and so the tools) know of a token that passed either check. */
+function authInfo(token: string, claims: Claims): AuthInfo {
+  return {
+    token,
+    clientId: claims.client_id ?? '',
+    scopes: claims.scope ? claims.scope.split(' ') : [],
+    expiresAt: claims.exp,
+    resource: claims.aud ? new URL(claims.aud) : undefined,
+    // A JWT carries no username: a person's `sub` at Gatehouse is acct:<username>@<host> (RFC 7565).
+    extra: { person: claims.sub ?? '', username: claims.username ?? claims.sub?.match(/^acct:(.+)@[^@]+$/)?.[1] ?? claims.sub ?? '' },
+  };
+}
+
+// client_secret_basic: both halves form-encoded first (RFC 6749 §2.3.1).
+const introspectionAuthorization = `Basic ${Buffer.from(`${encodeURIComponent(credentials.client_id)}:${encodeURIComponent(credentials.client_secret)}`).toString('base64')}`;
 
 /**
  * Asks Gatehouse about each token, on every request: a token revoked a moment ago is refused
@@ -134,9 +176,9 @@ interface Introspection {
  * Gatehouse unreachable or refusing our credentials is a `ServerError` (500) — our fault,
  * not the client's.
  */
-const verifier: OAuthTokenVerifier = {
+const introspecting: OAuthTokenVerifier = {
   async verifyAccessToken(token: string): Promise<AuthInfo> {
-    let answer: Introspection;
+    let answer: Claims & { active: boolean };
     try {
       const response = await fetch(introspectionEndpoint, {
         method: 'POST',
@@ -144,22 +186,47 @@ const verifier: OAuthTokenVerifier = {
         body: new URLSearchParams({ token, token_type_hint: 'access_token' }),
       });
       if (!response.ok) throw new Error(`introspection answered ${response.status}`);
-      answer = (await response.json()) as Introspection;
+      answer = (await response.json()) as Claims & { active: boolean };
     } catch (error) {
       console.error(`Could not check a token with Gatehouse: ${(error as Error).message}`);
       throw new ServerError('could not check the token');
     }
     if (!answer.active) throw new InvalidTokenError('The token is not active');
-    return {
-      token,
-      clientId: answer.client_id ?? '',
-      scopes: answer.scope ? answer.scope.split(' ') : [],
-      expiresAt: answer.exp,
-      resource: answer.aud ? new URL(answer.aud) : undefined,
-      extra: { person: answer.sub ?? '', username: answer.username ?? answer.sub ?? '' },
-    };
+    return authInfo(token, answer);
   },
 };
+
+/**
+ * Verifies each JWT offline: no request to Gatehouse (but the key set, now and then), so a
+ * token stays accepted until its `exp` even if its grant is revoked meanwhile — which is why
+ * Gatehouse gives JWTs a short life. A token that fails is `InvalidTokenError` (401); the key
+ * set unreachable or unreadable is a `ServerError` (500).
+ */
+function verifyingJwts(jwksUri: string): OAuthTokenVerifier {
+  // Gatehouse's public keys, fetched when first needed and again for a key id not seen yet.
+  const keys = createRemoteJWKSet(new URL(jwksUri));
+  return {
+    async verifyAccessToken(token: string): Promise<AuthInfo> {
+      try {
+        const { payload } = await jwtVerify<Claims>(token, keys, { issuer, audience: resourceUri, typ: 'at+jwt', algorithms: [JWT_ALG] });
+        return authInfo(token, payload);
+      } catch (error) {
+        if (
+          !(error instanceof errors.JOSEError) ||
+          error instanceof errors.JWKSTimeout ||
+          error instanceof errors.JWKSInvalid ||
+          error.code === errors.JOSEError.code
+        ) {
+          console.error(`Could not get Gatehouse's keys: ${(error as Error).message}`);
+          throw new ServerError('could not check the token');
+        }
+        if (error instanceof errors.JWTExpired) throw new InvalidTokenError('The token has expired');
+        if (error instanceof errors.JWTClaimValidationFailed && error.claim === 'aud') throw new InvalidTokenError('Token was not issued for this resource');
+        throw new InvalidTokenError('The token is not valid');
+      }
+    },
+  };
+}
 
 /** Every person's notes, in memory: an example keeps nothing on disk. */
 const notes = new Map<string, string[]>();
@@ -203,6 +270,7 @@ const resourceMetadata: OAuthProtectedResourceMetadata = {
 const app = express();
 // Readable by browser-based clients too (the SDK's handler sends CORS headers).
 app.use(new URL(resourceMetadataUrl).pathname, metadataHandler(resourceMetadata));
+const verifier = tokenFormat === 'jwt' ? verifyingJwts(jwksUri!) : introspecting;
 const bearer = requireBearerAuth({ verifier, resourceMetadataUrl, expectedResource: new URL(resourceUri) });
 app.post(mcpUrl.pathname, bearer, express.json(), async (request, response) => {
   // Stateless: no session to remember between requests, so any instance can answer any request.
@@ -224,7 +292,8 @@ app.all(mcpUrl.pathname, bearer, (_request, response) => {
 });
 
 const listener = app.listen(port, host, () => {
-  console.log(`Example MCP server: ${mcpUrl.href} (tokens from Gatehouse at ${issuer}; resource metadata at ${resourceMetadataUrl})`);
+  const check = tokenFormat === 'jwt' ? 'JWTs verified offline' : 'tokens introspected';
+  console.log(`Example MCP server: ${mcpUrl.href} (${check}, from Gatehouse at ${issuer}; resource metadata at ${resourceMetadataUrl})`);
 });
 
 // Ctrl-C or a test's kill: stop at once, the notes are only an example.

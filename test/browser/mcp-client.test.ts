@@ -6,18 +6,20 @@
  * metadata document this test serves over https, once by dynamic registration) →
  * authorization with `resource` and PKCE, the login and consent done in Chromium → token →
  * tool calls. Then refresh, revocation (the next call gets 401) and tokens for other
- * resources, which the MCP server refuses.
+ * resources, which the MCP server refuses. Then the example is started again in JWT mode
+ * (MCP_TOKEN_FORMAT=jwt): Gatehouse issues it JWT access tokens, which it verifies offline.
  */
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { decodeJwt, decodeProtectedHeader } from 'jose';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { auth, UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
@@ -29,6 +31,8 @@ import { browserOptions, launchBrowser, logIn, startClientSite, type ClientSite,
 import { postForm } from '../support/oauth-client.ts';
 import { freePort } from '../support/ports.ts';
 import { databaseUrl } from '../support/processes.ts';
+import { COMMAND_LINE } from '../../src/audit.ts';
+import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
 import { registerResourceServer } from '../support/resources.ts';
 import { assertNoSecretsLogged } from '../support/responses.ts';
 import { startServer, type TestServer } from '../support/server.ts';
@@ -43,13 +47,22 @@ interface Example {
   dataDir: string;
 }
 
-/** `npm run example:mcp` against this server, with Gatehouse's settings in its environment. */
-async function startExample(server: TestServer): Promise<Example> {
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}/mcp`;
-  const dataDir = mkdtempSync(join(tmpdir(), 'gatehouse-mcp-example-'));
+/**
+ * `npm run example:mcp` against this server, with Gatehouse's settings in its environment;
+ * `again` starts a stopped one again, at the same address with the same data.
+ */
+async function startExample(server: TestServer, options: { again?: Example; tokenFormat?: 'jwt' } = {}): Promise<Example> {
+  const url = options.again?.url ?? `http://127.0.0.1:${await freePort()}/mcp`;
+  const dataDir = options.again?.dataDir ?? mkdtempSync(join(tmpdir(), 'gatehouse-mcp-example-'));
   const child = spawn(process.execPath, [EXAMPLE], {
-    env: { PATH: process.env.PATH, GATEHOUSE_URL: server.url, MCP_URL: url, EXAMPLE_DATA_DIR: dataDir, DATABASE_URL: databaseUrl(server.config) },
+    env: {
+      PATH: process.env.PATH,
+      GATEHOUSE_URL: server.url,
+      MCP_URL: url,
+      EXAMPLE_DATA_DIR: dataDir,
+      DATABASE_URL: databaseUrl(server.config),
+      ...(options.tokenFormat ? { MCP_TOKEN_FORMAT: options.tokenFormat } : {}),
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const output: string[] = [];
@@ -177,12 +190,15 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
         await once(documents, 'listening');
         documentUrl = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/notes-client.json`;
       });
-      after(async () => {
-        await browser?.close();
-        if (example && example.process.exitCode === null) {
+      async function stopExample(): Promise<void> {
+        if (example.process.exitCode === null) {
           example.process.kill('SIGTERM');
           await once(example.process, 'exit');
         }
+      }
+      after(async () => {
+        await browser?.close();
+        if (example) await stopExample();
         if (example) rmSync(example.dataDir, { recursive: true, force: true });
         documents?.closeAllConnections();
         documents?.close();
@@ -226,7 +242,17 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
         return { client, consent };
       }
 
+      /** `tools/list` with this bearer token, as any MCP client sends it. */
+      const call = (token: string) =>
+        fetch(example.url, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
+        });
+
       const prmPath = '/.well-known/oauth-protected-resource/mcp';
+      /** An opaque access token the example accepted while it introspected. */
+      let opaqueToken: string;
       let cimdProvider: Provider;
       let cimdClient: Client;
 
@@ -281,13 +307,9 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
         const { access_token, refresh_token } = cimdProvider.tokens()!;
         const revoked = await postForm(server, '/oauth/revoke', { token: refresh_token!, client_id: documentUrl });
         assert.equal(revoked.status, 200);
-        const call = await fetch(example.url, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${access_token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
-        });
-        assert.equal(call.status, 401);
-        assert.match(call.headers.get('www-authenticate')!, /error="invalid_token", error_description="The token is not active", resource_metadata="/);
+        const refused = await call(access_token);
+        assert.equal(refused.status, 401);
+        assert.match(refused.headers.get('www-authenticate')!, /error="invalid_token", error_description="The token is not active", resource_metadata="/);
         cimdProvider.authorizationUrl = undefined;
         await assert.rejects(cimdClient.callTool({ name: 'list_notes', arguments: {} }), UnauthorizedError);
         assert.equal(cimdProvider.tokens(), undefined, 'the refresh failed too: the SDK forgot the tokens');
@@ -318,6 +340,7 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
           text(await client.callTool({ name: 'add_note', arguments: { text: 'sell milk' } })),
           'error: This needs the notes:write scope, which the token does not carry: authorize the client again and allow "Add notes".',
         );
+        opaqueToken = provider.tokens()!.access_token;
         await client.close();
       });
 
@@ -336,12 +359,6 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
           assert.equal(response.status, 200);
           return ((await response.json()) as { access_token: string }).access_token;
         };
-        const call = (token: string) =>
-          fetch(example.url, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-            body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }),
-          });
         // The built-in resource's token is described to the MCP server (aud = Gatehouse's own API), which refuses it.
         const builtin = await call(await tokenFor());
         assert.equal(builtin.status, 401);
@@ -352,6 +369,88 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
         assert.match(other.headers.get('www-authenticate')!, /error="invalid_token", error_description="The token is not active"/);
         assertNoSecretsLogged(server.logs);
         assert.doesNotMatch(example.output.join(''), /g(at|rt|ac|cs)_/, 'the example logs no token or secret');
+      });
+
+      let jwtProvider: Provider;
+
+      test('started again in JWT mode, the example has Gatehouse issue it JWTs, and refuses the opaque tokens issued before', async () => {
+        await stopExample();
+        example = await startExample(server, { again: example, tokenFormat: 'jwt' });
+        assert.match(example.output.join(''), /Gatehouse now issues jwt access tokens for /);
+        const resource = (await findResourceNamed(server.app.gatehouse, example.url))!;
+        assert.equal(resource.token_format, 'jwt');
+        assert.equal(resource.signing_alg, 'ES256');
+        // Still active at Gatehouse, but not a JWT: the client gets a 401, refreshes and gets one.
+        const refused = await call(opaqueToken);
+        assert.equal(refused.status, 401);
+        assert.match(refused.headers.get('www-authenticate')!, /error="invalid_token", error_description="The token is not valid", resource_metadata="/);
+      });
+
+      test('in JWT mode the SDK client connects and its tools work with a JWT access token', async () => {
+        seen.length = 0;
+        jwtProvider = new Provider(site.redirectUri);
+        const { client } = await connect(jwtProvider);
+        assertInOrder(seen, ['POST /mcp 401', `GET ${prmPath} 200`, 'POST /oauth/register 201', 'POST /api/token 200', 'POST /mcp 200']);
+        const { access_token } = jwtProvider.tokens()!;
+        assert.equal(access_token.split('.').length, 3, 'a JWS in compact form');
+        assert.deepEqual(decodeProtectedHeader(access_token).typ, 'at+jwt');
+        assert.equal(decodeProtectedHeader(access_token).alg, 'ES256');
+        const claims = decodeJwt(access_token);
+        assert.equal(claims.aud, example.url);
+        assert.equal(claims.scope, 'notes:read notes:write');
+        // The notes were in the memory of the process that introspected.
+        assert.equal(text(await client.callTool({ name: 'list_notes', arguments: {} })), 'alice has no notes yet.');
+        assert.equal(text(await client.callTool({ name: 'add_note', arguments: { text: 'buy bread' } })), 'Added note 1 for alice.');
+        assert.equal(text(await client.callTool({ name: 'list_notes', arguments: {} })), '1. buy bread');
+        await client.close();
+      });
+
+      test('in JWT mode tokens for another resource are refused by the MCP server', async () => {
+        const photos = await registerResourceServer(server, 'https://photos.example/api', [{ name: 'photos:read', description: 'See your photos' }]);
+        const ctx = server.app.gatehouse;
+        await changeTokenSettings(ctx, (await findResourceNamed(ctx, photos.uri))!, { tokenFormat: 'jwt' }, COMMAND_LINE);
+        const { client, secret } = await server.createClient({
+          name: 'Photo job',
+          grantType: 'client_credentials',
+          redirectUris: [],
+          confidential: true,
+          scope: 'annotation:read photos:read',
+        });
+        const basic = { authorization: `Basic ${Buffer.from(`${client.id}:${secret}`).toString('base64')}` };
+        const tokenFor = async (resource?: string) => {
+          const response = await postForm(server, '/api/token', { grant_type: 'client_credentials', ...(resource ? { resource } : {}) }, basic);
+          assert.equal(response.status, 200);
+          return ((await response.json()) as { access_token: string }).access_token;
+        };
+        // A JWT signed by the same keys, for another audience.
+        const photosToken = await tokenFor(photos.uri);
+        assert.equal(decodeProtectedHeader(photosToken).typ, 'at+jwt');
+        const other = await call(photosToken);
+        assert.equal(other.status, 401);
+        assert.match(
+          other.headers.get('www-authenticate')!,
+          /error="invalid_token", error_description="Token was not issued for this resource", resource_metadata="/,
+        );
+        // Gatehouse's own API's token is opaque.
+        const builtin = await call(await tokenFor());
+        assert.equal(builtin.status, 401);
+        assert.match(builtin.headers.get('www-authenticate')!, /error="invalid_token", error_description="The token is not valid", resource_metadata="/);
+      });
+
+      test('in JWT mode a revocation is seen by introspection at once, but not by the offline check until the token expires', async () => {
+        const { access_token, refresh_token } = jwtProvider.tokens()!;
+        assert.equal((await postForm(server, '/oauth/revoke', { token: refresh_token!, client_id: jwtProvider.clientInformation()!.client_id })).status, 200);
+        // Gatehouse knows (asked with the example's own introspection client, as it would).
+        const { client_id, client_secret } = JSON.parse(readFileSync(join(example.dataDir, 'resource.json'), 'utf8')) as Record<string, string>;
+        const basic = { authorization: `Basic ${Buffer.from(`${client_id}:${client_secret}`).toString('base64')}` };
+        const introspected = await postForm(server, '/oauth/introspect', { token: access_token }, basic);
+        assert.deepEqual(await introspected.json(), { active: false });
+        // The example verifies offline and cannot know: it accepts the JWT until its exp (JWT_ACCESS_TOKEN_TTL,
+        // 5 minutes by default) — the trade docs/mcp.md describes. Asserted so that the documented window is real.
+        assert.ok(decodeJwt(access_token).exp! > Date.now() / 1000);
+        assert.equal((await call(access_token)).status, 200);
+        assertNoSecretsLogged(server.logs);
+        assert.doesNotMatch(example.output.join(''), /g(at|rt|ac|cs)_|eyJ/, 'the example logs no token or secret');
       });
     });
   }
