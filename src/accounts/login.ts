@@ -11,7 +11,7 @@ import type { AppContext } from '../context.ts';
 import { findUserByLogin } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { DECOY_HASH, verifyPassword } from './passwords.ts';
-import { endSession, sessionUser, startSession } from './sessions.ts';
+import { endSession, PASSWORD_LOGIN_AMR, sessionUser, startSession } from './sessions.ts';
 import type { User } from './users.ts';
 
 export type LoginResult =
@@ -61,7 +61,7 @@ export async function logIn(ctx: AppContext, attempt: LoginAttempt): Promise<Log
     return { ok: false, reason };
   }
   await throttle.loginSucceeded(account, address);
-  const session = await startSession(ctx, user.id, attempt.session);
+  const session = await startSession(ctx, user.id, attempt.session, PASSWORD_LOGIN_AMR);
   await ctx.audit({ type: 'login_succeeded', userId: user.id, address });
   return { ok: true, user, session };
 }

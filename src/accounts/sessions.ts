@@ -4,19 +4,30 @@
  * layer's business: see src/http/session.ts.
  */
 import type { AppContext } from '../context.ts';
-import { deleteSession, findSessionUser, insertSession } from '../store/sessions.ts';
+import { deleteSession, findSessionUser, insertSession, type Login } from '../store/sessions.ts';
 import type { User } from '../store/schema.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 
+export type { Login };
+
+/** The `amr` of a login with a password alone (RFC 8176 §2): so far, every login. */
+export const PASSWORD_LOGIN_AMR = 'pwd';
+
+/** A person in a live session, and the login that started it. */
+export interface SignedIn {
+  user: User;
+  login: Login;
+}
+
 /**
- * Starts a session for the user and returns its token. The session the request came with,
- * if any, ends: a session id is never kept across a login.
+ * Starts a session for the user, logged in by `amr`, and returns its token. The session the
+ * request came with, if any, ends: a session id is never kept across a login.
  */
-export async function startSession(ctx: AppContext, userId: string, previous: string | undefined): Promise<string> {
+export async function startSession(ctx: AppContext, userId: string, previous: string | undefined, amr: string): Promise<string> {
   await endSession(ctx, previous);
   const session = mintToken('session');
   const now = ctx.now();
-  await insertSession(ctx.db, { idHash: session.hash, userId, now, expiresAt: now + ctx.config.sessionTtl * 1000 });
+  await insertSession(ctx.db, { idHash: session.hash, userId, now, expiresAt: now + ctx.config.sessionTtl * 1000, amr });
   return session.token;
 }
 
@@ -25,8 +36,16 @@ export async function endSession(ctx: AppContext, token: string | undefined): Pr
   if (hash !== null) await deleteSession(ctx.db, hash);
 }
 
+/** The person of a live session and their login; null when the token is unknown, expired, or its user disabled. */
+export async function sessionLogin(ctx: AppContext, token: string | undefined): Promise<SignedIn | null> {
+  const hash = token === undefined ? null : hashIfWellFormed('session', token);
+  const found = hash === null ? undefined : await findSessionUser(ctx.db, hash, ctx.now());
+  if (found === undefined) return null;
+  const { auth_time: authTime, session_amr: amr, ...user } = found;
+  return { user, login: { authTime, amr } };
+}
+
 /** The user of a live session; null when the token is unknown, expired, or its user disabled. */
 export async function sessionUser(ctx: AppContext, token: string | undefined): Promise<User | null> {
-  const hash = token === undefined ? null : hashIfWellFormed('session', token);
-  return hash === null ? null : ((await findSessionUser(ctx.db, hash, ctx.now())) ?? null);
+  return (await sessionLogin(ctx, token))?.user ?? null;
 }

@@ -14,7 +14,7 @@ import { scopeDescriptions } from '../oauth/resources.ts';
 import type { User } from '../accounts/users.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, navigation, page, toLogin } from './pages.ts';
-import { currentUser, formToken } from './session.ts';
+import { currentLogin, currentUser, formToken } from './session.ts';
 
 /** Longer than any user code with dashes and spaces; what is typed beyond is not shown back. */
 const MAX_TYPED = 64;
@@ -53,8 +53,9 @@ export default async function deviceRoutes(app: FastifyInstance, { ctx }: { ctx:
     reply.header('Cache-Control', 'no-store');
     const body = requireFormBody(request);
     const typed = field(body, 'user_code').trim();
-    const user = await currentUser(request, ctx);
-    if (!user) return toLogin(request, reply, `${VERIFICATION_PATH}?${new URLSearchParams({ user_code: typed.slice(0, MAX_TYPED) })}`);
+    const signedIn = await currentLogin(request, ctx);
+    if (!signedIn) return toLogin(request, reply, `${VERIFICATION_PATH}?${new URLSearchParams({ user_code: typed.slice(0, MAX_TYPED) })}`);
+    const { user } = signedIn;
     const decision = single(body, 'decision');
     if (decision !== undefined && decision !== 'approve' && decision !== 'deny') throw invalidRequest('the form did not say whether to authorize');
     navigation(request, reply, user);
@@ -65,7 +66,7 @@ export default async function deviceRoutes(app: FastifyInstance, { ctx }: { ctx:
       return codeForm(reply.code(429), typed, `Too many wrong codes. Try again in ${Math.ceil(check.retryAfter / 60)} minute(s).`);
     }
     if (decision === undefined) return consentPage(reply, user, check.device);
-    if (!(await answerDevice(ctx, user, check.device, decision === 'approve', request.ip))) return codeForm(reply.code(400), typed, PROBLEMS.unknown);
+    if (!(await answerDevice(ctx, signedIn, check.device, decision === 'approve', request.ip))) return codeForm(reply.code(400), typed, PROBLEMS.unknown);
     request.log.info(
       { event: decision === 'approve' ? 'device_approved' : 'device_denied', user: user.id, client: check.device.client.id },
       'device request answered',

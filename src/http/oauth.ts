@@ -32,7 +32,7 @@ import {
   revokeSchema,
   tokenSchema,
 } from './schemas.ts';
-import { currentUser, formToken } from './session.ts';
+import { currentLogin, formToken } from './session.ts';
 
 export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   for (const path of metadataPaths(ctx.config)) {
@@ -54,7 +54,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   /** Errors `authorize` throws (unknown client, unregistered redirect URL) render the error page. */
   async function answerAuthorization(request: FastifyRequest, reply: FastifyReply, arrival: Arrival) {
     reply.header('Cache-Control', 'no-store');
-    const step = await authorize(arrival, await currentUser(request, ctx), ctx, request.ip);
+    const step = await authorize(arrival, await currentLogin(request, ctx), ctx, request.ip);
     switch (step.kind) {
       case 'login':
         return reply.redirect(`/login?${new URLSearchParams({ next: step.next, ...(step.switchAccount ? { switch: '1' } : {}) })}`);

@@ -242,6 +242,8 @@ const introspectionResponseSchema = {
       iss: { type: 'string' },
       aud: { type: 'string', description: 'the URI of the resource server the token is for (RFC 8707)' },
       jti: { type: 'string', description: "a JWT access token's `jti` (RFC 9068); absent for opaque tokens" },
+      auth_time: { type: 'integer', description: "a person's token: when they logged in to approve the grant (epoch seconds)" },
+      amr: { type: 'array', items: { type: 'string' }, description: 'a person\'s token: how they logged in (RFC 8176), e.g. `["pwd"]`' },
     },
   },
 } as const;

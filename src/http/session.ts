@@ -5,7 +5,7 @@
  * app.ts) is named and set the same way, and is renewed at login and logout.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { sessionUser } from '../accounts/sessions.ts';
+import { sessionLogin, type SignedIn } from '../accounts/sessions.ts';
 import type { User } from '../accounts/users.ts';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
@@ -37,16 +37,21 @@ export function sessionToken(request: FastifyRequest, ctx: AppContext): string |
   return request.cookies[sessionCookieName(ctx)];
 }
 
-const resolved = new WeakMap<FastifyRequest, Promise<User | null>>();
+const resolved = new WeakMap<FastifyRequest, Promise<SignedIn | null>>();
 
-/** The logged-in user of this request, or null; looked up once per request. */
-export function currentUser(request: FastifyRequest, ctx: AppContext): Promise<User | null> {
-  let user = resolved.get(request);
-  if (!user) {
-    user = sessionUser(ctx, sessionToken(request, ctx));
-    resolved.set(request, user);
+/** The logged-in person of this request and their login, or null; looked up once per request. */
+export function currentLogin(request: FastifyRequest, ctx: AppContext): Promise<SignedIn | null> {
+  let signedIn = resolved.get(request);
+  if (!signedIn) {
+    signedIn = sessionLogin(ctx, sessionToken(request, ctx));
+    resolved.set(request, signedIn);
   }
-  return user;
+  return signedIn;
+}
+
+/** The logged-in user of this request, or null. */
+export async function currentUser(request: FastifyRequest, ctx: AppContext): Promise<User | null> {
+  return (await currentLogin(request, ctx))?.user ?? null;
 }
 
 export function cookieOptions(ctx: AppContext) {

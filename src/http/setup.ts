@@ -4,7 +4,7 @@
  * See accounts/setup.ts for the link's rules.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { startSession } from '../accounts/sessions.ts';
+import { PASSWORD_LOGIN_AMR, startSession } from '../accounts/sessions.ts';
 import { SetupLinkInvalid, checkSetupToken, createFirstAdministrator } from '../accounts/setup.ts';
 import { AccountError } from '../accounts/users.ts';
 import type { AppContext } from '../context.ts';
@@ -46,7 +46,7 @@ export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: 
       }
       const user = await createFirstAdministrator(ctx, token, { ...values, password: field(body, 'password') }, request.ip);
       request.log.info({ event: 'first_administrator_created', user: user.id }, 'first administrator created');
-      setSessionCookie(reply, ctx, await startSession(ctx, user.id, sessionToken(request, ctx)));
+      setSessionCookie(reply, ctx, await startSession(ctx, user.id, sessionToken(request, ctx), PASSWORD_LOGIN_AMR));
       return reply.redirect('/admin/oauthclients', 303);
     } catch (error) {
       if (error instanceof SetupLinkInvalid) return linkInvalid(reply, error);

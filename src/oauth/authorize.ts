@@ -10,6 +10,7 @@
  *
  * @see RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 9207
  */
+import type { SignedIn } from '../accounts/sessions.ts';
 import type { Config } from '../config.ts';
 import { insertCode } from '../store/atomic-writes.ts';
 import { findConsentScopes, saveConsent, type ConsentKey } from '../store/consents.ts';
@@ -99,18 +100,19 @@ export type NextStep =
   | { kind: 'respond'; response: AuthorizationResponse; refusal: OAuthError | null };
 
 /**
- * The authorization decision. `user` is who is signed in (null: nobody); `address` is the
- * user's, for the audit trail. Throws the errors that must not go to the client (and any
- * unexpected one); they render the error page.
+ * The authorization decision. `signedIn` is who is signed in and their login (null: nobody);
+ * `address` is the user's, for the audit trail. Throws the errors that must not go to the
+ * client (and any unexpected one); they render the error page.
  */
-export async function authorize(arrival: Arrival, user: User | null, ctx: AppContext, address: string): Promise<NextStep> {
+export async function authorize(arrival: Arrival, signedIn: SignedIn | null, ctx: AppContext, address: string): Promise<NextStep> {
   const target = await resolveTarget(arrival.params, ctx, address);
   try {
     const request = await checkRequest(arrival.params, target, ctx);
-    if (user === null || request.prompt.has('login')) {
+    if (signedIn === null || request.prompt.has('login')) {
       if (request.prompt.has('none')) throw redirectableError('login_required', 'the user is not logged in');
       return { kind: 'login', next: returnAfterLogin(arrival, request.prompt, ctx.config), switchAccount: request.prompt.has('login') };
     }
+    const { user } = signedIn;
     const approved = await alreadyApproved(request, user, ctx);
     if (!approved && request.prompt.has('none')) {
       throw redirectableError('consent_required', 'the user has not approved this application');
@@ -123,7 +125,7 @@ export async function authorize(arrival: Arrival, user: User | null, ctx: AppCon
     // A code is issued from here on: the first write that references the client, so a client
     // known only by its metadata document is recorded now (SPEC §4.8), not for a visitor.
     await recordClient(ctx, request.client, user, address);
-    const code = arrival.decision === 'approve' ? await approve(request, user, ctx, address) : await issueCode(request, user, ctx, address);
+    const code = arrival.decision === 'approve' ? await approve(request, signedIn, ctx, address) : await issueCode(request, signedIn, ctx, address);
     return respond(target, ctx.config, { code });
   } catch (error) {
     // The error itself says whether it may go to the redirect URL; anything else is thrown on.
@@ -222,7 +224,8 @@ function consentKey(request: AuthorizationRequest, user: User): ConsentKey {
  * Records the user's approval (so it is not asked again) and issues the code. `address`
  * is the user's, for the audit trail.
  */
-async function approve(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
+async function approve(request: AuthorizationRequest, signedIn: SignedIn, ctx: AppContext, address: string): Promise<string> {
+  const { user } = signedIn;
   const now = ctx.now();
   const about = consentKey(request, user);
   const previous = await findConsentScopes(ctx.db, about, now);
@@ -235,11 +238,14 @@ async function approve(request: AuthorizationRequest, user: User, ctx: AppContex
     address,
     detail: { scope: scopes, ...resourceDetail(request.audience) },
   });
-  return issueCode(request, user, ctx, address);
+  return issueCode(request, signedIn, ctx, address);
 }
 
-/** Mints the authorization code, bound to client, user, redirect URL, resource, scopes and PKCE challenge. */
-async function issueCode(request: AuthorizationRequest, user: User, ctx: AppContext, address: string): Promise<string> {
+/**
+ * Mints the authorization code, bound to client, user, redirect URL, resource, scopes and PKCE
+ * challenge, and carrying the login it was approved in (its grant's `auth_time` and `amr`).
+ */
+async function issueCode(request: AuthorizationRequest, { user, login }: SignedIn, ctx: AppContext, address: string): Promise<string> {
   const now = ctx.now();
   const code = mintToken('code');
   const issued = ctx.audit.pending({
@@ -259,6 +265,8 @@ async function issueCode(request: AuthorizationRequest, user: User, ctx: AppCont
       resource_id: request.audience.id,
       scopes: joinScopes(request.scopes),
       code_challenge: request.codeChallenge,
+      auth_time: login.authTime,
+      amr: login.amr,
       created_at: now,
       expires_at: now + ctx.config.authCodeTtl * 1000,
     },

@@ -13,6 +13,7 @@
  *
  * @see RFC 8628 §3.1–3.3, §5.1 (user code brute force), §5.4 (remote phishing)
  */
+import type { SignedIn } from '../accounts/sessions.ts';
 import type { AppContext } from '../context.ts';
 import { findClient } from '../store/clients.ts';
 import { decideDeviceCode, findByUserCode, insertDeviceCode } from '../store/device-codes.ts';
@@ -156,10 +157,13 @@ export async function checkUserCode(ctx: AppContext, user: User, typed: string, 
   };
 }
 
-/** Records the person's answer; false when the request was answered or expired meanwhile. */
-export async function answerDevice(ctx: AppContext, user: User, device: PendingDevice, approve: boolean, address: string): Promise<boolean> {
+/**
+ * Records the person's answer, with the login it was given in (the grant's `auth_time` and
+ * `amr`); false when the request was answered or expired meanwhile.
+ */
+export async function answerDevice(ctx: AppContext, { user, login }: SignedIn, device: PendingDevice, approve: boolean, address: string): Promise<boolean> {
   const decision = approve ? 'approved' : 'denied';
-  if (!(await decideDeviceCode(ctx.db, device.row.hash, { decision, userId: user.id, now: ctx.now() }))) return false;
+  if (!(await decideDeviceCode(ctx.db, device.row.hash, { decision, userId: user.id, login, now: ctx.now() }))) return false;
   await ctx.audit({
     type: approve ? 'device_approved' : 'device_denied',
     userId: user.id,

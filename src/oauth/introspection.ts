@@ -13,7 +13,8 @@ import { accountUri } from '../config.ts';
 import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed, hashToken } from '../tokens.ts';
-import { JWT_ACCESS_TOKEN_TYPE } from './issue.ts';
+import { loginOf } from '../store/sessions.ts';
+import { JWT_ACCESS_TOKEN_TYPE, loginClaims } from './issue.ts';
 import { InvalidClient } from './client-auth.ts';
 import { BUILTIN_RESOURCE_ID, builtinResourceUri } from './resources.ts';
 import type { AppContext } from '../context.ts';
@@ -33,6 +34,9 @@ export interface Introspection {
   aud?: string;
   /** A JWT access token's own id (RFC 9068). */
   jti?: string;
+  /** When the person logged in, epoch seconds, and how (RFC 8176): for a person's token (SPEC §4.12). */
+  auth_time?: number;
+  amr?: string[];
 }
 
 /**
@@ -96,5 +100,6 @@ function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', 
     iat: Math.floor(info.created_at / 1000),
     iss: ctx.config.publicUrl,
     aud: info.resource_uri ?? builtinResourceUri(ctx),
+    ...loginClaims(loginOf(info)),
   };
 }

@@ -2,6 +2,7 @@
 import { randomBytes } from 'node:crypto';
 import { accountUri } from '../config.ts';
 import type { AppContext } from '../context.ts';
+import type { Login } from '../store/sessions.ts';
 import type { IssuedTokens } from '../store/tokens.ts';
 import { hashToken, mintToken } from '../tokens.ts';
 import { accessTokenTtl, mayAskAnyScope, type TokenAudience } from './resources.ts';
@@ -26,6 +27,16 @@ export interface MintedTokenResponse {
 export interface TokenSubject {
   clientId: string;
   username: string | null;
+  /** The login that approved the grant; null for a client acting as itself (and for grants older than its record). */
+  login: Login | null;
+}
+
+/**
+ * `auth_time` (epoch seconds) and `amr` (RFC 8176) of a person's token (SPEC §4.9, §4.12), in
+ * JWT access tokens and introspection alike; nothing when no login is recorded.
+ */
+export function loginClaims(login: Login | null): { auth_time?: number; amr?: string[] } {
+  return login === null ? {} : { auth_time: Math.floor(login.authTime / 1000), amr: login.amr.split(' ') };
 }
 
 /** The `typ` of a JWT access token's header (RFC 9068 §2.1). */
@@ -87,6 +98,7 @@ async function signedAccessToken(ctx: AppContext, audience: TokenAudience, subje
     jti,
     iat,
     exp: iat + lifetime,
+    ...loginClaims(subject.login),
   };
   return { token: await ctx.keys.signJwt(audience.signing_alg, { typ: JWT_ACCESS_TOKEN_TYPE }, claims), hash: hashToken(jti) };
 }

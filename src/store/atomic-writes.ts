@@ -35,6 +35,7 @@ import {
   USER_GRANT_COLUMNS,
   useGrant,
   userGrantParties,
+  userGrantRow,
   type GrantRevocation,
   type RevokedBy,
   type GrantRow,
@@ -126,7 +127,7 @@ function codeExchange(consume: Consume): Exchanger {
   return async (db, hash, grant, tokens, now, issued) => {
     const { userId } = grant;
     if (userId === null) throw new Error('a code is always exchanged for a grant with a user');
-    const row = { ...grantRow(grant, tokens, now), userId };
+    const row = userGrantRow(grant, tokens, now, userId);
     const consumption = { hash, grantId: grant.id, now };
     const rows = tokenRows(grant.id, tokens, now);
     return writeTogether(db, 'exchanged', {

@@ -61,9 +61,9 @@ export function gated<DB, TB extends keyof DB, O>(query: SelectQueryBuilder<DB, 
   return gate === undefined ? query : query.where(gate);
 }
 
-/** Epoch milliseconds as the parameter of an INSERT … SELECT: PostgreSQL takes an untyped parameter there for text. */
-export function bigint<DB, TB extends keyof DB>(eb: ExpressionBuilder<DB, TB>, value: number) {
-  return eb.cast<number>(eb.val(value), 'bigint');
+/** Epoch milliseconds (or NULL) as the parameter of an INSERT … SELECT: PostgreSQL takes an untyped parameter there for text. */
+export function bigint<DB, TB extends keyof DB, V extends number | null>(eb: ExpressionBuilder<DB, TB>, value: V) {
+  return eb.cast<V>(eb.val(value), 'bigint');
 }
 
 export function onPostgres(db: Kysely<Database>): boolean {

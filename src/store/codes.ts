@@ -20,6 +20,8 @@ export const insertCodeRow = (db: Kysely<Database>, p: NewCode) =>
     resource_id: p.resource_id,
     scopes: p.scopes,
     code_challenge: p.code_challenge,
+    auth_time: p.auth_time,
+    amr: p.amr,
     created_at: p.created_at,
     expires_at: p.expires_at,
   });

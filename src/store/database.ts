@@ -38,6 +38,7 @@ import * as consentRedirectOrigin from './migrations/20261126_001_consent_redire
 import * as canonicalClientBlocks from './migrations/20261126_002_canonical_client_blocks.ts';
 import * as signingKeys from './migrations/20261126_003_signing_keys.ts';
 import * as resourceTokenSettings from './migrations/20261126_004_resource_token_settings.ts';
+import * as authTime from './migrations/20261126_005_auth_time.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -66,6 +67,7 @@ export const migrations: Record<string, Migration> = {
   '20261126_002_canonical_client_blocks': canonicalClientBlocks,
   '20261126_003_signing_keys': signingKeys,
   '20261126_004_resource_token_settings': resourceTokenSettings,
+  '20261126_005_auth_time': authTime,
 };
 
 /**

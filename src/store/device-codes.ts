@@ -11,6 +11,7 @@ import type { Consume, JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import type { Database, DeviceCode } from './schema.ts';
+import type { Login } from './sessions.ts';
 
 export type NewDeviceCode = Pick<
   DeviceCode,
@@ -94,11 +95,11 @@ export async function recordPoll(db: Kysely<Database>, hash: string, now: number
 export async function decideDeviceCode(
   db: Kysely<Database>,
   hash: string,
-  answer: { decision: 'approved' | 'denied'; userId: string; now: number },
+  answer: { decision: 'approved' | 'denied'; userId: string; login: Login; now: number },
 ): Promise<boolean> {
   const result = await db
     .updateTable('device_codes')
-    .set({ decision: answer.decision, user_id: answer.userId, decided_at: answer.now })
+    .set({ decision: answer.decision, user_id: answer.userId, auth_time: answer.login.authTime, amr: answer.login.amr, decided_at: answer.now })
     .where('hash', '=', hash)
     .where('decision', 'is', null)
     .where('expires_at', '>', answer.now)

@@ -7,6 +7,7 @@ import type { ExpressionBuilder, Kysely } from 'kysely';
 import { bigint } from './chained-writes.ts';
 import { lockedForShare, prepare } from './prepared.ts';
 import type { Database } from './schema.ts';
+import type { Login } from './sessions.ts';
 import type { IssuedTokens } from './tokens.ts';
 
 export interface NewGrant {
@@ -18,6 +19,11 @@ export interface NewGrant {
   scopes: string;
   /** The client's scopes as the caller read them to decide `scopes`: the grant is created only while they are still the client's. */
   clientScopes: string;
+  /**
+   * The login that approved it, kept for every refresh (its tokens' `auth_time` and `amr`);
+   * null for a client acting as itself, and for a code made before logins were recorded.
+   */
+  login: Login | null;
 }
 
 /** A grant lasts as long as its newest token. */
@@ -26,7 +32,12 @@ export function grantExpiry(tokens: IssuedTokens): number {
 }
 
 export type GrantRow = NewGrant & { now: number; expiresAt: number };
-export type UserGrantRow = GrantRow & { userId: string };
+/** A user's grant's row; the login flattened, as a prepared statement takes only top-level arguments. */
+export type UserGrantRow = GrantRow & { userId: string; authTime: number | null; amr: string | null };
+
+export function userGrantRow(grant: NewGrant, tokens: IssuedTokens, now: number, userId: string): UserGrantRow {
+  return { ...grantRow(grant, tokens, now), userId, authTime: grant.login?.authTime ?? null, amr: grant.login?.amr ?? null };
+}
 
 export function grantRow(grant: NewGrant, tokens: IssuedTokens, now: number): GrantRow {
   return { ...grant, now, expiresAt: grantExpiry(tokens) };
@@ -45,7 +56,18 @@ function grantFromClient(eb: ExpressionBuilder<Database, 'clients'>, p: GrantRow
   ] as const;
 }
 
-export const USER_GRANT_COLUMNS = ['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'user_id'] as const;
+export const USER_GRANT_COLUMNS = [
+  'id',
+  'client_id',
+  'resource_id',
+  'scopes',
+  'created_at',
+  'last_used_at',
+  'expires_at',
+  'user_id',
+  'auth_time',
+  'amr',
+] as const;
 const CLIENT_GRANT_COLUMNS = ['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'] as const;
 
 // The new grant's row, selected from its parties' rows as the caller read them: no row when
@@ -58,7 +80,7 @@ export const userGrantParties = (db: Kysely<Database>, p: UserGrantRow) =>
     db,
     db
       .selectFrom(['clients', 'users'])
-      .select((eb) => [...grantFromClient(eb, p), 'users.id as user_id'])
+      .select((eb) => [...grantFromClient(eb, p), 'users.id as user_id', bigint(eb, p.authTime).as('auth_time'), eb.val(p.amr).as('amr')])
       .where('clients.id', '=', p.clientId)
       .where('clients.scopes', '=', p.clientScopes)
       .where('clients.blocked', '=', 0)

@@ -52,12 +52,26 @@ export interface SessionsTable {
   /** SHA-256 of the session token; the token itself lives only in the user's cookie. */
   id_hash: Immutable<string>;
   user_id: Immutable<string>;
+  /** When the person logged in: every login starts a new session. */
   created_at: Immutable<number>;
   expires_at: number;
+  /** How they logged in: RFC 8176 `amr` values, space-separated (SPEC §4.12). */
+  amr: Immutable<string>;
+}
+
+/**
+ * The login a code or grant was approved in, carried unchanged from the session through the
+ * code into the grant and every refresh of it: `auth_time` (epoch ms) and `amr` (as in
+ * SessionsTable). NULL for codes and grants made before they were recorded, and for grants
+ * without a person.
+ */
+interface LoginColumns {
+  auth_time: Immutable<number | null>;
+  amr: Immutable<string | null>;
 }
 
 /** What one authorization produced: a user (null for client_credentials), a client, scopes. */
-export interface GrantsTable {
+export interface GrantsTable extends LoginColumns {
   id: Immutable<string>;
   client_id: Immutable<string>;
   user_id: Immutable<string | null>;
@@ -71,7 +85,7 @@ export interface GrantsTable {
   expires_at: number;
 }
 
-export interface AuthCodesTable {
+export interface AuthCodesTable extends LoginColumns {
   hash: Immutable<string>;
   client_id: Immutable<string>;
   user_id: Immutable<string>;
@@ -106,6 +120,9 @@ export interface DeviceCodesTable {
   decision: 'approved' | 'denied' | null;
   /** Who answered. */
   user_id: string | null;
+  /** The login they answered in, as in LoginColumns: set with the answer. */
+  auth_time: number | null;
+  amr: string | null;
   decided_at: number | null;
   consumed_at: number | null;
   /** The grant the exchange created, so that a replay can revoke it. */

@@ -2,10 +2,28 @@ import type { Kysely } from 'kysely';
 import { prepare } from './prepared.ts';
 import type { Database, User } from './schema.ts';
 
-export async function insertSession(db: Kysely<Database>, session: { idHash: string; userId: string; now: number; expiresAt: number }): Promise<void> {
+/**
+ * A login (SPEC §4.9, §4.12): when (`authTime`, epoch ms; the claim `auth_time` is in
+ * seconds) and how (`amr`: RFC 8176 values, space-separated, as stored). The codes and device
+ * approvals a session makes carry it into their grants, whose refreshes keep it.
+ */
+export interface Login {
+  authTime: number;
+  amr: string;
+}
+
+/** The login recorded on a code or grant row; null for none (a client acting as itself, a row older than the record). */
+export function loginOf(row: { auth_time: number | null; amr: string | null }): Login | null {
+  return row.auth_time === null || row.amr === null ? null : { authTime: row.auth_time, amr: row.amr };
+}
+
+export async function insertSession(
+  db: Kysely<Database>,
+  session: { idHash: string; userId: string; now: number; expiresAt: number; amr: string },
+): Promise<void> {
   await db
     .insertInto('sessions')
-    .values({ id_hash: session.idHash, user_id: session.userId, created_at: session.now, expires_at: session.expiresAt })
+    .values({ id_hash: session.idHash, user_id: session.userId, created_at: session.now, expires_at: session.expiresAt, amr: session.amr })
     .execute();
 }
 
@@ -14,13 +32,21 @@ const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
     .selectFrom('sessions')
     .innerJoin('users', 'users.id', 'sessions.user_id')
     .selectAll('users')
+    .select(['sessions.created_at as auth_time', 'sessions.amr as session_amr'])
     .where('sessions.id_hash', '=', p.idHash)
     .where('sessions.expires_at', '>', p.now)
     .where('users.disabled', '=', 0),
 );
 
-/** The user behind a live session; undefined when the session is unknown, expired, or its user disabled. */
-export async function findSessionUser(db: Kysely<Database>, idHash: string, now: number): Promise<User | undefined> {
+/**
+ * The user behind a live session, with when (`auth_time`) and how (`session_amr`) they logged
+ * in; undefined when the session is unknown, expired, or its user disabled.
+ */
+export async function findSessionUser(
+  db: Kysely<Database>,
+  idHash: string,
+  now: number,
+): Promise<(User & { auth_time: number; session_amr: string }) | undefined> {
   return sessionUser.first(db, { idHash, now });
 }
 

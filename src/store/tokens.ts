@@ -114,10 +114,13 @@ export interface AccessTokenInfo extends BearerTokenInfo {
   resource_uri: string | null;
   /** The resource server's own introspection client, if any. */
   resource_client_id: string | null;
+  /** The login that approved the grant (GrantsTable), for introspection's `auth_time` and `amr`. */
+  auth_time: number | null;
+  amr: string | null;
 }
 
-/** The token's audience, for queries that join `grants`. */
-const audienceColumns = ['resources.uri as resource_uri', 'resources.client_id as resource_client_id'] as const;
+/** The token's audience, and the login of its grant, for introspection: queries that join `grants` and `resources`. */
+const introspectionColumns = ['resources.uri as resource_uri', 'resources.client_id as resource_client_id', 'grants.auth_time', 'grants.amr'] as const;
 
 /** A live access token by hash: the token, its grant and its user. */
 const liveAccessTokenQuery = (db: Kysely<Database>, p: { hash: string; now: number }) =>
@@ -151,7 +154,7 @@ const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
     .innerJoin('clients', 'clients.id', 'grants.client_id')
     .innerJoin('resources', 'resources.id', 'grants.resource_id')
     .select(clientConfidential)
-    .select(audienceColumns),
+    .select(introspectionColumns),
 );
 
 /** A live access token: not expired, its grant not revoked, its user (if any) not disabled. */
@@ -184,6 +187,9 @@ export interface RefreshTokenInfo extends JoinedTokenSettings {
   resource_id: string;
   scopes: string;
   revoked_at: number | null;
+  /** The login that approved the grant (GrantsTable), kept by every refresh. */
+  auth_time: number | null;
+  amr: string | null;
 }
 
 const refreshTokenByHash = prepare((db, p: { hash: string }) =>
@@ -210,6 +216,8 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'grants.resource_id',
       'grants.scopes',
       'grants.revoked_at',
+      'grants.auth_time',
+      'grants.amr',
     ])
     .where('refresh_tokens.hash', '=', p.hash),
 );
@@ -227,7 +235,7 @@ const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
     .innerJoin('resources', 'resources.id', 'grants.resource_id')
     .leftJoin('users', 'users.id', 'grants.user_id')
     .select(clientConfidential)
-    .select(audienceColumns)
+    .select(introspectionColumns)
     .select([
       'refresh_tokens.grant_id',
       'grants.scopes',

@@ -26,7 +26,10 @@ import { UserAgent } from '../support/user-agent.ts';
 const FILES = 'https://files.example/mcp';
 const NOTES = 'https://notes.example/api';
 const PHOTOS = 'https://photos.example/api';
+/** A client acting as itself: no login, so no `auth_time` or `amr`. */
 const CLAIMS = ['aud', 'client_id', 'exp', 'iat', 'iss', 'jti', 'scope', 'sub'];
+/** A person's token: also when and how they logged in (SPEC §4.9, §4.12). */
+const PERSON_CLAIMS = [...CLAIMS, 'amr', 'auth_time'].sort();
 
 for (const backend of BACKENDS) {
   describe(`JWT access tokens (${backend.name})`, backendOptions(backend), () => {
@@ -75,7 +78,7 @@ for (const backend of BACKENDS) {
       });
       assert.equal(protectedHeader.alg, 'ES256');
       assert.ok(protectedHeader.kid);
-      assert.deepEqual(Object.keys(payload).sort(), CLAIMS, 'no profile data');
+      assert.deepEqual(Object.keys(payload).sort(), PERSON_CLAIMS, 'no profile data');
       assert.equal(payload.sub, `acct:alice@127.0.0.1`);
       assert.equal(payload.client_id, app.client.client_id);
       assert.equal(payload.scope, 'files:read');
@@ -105,6 +108,7 @@ for (const backend of BACKENDS) {
       const { clientId, tokens: granted } = await clientCredentialsTokens(server, 'files:read', FILES);
       const { payload } = await jwtVerify(granted.access_token, jwks(), { issuer: server.url, audience: FILES, typ: 'at+jwt' });
       assert.equal(payload.sub, clientId);
+      assert.deepEqual(Object.keys(payload).sort(), CLAIMS, 'no auth_time or amr: nobody logged in');
 
       const device = await deviceApp(server, { scope: 'files:read' });
       const codes = await requestCodes(device, { resource: FILES });
@@ -141,6 +145,51 @@ for (const backend of BACKENDS) {
       assert.equal(live.sub, 'acct:alice@127.0.0.1');
       await revokeToken(app, tokens.refresh_token!);
       assert.deepEqual(await introspect(tokens.access_token), { active: false });
+    });
+
+    /** The server's clock, in the claims' epoch seconds. */
+    const serverSeconds = () => Math.floor(server.app.gatehouse.now() / 1000);
+
+    test('a person’s JWT says when and how they logged in, and every refresh keeps it; introspection says the same', async () => {
+      const agent = new UserAgent(server.url);
+      const loggedIn = serverSeconds();
+      await agent.login('alice');
+      server.advance(30);
+      const tokens = await obtainTokens(app, agent, 'alice', { resource: FILES, scope: 'files:read' });
+      const first = (await jwtVerify(tokens.access_token, jwks(), { issuer: server.url, audience: FILES, typ: 'at+jwt' })).payload;
+      assert.ok(Math.abs((first.auth_time as number) - loggedIn) <= 2, `auth_time ${first.auth_time} is the login's ${loggedIn}, not the code's`);
+      assert.ok(first.iat! >= (first.auth_time as number) + 30);
+      assert.deepEqual(first.amr, ['pwd']);
+      const described = await introspect(tokens.access_token);
+      assert.equal(described.auth_time, first.auth_time);
+      assert.deepEqual(described.amr, ['pwd']);
+
+      server.advance(120);
+      const refreshed = await refresh(app, tokens.refresh_token!);
+      const second = (await jwtVerify(refreshed.access_token, jwks(), { issuer: server.url, audience: FILES, typ: 'at+jwt' })).payload;
+      assert.ok(second.iat! >= first.iat! + 120, 'a new token');
+      assert.equal(second.auth_time, first.auth_time, 'a refresh is not a login');
+      assert.deepEqual(second.amr, ['pwd']);
+      const again = await introspect(refreshed.access_token);
+      assert.equal(again.auth_time, first.auth_time);
+      assert.deepEqual(again.amr, ['pwd']);
+    });
+
+    test('a device grant’s JWT carries the login in which the person approved it', async () => {
+      const device = await deviceApp(server, { scope: 'files:read' });
+      const agent = new UserAgent(server.url);
+      const loggedIn = serverSeconds();
+      await agent.login('alice');
+      server.advance(40);
+      const codes = await requestCodes(device, { resource: FILES });
+      await answerAtDevicePage(agent, codes, 'approve');
+      server.advance(codes.interval ?? 5);
+      const result = await poll(device, codes.device_code);
+      assert.equal(result.status, 200, JSON.stringify(result.body));
+      const { payload } = await jwtVerify(result.body.access_token as string, jwks(), { issuer: server.url, audience: FILES, typ: 'at+jwt' });
+      assert.deepEqual(Object.keys(payload).sort(), PERSON_CLAIMS);
+      assert.ok(Math.abs((payload.auth_time as number) - loggedIn) <= 2, `auth_time ${payload.auth_time} is the login's ${loggedIn}`);
+      assert.deepEqual(payload.amr, ['pwd']);
     });
 
     test('revoking the key that signed a JWT makes it inactive at once, and the next token is signed by a new key', async () => {

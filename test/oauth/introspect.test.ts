@@ -38,12 +38,12 @@ for (const backend of BACKENDS) {
       assert.deepEqual(resourceServer.as.introspection_endpoint_auth_methods_supported, ['client_secret_basic', 'client_secret_post']);
     });
 
-    test('a live access token is described: user, client, scopes, times', async () => {
+    test('a live access token is described: user, client, scopes, times, and how the person logged in', async () => {
       const before = Math.floor(Date.now() / 1000);
       const tokens = await obtainTokens(app, new UserAgent(server.url));
       const info = await introspect(tokens.access_token);
       assert.deepEqual(
-        { ...info, exp: undefined, iat: undefined },
+        { ...info, exp: undefined, iat: undefined, auth_time: undefined },
         {
           active: true,
           scope: 'annotation:read annotation:write',
@@ -55,10 +55,13 @@ for (const backend of BACKENDS) {
           aud: server.url,
           exp: undefined,
           iat: undefined,
+          auth_time: undefined,
+          amr: ['pwd'],
         },
       );
       assert.ok(info.iat! >= before && info.iat! <= Math.ceil(Date.now() / 1000));
       assert.equal(info.exp! - info.iat!, 3600);
+      assert.ok((info.auth_time as number) >= before && (info.auth_time as number) <= info.iat!, 'the login, just before the code');
     });
 
     test('a live refresh token is described to its own client; once rotated, revoked or expired, nothing is', async () => {
@@ -112,6 +115,8 @@ for (const backend of BACKENDS) {
       assert.equal(info.active, true);
       assert.equal(info.sub, resourceServer.client.client_id);
       assert.equal(info.username, undefined);
+      assert.equal(info.auth_time, undefined, 'nobody logged in');
+      assert.equal(info.amr, undefined);
     });
 
     test('client_secret_post works as well as HTTP Basic', async () => {

@@ -6,6 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { PASSWORD_LOGIN_AMR, type SignedIn } from '../../src/accounts/sessions.ts';
 import { createAccount } from '../../src/accounts/users.ts';
 import { createClient } from '../../src/clients/clients.ts';
 import { loadConfig } from '../../src/config.ts';
@@ -14,7 +15,7 @@ import { openContext } from '../../src/open-context.ts';
 import { authorize, type Arrival, type NextStep } from '../../src/oauth/authorize.ts';
 import { OAuthError } from '../../src/oauth/errors.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
-import type { Client, User } from '../../src/store/schema.ts';
+import type { Client } from '../../src/store/schema.ts';
 
 const REDIRECT = 'https://app.example/callback';
 const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
@@ -22,7 +23,8 @@ const CHALLENGE = 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM';
 describe('the authorization decision', () => {
   let store: Store;
   let ctx: OpenContext;
-  let alice: User;
+  /** Alice, signed in with her password. */
+  let alice: SignedIn;
   let app: Client;
   let trusted: Client;
 
@@ -31,7 +33,12 @@ describe('the authorization decision', () => {
     store = openStore(config.database);
     await migrate(store);
     ctx = await openContext(config, store, { info() {}, warn() {}, error() {} });
-    alice = await createAccount(ctx.db, { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false }, ctx.now());
+    const user = await createAccount(
+      ctx.db,
+      { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false },
+      ctx.now(),
+    );
+    alice = { user, login: { authTime: ctx.now(), amr: PASSWORD_LOGIN_AMR } };
     const base = { grantType: 'authorization_code', redirectUris: [REDIRECT], confidential: false, requirePkce: true, scope: '' };
     app = (await createClient(ctx.db, { ...base, name: 'App', trusted: false }, ctx.now())).client;
     trusted = (await createClient(ctx.db, { ...base, name: 'Trusted', trusted: true }, ctx.now())).client;

@@ -39,7 +39,7 @@ async function issue(_redeemed: null, params: Params, client: Client, ctx: AppCo
     allowedScopes(client, audience),
     audience.scopes.map((s) => s.name),
   );
-  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, username: null }, scopes, false); // RFC 6749 §4.4.3: no refresh token
+  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, username: null, login: null }, scopes, false); // RFC 6749 §4.4.3: no refresh token
   const now = ctx.now();
   const grant = {
     id: timeOrderedUuid(now),
@@ -48,6 +48,7 @@ async function issue(_redeemed: null, params: Params, client: Client, ctx: AppCo
     resourceId: audience.id,
     scopes: joinScopes(scopes),
     clientScopes: client.scopes,
+    login: null,
   };
   const issued = ctx.audit.pending({
     type: 'token_issued',

@@ -8,6 +8,7 @@
  */
 import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
 import { rotateRefreshToken } from '../../store/atomic-writes.ts';
+import { loginOf } from '../../store/sessions.ts';
 import { findRefreshToken, refreshRotatedAt, type RefreshTokenInfo } from '../../store/tokens.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
@@ -80,7 +81,9 @@ async function issue(token: RefreshTokenInfo, params: Params, client: Client | n
     // Deleting a resource server revokes its grants: only a refresh racing the deletion finds it gone.
     const audience = joinedAudience(token, ctx);
     if (audience === null) throw revokedGrant();
-    const pair = await mintTokenResponse(ctx, audience, { clientId: token.client_id, username: token.username }, scopes, true);
+    // A refresh is not a login: its tokens keep the grant's (SPEC §4.12).
+    const subject = { clientId: token.client_id, username: token.username, login: loginOf(token) };
+    const pair = await mintTokenResponse(ctx, audience, subject, scopes, true);
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;

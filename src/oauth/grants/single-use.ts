@@ -13,6 +13,7 @@ import type { Exchange } from '../../store/atomic-writes.ts';
 import type { NewGrant } from '../../store/grants.ts';
 import type { JoinedTokenSettings } from '../../store/codes.ts';
 import type { Client, Database } from '../../store/schema.ts';
+import { loginOf } from '../../store/sessions.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';
 import { invalidGrant } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
@@ -34,6 +35,9 @@ export interface ApprovedCode extends JoinedTokenSettings {
    * rather than the request's copy of the client, which may be up to a second old (client-cache.ts).
    */
   client_scopes: string;
+  /** The login it was approved in (SessionsTable): null only for a code older than that record, or a device code nobody answered. */
+  auth_time: number | null;
+  amr: string | null;
 }
 
 /** One kind of single-use code: how it is named to the client, and its exactly-once write in the store. */
@@ -67,7 +71,8 @@ export async function exchangeApproved(
   // Deleting a resource server voids its codes: only an exchange racing the deletion finds it gone.
   const audience = joinedAudience(code, ctx);
   if (audience === null) throw invalidGrant(invalid, `the resource server of the ${kind.noun} was deleted`);
-  const pair = await mintTokenResponse(ctx, audience, { clientId: client.id, username: code.username }, scopes, true);
+  const login = loginOf(code);
+  const pair = await mintTokenResponse(ctx, audience, { clientId: client.id, username: code.username, login }, scopes, true);
   const grant = {
     id: timeOrderedUuid(now),
     clientId: client.id,
@@ -75,6 +80,7 @@ export async function exchangeApproved(
     resourceId: code.resource_id,
     scopes: pair.stored.scopes,
     clientScopes: code.client_scopes,
+    login,
   };
   const detail = { grant_type: kind.grantType, grant_id: grant.id, scope: grant.scopes };
   const issued = ctx.audit.pending({ type: 'token_issued', userId: code.user_id, clientId: client.id, address, detail });
