@@ -2,7 +2,7 @@
 import { COMMAND_LINE } from '../audit.ts';
 import { CLIENT_PAGE_SIZE, blockClient, describeClient, lookupClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
-import { UsageError, command, noArguments, usageError, type Command } from './command.ts';
+import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
 
 /** `--grant-type` values that stand for a longer registered name (SPEC §2). */
 const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([['device_code', DEVICE_CODE_GRANT_TYPE]]);
@@ -87,8 +87,7 @@ const remove: Command = command({
   usage: '<client_id>',
   help: ['also revokes everything issued to the client; a <client_id> is', "a UUID or a metadata document's https URL, here and below"],
   async run(ctx, args, _options, print) {
-    const [clientId, ...extra] = args;
-    if (clientId === undefined || extra.length > 0) throw usageError(remove);
+    const clientId = oneArgument(remove, args);
     if (!(await removeClient(ctx, clientId, COMMAND_LINE))) throw new UsageError(`no client with id ${clientId}`);
     print({ client_id: clientId, deleted: true }, `Deleted client ${clientId} and revoked everything issued to it.`);
     return 0;
@@ -104,7 +103,7 @@ const block: Command = command({
     'and revoke everything issued to it',
   ],
   async run(ctx, args, _options, print) {
-    const target = oneTarget(block, args);
+    const target = oneArgument(block, args);
     const blocked = await blockClient(ctx, target, COMMAND_LINE);
     const what = blocked.kind === 'client' ? `client ${blocked.client.id}` : `every metadata document under ${blocked.prefix}`;
     print({ blocked: blocked.kind === 'client' ? target : blocked.prefix, kind: blocked.kind }, `Blocked ${what}, and revoked everything issued to it.`);
@@ -116,18 +115,11 @@ const unblock: Command = command({
   words: 'client unblock',
   usage: '<client_id or URL prefix>',
   async run(ctx, args, _options, print) {
-    const target = oneTarget(unblock, args);
+    const target = oneArgument(unblock, args);
     if (!(await unblockClient(ctx, target, COMMAND_LINE))) throw new UsageError(`${target} is not blocked`);
     print({ unblocked: target }, `Unblocked ${target}.`);
     return 0;
   },
 });
-
-/** The one client ID or URL prefix that `block` and `unblock` take. */
-function oneTarget(action: Command, args: string[]): string {
-  const [target, ...extra] = args;
-  if (target === undefined || extra.length > 0) throw usageError(action);
-  return target;
-}
 
 export const CLIENT_COMMANDS: readonly Command[] = [create, list, remove, block, unblock];

@@ -51,6 +51,13 @@ export function usageError(command: HelpEntry): UsageError {
   return new UsageError(`usage: gatehouse ${[command.words, ...command.usage].join(' ')}`);
 }
 
+/** The command's one argument; its usage line when there is none or more than one. */
+export function oneArgument(command: HelpEntry, args: string[]): string {
+  const [only, ...extra] = args;
+  if (only === undefined || extra.length > 0) throw usageError(command);
+  return only;
+}
+
 export function noArguments(args: string[]): void {
   if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
 }

@@ -1,7 +1,7 @@
 /** `gatehouse keys …`: list, rotate and revoke the signing keys (SPEC §2, §4.9). Kid, algorithm, state and dates only: never private material. */
 import { COMMAND_LINE } from '../audit.ts';
 import { listKeys, revokeKey, rotateKeys, type KeyView } from '../identity/keys.ts';
-import { command, noArguments, usageError, type Command } from './command.ts';
+import { command, noArguments, oneArgument, type Command } from './command.ts';
 
 const iso = (at: number | null) => (at === null ? null : new Date(at).toISOString());
 
@@ -63,8 +63,7 @@ const revoke: Command = command({
   usage: '<kid>',
   help: 'withdraw a key from the JWKS at once; everything it signed stops verifying',
   async run(ctx, args, _options, print) {
-    const [kid, ...extra] = args;
-    if (kid === undefined || extra.length > 0) throw usageError(revoke);
+    const kid = oneArgument(revoke, args);
     const key = await revokeKey(ctx, kid, COMMAND_LINE);
     print(
       { ...json(key), revoked: true },

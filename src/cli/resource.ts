@@ -11,7 +11,7 @@ import {
   type ResourceView,
   type TokenSettingsInput,
 } from '../clients/resources.ts';
-import { UsageError, command, noArguments, usageError, type Command, type OptionValues } from './command.ts';
+import { UsageError, command, noArguments, oneArgument, usageError, type Command, type OptionValues } from './command.ts';
 
 /** The options that set how a resource server's tokens are made, on `create` and `update`. */
 const TOKEN_OPTIONS = {
@@ -95,8 +95,7 @@ const update: Command = command({
   ],
   options: TOKEN_OPTIONS,
   async run(ctx, args, options, print) {
-    const [uri, ...extra] = args;
-    if (uri === undefined || extra.length > 0) throw usageError(update);
+    const uri = oneArgument(update, args);
     const resource = await findResourceNamed(ctx, uri);
     if (!resource) throw new UsageError(`no resource server with the URI ${uri}`);
     const changed = await namingFlags(changeTokenSettings(ctx, resource, tokenSettings(options), COMMAND_LINE));
@@ -127,8 +126,7 @@ const remove: Command = command({
   usage: '<uri>',
   help: 'also revokes every grant for it and removes its scopes',
   async run(ctx, args, _options, print) {
-    const [uri, ...extra] = args;
-    if (uri === undefined || extra.length > 0) throw usageError(remove);
+    const uri = oneArgument(remove, args);
     const resource = await findResourceNamed(ctx, uri);
     if (!resource) throw new UsageError(`no resource server with the URI ${uri}`);
     await removeResource(ctx, resource, COMMAND_LINE);

@@ -1,7 +1,7 @@
 /** `gatehouse scope …`: create, list and delete the scopes of resource servers. */
 import { COMMAND_LINE } from '../audit.ts';
 import { createScope, findResourceNamed, listAllScopes, removeScope } from '../clients/resources.ts';
-import { UsageError, command, noArguments, usageError, type Command } from './command.ts';
+import { UsageError, command, noArguments, oneArgument, usageError, type Command } from './command.ts';
 
 const create: Command = command({
   words: 'scope create',
@@ -33,8 +33,7 @@ const remove: Command = command({
   usage: '<name>',
   help: 'also revokes the grants that hold it (built-in scopes stay)',
   async run(ctx, args, _options, print) {
-    const [name, ...extra] = args;
-    if (name === undefined || extra.length > 0) throw usageError(remove);
+    const name = oneArgument(remove, args);
     await removeScope(ctx, name, COMMAND_LINE);
     print({ name, deleted: true }, `Deleted scope ${name}; the grants that held it are revoked.`);
     return 0;

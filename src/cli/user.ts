@@ -2,7 +2,7 @@
 import { allUsers, createUser, disableUser, findUserNamed, setPassword } from '../accounts/users.ts';
 import { COMMAND_LINE } from '../audit.ts';
 import type { AppContext } from '../context.ts';
-import { UsageError, command, noArguments, usageError, type Command } from './command.ts';
+import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
 import { readPassword } from './password.ts';
 
 const create: Command = command({
@@ -10,8 +10,7 @@ const create: Command = command({
   usage: '<username> --email <e> [--admin] [--password-stdin]',
   options: { email: { type: 'string' }, admin: { type: 'boolean' }, 'password-stdin': { type: 'boolean' } },
   async run(ctx, args, options, print) {
-    const [username, ...extra] = args;
-    if (username === undefined || extra.length > 0) throw usageError(create);
+    const username = oneArgument(create, args);
     if (options.email === undefined) throw new UsageError('--email is required');
     const password = await readPassword(options);
     const user = await createUser(ctx, { username, email: options.email, password, isAdmin: options.admin ?? false }, COMMAND_LINE);
