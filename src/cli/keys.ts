@@ -60,8 +60,8 @@ const rotate = command({
 
 const revoke: Command = command({
   words: 'keys revoke',
-  usage: '<kid>',
-  help: 'withdraw a key from the JWKS at once; everything it signed stops verifying',
+  usage: '[--] <kid>',
+  help: 'withdraw a key from the JWKS at once; everything it signed stops verifying (a kid may begin with "-": put -- before it)',
   async run(ctx, args, _options, print) {
     const kid = oneArgument(revoke, args);
     const key = await revokeKey(ctx, kid, COMMAND_LINE);

@@ -179,7 +179,8 @@ for (const backend of BACKENDS) {
 
     test('a revocation by another process (the CLI) reaches the server by its next re-read', async () => {
       const kid = await signingKid(server, 'RS256');
-      const run = await gatehouse(['keys', 'revoke', kid!], { DATABASE_URL: databaseUrl(server.config) });
+      // A kid is a base64url thumbprint: one in 64 begins with "-", which only reads as an argument after "--".
+      const run = await gatehouse(['keys', 'revoke', '--', kid!], { DATABASE_URL: databaseUrl(server.config) });
       assert.equal(run.code, 0, run.stderr);
       assert.match(run.stdout, /Revoked RS256 key/);
       await server.app.gatehouse.keys.refresh();
@@ -188,6 +189,11 @@ for (const backend of BACKENDS) {
       const unknown = await gatehouse(['keys', 'revoke', 'nope'], { DATABASE_URL: databaseUrl(server.config) });
       assert.equal(unknown.code, 2);
       assert.equal(unknown.stderr.trim(), 'gatehouse: no signing key has the kid "nope"');
+      const dashed = await gatehouse(['keys', 'revoke', '--', '-nope'], { DATABASE_URL: databaseUrl(server.config) });
+      assert.equal(dashed.stderr.trim(), 'gatehouse: no signing key has the kid "-nope"');
+      const unseparated = await gatehouse(['keys', 'revoke', '-nope'], { DATABASE_URL: databaseUrl(server.config) });
+      assert.equal(unseparated.code, 2);
+      assert.match(unseparated.stderr, /after '--'/);
     });
   });
 

@@ -52,7 +52,7 @@ describe('signing keys on several instances and processes', postgres.unavailable
 
   test('a key revoked from the command line leaves the JWKS of every instance within the fan-out', async () => {
     const [kid] = await kidsAt(cluster.instances[0]!.url);
-    const run = await gatehouse(['keys', 'revoke', kid!], { DATABASE_URL: databaseUrl });
+    const run = await gatehouse(['keys', 'revoke', '--', kid!], { DATABASE_URL: databaseUrl });
     assert.equal(run.code, 0, run.stderr);
     const deadline = Date.now() + 3000;
     for (const instance of cluster.instances) {
