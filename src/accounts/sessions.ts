@@ -3,6 +3,7 @@
  * the database holds only its SHA-256. How the token travels (a cookie) is the HTTP
  * layer's business: see src/http/session.ts.
  */
+import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.ts';
 import { deleteSession, findSessionUser, insertSession, type Login } from '../store/sessions.ts';
 import type { User } from '../store/schema.ts';
@@ -27,7 +28,8 @@ export async function startSession(ctx: AppContext, userId: string, previous: st
   await endSession(ctx, previous);
   const session = mintToken('session');
   const now = ctx.now();
-  await insertSession(ctx.db, { idHash: session.hash, userId, now, expiresAt: now + ctx.config.sessionTtl * 1000, amr });
+  const sid = randomBytes(16).toString('base64url');
+  await insertSession(ctx.db, { idHash: session.hash, userId, now, expiresAt: now + ctx.config.sessionTtl * 1000, amr, sid });
   return session.token;
 }
 
@@ -41,8 +43,8 @@ export async function sessionLogin(ctx: AppContext, token: string | undefined): 
   const hash = token === undefined ? null : hashIfWellFormed('session', token);
   const found = hash === null ? undefined : await findSessionUser(ctx.db, hash, ctx.now());
   if (found === undefined) return null;
-  const { auth_time: authTime, session_amr: amr, ...user } = found;
-  return { user, login: { authTime, amr } };
+  const { auth_time: authTime, session_amr: amr, session_sid: sid, ...user } = found;
+  return { user, login: { authTime, amr, sid } };
 }
 
 /** The user of a live session; null when the token is unknown, expired, or its user disabled. */

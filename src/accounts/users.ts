@@ -61,6 +61,7 @@ export async function createAccount(db: Kysely<Database>, account: NewAccount, n
     email: account.email,
     email_key: lookupKey(account.email),
     display_name: null,
+    email_verified: 0,
     password_hash: await hashPassword(account.password),
     is_admin: account.isAdmin ? 1 : 0,
     disabled: 0,

@@ -166,6 +166,9 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     require_pkce: input.requirePkce ? 1 : 0,
     scopes,
     created_at: now,
+    post_logout_redirect_uris: '[]',
+    backchannel_logout_uri: null,
+    id_token_alg: 'RS256',
   };
   await insertClient(db, client);
   return { client, secret: secret?.token ?? null };

@@ -427,9 +427,13 @@ export class KeyRing {
   /**
    * The claims of a JWT this server signed with one of its published keys, chosen by the
    * header's kid alone (never a key or key URL the token carries), of one of `algorithms`,
-   * with the `typ` given, not expired; null for anything else (a revoked key's tokens included).
+   * with the `typ` given, not expired (unless `ignoreExpiry`: an `id_token_hint` is read past
+   * its `exp`, OIDC Core §3.1.2.1); null for anything else (a revoked key's tokens included).
    */
-  async verifyJwt(token: string, options: { readonly typ: string; readonly algorithms?: readonly SigningAlg[] }): Promise<JWTPayload | null> {
+  async verifyJwt(
+    token: string,
+    options: { readonly typ: string; readonly algorithms?: readonly SigningAlg[]; readonly ignoreExpiry?: boolean },
+  ): Promise<JWTPayload | null> {
     try {
       const { payload } = await jwtVerify(
         token,
@@ -438,7 +442,14 @@ export class KeyRing {
           if (!key || key.alg !== header.alg) throw new errors.JWKSNoMatchingKey();
           return key.verifyKey;
         },
-        { typ: options.typ, algorithms: [...(options.algorithms ?? SIGNING_ALGS)], requiredClaims: ['exp'], currentDate: new Date(this.#deps.now()) },
+        {
+          typ: options.typ,
+          algorithms: [...(options.algorithms ?? SIGNING_ALGS)],
+          requiredClaims: ['exp'],
+          currentDate: new Date(this.#deps.now()),
+          // jose compares exp and nbf with the current time give or take this tolerance.
+          ...(options.ignoreExpiry ? { clockTolerance: Number.POSITIVE_INFINITY } : {}),
+        },
       );
       return payload;
     } catch (error) {

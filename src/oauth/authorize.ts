@@ -267,6 +267,8 @@ async function issueCode(request: AuthorizationRequest, { user, login }: SignedI
       code_challenge: request.codeChallenge,
       auth_time: login.authTime,
       amr: login.amr,
+      sid: login.sid,
+      nonce: null,
       created_at: now,
       expires_at: now + ctx.config.authCodeTtl * 1000,
     },

@@ -70,6 +70,9 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     require_pkce: 1,
     scopes: joinScopes(SCOPES),
     created_at: ctx.now(),
+    post_logout_redirect_uris: '[]',
+    backchannel_logout_uri: null,
+    id_token_alg: 'RS256',
   };
 }
 

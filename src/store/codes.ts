@@ -22,6 +22,8 @@ export const insertCodeRow = (db: Kysely<Database>, p: NewCode) =>
     code_challenge: p.code_challenge,
     auth_time: p.auth_time,
     amr: p.amr,
+    sid: p.sid,
+    nonce: p.nonce,
     created_at: p.created_at,
     expires_at: p.expires_at,
   });

@@ -39,6 +39,7 @@ import * as canonicalClientBlocks from './migrations/20261126_002_canonical_clie
 import * as signingKeys from './migrations/20261126_003_signing_keys.ts';
 import * as resourceTokenSettings from './migrations/20261126_004_resource_token_settings.ts';
 import * as authTime from './migrations/20261126_005_auth_time.ts';
+import * as openid from './migrations/20261126_006_openid.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -68,6 +69,7 @@ export const migrations: Record<string, Migration> = {
   '20261126_003_signing_keys': signingKeys,
   '20261126_004_resource_token_settings': resourceTokenSettings,
   '20261126_005_auth_time': authTime,
+  '20261126_006_openid': openid,
 };
 
 /**

@@ -99,7 +99,14 @@ export async function decideDeviceCode(
 ): Promise<boolean> {
   const result = await db
     .updateTable('device_codes')
-    .set({ decision: answer.decision, user_id: answer.userId, auth_time: answer.login.authTime, amr: answer.login.amr, decided_at: answer.now })
+    .set({
+      decision: answer.decision,
+      user_id: answer.userId,
+      auth_time: answer.login.authTime,
+      amr: answer.login.amr,
+      sid: answer.login.sid,
+      decided_at: answer.now,
+    })
     .where('hash', '=', hash)
     .where('decision', 'is', null)
     .where('expires_at', '>', answer.now)

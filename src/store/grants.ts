@@ -33,10 +33,10 @@ export function grantExpiry(tokens: IssuedTokens): number {
 
 export type GrantRow = NewGrant & { now: number; expiresAt: number };
 /** A user's grant's row; the login flattened, as a prepared statement takes only top-level arguments. */
-export type UserGrantRow = GrantRow & { userId: string; authTime: number | null; amr: string | null };
+export type UserGrantRow = GrantRow & { userId: string; authTime: number | null; amr: string | null; sid: string | null };
 
 export function userGrantRow(grant: NewGrant, tokens: IssuedTokens, now: number, userId: string): UserGrantRow {
-  return { ...grantRow(grant, tokens, now), userId, authTime: grant.login?.authTime ?? null, amr: grant.login?.amr ?? null };
+  return { ...grantRow(grant, tokens, now), userId, authTime: grant.login?.authTime ?? null, amr: grant.login?.amr ?? null, sid: grant.login?.sid ?? null };
 }
 
 export function grantRow(grant: NewGrant, tokens: IssuedTokens, now: number): GrantRow {
@@ -67,6 +67,7 @@ export const USER_GRANT_COLUMNS = [
   'user_id',
   'auth_time',
   'amr',
+  'sid',
 ] as const;
 const CLIENT_GRANT_COLUMNS = ['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'] as const;
 
@@ -80,7 +81,13 @@ export const userGrantParties = (db: Kysely<Database>, p: UserGrantRow) =>
     db,
     db
       .selectFrom(['clients', 'users'])
-      .select((eb) => [...grantFromClient(eb, p), 'users.id as user_id', bigint(eb, p.authTime).as('auth_time'), eb.val(p.amr).as('amr')])
+      .select((eb) => [
+        ...grantFromClient(eb, p),
+        'users.id as user_id',
+        bigint(eb, p.authTime).as('auth_time'),
+        eb.val(p.amr).as('amr'),
+        eb.val(p.sid).as('sid'),
+      ])
       .where('clients.id', '=', p.clientId)
       .where('clients.scopes', '=', p.clientScopes)
       .where('clients.blocked', '=', 0)

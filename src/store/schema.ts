@@ -16,6 +16,8 @@ export interface UsersTable {
   email: string;
   email_key: string;
   display_name: string | null;
+  /** 1 when an administrator has marked the e-mail address verified (the OIDC `email_verified` claim). */
+  email_verified: ColumnType<number, number | undefined, number>;
   password_hash: string;
   is_admin: number;
   disabled: number;
@@ -38,6 +40,12 @@ export interface ClientsTable {
   require_pkce: number;
   scopes: string;
   created_at: Immutable<number>;
+  /** OpenID Connect (SPEC §4.10): where RP-initiated logout may return to, as a JSON array of URLs matched exactly. */
+  post_logout_redirect_uris: ColumnType<string, string | undefined, string>;
+  /** Where back-channel logout tokens are POSTed; null for none. */
+  backchannel_logout_uri: ColumnType<string | null, string | null | undefined, string | null>;
+  /** The algorithm of its ID tokens and logout tokens (`id_token_signed_response_alg`). */
+  id_token_alg: ColumnType<SigningAlg, SigningAlg | undefined, SigningAlg>;
 }
 
 export type ClientKind = 'registered' | 'metadata_document' | 'dynamic';
@@ -57,6 +65,8 @@ export interface SessionsTable {
   expires_at: number;
   /** How they logged in: RFC 8176 `amr` values, space-separated (SPEC §4.12). */
   amr: Immutable<string>;
+  /** The session's public identifier (the OIDC `sid`): 128 random bits, base64url, distinct from the cookie's secret. */
+  sid: Immutable<string>;
 }
 
 /**
@@ -68,6 +78,8 @@ export interface SessionsTable {
 interface LoginColumns {
   auth_time: Immutable<number | null>;
   amr: Immutable<string | null>;
+  /** The `sid` of the session that approved (SPEC §4.10); null as above. */
+  sid: ColumnType<string | null, string | null | undefined, never>;
 }
 
 /** What one authorization produced: a user (null for client_credentials), a client, scopes. */
@@ -93,6 +105,8 @@ export interface AuthCodesTable extends LoginColumns {
   resource_id: Immutable<string>;
   scopes: Immutable<string>;
   code_challenge: Immutable<string | null>;
+  /** The authentication request's `nonce` (OIDC), copied into the ID token of the exchange. */
+  nonce: ColumnType<string | null, string | null | undefined, never>;
   created_at: Immutable<number>;
   expires_at: Immutable<number>;
   consumed_at: number | null;
@@ -123,6 +137,7 @@ export interface DeviceCodesTable {
   /** The login they answered in, as in LoginColumns: set with the answer. */
   auth_time: number | null;
   amr: string | null;
+  sid: ColumnType<string | null, string | null | undefined, string | null>;
   decided_at: number | null;
   consumed_at: number | null;
   /** The grant the exchange created, so that a replay can revoke it. */
@@ -217,6 +232,17 @@ export interface AuditEventsTable {
   expires_at: Immutable<number>;
 }
 
+/** A group of users, released as the `groups` claim (SPEC §4.10); its name is a scope token. */
+export interface GroupsTable {
+  name: Immutable<string>;
+  created_at: Immutable<number>;
+}
+
+export interface GroupMembersTable {
+  group_name: Immutable<string>;
+  user_id: Immutable<string>;
+}
+
 export type SigningKeyState = 'next' | 'active' | 'retiring';
 
 /** A signing key pair (src/identity/keys.ts); times in epoch milliseconds. */
@@ -253,6 +279,8 @@ export interface Database {
   setup_tokens: SetupTokensTable;
   audit_events: AuditEventsTable;
   signing_keys: SigningKeysTable;
+  groups: GroupsTable;
+  group_members: GroupMembersTable;
 }
 
 export type User = Selectable<UsersTable>;

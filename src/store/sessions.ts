@@ -10,20 +10,22 @@ import type { Database, User } from './schema.ts';
 export interface Login {
   authTime: number;
   amr: string;
+  /** The session's public identifier (OIDC `sid`); null on rows made before it was recorded. */
+  sid: string | null;
 }
 
 /** The login recorded on a code or grant row; null for none (a client acting as itself, a row older than the record). */
-export function loginOf(row: { auth_time: number | null; amr: string | null }): Login | null {
-  return row.auth_time === null || row.amr === null ? null : { authTime: row.auth_time, amr: row.amr };
+export function loginOf(row: { auth_time: number | null; amr: string | null; sid: string | null }): Login | null {
+  return row.auth_time === null || row.amr === null ? null : { authTime: row.auth_time, amr: row.amr, sid: row.sid };
 }
 
 export async function insertSession(
   db: Kysely<Database>,
-  session: { idHash: string; userId: string; now: number; expiresAt: number; amr: string },
+  session: { idHash: string; userId: string; now: number; expiresAt: number; amr: string; sid: string },
 ): Promise<void> {
   await db
     .insertInto('sessions')
-    .values({ id_hash: session.idHash, user_id: session.userId, created_at: session.now, expires_at: session.expiresAt, amr: session.amr })
+    .values({ id_hash: session.idHash, user_id: session.userId, created_at: session.now, expires_at: session.expiresAt, amr: session.amr, sid: session.sid })
     .execute();
 }
 
@@ -32,7 +34,7 @@ const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
     .selectFrom('sessions')
     .innerJoin('users', 'users.id', 'sessions.user_id')
     .selectAll('users')
-    .select(['sessions.created_at as auth_time', 'sessions.amr as session_amr'])
+    .select(['sessions.created_at as auth_time', 'sessions.amr as session_amr', 'sessions.sid as session_sid'])
     .where('sessions.id_hash', '=', p.idHash)
     .where('sessions.expires_at', '>', p.now)
     .where('users.disabled', '=', 0),
@@ -40,13 +42,13 @@ const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
 
 /**
  * The user behind a live session, with when (`auth_time`) and how (`session_amr`) they logged
- * in; undefined when the session is unknown, expired, or its user disabled.
+ * in and the session's `sid`; undefined when the session is unknown, expired, or its user disabled.
  */
 export async function findSessionUser(
   db: Kysely<Database>,
   idHash: string,
   now: number,
-): Promise<(User & { auth_time: number; session_amr: string }) | undefined> {
+): Promise<(User & { auth_time: number; session_amr: string; session_sid: string }) | undefined> {
   return sessionUser.first(db, { idHash, now });
 }
 

@@ -117,10 +117,17 @@ export interface AccessTokenInfo extends BearerTokenInfo {
   /** The login that approved the grant (GrantsTable), for introspection's `auth_time` and `amr`. */
   auth_time: number | null;
   amr: string | null;
+  sid: string | null;
 }
 
 /** The token's audience, and the login of its grant, for introspection: queries that join `grants` and `resources`. */
-const introspectionColumns = ['resources.uri as resource_uri', 'resources.client_id as resource_client_id', 'grants.auth_time', 'grants.amr'] as const;
+const introspectionColumns = [
+  'resources.uri as resource_uri',
+  'resources.client_id as resource_client_id',
+  'grants.auth_time',
+  'grants.amr',
+  'grants.sid',
+] as const;
 
 /** A live access token by hash: the token, its grant and its user. */
 const liveAccessTokenQuery = (db: Kysely<Database>, p: { hash: string; now: number }) =>
@@ -190,6 +197,7 @@ export interface RefreshTokenInfo extends JoinedTokenSettings {
   /** The login that approved the grant (GrantsTable), kept by every refresh. */
   auth_time: number | null;
   amr: string | null;
+  sid: string | null;
 }
 
 const refreshTokenByHash = prepare((db, p: { hash: string }) =>
@@ -218,6 +226,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'grants.revoked_at',
       'grants.auth_time',
       'grants.amr',
+      'grants.sid',
     ])
     .where('refresh_tokens.hash', '=', p.hash),
 );

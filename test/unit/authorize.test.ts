@@ -38,7 +38,7 @@ describe('the authorization decision', () => {
       { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false },
       ctx.now(),
     );
-    alice = { user, login: { authTime: ctx.now(), amr: PASSWORD_LOGIN_AMR } };
+    alice = { user, login: { authTime: ctx.now(), amr: PASSWORD_LOGIN_AMR, sid: 'test-session' } };
     const base = { grantType: 'authorization_code', redirectUris: [REDIRECT], confidential: false, requirePkce: true, scope: '' };
     app = (await createClient(ctx.db, { ...base, name: 'App', trusted: false }, ctx.now())).client;
     trusted = (await createClient(ctx.db, { ...base, name: 'Trusted', trusted: true }, ctx.now())).client;

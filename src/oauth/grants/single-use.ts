@@ -38,6 +38,7 @@ export interface ApprovedCode extends JoinedTokenSettings {
   /** The login it was approved in (SessionsTable): null only for a code older than that record, or a device code nobody answered. */
   auth_time: number | null;
   amr: string | null;
+  sid: string | null;
 }
 
 /** One kind of single-use code: how it is named to the client, and its exactly-once write in the store. */
