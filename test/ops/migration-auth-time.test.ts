@@ -6,15 +6,15 @@
  * approves now carries its login time and `["pwd"]`.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, type Kysely } from 'kysely';
 import * as oauth from 'oauth4webapi';
-import { createAccount } from '../../src/accounts/users.ts';
-import { createClient } from '../../src/clients/clients.ts';
 import { parseDatabaseUrl } from '../../src/config.ts';
 import { migrations, openStore } from '../../src/store/database.ts';
 import { mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { insertOldUser } from '../support/old-rows.ts';
 import { discover, insecure, obtainTokens, type App } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -38,16 +38,19 @@ for (const backend of BACKENDS) {
       });
       assert.equal((await migrator.migrateToLatest()).error, undefined);
       const now = Date.now();
-      const alice = await createAccount(
+      const alice = await insertOldUser(
         store.db,
         { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false },
         now,
       );
-      const input = { name: 'Old app', grantType: 'authorization_code', redirectUris: [REDIRECT], confidential: false, trusted: false, requirePkce: false };
-      const { client } = await createClient(store.db, { ...input, scope: 'annotation:read' }, now);
-      old.clientId = client.id;
       // Rows as the code before this migration wrote them: none of the new columns.
       const db = store.db as unknown as Kysely<any>;
+      const client = { id: randomUUID(), name: 'Old app', grant_type: 'authorization_code', redirect_uris: JSON.stringify([REDIRECT]), secret_hash: null };
+      await db
+        .insertInto('clients')
+        .values({ ...client, trusted: 0, require_pkce: 0, scopes: 'annotation:read', created_at: now })
+        .execute();
+      old.clientId = client.id;
       await db
         .insertInto('sessions')
         .values({ id_hash: old.session.hash, user_id: alice.id, created_at: old.loggedInAt, expires_at: now + 3_600_000 })

@@ -7,10 +7,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, sql, type Kysely } from 'kysely';
-import { createAccount } from '../../src/accounts/users.ts';
 import { parseDatabaseUrl } from '../../src/config.ts';
 import { migrations, openStore, type Store } from '../../src/store/database.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { insertOldUser } from '../support/old-rows.ts';
 import { PASSWORD } from '../support/server.ts';
 
 const THIS = '20261126_001_consent_redirect_origin';
@@ -37,7 +37,7 @@ for (const backend of BACKENDS) {
         .at(-1)!;
       assert.equal((await migrator(before).migrateToLatest()).error, undefined);
       const now = Date.now();
-      userId = (await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now)).id;
+      userId = (await insertOldUser(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now)).id;
       const client = { grant_type: 'authorization_code', secret_hash: null, trusted: 0, require_pkce: 1, scopes: 'annotation:read', created_at: now };
       await db
         .insertInto('clients')

@@ -10,11 +10,11 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, sql, type Kysely } from 'kysely';
 import * as oauth from 'oauth4webapi';
-import { createAccount } from '../../src/accounts/users.ts';
 import { parseDatabaseUrl } from '../../src/config.ts';
 import { migrations, openStore, type Store } from '../../src/store/database.ts';
 import { hashToken, mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { insertOldUser } from '../support/old-rows.ts';
 import { discover, insecure, profile, refreshRequest, tokenResult } from '../support/oauth-client.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 
@@ -74,8 +74,8 @@ for (const backend of BACKENDS) {
       // A little of everything, through the schema as it was, parents and children.
       const now = Date.now();
       const later = now + 3600_000;
-      userId = (await createAccount(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now)).id;
-      const admin = (await createAccount(store.db, { username: 'root', email: 'root@example.com', password: PASSWORD, isAdmin: true }, now)).id;
+      userId = (await insertOldUser(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now)).id;
+      const admin = (await insertOldUser(store.db, { username: 'root', email: 'root@example.com', password: PASSWORD, isAdmin: true }, now)).id;
       const secret = mintToken('clientSecret');
       clientId = randomUUID();
       clientSecret = secret.token;

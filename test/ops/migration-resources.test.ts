@@ -9,11 +9,11 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, type Kysely } from 'kysely';
 import * as oauth from 'oauth4webapi';
-import { createAccount } from '../../src/accounts/users.ts';
 import { parseDatabaseUrl } from '../../src/config.ts';
 import { migrations, openStore } from '../../src/store/database.ts';
 import { mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { insertOldUser } from '../support/old-rows.ts';
 import { authorizationUrl, discover, insecure, profile, refreshRequest, tokenResult } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -38,7 +38,7 @@ for (const backend of BACKENDS) {
       // Written through the schema as it was: no resources, no resource_id anywhere.
       const db = store.db as unknown as Kysely<any>;
       const now = Date.now();
-      const user = await createAccount(
+      const user = await insertOldUser(
         store.db,
         { username: 'alice', email: 'alice@example.com', password: 'correct horse battery staple', isAdmin: false },
         now,
