@@ -12,7 +12,7 @@ import { OAuthError } from '../oauth/errors.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { deleteUserSessions } from '../store/sessions.ts';
 import { normalizeClientName } from '../oauth/client-names.ts';
-import type { Page, PageCursor } from '../store/clients.ts';
+import { PAGE_SIZE, type Page, type PageCursor } from '../store/clients.ts';
 import { findUserById, findUserByLogin, findUserByUsername, insertUser, listUserPage, listUsers, lookupKey, updateUser } from '../store/users.ts';
 import type { Database, User } from '../store/schema.ts';
 import { hashPassword, passwordProblem } from './passwords.ts';
@@ -148,12 +148,9 @@ export function allUsers(ctx: AppContext): Promise<User[]> {
   return listUsers(ctx.db);
 }
 
-/** The most rows a page of the admin user list shows (SPEC §4.5). */
-export const USER_PAGE_SIZE = 100;
-
 /** A page of the users whose username or email contains `text` (all when empty), in username order. */
 export async function findUsers(ctx: AppContext, text: string, cursor: PageCursor): Promise<Page<User>> {
-  return listUserPage(ctx.db, text, cursor, USER_PAGE_SIZE);
+  return listUserPage(ctx.db, text, cursor, PAGE_SIZE);
 }
 
 /**

@@ -1,6 +1,6 @@
 /** `gatehouse client …`: register, list, delete, block and unblock OAuth clients. */
 import { COMMAND_LINE } from '../audit.ts';
-import { CLIENT_PAGE_SIZE, blockClient, describeClient, lookupClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
+import { PAGE_SIZE, blockClient, describeClient, lookupClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
 
@@ -68,7 +68,7 @@ const list = command({
   options: { limit: { type: 'string' }, after: { type: 'string' } },
   async run(ctx, args, options, print) {
     noArguments(args);
-    const limit = options.limit === undefined ? CLIENT_PAGE_SIZE : Number(options.limit);
+    const limit = options.limit === undefined ? PAGE_SIZE : Number(options.limit);
     if (!/^\d{1,4}$/.test(options.limit ?? '1') || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
     if (options.after !== undefined && !(await lookupClient(ctx.db, options.after))) throw new UsageError(`--after: there is no client ${options.after}`);
     const page = await listClients(ctx, options.after === undefined ? {} : { after: options.after }, limit);

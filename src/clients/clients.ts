@@ -27,12 +27,14 @@ import {
   liveGrantsOfClient,
   setClientBlocked,
   updateClient,
+  PAGE_SIZE,
   type Page,
   type PageCursor,
 } from '../store/clients.ts';
 import type { Client, Database } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 
+export { PAGE_SIZE };
 export type { Client, Page, PageCursor };
 
 /** The grants an administrator may register a client for (the token endpoint also takes refresh_token: oauth/grants `TOKEN_GRANT_TYPES`). */
@@ -131,9 +133,6 @@ function firstProblem(problems: Record<string, string>): ClientInputError | null
 export async function lookupClient(db: Kysely<Database>, id: string): Promise<Client | undefined> {
   return isClientId(id) ? findClientById(db, id) : undefined;
 }
-
-/** The most rows a page of the admin client list shows, and `gatehouse client list` prints unless told otherwise (SPEC §4.5). */
-export const CLIENT_PAGE_SIZE = 100;
 
 /** A page of at most `limit` clients of every kind, oldest first (SPEC §4.5: admin lists are paginated). */
 export async function listClients(ctx: AppContext, cursor: PageCursor, limit: number): Promise<Page<Client>> {

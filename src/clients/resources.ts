@@ -20,11 +20,13 @@ import {
   insertResource,
   insertScope,
   listResources as listAllResources,
+  listResourcePage,
   listScopes,
   takenScopeNames,
   updateResource,
   updateScopeDescription,
 } from '../store/resources.ts';
+import type { Page, PageCursor } from '../store/clients.ts';
 import type { Resource, ScopeRow, SigningAlg, TokenFormat } from '../store/schema.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
 import { mintToken } from '../tokens.ts';
@@ -190,6 +192,12 @@ function view(ctx: AppContext, resource: Resource, scopes: readonly ScopeRow[]):
 export async function listResources(ctx: AppContext): Promise<ResourceView[]> {
   const scopes = await listScopes(ctx.db);
   return (await listAllResources(ctx.db)).map((resource) => view(ctx, resource, scopes));
+}
+
+/** A page of at most `limit` resource servers with their scopes, in creation order (the built-in one first): the admin list. */
+export async function listResourceViews(ctx: AppContext, cursor: PageCursor, limit: number): Promise<Page<ResourceView>> {
+  const [page, scopes] = await Promise.all([listResourcePage(ctx.db, cursor, limit), listScopes(ctx.db)]);
+  return { ...page, rows: page.rows.map((resource) => view(ctx, resource, scopes)) };
 }
 
 /** The resource server with this id; undefined when there is none. */

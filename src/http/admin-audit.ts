@@ -5,13 +5,12 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { findUserNamed } from '../accounts/users.ts';
+import { PAGE_SIZE } from '../clients/clients.ts';
 import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { isClientId } from '../oauth/client-auth.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { formatTime, page } from './pages.ts';
-
-const PAGE_SIZE = 100;
 
 export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/admin/audit', page, async (request, reply) => {

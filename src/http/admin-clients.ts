@@ -7,7 +7,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
-  CLIENT_PAGE_SIZE,
+  PAGE_SIZE,
   ClientInputError,
   CLIENT_GRANT_TYPES,
   blockClient,
@@ -131,7 +131,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
 
   app.get('/admin/oauthclients', page, async (request, reply) => {
     const cursor = pageCursor(request.query as RawParams);
-    const { rows, next, previous } = await listClients(ctx, cursor, CLIENT_PAGE_SIZE);
+    const { rows, next, previous } = await listClients(ctx, cursor, PAGE_SIZE);
     return reply.view('admin-clients.eta', {
       title: 'OAuth clients',
       wide: true,

@@ -15,7 +15,7 @@ import {
   createScope,
   describeScope,
   findResource,
-  listResources,
+  listResourceViews,
   parseScopeDefinition,
   registerResource,
   removeResource,
@@ -29,7 +29,8 @@ import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
-import { field, page, ticked } from './pages.ts';
+import { PAGE_SIZE } from '../clients/clients.ts';
+import { field, page, pageCursor, ticked } from './pages.ts';
 import { formToken } from './session.ts';
 
 const NOTICES: Record<string, string> = {
@@ -137,7 +138,17 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
   app.get('/admin/resources', page, async (request, reply) => {
     const done = (request.query as RawParams).done;
     const notice = typeof done === 'string' ? (NOTICES[done] ?? null) : null;
-    return reply.view('admin-resources.eta', { title: 'Resource servers', wide: true, resources: await listResources(ctx), notice });
+    const cursor = pageCursor(request.query as RawParams);
+    const { rows, next, previous } = await listResourceViews(ctx, cursor, PAGE_SIZE);
+    return reply.view('admin-resources.eta', {
+      title: 'Resource servers',
+      wide: true,
+      resources: rows,
+      paged: 'after' in cursor || 'before' in cursor,
+      next: next && `/admin/resources?${new URLSearchParams(next)}`,
+      previous: previous && `/admin/resources?${new URLSearchParams(previous)}`,
+      notice,
+    });
   });
 
   app.get('/admin/resources/new', page, async (_request, reply) => form(reply, { resource: null, values: NEW_RESOURCE, errors: {} }));

@@ -1,4 +1,4 @@
-import { sql, type Kysely, type Transaction } from 'kysely';
+import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
 import { onPostgres } from './chained-writes.ts';
 import { prepare } from './prepared.ts';
@@ -26,6 +26,9 @@ export async function findClient(db: Kysely<Database>, id: string): Promise<Clie
  */
 export type PageCursor = { after: string } | { before: string } | Record<string, never>;
 
+/** The most rows a page of an admin list shows (SPEC §4.5), and `gatehouse client list` prints unless told otherwise. */
+export const PAGE_SIZE = 100;
+
 export interface Page<T> {
   rows: T[];
   /** The cursors of the pages either side; null when there is none. */
@@ -41,22 +44,36 @@ export interface Page<T> {
  * meanwhile) gives an empty page.
  */
 export async function listClients(db: Kysely<Database>, cursor: PageCursor, limit: number): Promise<Page<Client>> {
+  return pageInCreationOrder(db, 'clients', cursor, limit);
+}
+
+/**
+ * A page of at most `limit` rows of a table whose rows have a `created_at` and a unique `id`,
+ * in that order, keyset-paged as `listClients` says; the cursor is a row's id.
+ */
+export async function pageInCreationOrder<T extends 'clients' | 'resources'>(
+  db: Kysely<Database>,
+  table: T,
+  cursor: PageCursor,
+  limit: number,
+): Promise<Page<Selectable<Database[T]>>> {
   const backwards = 'before' in cursor;
   const from = 'after' in cursor ? cursor.after : 'before' in cursor ? cursor.before : undefined;
   const order = backwards ? 'desc' : 'asc';
-  const rows = await db
-    .selectFrom('clients')
+  // Kysely cannot type a query over a table chosen by a parameter; both tables have these columns.
+  const rows = (await (db as Kysely<any>)
+    .selectFrom(table)
     .selectAll()
     .$if(from !== undefined, (query) =>
       query.where(
-        sql<boolean>`(clients.created_at, clients.id) ${sql.raw(backwards ? '<' : '>')} (select c.created_at, c.id from clients c where c.id = ${from})`,
+        sql<boolean>`(${sql.ref(`${table}.created_at`)}, ${sql.ref(`${table}.id`)}) ${sql.raw(backwards ? '<' : '>')} (select k.created_at, k.id from ${sql.table(table)} k where k.id = ${from})`,
       ),
     )
     .orderBy('created_at', order)
     .orderBy('id', order)
     .limit(limit + 1)
-    .execute();
-  return keysetPage(rows, cursor, limit, (client) => client.id);
+    .execute()) as Array<Selectable<Database[T]> & { id: string }>;
+  return keysetPage(rows, cursor, limit, (row) => row.id);
 }
 
 /**

@@ -6,6 +6,7 @@
  * the grants that hold them revoked.
  */
 import type { Kysely, Transaction } from 'kysely';
+import { pageInCreationOrder, type Page, type PageCursor } from './clients.ts';
 import { prepare } from './prepared.ts';
 import type { Database, NewClient, Resource, ScopeRow } from './schema.ts';
 
@@ -43,6 +44,11 @@ export async function isResourceServerClient(db: Kysely<Database>, clientId: str
 
 export async function listResources(db: Kysely<Database>): Promise<Resource[]> {
   return db.selectFrom('resources').selectAll().orderBy('created_at').orderBy('id').execute();
+}
+
+/** A page of at most `limit` resource servers in creation order (the built-in one first). */
+export async function listResourcePage(db: Kysely<Database>, cursor: PageCursor, limit: number): Promise<Page<Resource>> {
+  return pageInCreationOrder(db, 'resources', cursor, limit);
 }
 
 /** Every scope of every resource server, by name. */

@@ -171,6 +171,34 @@ for (const backend of BACKENDS) {
       assert.equal(await admin.getByLabel('Search users').inputValue(), 'user-', 'the search is kept');
     });
 
+    test('the resource server list shows 100 a page, the built-in one first, with links to the next and previous pages', async () => {
+      const start = Date.now();
+      for (let i = 0; i < 105; i++) {
+        await server.store.db
+          .insertInto('resources')
+          .values({
+            id: crypto.randomUUID(),
+            uri: `https://api-${i}.example/`,
+            name: `API ${String(i).padStart(3, '0')}`,
+            client_id: null,
+            created_at: start + i,
+          })
+          .execute();
+      }
+      const admin = await open('/admin/resources');
+      const names = () => admin.locator('tbody tr td:first-child a').allTextContents();
+      const first = await names();
+      assert.equal(first.length, 100);
+      assert.equal(first[1], 'API 000', 'oldest first, after the built-in resource');
+      assert.equal(await admin.getByRole('link', { name: 'Previous resource servers' }).count(), 0);
+      await admin.getByRole('link', { name: 'Next resource servers' }).click();
+      const second = await names();
+      assert.deepEqual(second, ['API 099', 'API 100', 'API 101', 'API 102', 'API 103', 'API 104']);
+      assert.equal(await admin.getByRole('link', { name: 'Next resource servers' }).count(), 0);
+      await admin.getByRole('link', { name: 'Previous resource servers' }).click();
+      assert.deepEqual(await names(), first);
+    });
+
     test('a group form without its CSRF token is refused and changes nothing; names come back escaped', async () => {
       const admin = new UserAgent(server.url);
       await admin.login('root');
