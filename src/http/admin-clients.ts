@@ -89,7 +89,8 @@ function changesFrom(values: ClientFormValues): ClientChanges {
     scope: values.scopes.join(' '),
     postLogoutRedirectUris: linesOf(values.post_logout_redirect_uri),
     backchannelLogoutUri: values.backchannel_logout_uri === '' ? null : values.backchannel_logout_uri,
-    idTokenAlg: values.id_token_alg,
+    // Not chosen (a form of an older page): as it was, or the default.
+    idTokenAlg: values.id_token_alg === '' ? undefined : values.id_token_alg,
   };
 }
 
