@@ -27,6 +27,7 @@ import {
   type PageCursor,
 } from '../clients/clients.ts';
 import { SCOPES } from '../config.ts';
+import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
@@ -178,7 +179,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       client_type: 'public',
       trusted: false,
       require_pkce: true,
-      scopes: [...SCOPES],
+      scopes: [...SCOPES, ...IDENTITY_SCOPE_NAMES], // as `gatehouse client create` without --scope
     };
     return clientForm(reply, { client: null, values, errors: {} });
   });
