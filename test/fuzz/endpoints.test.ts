@@ -16,6 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import * as fc from 'fast-check';
 import { sql } from 'kysely';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import { AUTHORIZATION_PARAMETERS } from '../../src/oauth/authorize.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -202,28 +203,8 @@ const CLIENT_ERRORS = [400, 401, 403, 404, 405, 413, 414, 415, 429];
 /** Every fuzzed endpoint, as a generator of requests that must all fail (or, where the RFC says so, succeed without effect). */
 function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.Arbitrary<Case> }> {
   const value = values(world);
-  const authorizeNames = [
-    'client_id',
-    'redirect_uri',
-    'response_type',
-    'state',
-    'scope',
-    'code_challenge',
-    'code_challenge_method',
-    'response_mode',
-    'prompt',
-    'nonce',
-    // OpenID Connect (SPEC §4.10): checked, refused, or ignored.
-    'max_age',
-    'login_hint',
-    'id_token_hint',
-    'request',
-    'request_uri',
-    'claims',
-    'display',
-    'ui_locales',
-    'acr_values',
-  ];
+  // Every parameter the endpoint reads, and OpenID Connect's that it ignores (SPEC §4.10).
+  const authorizeNames = [...AUTHORIZATION_PARAMETERS, 'claims', 'display', 'ui_locales', 'claims_locales', 'acr_values'];
   const who = fc.constantFrom(world.anonymous, world.alice);
   const guessedBasic = [
     fc.constant(undefined),
