@@ -27,6 +27,7 @@ import {
 } from '../clients/clients.ts';
 import { SCOPES } from '../config.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
+import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import type { RawParams } from '../oauth/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
@@ -178,7 +179,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       client_type: 'public',
       trusted: false,
       require_pkce: true,
-      scopes: [...SCOPES],
+      scopes: [...SCOPES, ...IDENTITY_SCOPE_NAMES], // as `gatehouse client create` without --scope
       post_logout_redirect_uri: '',
       backchannel_logout_uri: '',
       id_token_alg: 'RS256',

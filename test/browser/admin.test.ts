@@ -41,7 +41,7 @@ describe('the admin console in a browser', browserOptions(), () => {
     await admin.context().grantPermissions(['clipboard-read', 'clipboard-write'], { origin: server.url });
     await admin.getByRole('link', { name: 'Register a new OAuth client' }).click();
 
-    await admin.getByLabel('Name').fill('Notes <Pro> & Co');
+    await admin.getByLabel('Name', { exact: true }).fill('Notes <Pro> & Co');
     await admin.getByLabel('Grant type').selectOption('authorization_code');
     await admin.getByLabel('Redirect URL').fill('http://notes.example.com/callback');
     await admin.getByLabel('Confidential').check();
@@ -54,7 +54,7 @@ describe('the admin console in a browser', browserOptions(), () => {
     assert.match((await redirect.getAttribute('aria-describedby'))!, /\bredirect_uri-error\b/);
     assert.equal(await admin.locator('#redirect_uri-error').textContent(), 'Redirect URL must use https (http is allowed only for loopback hosts)');
     assert.equal(await redirect.inputValue(), 'http://notes.example.com/callback');
-    assert.equal(await admin.getByLabel('Name').inputValue(), 'Notes <Pro> & Co');
+    assert.equal(await admin.getByLabel('Name', { exact: true }).inputValue(), 'Notes <Pro> & Co');
     assert.equal(await admin.getByLabel('Confidential').isChecked(), true);
     assert.equal(await admin.getByLabel('Require PKCE').isChecked(), true);
 
@@ -99,7 +99,7 @@ describe('the admin console in a browser', browserOptions(), () => {
 
     const admin = await open(`/admin/oauthclients`, 'root');
     await admin.getByRole('link', { name: 'Old Name' }).click();
-    await admin.getByLabel('Name').fill('New Name');
+    await admin.getByLabel('Name', { exact: true }).fill('New Name');
     await admin.getByRole('button', { name: 'Save changes' }).click();
     await admin.getByRole('status').getByText('Changes saved.').waitFor();
     assert.equal(await admin.getByRole('heading', { level: 1 }).textContent(), 'Edit New Name');

@@ -16,6 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import * as fc from 'fast-check';
 import { sql } from 'kysely';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
+import { AUTHORIZATION_PARAMETERS } from '../../src/oauth/authorize.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -101,6 +102,15 @@ function values(world: World): fc.Arbitrary<string> {
         'login consent',
         'web_message',
         'query',
+        'form_post',
+        'openid',
+        'openid profile email groups offline_access',
+        '0',
+        '-1',
+        '1.5',
+        'n'.repeat(513),
+        // Shaped like an ID token, signed by nobody Gatehouse knows.
+        'eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCIsImtpZCI6IngifQ.eyJzdWIiOiJhY2N0OmFsaWNlQDEyNy4wLjAuMSJ9.c2lnbmF0dXJl',
         ...SCOPES,
         SCOPES.join(' '),
         'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
@@ -205,18 +215,8 @@ const CLIENT_ERRORS = [400, 401, 403, 404, 405, 413, 414, 415, 429];
 /** Every fuzzed endpoint, as a generator of requests that must all fail (or, where the RFC says so, succeed without effect). */
 function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.Arbitrary<Case> }> {
   const value = values(world);
-  const authorizeNames = [
-    'client_id',
-    'redirect_uri',
-    'response_type',
-    'state',
-    'scope',
-    'code_challenge',
-    'code_challenge_method',
-    'response_mode',
-    'prompt',
-    'nonce',
-  ];
+  // Every parameter the endpoint reads, and OpenID Connect's that it ignores (SPEC §4.10).
+  const authorizeNames = [...AUTHORIZATION_PARAMETERS, 'claims', 'display', 'ui_locales', 'claims_locales', 'acr_values'];
   const who = fc.constantFrom(world.anonymous, world.alice);
   const guessedBasic = [
     fc.constant(undefined),
@@ -260,7 +260,8 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
             ),
           ),
         )
-        .map(([m, b]) => request('consent', m, '/oauth/authorize', b, { cookie: world.alice.cookie }, [302, 303])),
+        // 200: a denial answered by a page (response_mode=form_post or web_message).
+        .map(([m, b]) => request('consent', m, '/oauth/authorize', b, { cookie: world.alice.cookie }, [200, 302, 303])),
     },
     {
       name: 'POST /api/token',
@@ -288,6 +289,22 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
       arbitrary: fc
         .tuple(method('POST'), body(params(['token', 'token_type_hint', 'client_id', 'client_secret'], value)), basic)
         .map(([m, b, header]) => request('introspect', m, '/oauth/introspect', b, authorization(header), [200])),
+    },
+    {
+      // OIDC userinfo: no generated token is live, so every request is refused.
+      name: 'GET and POST /oauth/userinfo',
+      runs: 200,
+      arbitrary: fc
+        .tuple(
+          method('GET'),
+          body(params(['access_token'], value)),
+          fc.oneof(
+            fc.constant(undefined),
+            value.map((v) => `Bearer ${v}`),
+            value,
+          ),
+        )
+        .map(([m, b, header]) => request('userinfo', m, '/oauth/userinfo', b, authorization(header), [])),
     },
     {
       // No generated password is alice's: every login fails (and the throttle soon answers 429).
