@@ -1,5 +1,5 @@
 /**
- * User accounts: creating, finding, disabling and promoting them, shared by the CLI and the
+ * User accounts: creating, finding, editing, disabling and promoting them, shared by the CLI and the
  * admin pages. The changes record their own audit events, made by the given actor.
  */
 import { InputError } from '../input-error.ts';
@@ -11,7 +11,9 @@ import { isUuid } from '../oauth/client-auth.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { deleteUserSessions } from '../store/sessions.ts';
-import { findUserById, findUserByLogin, findUserByUsername, insertUser, listUsers, lookupKey, searchUsers, updateUser } from '../store/users.ts';
+import { normalizeClientName } from '../oauth/client-names.ts';
+import type { Page, PageCursor } from '../store/clients.ts';
+import { findUserById, findUserByLogin, findUserByUsername, insertUser, listUserPage, listUsers, lookupKey, updateUser } from '../store/users.ts';
 import type { Database, User } from '../store/schema.ts';
 import { hashPassword, passwordProblem } from './passwords.ts';
 
@@ -33,11 +35,28 @@ export function emailProblem(email: string): string | null {
   return email.length <= 320 && EMAIL.test(email) ? null : 'must be an email address';
 }
 
+/** The most characters a display name holds. */
+export const MAX_DISPLAY_NAME_LENGTH = 200;
+
+/**
+ * A display name as stored (null: none; an empty or blank one is none), or an AccountError.
+ * It is shown to people and released as the OIDC `name` claim, so it follows the rules of
+ * the client names that login pages show: no control, format or invisible characters.
+ */
+export function displayNameOf(raw: string | null | undefined): string | null {
+  if (raw === undefined || raw === null || raw.trim() === '') return null;
+  const normalized = normalizeClientName(raw, MAX_DISPLAY_NAME_LENGTH);
+  if ('problem' in normalized) throw new AccountError('name', `display name ${normalized.problem}`);
+  return normalized.name;
+}
+
 export interface NewAccount {
   username: string;
   email: string;
   password: string;
   isAdmin: boolean;
+  displayName?: string | null;
+  emailVerified?: boolean;
 }
 
 /**
@@ -52,6 +71,7 @@ export async function createAccount(db: Kysely<Database>, account: NewAccount, n
     ['password', passwordProblem(account.password)],
   ];
   for (const [field, problem] of problems) if (problem) throw new AccountError(field, `${field} ${problem}`);
+  const displayName = displayNameOf(account.displayName);
   if (await findUserByUsername(db, account.username)) throw new AccountError('username', `username "${account.username}" is taken`);
   if (await findUserByLogin(db, account.email)) throw new AccountError('email', 'that email address belongs to another account');
   const user: User = {
@@ -60,8 +80,8 @@ export async function createAccount(db: Kysely<Database>, account: NewAccount, n
     username_key: lookupKey(account.username),
     email: account.email,
     email_key: lookupKey(account.email),
-    display_name: null,
-    email_verified: 0,
+    display_name: displayName,
+    email_verified: account.emailVerified ? 1 : 0,
     password_hash: await hashPassword(account.password),
     is_admin: account.isAdmin ? 1 : 0,
     disabled: 0,
@@ -76,6 +96,41 @@ export async function createUser(ctx: AppContext, account: NewAccount, actor: Ac
   const user = await createAccount(ctx.db, account, ctx.now());
   await ctx.audit({ type: 'user_created', ...madeBy(actor), userId: user.id, detail: { admin: user.is_admin === 1 } });
   return user;
+}
+
+/**
+ * What an administrator may change of a user's profile; an absent field stays as it is. A
+ * display name of '' or null removes it.
+ */
+export interface ProfileChanges {
+  displayName?: string | null;
+  email?: string;
+  emailVerified?: boolean;
+}
+
+/**
+ * Changes the user's display name, e-mail address and its verified flag (an AccountError
+ * names the field at fault; nothing is changed then) and records who did. A new address is
+ * unverified unless `emailVerified` says otherwise in the same change (SPEC §4.10): the flag
+ * vouched for the old one. Resolves to the user as changed.
+ */
+export async function updateProfile(ctx: AppContext, user: User, changes: ProfileChanges, actor: Actor): Promise<User> {
+  const patch: Partial<Pick<User, 'display_name' | 'email' | 'email_key' | 'email_verified'>> = {};
+  if (changes.displayName !== undefined) patch.display_name = displayNameOf(changes.displayName);
+  if (changes.email !== undefined && changes.email !== user.email) {
+    const problem = emailProblem(changes.email);
+    if (problem) throw new AccountError('email', `email ${problem}`);
+    const holder = await findUserByLogin(ctx.db, changes.email);
+    if (holder && holder.id !== user.id) throw new AccountError('email', 'that email address belongs to another account');
+    Object.assign(patch, { email: changes.email, email_key: lookupKey(changes.email), email_verified: 0 });
+  }
+  if (changes.emailVerified !== undefined) patch.email_verified = changes.emailVerified ? 1 : 0;
+  const changed = (Object.keys(patch) as Array<keyof typeof patch>).filter((column) => column !== 'email_key' && patch[column] !== user[column]);
+  if (changed.length === 0) return user;
+  await updateUser(ctx.db, user.id, patch);
+  // Which fields changed, not their values: the trail records who changed what.
+  await ctx.audit({ type: 'user_updated', ...madeBy(actor), userId: user.id, detail: { changed: changed.join(' ') } });
+  return { ...user, ...patch };
 }
 
 /** The user with this id; undefined for an unknown or malformed one. */
@@ -93,9 +148,12 @@ export function allUsers(ctx: AppContext): Promise<User[]> {
   return listUsers(ctx.db);
 }
 
-/** Users whose username or email contains `text`, in username order; at most `limit`. */
-export async function findUsers(ctx: AppContext, text: string, limit: number): Promise<User[]> {
-  return searchUsers(ctx.db, text, limit);
+/** The most rows a page of the admin user list shows (SPEC §4.5). */
+export const USER_PAGE_SIZE = 100;
+
+/** A page of the users whose username or email contains `text` (all when empty), in username order. */
+export async function findUsers(ctx: AppContext, text: string, cursor: PageCursor): Promise<Page<User>> {
+  return listUserPage(ctx.db, text, cursor, USER_PAGE_SIZE);
 }
 
 /**

@@ -12,6 +12,7 @@ import { AUDIT } from './audit.ts';
 import { CLIENT_COMMANDS } from './client.ts';
 import { UsageError, type Command } from './command.ts';
 import { MIGRATE, PURGE } from './database.ts';
+import { GROUP_COMMANDS } from './group.ts';
 import { helpText } from './help.ts';
 import { KEYS_COMMANDS } from './keys.ts';
 import { RESOURCE_COMMANDS } from './resource.ts';
@@ -20,7 +21,17 @@ import { SERVE, serve } from './serve.ts';
 import { USER_COMMANDS } from './user.ts';
 
 /** Every command but `serve`, in the order --help lists them. */
-const COMMANDS: readonly Command[] = [MIGRATE, ...USER_COMMANDS, ...CLIENT_COMMANDS, ...RESOURCE_COMMANDS, ...SCOPE_COMMANDS, ...KEYS_COMMANDS, PURGE, AUDIT];
+const COMMANDS: readonly Command[] = [
+  MIGRATE,
+  ...USER_COMMANDS,
+  ...GROUP_COMMANDS,
+  ...CLIENT_COMMANDS,
+  ...RESOURCE_COMMANDS,
+  ...SCOPE_COMMANDS,
+  ...KEYS_COMMANDS,
+  PURGE,
+  AUDIT,
+];
 
 const HELP = helpText([SERVE, ...COMMANDS]);
 

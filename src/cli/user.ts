@@ -1,21 +1,33 @@
-/** `gatehouse user …`: create, list, disable users and set their passwords. */
-import { allUsers, createUser, disableUser, findUserNamed, setPassword } from '../accounts/users.ts';
+/** `gatehouse user …`: create, list, update, disable users and set their passwords. */
+import { allGroups } from '../accounts/groups.ts';
+import { allUsers, createUser, disableUser, findUserNamed, setPassword, updateProfile, type User } from '../accounts/users.ts';
 import { COMMAND_LINE } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
 import { readPassword } from './password.ts';
 
+/** The options of a user's profile, on `create` and `update`. */
+const PROFILE_OPTIONS = { name: { type: 'string' }, 'email-verified': { type: 'boolean' } } as const;
+
+function profileJson(user: User) {
+  return { display_name: user.display_name, email_verified: user.email_verified === 1 };
+}
+
 const create: Command = command({
   words: 'user create',
-  usage: '<username> --email <e> [--admin] [--password-stdin]',
-  options: { email: { type: 'string' }, admin: { type: 'boolean' }, 'password-stdin': { type: 'boolean' } },
+  usage: ['<username> --email <e> [--admin] [--password-stdin]', '[--name <display name>] [--email-verified]'],
+  options: { email: { type: 'string' }, admin: { type: 'boolean' }, 'password-stdin': { type: 'boolean' }, ...PROFILE_OPTIONS },
   async run(ctx, args, options, print) {
     const username = oneArgument(create, args);
     if (options.email === undefined) throw new UsageError('--email is required');
     const password = await readPassword(options);
-    const user = await createUser(ctx, { username, email: options.email, password, isAdmin: options.admin ?? false }, COMMAND_LINE);
+    const user = await createUser(
+      ctx,
+      { username, email: options.email, password, isAdmin: options.admin ?? false, displayName: options.name, emailVerified: options['email-verified'] },
+      COMMAND_LINE,
+    );
     print(
-      { id: user.id, username: user.username, email: user.email, admin: user.is_admin === 1 },
+      { id: user.id, username: user.username, email: user.email, admin: user.is_admin === 1, ...profileJson(user) },
       `Created user ${user.username}${user.is_admin ? ' (administrator)' : ''}.`,
     );
     return 0;
@@ -26,8 +38,46 @@ const list = command({
   words: 'user list',
   async run(ctx, args, _options, print) {
     noArguments(args);
-    const users = (await allUsers(ctx)).map((u) => ({ username: u.username, email: u.email, admin: u.is_admin === 1, disabled: u.disabled === 1 }));
-    print(users, users.map((u) => `${u.username}\t${u.email}${u.admin ? '\tadmin' : ''}${u.disabled ? '\tdisabled' : ''}`).join('\n') || 'No users.');
+    const groupsOf = new Map<string, string[]>();
+    for (const group of await allGroups(ctx)) for (const member of group.members) groupsOf.set(member.id, [...(groupsOf.get(member.id) ?? []), group.name]);
+    const users = (await allUsers(ctx)).map((u) => ({
+      username: u.username,
+      email: u.email,
+      admin: u.is_admin === 1,
+      disabled: u.disabled === 1,
+      ...profileJson(u),
+      groups: groupsOf.get(u.id) ?? [],
+    }));
+    const line = (u: (typeof users)[number]) =>
+      [
+        u.username,
+        u.email + (u.email_verified ? ' (verified)' : ''),
+        u.display_name ?? '',
+        u.admin ? 'admin' : '',
+        u.disabled ? 'disabled' : '',
+        u.groups.length > 0 ? `groups: ${u.groups.join(' ')}` : '',
+      ]
+        .join('\t')
+        .trimEnd();
+    print(users, users.map(line).join('\n') || 'No users.');
+    return 0;
+  },
+});
+
+const update: Command = command({
+  words: 'user update',
+  usage: '<username> [--name <display name>] [--email <e>] [--[no-]email-verified]',
+  help: ['a new --email is unverified unless --email-verified comes with it;', '--name "" removes the display name'],
+  options: { email: { type: 'string' }, ...PROFILE_OPTIONS },
+  async run(ctx, args, options, print) {
+    const user = await requireUser(ctx, args);
+    if (options.name === undefined && options.email === undefined && options['email-verified'] === undefined)
+      throw new UsageError('nothing to change: give --name, --email, --email-verified or --no-email-verified');
+    const changed = await updateProfile(ctx, user, { displayName: options.name, email: options.email, emailVerified: options['email-verified'] }, COMMAND_LINE);
+    print(
+      { username: changed.username, email: changed.email, ...profileJson(changed) },
+      `Updated ${changed.username}: ${changed.display_name === null ? 'no display name' : `display name "${changed.display_name}"`}, ${changed.email} (${changed.email_verified ? 'verified' : 'unverified'}).`,
+    );
     return 0;
   },
 });
@@ -65,4 +115,4 @@ async function requireUser(ctx: AppContext, args: string[]) {
   return user;
 }
 
-export const USER_COMMANDS: readonly Command[] = [create, list, disable, setPasswordCommand];
+export const USER_COMMANDS: readonly Command[] = [create, list, update, disable, setPasswordCommand];

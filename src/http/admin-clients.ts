@@ -24,15 +24,14 @@ import {
   type Client,
   type ClientChanges,
   type ClientInput,
-  type PageCursor,
 } from '../clients/clients.ts';
 import { SCOPES } from '../config.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import type { RawParams } from '../oauth/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
 import type { AdminRoomOptions } from './admin.ts';
 import { requireFormBody } from './helpers.ts';
-import { field, formatTime, page, ticked, tickedValues } from './pages.ts';
+import { field, formatTime, page, pageCursor, ticked, tickedValues } from './pages.ts';
 import { formToken } from './session.ts';
 
 const NOTICES: Record<string, string> = {
@@ -93,17 +92,6 @@ function formProblems(values: ClientFormValues): Record<string, string> {
 
 function clientRow(client: Client) {
   return { ...describeClient(client), created: formatTime(client.created_at) };
-}
-
-/**
- * The page a list's link leads to: `?after=<id>` (the next page) or `?before=<id>` (the
- * previous one), else the first. Any other value is only a key that no row has: an empty page.
- */
-function pageCursor(query: RawParams): PageCursor {
-  const after = single(query, 'after');
-  if (after !== undefined) return { after: after.slice(0, 2048) };
-  const before = single(query, 'before');
-  return before === undefined ? {} : { before: before.slice(0, 2048) };
 }
 
 function notice(request: FastifyRequest): string | null {

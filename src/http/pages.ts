@@ -2,6 +2,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { User } from '../accounts/users.ts';
 import { single, type RawParams } from '../oauth/params.ts';
+import type { PageCursor } from '../clients/clients.ts';
 import { formToken } from './session.ts';
 
 declare module 'fastify' {
@@ -52,4 +53,15 @@ export function formatTime(epochMs: number): string {
 /** "username must be …" → "Username must be …": a library message shown next to its field. */
 export function sentence(message: string): string {
   return message.charAt(0).toUpperCase() + message.slice(1);
+}
+
+/**
+ * The page a list's link leads to: `?after=<key>` (the next page) or `?before=<key>` (the
+ * previous one), else the first. Any other value is only a key that no row has: an empty page.
+ */
+export function pageCursor(query: RawParams): PageCursor {
+  const after = single(query, 'after');
+  if (after !== undefined) return { after: after.slice(0, 2048) };
+  const before = single(query, 'before');
+  return before === undefined ? {} : { before: before.slice(0, 2048) };
 }

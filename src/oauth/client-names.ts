@@ -31,14 +31,15 @@ const EMOJI = /\p{RGI_Emoji}/gv;
 /**
  * The name as stored and shown — NFKC (full-width and other compatibility forms become the
  * characters they stand for), trimmed, runs of spaces of any kind one space — or why it is
- * refused. Empty is refused too: the caller decides whether a name may be absent.
+ * refused. Empty is refused too: the caller decides whether a name may be absent. Users'
+ * display names (accounts/users.ts) follow the same rules with their own bound.
  */
-export function normalizeClientName(raw: string): { name: string } | { problem: string } {
+export function normalizeClientName(raw: string, maxLength = MAX_NAME_LENGTH): { name: string } | { problem: string } {
   const trimmed = raw.normalize('NFKC').trim();
   // Before the spaces are collapsed: line and paragraph separators count as spaces there.
   if (INVISIBLE.test(trimmed.replace(EMOJI, ''))) return { problem: 'must not hold control, format or invisible characters' };
   const name = trimmed.replace(/\s+/gu, ' ');
-  if (name === '' || name.length > MAX_NAME_LENGTH) return { problem: `must be 1-${MAX_NAME_LENGTH} characters` };
+  if (name === '' || name.length > maxLength) return { problem: `must be 1-${maxLength} characters` };
   return { name };
 }
 

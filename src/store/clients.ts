@@ -56,17 +56,26 @@ export async function listClients(db: Kysely<Database>, cursor: PageCursor, limi
     .orderBy('id', order)
     .limit(limit + 1)
     .execute();
+  return keysetPage(rows, cursor, limit, (client) => client.id);
+}
+
+/**
+ * The page of a keyset query that read up to `limit + 1` rows from the cursor on, in the
+ * direction of the cursor (backwards for `before`), with the cursors either side.
+ */
+export function keysetPage<T>(rows: T[], cursor: PageCursor, limit: number, key: (row: T) => string): Page<T> {
+  const backwards = 'before' in cursor;
   const more = rows.length > limit;
   const page = rows.slice(0, limit);
   if (backwards) page.reverse();
-  const first = page[0]?.id;
-  const last = page.at(-1)?.id;
+  const first = page[0];
+  const last = page.at(-1);
   return {
     rows: page,
     // Beyond the page in the direction read: rows when there were more than the limit. Behind
     // it: the cursor's own row, when the page was reached from one.
-    next: last !== undefined && (backwards || more) ? { after: last } : null,
-    previous: first !== undefined && (backwards ? more : from !== undefined) ? { before: first } : null,
+    next: last !== undefined && (backwards || more) ? { after: key(last) } : null,
+    previous: first !== undefined && (backwards ? more : 'after' in cursor) ? { before: key(first) } : null,
   };
 }
 

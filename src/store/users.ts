@@ -1,4 +1,5 @@
 import { sql, type Kysely } from 'kysely';
+import { keysetPage, type Page, type PageCursor } from './clients.ts';
 import type { Database, NewUser, User } from './schema.ts';
 
 /** Usernames and emails compare case-insensitively and after Unicode normalization. */
@@ -33,19 +34,26 @@ export async function listUsers(db: Kysely<Database>): Promise<User[]> {
 }
 
 /**
- * Users whose username or email contains `text`, compared as lookup keys, in username order;
- * at most `limit`. LIKE's wildcards in `text` match literally.
+ * A page of at most `limit` users whose username or email contains `text` (all users when
+ * empty), compared as lookup keys, in username order; LIKE's wildcards in `text` match
+ * literally. Keyset paging, as for clients (store/clients.ts): the cursor is a username's
+ * lookup key, which is unique.
  */
-export async function searchUsers(db: Kysely<Database>, text: string, limit: number): Promise<User[]> {
+export async function listUserPage(db: Kysely<Database>, text: string, cursor: PageCursor, limit: number): Promise<Page<User>> {
   const pattern = `%${lookupKey(text).replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
   const contains = (column: 'username_key' | 'email_key') => sql<boolean>`${sql.ref(column)} like ${pattern} escape '\\'`;
-  return db
+  const backwards = 'before' in cursor;
+  const from = 'after' in cursor ? cursor.after : 'before' in cursor ? cursor.before : undefined;
+  const order = backwards ? 'desc' : 'asc';
+  const rows = await db
     .selectFrom('users')
     .selectAll()
-    .where((eb) => eb.or([contains('username_key'), contains('email_key')]))
-    .orderBy('username_key')
-    .limit(limit)
+    .$if(text !== '', (query) => query.where((eb) => eb.or([contains('username_key'), contains('email_key')])))
+    .$if(from !== undefined, (query) => query.where('username_key', backwards ? '<' : '>', lookupKey(from!)))
+    .orderBy('username_key', order)
+    .limit(limit + 1)
     .execute();
+  return keysetPage(rows, cursor, limit, (user) => user.username_key);
 }
 
 export async function countAdmins(db: Kysely<Database>): Promise<number> {
@@ -61,7 +69,7 @@ export async function countAdmins(db: Kysely<Database>): Promise<number> {
 export async function updateUser(
   db: Kysely<Database>,
   id: string,
-  patch: Partial<Pick<User, 'password_hash' | 'is_admin' | 'disabled' | 'email' | 'email_key' | 'display_name'>>,
+  patch: Partial<Pick<User, 'password_hash' | 'is_admin' | 'disabled' | 'email' | 'email_key' | 'display_name' | 'email_verified'>>,
 ): Promise<boolean> {
   const result = await db.updateTable('users').set(patch).where('id', '=', id).executeTakeFirst();
   return result.numUpdatedRows > 0n;

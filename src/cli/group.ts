@@ -1,0 +1,72 @@
+/** `gatehouse group …`: create, delete and list groups, add and remove their members. */
+import { addMember, allGroups, createGroup, removeGroup, removeMember } from '../accounts/groups.ts';
+import { findUserNamed } from '../accounts/users.ts';
+import { COMMAND_LINE } from '../audit.ts';
+import type { AppContext } from '../context.ts';
+import { UsageError, command, noArguments, oneArgument, usageError, type Command, type HelpEntry } from './command.ts';
+
+const create: Command = command({
+  words: 'group create',
+  usage: '<name>',
+  help: 'a name of letters, digits and punctuation, without spaces, quotes or backslashes',
+  async run(ctx, args, _options, print) {
+    const name = oneArgument(create, args);
+    await createGroup(ctx, name, COMMAND_LINE);
+    print({ name, created: true }, `Created group ${name}.`);
+    return 0;
+  },
+});
+
+const remove: Command = command({
+  words: 'group delete',
+  usage: '<name>',
+  async run(ctx, args, _options, print) {
+    const name = oneArgument(remove, args);
+    await removeGroup(ctx, name, COMMAND_LINE);
+    print({ name, deleted: true }, `Deleted group ${name}.`);
+    return 0;
+  },
+});
+
+/** The group and the user that `group add` and `group remove` name. */
+async function groupAndUser(ctx: AppContext, command: HelpEntry, args: string[]) {
+  const [name, username, ...extra] = args;
+  if (name === undefined || username === undefined || extra.length > 0) throw usageError(command);
+  const user = await findUserNamed(ctx, username);
+  if (!user) throw new UsageError(`no user named ${username}`);
+  return { name, user };
+}
+
+const add: Command = command({
+  words: 'group add',
+  usage: '<name> <username>',
+  async run(ctx, args, _options, print) {
+    const { name, user } = await groupAndUser(ctx, add, args);
+    await addMember(ctx, name, user, COMMAND_LINE);
+    print({ name, username: user.username, member: true }, `Added ${user.username} to group ${name}.`);
+    return 0;
+  },
+});
+
+const removeFrom: Command = command({
+  words: 'group remove',
+  usage: '<name> <username>',
+  async run(ctx, args, _options, print) {
+    const { name, user } = await groupAndUser(ctx, removeFrom, args);
+    await removeMember(ctx, name, user, COMMAND_LINE);
+    print({ name, username: user.username, member: false }, `Removed ${user.username} from group ${name}.`);
+    return 0;
+  },
+});
+
+const list = command({
+  words: 'group list',
+  async run(ctx, args, _options, print) {
+    noArguments(args);
+    const groups = (await allGroups(ctx)).map((g) => ({ name: g.name, members: g.members.map((m) => m.username) }));
+    print(groups, groups.map((g) => `${g.name}\t${g.members.join(' ') || '(no members)'}`).join('\n') || 'No groups.');
+    return 0;
+  },
+});
+
+export const GROUP_COMMANDS: readonly Command[] = [create, list, add, removeFrom, remove];
