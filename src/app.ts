@@ -29,6 +29,7 @@ import jwksRoutes, { JWKS_PATH } from './http/jwks.ts';
 import { parseForm } from './oauth/params.ts';
 import { OneLinePerRequest, RequestLogger } from './http/logging.ts';
 import loginRoutes from './http/login.ts';
+import logoutRoutes from './http/logout.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
 import registrationRoutes from './http/register.ts';
@@ -262,6 +263,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(jwksRoutes, { ctx });
   await app.register(apiRoutes, { ctx });
   await app.register(loginRoutes, { ctx });
+  await app.register(logoutRoutes, { ctx });
   await app.register(setupRoutes, { ctx });
   await app.register(accountRoutes, { ctx });
   await app.register(deviceRoutes, { ctx });

@@ -9,6 +9,7 @@ import type { Kysely } from 'kysely';
 import type { Audit } from './audit.ts';
 import type { ClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
+import type { BackchannelLogouts } from './identity/backchannel-logout.ts';
 import type { KeyRing } from './identity/keys.ts';
 import type { Metrics } from './metrics.ts';
 import type { ClientMetadataResolver } from './oauth/client-metadata.ts';
@@ -51,6 +52,8 @@ export interface AppContext {
   readonly clientMetadata: ClientMetadataResolver;
   /** The signing keys (SPEC §4.9): what signs and verifies JWTs, and the JWKS. */
   readonly keys: KeyRing;
+  /** Back-channel logout deliveries (SPEC §4.10): woken when a session ends here; delivering on the server only. */
+  readonly backchannelLogouts: BackchannelLogouts;
 }
 
 export type RevocationReason = 'revoked' | 'refresh_reuse' | 'code_replay' | 'user_disabled' | 'client_deleted' | 'client_blocked' | 'access_removed';

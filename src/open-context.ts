@@ -7,6 +7,7 @@ import { auditTrail } from './audit.ts';
 import { createClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
 import type { ContextLogger, OpenContext } from './context.ts';
+import { backchannelLogouts } from './identity/backchannel-logout.ts';
 import { KeyRing } from './identity/keys.ts';
 import { createMetrics } from './metrics.ts';
 import { createClientMetadataResolver } from './oauth/client-metadata.ts';
@@ -27,6 +28,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     await services.close(); // a KEYS_SECRET that does not open the keys stops start-up: nothing is left open
     throw error;
   }
+  const logouts = backchannelLogouts({ config, db: store.db, keys, audit, now, log });
   const publishing = new Set<Promise<void>>();
   /** Keeps a fan-out message being sent until it is, for close(); a failure is logged, never thrown. */
   const track = (sending: Promise<void>, what: string) => {
@@ -43,6 +45,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     metrics,
     audit,
     keys,
+    backchannelLogouts: logouts,
     clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
     onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
       log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
@@ -53,6 +56,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     // The bus delivers to this instance's subscriber (above) before the message leaves.
     onClientsChanged: (clientIds) => track(services.bus.publishClientChanges(clientIds), 'client change'),
     async close() {
+      await logouts.close();
       keys.close();
       await Promise.all(publishing);
       await services.close();

@@ -5,7 +5,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.ts';
-import { deleteSession, findSessionUser, insertSession, type Login } from '../store/sessions.ts';
+import { deleteSessions, findSessionUser, insertSession, type Login } from '../store/sessions.ts';
 import type { User } from '../store/schema.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 
@@ -33,9 +33,15 @@ export async function startSession(ctx: AppContext, userId: string, previous: st
   return session.token;
 }
 
+/** Ends the session, and has the clients that got an ID token in it told (back-channel logout, SPEC §4.10). */
 export async function endSession(ctx: AppContext, token: string | undefined): Promise<void> {
   const hash = token === undefined ? null : hashIfWellFormed('session', token);
-  if (hash !== null) await deleteSession(ctx.db, hash);
+  if (hash !== null && (await deleteSessions(ctx.db, { idHash: hash }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
+}
+
+/** Ends every session of the user (a password change, an account disabled), with their back-channel logouts. */
+export async function endUserSessions(ctx: AppContext, userId: string): Promise<void> {
+  if ((await deleteSessions(ctx.db, { userId }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
 }
 
 /** The person of a live session and their login; null when the token is unknown, expired, or its user disabled. */

@@ -10,12 +10,12 @@ import type { AppContext } from '../context.ts';
 import { isUuid } from '../oauth/client-auth.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { revoke } from '../oauth/revocation.ts';
-import { deleteUserSessions } from '../store/sessions.ts';
 import { normalizeClientName } from '../oauth/client-names.ts';
 import type { Page, PageCursor } from '../store/clients.ts';
 import { findUserById, findUserByLogin, findUserByUsername, insertUser, listUserPage, listUsers, lookupKey, updateUser } from '../store/users.ts';
 import type { Database, User } from '../store/schema.ts';
 import { hashPassword, passwordProblem } from './passwords.ts';
+import { endUserSessions } from './sessions.ts';
 
 export type { User };
 
@@ -164,7 +164,7 @@ export async function setPassword(ctx: AppContext, user: User, password: string)
   const problem = passwordProblem(password);
   if (problem) throw new AccountError('password', `password ${problem}`);
   await updateUser(ctx.db, user.id, { password_hash: await hashPassword(password) });
-  await deleteUserSessions(ctx.db, user.id);
+  await endUserSessions(ctx, user.id);
 }
 
 /** Disables the account: its sessions end and every grant it gave is revoked. */
@@ -172,7 +172,7 @@ export async function disableUser(ctx: AppContext, user: User, actor: Actor): Pr
   // Disabling oneself would lock the last administrator out as easily as anyone else.
   if (user.id === actor.userId) throw new OAuthError('invalid_request', 'You cannot disable your own account.');
   await updateUser(ctx.db, user.id, { disabled: 1 });
-  await deleteUserSessions(ctx.db, user.id);
+  await endUserSessions(ctx, user.id);
   await revoke(ctx, { userId: user.id }, 'user_disabled');
   await ctx.audit({ type: 'user_disabled', ...madeBy(actor), userId: user.id });
 }

@@ -12,10 +12,20 @@ export function isLoopbackRedirect(uri: string): boolean {
   return URL.canParse(uri) && LOOPBACK_HOSTS.has(new URL(uri).hostname);
 }
 
-/** A client's redirect URLs, stored as a JSON array (store/schema.ts). */
-export function redirectUrisOf(client: { redirect_uris: string }): string[] {
-  const parsed: unknown = JSON.parse(client.redirect_uris);
+/** A list of URLs stored as a JSON array (store/schema.ts). */
+function urlList(json: string): string[] {
+  const parsed: unknown = JSON.parse(json);
   return Array.isArray(parsed) ? parsed.filter((uri): uri is string => typeof uri === 'string') : [];
+}
+
+/** A client's redirect URLs. */
+export function redirectUrisOf(client: { redirect_uris: string }): string[] {
+  return urlList(client.redirect_uris);
+}
+
+/** Where RP-initiated logout may send the person back to (SPEC §4.10): matched exactly, a loopback port included. */
+export function postLogoutRedirectUrisOf(client: { post_logout_redirect_uris: string }): string[] {
+  return urlList(client.post_logout_redirect_uris);
 }
 
 /** Why `value` cannot be registered as a redirect URL, or null when it can. */

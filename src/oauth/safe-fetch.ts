@@ -1,7 +1,7 @@
 /**
  * One outbound HTTPS GET of a small document at a URL that a stranger chose (client ID
- * metadata documents, SPEC §4.8), without letting that stranger point Gatehouse at the
- * network behind it (SSRF):
+ * metadata documents, SPEC §4.8) — or one POST of a form (back-channel logout, §4.10) —
+ * without letting that stranger point Gatehouse at the network behind it (SSRF):
  *
  * - https only; certificates checked against the system CAs plus NODE_EXTRA_CA_CERTS
  *   (Node's defaults; nothing here widens or narrows them).
@@ -17,8 +17,8 @@
  * logs that never quotes the body, and whether it was definitive (SafeFetchResult).
  */
 import { Resolver } from 'node:dns/promises';
-import type { IncomingHttpHeaders } from 'node:http';
-import { request } from 'node:https';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
@@ -91,6 +91,10 @@ export interface SafeFetchOptions {
   readonly maxBytes: number;
   readonly accept: string;
   readonly lookup?: HostLookup;
+  /** POST this form instead of a GET; a 204 is then a success too. */
+  readonly form?: URLSearchParams;
+  /** An administrator's URL (validated as https, or http on loopback, when registered): http is allowed. */
+  readonly allowHttp?: boolean;
 }
 
 /**
@@ -151,9 +155,10 @@ function errorCode(error: unknown): string {
   return (error as { code?: string }).code ?? (error as Error).message ?? String(error);
 }
 
-/** GETs `url` under the rules above; a 200 with its body, or a refusal with its reason. */
+/** GETs `url` (or POSTs `options.form` to it) under the rules above; a 200 with its body, or a refusal with its reason. */
 export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<SafeFetchResult> {
-  if (url.protocol !== 'https:') return refused('the URL is not https');
+  const http = url.protocol === 'http:' && options.allowHttp === true;
+  if (url.protocol !== 'https:' && !http) return refused('the URL is not https');
   const signal = AbortSignal.timeout(options.timeoutMs);
   const timedOut = `no complete answer within ${options.timeoutMs} ms`;
   const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
@@ -175,11 +180,16 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
   }
 
   return new Promise((resolve) => {
-    const req = request(
+    const body = options.form?.toString();
+    const req = (http ? httpRequest : httpsRequest)(
       url,
       {
-        method: 'GET',
-        headers: { accept: options.accept, 'user-agent': 'Gatehouse' },
+        method: body === undefined ? 'GET' : 'POST',
+        headers: {
+          accept: options.accept,
+          'user-agent': 'Gatehouse',
+          ...(body === undefined ? {} : { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) }),
+        },
         agent: false, // a fresh connection: a pooled one could have been opened to an address checked under other rules
         lookup: pinnedLookup(addresses),
         signal,
@@ -192,7 +202,7 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
         };
         if (status >= 300 && status < 400) return stop(`answered ${status}, a redirect (not followed)`);
         if (status === 408 || status === 429 || status >= 500) return stop(`answered HTTP ${status}`, true);
-        if (status !== 200) return stop(`answered HTTP ${status}`);
+        if (status !== 200 && !(body !== undefined && status === 204)) return stop(`answered HTTP ${status}`);
         const encoding = res.headers['content-encoding'];
         if (encoding !== undefined && encoding !== 'identity') return stop(`sent a ${encoding}-encoded body, which was not asked for`);
         const tooLong = `the body is longer than ${options.maxBytes} bytes`;
@@ -215,6 +225,6 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
       const code = errorCode(error);
       resolve(NETWORK_FAILURES.has(code) ? unanswered(`could not connect (${code})`) : refused(`could not fetch (${code})`));
     });
-    req.end();
+    req.end(body);
   });
 }

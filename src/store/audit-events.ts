@@ -9,6 +9,8 @@ export const AUDIT_EVENT_TYPES = [
   'login_succeeded',
   'login_failed',
   'logout',
+  'backchannel_logout_delivered',
+  'backchannel_logout_failed',
   'consent_granted',
   'code_issued',
   'device_authorization_requested',

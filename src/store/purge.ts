@@ -14,6 +14,7 @@ const EXPIRING: Record<string, string[]> = {
   consents: ['user_id', 'client_id', 'resource_id', 'redirect_origin'],
   setup_tokens: ['hash'],
   audit_events: ['id'],
+  backchannel_logouts: ['sid', 'client_id'],
 };
 
 /**

@@ -243,6 +243,24 @@ export interface GroupMembersTable {
   user_id: Immutable<string>;
 }
 
+/**
+ * A back-channel logout to deliver (SPEC §4.10): the session `sid` that ended, a client that
+ * got an ID token in it, and the delivery's progress; times in epoch milliseconds.
+ */
+export interface BackchannelLogoutsTable {
+  sid: Immutable<string>;
+  client_id: Immutable<string>;
+  user_id: Immutable<string>;
+  state: 'pending' | 'delivered' | 'failed';
+  attempts: number;
+  /** When the next attempt is due (while pending). */
+  next_attempt_at: number;
+  /** Until when an instance holds the row for an attempt under way; null when none does. */
+  claimed_until: number | null;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
 export type SigningKeyState = 'next' | 'active' | 'retiring';
 
 /** A signing key pair (src/identity/keys.ts); times in epoch milliseconds. */
@@ -281,6 +299,7 @@ export interface Database {
   signing_keys: SigningKeysTable;
   groups: GroupsTable;
   group_members: GroupMembersTable;
+  backchannel_logouts: BackchannelLogoutsTable;
 }
 
 export type User = Selectable<UsersTable>;

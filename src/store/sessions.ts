@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { queueBackchannelLogouts } from './backchannel-logouts.ts';
 import { prepare } from './prepared.ts';
 import type { Database, User } from './schema.ts';
 
@@ -52,10 +53,20 @@ export async function findSessionUser(
   return sessionUser.first(db, { idHash, now });
 }
 
-export async function deleteSession(db: Kysely<Database>, idHash: string): Promise<void> {
-  await db.deleteFrom('sessions').where('id_hash', '=', idHash).execute();
-}
-
-export async function deleteUserSessions(db: Kysely<Database>, userId: string): Promise<void> {
-  await db.deleteFrom('sessions').where('user_id', '=', userId).execute();
+/**
+ * Ends one session (by `idHash`) or every session of a user, and in the same transaction
+ * queues the back-channel logouts of the sessions that ended (store/backchannel-logouts.ts).
+ * A session ended twice at once is deleted, and its logouts queued, by one of the two only.
+ * Returns how many deliveries were queued.
+ */
+export async function deleteSessions(db: Kysely<Database>, which: { idHash: string } | { userId: string }, now: number): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    const [column, value] = 'idHash' in which ? (['id_hash', which.idHash] as const) : (['user_id', which.userId] as const);
+    const ended = await trx.deleteFrom('sessions').where(column, '=', value).returning('sid').execute();
+    return queueBackchannelLogouts(
+      trx,
+      ended.map((session) => session.sid),
+      now,
+    );
+  });
 }

@@ -1,0 +1,172 @@
+/**
+ * Back-channel logout (OpenID Connect Back-Channel Logout 1.0, SPEC §4.10): when a session
+ * ends, every client that got an ID token in it is told so by a logout token POSTed to its
+ * `backchannel_logout_uri`.
+ *
+ * The deliveries are queued in the transaction that ends the session (store/sessions.ts
+ * `deleteSessions`), so the logout itself never waits for them. Every server instance then
+ * delivers what is due — woken at once when it ended the session itself, and on a short poll
+ * for what others queued (the command line, which runs no deliveries) or left to retry. An
+ * attempt is claimed by one conditional update (store/backchannel-logouts.ts), so of several
+ * instances exactly one makes it. Each attempt has 5 seconds; a failure with no definitive
+ * answer (a timeout, no connection, a 5xx) is retried after a back-off, up to 3 attempts.
+ * Every delivery and failure is in the audit trail, never the token.
+ *
+ * A client no administrator registered gets its logout through the guarded fetch of §4.8
+ * (public addresses only, https, no redirects): its URL is a stranger's choice. An
+ * administrator's client may use private addresses, and http on loopback.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Audit } from '../audit.ts';
+import { accountUri, type Config } from '../config.ts';
+import type { ContextLogger } from '../context.ts';
+import { safeFetch } from '../oauth/safe-fetch.ts';
+import {
+  claimBackchannelLogout,
+  dueBackchannelLogouts,
+  finishBackchannelLogout,
+  type BackchannelLogoutKey,
+  type ClaimedBackchannelLogout,
+} from '../store/backchannel-logouts.ts';
+import { findClient } from '../store/clients.ts';
+import type { Database } from '../store/schema.ts';
+import type { Kysely } from 'kysely';
+import type { KeyRing } from './keys.ts';
+
+/** The `typ` of a logout token's header (Back-Channel Logout 1.0 §2.4). */
+export const LOGOUT_TOKEN_TYPE = 'logout+jwt';
+/** The one member of a logout token's `events` claim. */
+export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout';
+/** A logout token expires this soon after it is made (SPEC: at most 2 minutes). */
+const LOGOUT_TOKEN_TTL_S = 120;
+/** One deadline per attempt: resolving, connecting, sending and the answer. */
+export const DELIVERY_TIMEOUT_MS = 5000;
+export const DELIVERY_ATTEMPTS = 3;
+/** After failed attempt n, the next is due 2^n seconds later: 2 s, then 4 s. */
+const retryDelayMs = (attempt: number) => 1000 * 2 ** attempt;
+/** How long a claim holds: well past an attempt's deadline, so a crashed instance's claim lapses and another retries. */
+const CLAIM_MS = 30_000;
+/** How often an instance looks for deliveries it was not woken for. */
+const POLL_MS = 2000;
+/** Deliveries made at once by an instance. */
+const BATCH = 20;
+/** The receiver's answer is not read beyond this. */
+const MAX_ANSWER_BYTES = 65_536;
+
+export interface BackchannelLogoutDeps {
+  readonly config: Config;
+  readonly db: Kysely<Database>;
+  readonly keys: KeyRing;
+  readonly audit: Audit;
+  readonly now: () => number;
+  readonly log: ContextLogger;
+}
+
+export interface BackchannelLogouts {
+  /** Delivers what is due now, in the background (after a session ended here). Does nothing until started. */
+  wake(): void;
+  /** Starts delivering on this instance (the server; not the command line). */
+  start(): void;
+  /** Stops, waiting for the deliveries under way. */
+  close(): Promise<void>;
+}
+
+/** The logout token for `client` about the session `sid` of `sub`, signed like its ID tokens. */
+export async function logoutToken(
+  deps: Pick<BackchannelLogoutDeps, 'config' | 'keys' | 'now'>,
+  client: { id: string; id_token_alg: 'ES256' | 'RS256' },
+  sub: string,
+  sid: string,
+): Promise<string> {
+  const iat = Math.floor(deps.now() / 1000);
+  return deps.keys.signJwt(
+    client.id_token_alg,
+    { typ: LOGOUT_TOKEN_TYPE },
+    { iss: deps.config.publicUrl, aud: client.id, iat, exp: iat + LOGOUT_TOKEN_TTL_S, jti: randomUUID(), sub, sid, events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } },
+  );
+}
+
+type Outcome = { delivered: true } | { delivered: false; reason: string; transient: boolean };
+
+export function backchannelLogouts(deps: BackchannelLogoutDeps): BackchannelLogouts {
+  const { db, now, log } = deps;
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<void> | null = null;
+  let again = false;
+
+  async function attempt(claimed: ClaimedBackchannelLogout): Promise<Outcome> {
+    const client = await findClient(db, claimed.client_id);
+    const uri = client?.blocked === 0 ? client.backchannel_logout_uri : null;
+    if (!client || uri === null) return { delivered: false, reason: 'the client has no back-channel logout URL any more', transient: false };
+    const registered = client.kind === 'registered';
+    const token = await logoutToken(deps, client, accountUri(claimed.username, deps.config), claimed.sid);
+    const answer = await safeFetch(new URL(uri), {
+      allowPrivateAddresses: registered || deps.config.clientMetadata.allowPrivateAddresses,
+      allowHttp: registered,
+      timeoutMs: DELIVERY_TIMEOUT_MS,
+      maxBytes: MAX_ANSWER_BYTES,
+      accept: '*/*',
+      form: new URLSearchParams({ logout_token: token }),
+    });
+    return answer.ok ? { delivered: true } : { delivered: false, reason: answer.reason, transient: answer.transient };
+  }
+
+  async function deliver(key: BackchannelLogoutKey): Promise<void> {
+    const claimed = await claimBackchannelLogout(db, key, now(), now() + CLAIM_MS, DELIVERY_ATTEMPTS);
+    if (!claimed) return; // another instance has it, or it is done
+    const outcome = await attempt(claimed).catch((error: Error): Outcome => ({ delivered: false, reason: `could not send it (${error.message})`, transient: true }));
+    const about = { userId: claimed.user_id, clientId: claimed.client_id };
+    if (outcome.delivered) {
+      await finishBackchannelLogout(db, claimed, { state: 'delivered' });
+      await deps.audit({ type: 'backchannel_logout_delivered', ...about, detail: { sid: claimed.sid, attempt: claimed.attempts } });
+      return;
+    }
+    const retrying = outcome.transient && claimed.attempts < DELIVERY_ATTEMPTS;
+    await finishBackchannelLogout(db, claimed, retrying ? { retryAt: now() + retryDelayMs(claimed.attempts) } : { state: 'failed' });
+    log.warn({ event: 'backchannel_logout_failed', client: claimed.client_id, attempt: claimed.attempts, reason: outcome.reason, retrying }, 'back-channel logout failed');
+    await deps.audit({
+      type: 'backchannel_logout_failed',
+      ...about,
+      detail: { sid: claimed.sid, attempt: claimed.attempts, reason: outcome.reason, retrying },
+    });
+  }
+
+  /** Delivers everything due, a batch at a time: deliveries run side by side, so one slow receiver holds up no other. */
+  async function deliverDue(): Promise<void> {
+    for (;;) {
+      const due = await dueBackchannelLogouts(db, now(), BATCH);
+      await Promise.all(due.map((key) => deliver(key)));
+      if (due.length < BATCH) return;
+    }
+  }
+
+  function wake(): void {
+    if (timer === null) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = deliverDue()
+      .catch((error: Error) => log.error({ err: error }, 'back-channel logout delivery failed'))
+      .finally(() => {
+        running = null;
+        if (again) {
+          again = false;
+          wake();
+        }
+      });
+  }
+
+  return {
+    wake,
+    start() {
+      timer ??= setInterval(wake, POLL_MS).unref();
+      wake();
+    },
+    async close() {
+      if (timer) clearInterval(timer);
+      timer = null;
+      await running;
+    },
+  };
+}
