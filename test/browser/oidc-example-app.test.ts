@@ -56,7 +56,7 @@ for (const backend of BACKENDS) {
       await server?.close();
     });
 
-    /** A fresh browser signed in to the example as alice. */
+    /** A fresh browser signed in to the example as alice (approving the consent page when it shows). */
     async function signIn(): Promise<{ context: BrowserContext; page: Page }> {
       const context = await browser.newContext();
       const page = await context.newPage();
@@ -64,9 +64,12 @@ for (const backend of BACKENDS) {
       await page.getByRole('status').getByText('Not signed in.').waitFor();
       await page.getByRole('link', { name: 'Sign in with Gatehouse' }).click();
       await logIn(page, 'alice');
-      await page.getByRole('heading', { name: 'Authorize Example OIDC app' }).waitFor();
-      await page.getByRole('button', { name: 'Authorize' }).click();
-      await page.getByRole('status').getByText('Signed in as alice.').waitFor();
+      // The first time, Gatehouse asks; once approved, it sends her straight back.
+      const consent = page.getByRole('heading', { name: 'Authorize Example OIDC app' });
+      const signedIn = page.getByRole('status').getByText('Signed in as alice.');
+      await consent.or(signedIn).waitFor();
+      if (await consent.isVisible()) await page.getByRole('button', { name: 'Authorize' }).click();
+      await signedIn.waitFor();
       return { context, page };
     }
 

@@ -30,45 +30,45 @@ interface SpaUser {
 /**
  * The application: one page for every path. `/app` is home; `/app/callback`, `/app/silent` and
  * `/app/signed-out` finish a sign-in, a silent renewal (inside the iframe) and a sign-out, as
- * oidc-client-ts's documentation has them. `window.manager` is the UserManager the tests drive;
- * `window.finished` what the page did on load.
+ * oidc-client-ts's documentation has them. Its URLs are on the origin it is loaded from, so
+ * one site serves it on two: `http://127.0.0.1:<port>`, the same site as Gatehouse, and
+ * `http://localhost:<port>`, another site. `window.manager` is the UserManager the tests
+ * drive; `window.finished` what the page did on load.
  */
-function spa(gatehouseUrl: string, clientId: () => string): (origin: string) => Record<string, SiteFile> {
-  return (origin) => {
-    const html: SiteFile = {
-      type: 'text/html; charset=utf-8',
-      body: '<!doctype html><title>Notes</title><p id="status">Loading…</p><script src="/oidc-client-ts.js"></script><script src="/app.js"></script>',
-    };
-    const script = () => `
-      window.manager = new oidc.UserManager({
-        authority: ${JSON.stringify(gatehouseUrl)},
-        client_id: ${JSON.stringify(clientId())},
-        redirect_uri: '${origin}/app/callback',
-        silent_redirect_uri: '${origin}/app/silent',
-        post_logout_redirect_uri: '${origin}/app/signed-out',
-        scope: 'openid profile email',
-        loadUserInfo: true,
-        includeIdTokenInSilentRenew: true,
-      });
-      const finish = { '/app/callback': () => manager.signinRedirectCallback(), '/app/silent': () => manager.signinSilentCallback(), '/app/signed-out': () => manager.signoutRedirectCallback() }[location.pathname];
-      window.finished = (finish ? finish() : Promise.resolve()).then(
-        () => (document.getElementById('status').textContent = 'Ready.', 'ok'),
-        (error) => (document.getElementById('status').textContent = 'Failed: ' + error.message, error.error || error.message),
-      );`;
-    return {
-      '/oidc-client-ts.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(BUNDLE) },
-      '/app.js': {
-        type: 'text/javascript; charset=utf-8',
-        // Read when served: the client is registered after the site is up (its URLs name the site's port).
-        get body() {
-          return script();
-        },
+function spa(gatehouseUrl: string, clientId: () => string): Record<string, SiteFile> {
+  const html: SiteFile = {
+    type: 'text/html; charset=utf-8',
+    body: '<!doctype html><title>Notes</title><p id="status">Loading…</p><script src="/oidc-client-ts.js"></script><script src="/app.js"></script>',
+  };
+  const script = () => `
+    window.manager = new oidc.UserManager({
+      authority: ${JSON.stringify(gatehouseUrl)},
+      client_id: ${JSON.stringify(clientId())},
+      redirect_uri: location.origin + '/app/callback',
+      silent_redirect_uri: location.origin + '/app/silent',
+      post_logout_redirect_uri: location.origin + '/app/signed-out',
+      scope: 'openid profile email',
+      loadUserInfo: true,
+      includeIdTokenInSilentRenew: true,
+    });
+    const finish = { '/app/callback': () => manager.signinRedirectCallback(), '/app/silent': () => manager.signinSilentCallback(), '/app/signed-out': () => manager.signoutRedirectCallback() }[location.pathname];
+    window.finished = (finish ? finish() : Promise.resolve()).then(
+      () => (document.getElementById('status').textContent = 'Ready.', 'ok'),
+      (error) => (document.getElementById('status').textContent = 'Failed: ' + error.message, error.error || error.message),
+    );`;
+  return {
+    '/oidc-client-ts.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(BUNDLE) },
+    '/app.js': {
+      type: 'text/javascript; charset=utf-8',
+      // Made when served: the client is registered once the site is up (its URLs name the site's port).
+      get body() {
+        return script();
       },
-      '/app': html,
-      '/app/callback': html,
-      '/app/silent': html,
-      '/app/signed-out': html,
-    };
+    },
+    '/app': html,
+    '/app/callback': html,
+    '/app/silent': html,
+    '/app/signed-out': html,
   };
 }
 
@@ -78,12 +78,15 @@ for (const backend of BACKENDS) {
     let site: ClientSite;
     let browser: TestBrowser;
     let clientId = '';
+    /** The app served from another site than Gatehouse's (localhost is not 127.0.0.1). */
+    let otherSite: string;
 
     before(async () => {
       [server, browser] = await Promise.all([startServer(backend), launchBrowser()]);
       site = await startClientSite(spa(server.url, () => clientId));
-      await server.createUser('alice');
-      await server.createUser('bob');
+      otherSite = site.origin.replace('127.0.0.1', 'localhost');
+      // One person per test: each signs in for the first time, so the consent page shows.
+      for (const username of ['alice', 'bob', 'carol', 'dave', 'erin']) await server.createUser(username);
       // Registered as the documentation tells an operator to: a public client (PKCE), with the
       // app's callbacks and the page Gatehouse may send people back to after logging out.
       const created = await gatehouse(
@@ -96,6 +99,10 @@ for (const backend of BACKENDS) {
           `${site.origin}/app/callback`,
           '--redirect-uri',
           `${site.origin}/app/silent`,
+          '--redirect-uri',
+          `${otherSite}/app/callback`,
+          '--redirect-uri',
+          `${otherSite}/app/silent`,
           '--post-logout-redirect-uri',
           `${site.origin}/app/signed-out`,
           '--json',
@@ -120,17 +127,17 @@ for (const backend of BACKENDS) {
     }
 
     /** Opens the app in a fresh browser and signs in by redirect as `username`, approving the consent page. */
-    async function signIn(username: string, scope?: string): Promise<{ context: BrowserContext; page: Page }> {
+    async function signIn(username: string, scope?: string, origin = site.origin): Promise<{ context: BrowserContext; page: Page }> {
       const context = await browser.newContext();
       const page = await context.newPage();
-      await page.goto(`${site.origin}/app`);
+      await page.goto(`${origin}/app`);
       assert.equal(await finished(page), 'ok');
       await page.evaluate(`void manager.signinRedirect(${scope ? JSON.stringify({ scope }) : ''})`); // it navigates away
       await page.waitForURL((url) => url.origin === server.url && url.pathname === '/login');
       await logIn(page, username);
       await page.getByRole('heading', { name: 'Authorize Notes' }).waitFor();
       await page.getByRole('button', { name: 'Authorize' }).click();
-      await page.waitForURL(`${site.origin}/app/callback?**`);
+      await page.waitForURL(`${origin}/app/callback?**`);
       assert.equal(await finished(page), 'ok', 'signinRedirectCallback accepted the answer and the ID token');
       return { context, page };
     }
@@ -164,7 +171,7 @@ for (const backend of BACKENDS) {
     });
 
     test('silent renewal, by refresh token and in an iframe with prompt=none, keeps the same person', async () => {
-      const { context, page } = await signIn('alice');
+      const { context, page } = await signIn('carol');
       try {
         const first = (await user(page))!;
 
@@ -186,7 +193,7 @@ for (const backend of BACKENDS) {
         const renewed = (await user(page))!;
         assert.notEqual(renewed.access_token, refreshed.access_token);
         assert.equal(renewed.profile.sub, first.profile.sub);
-        assert.equal(renewed.profile.email, 'alice@example.com');
+        assert.equal(renewed.profile.email, 'carol@example.com');
         assert.deepEqual(gatehousePages, [], 'no Gatehouse page was rendered in the iframe');
         assert.equal((await page.evaluate('document.querySelectorAll("iframe").length')) as number, 0, 'the library removed its iframe');
       } finally {
@@ -194,8 +201,23 @@ for (const backend of BACKENDS) {
       }
     });
 
+    test('an app on another site: the iframe cannot see the SameSite=Lax session, so it gets login_required; the refresh token still renews', async () => {
+      const { context, page } = await signIn('dave', undefined, otherSite);
+      try {
+        const first = (await user(page))!;
+        const silently = `manager.signinSilent({ forceIframeAuth: true }).then(() => 'signed in', (error) => error.error)`;
+        assert.equal(await page.evaluate(silently), 'login_required', 'an answer, not a hang or a login page in the iframe');
+        await page.evaluate('manager.signinSilent()');
+        const renewed = (await user(page))!;
+        assert.notEqual(renewed.access_token, first.access_token);
+        assert.equal(renewed.profile.sub, first.profile.sub);
+      } finally {
+        await context.close();
+      }
+    });
+
     test('sign out: Gatehouse ends the session and sends the person back to the app; a silent renewal then needs a login', async () => {
-      const { context, page } = await signIn('alice');
+      const { context, page } = await signIn('erin');
       try {
         await page.evaluate('void manager.signoutRedirect()');
         // The ID token hint names the person logged in: no confirmation page, straight back.

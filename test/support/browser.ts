@@ -79,15 +79,13 @@ export interface SiteFile {
 /**
  * The application's own site. Its opener page records each `message` event with its origin
  * in `window.received`, as a single-page client listening for the popup's answer would.
- * `files(origin)` adds pages of the suite's own (a single-page application, say), given
- * the site's origin once it is known.
+ * `files` adds pages of the suite's own (a single-page application, say), by path.
  */
-export async function startClientSite(files: (origin: string) => Record<string, SiteFile> = () => ({})): Promise<ClientSite> {
+export async function startClientSite(files: Record<string, SiteFile> = {}): Promise<ClientSite> {
   const callbacks: URLSearchParams[] = [];
-  let served: Record<string, SiteFile> = {};
   const server: Server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://localhost');
-    const file = served[url.pathname];
+    const file = files[url.pathname];
     if (file) {
       response.writeHead(200, { 'content-type': file.type, 'cache-control': 'no-store' }).end(file.body);
       return;
@@ -119,7 +117,6 @@ export async function startClientSite(files: (origin: string) => Record<string, 
   await once(server, 'listening');
   const address = server.address();
   const origin = `http://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
-  served = files(origin);
   return {
     origin,
     redirectUri: `${origin}/callback`,
