@@ -18,7 +18,7 @@ import type { Config } from './config.ts';
 import { type AppContext } from './context.ts';
 import { openContext } from './open-context.ts';
 import { OAuthError } from './oauth/errors.ts';
-import { metadataPaths } from './oauth/metadata.ts';
+import { USERINFO_PATH, metadataPaths } from './oauth/metadata.ts';
 import type { Store } from './store/database.ts';
 import accountRoutes from './http/account.ts';
 import adminRoutes from './http/admin.ts';
@@ -69,6 +69,7 @@ const CORS_PATHS = [
   '/oauth/introspect',
   '/api/profile',
   '/api/links',
+  USERINFO_PATH,
   '/openapi.json',
   JWKS_PATH,
 ];

@@ -14,7 +14,7 @@ import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { redirectUriProblem, redirectUrisOf } from '../oauth/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
-import { isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
+import { IDENTITY_SCOPE_NAMES, isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
 import { voidCodes } from '../store/codes.ts';
 import { takenScopeNames } from '../store/resources.ts';
 import {
@@ -93,11 +93,14 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   return problems;
 }
 
-/** The scopes asked for, which must all exist (on any resource server); empty means the built-in ones. */
+/**
+ * The scopes asked for, which must all exist (on any resource server, or be identity scopes);
+ * empty means the built-in ones and the identity scopes (SPEC §3).
+ */
 async function existingScopes(db: Kysely<Database>, scope: string): Promise<string> {
   const requested = scope.split(' ').filter((s) => s !== '');
-  if (requested.length === 0) return joinScopes(SCOPES);
-  const known = await takenScopeNames(db, requested);
+  if (requested.length === 0) return joinScopes([...SCOPES, ...IDENTITY_SCOPE_NAMES]);
+  const known = [...(await takenScopeNames(db, requested)), ...IDENTITY_SCOPE_NAMES];
   const unknown = requested.filter((s) => !known.includes(s));
   if (unknown.length > 0) throw new ClientInputError('scope', `Unknown scope ${unknown.join(', ')}: see gatehouse scope list`);
   return joinScopes(requested);

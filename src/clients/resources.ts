@@ -10,7 +10,7 @@ import { madeBy, type Actor } from '../audit.ts';
 import { ACCESS_TOKEN_TTL_RANGE, SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { BUILTIN_RESOURCE_ID, accessTokenTtl, builtinResourceUri, forgetScopeCatalogue, normalizeResourceUri } from '../oauth/resources.ts';
-import { isScopeToken } from '../oauth/scopes.ts';
+import { isIdentityScope, isScopeToken } from '../oauth/scopes.ts';
 import {
   deleteResource,
   deleteScope,
@@ -136,6 +136,8 @@ export function parseScopeDefinition(text: string): ScopeInput {
 function scopeProblem(scope: ScopeInput): ResourceInputError | null {
   if (!isScopeToken(scope.name) || scope.name.length > MAX_NAME)
     return new ResourceInputError('scopes', `"${scope.name}" is not a valid scope name (visible ASCII without spaces, quotes or backslashes)`);
+  if (isIdentityScope(scope.name))
+    return new ResourceInputError('scopes', `${scope.name} is an identity scope of OpenID Connect: it belongs to no resource server`);
   if (scope.description === '' || scope.description.length > MAX_DESCRIPTION)
     return new ResourceInputError('scopes', `the description of ${scope.name} must be 1-${MAX_DESCRIPTION} characters`);
   return null;

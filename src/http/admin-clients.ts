@@ -26,6 +26,7 @@ import {
   type ClientInput,
 } from '../clients/clients.ts';
 import { SCOPES } from '../config.ts';
+import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import type { RawParams } from '../oauth/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
@@ -166,7 +167,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       client_type: 'public',
       trusted: false,
       require_pkce: true,
-      scopes: [...SCOPES],
+      scopes: [...SCOPES, ...IDENTITY_SCOPE_NAMES], // as `gatehouse client create` without --scope
     };
     return clientForm(reply, { client: null, values, errors: {} });
   });

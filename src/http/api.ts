@@ -1,11 +1,15 @@
-/** The resource side: the bearer-authenticated profile and endpoint discovery. */
+/** The resource side: the bearer-authenticated profile, OpenID Connect userinfo, and endpoint discovery. */
 import type { FastifyInstance } from 'fastify';
 import { accountUri, type Config } from '../config.ts';
-import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bearer.ts';
+import { identityClaims, OPENID_SCOPE } from '../identity/id-tokens.ts';
+import { InsufficientScope, authenticateAccessToken, authenticateBearer, bearerToken, requireScope } from '../oauth/bearer.ts';
+import { USERINFO_PATH } from '../oauth/metadata.ts';
+import { single, type RawParams } from '../oauth/params.ts';
 import type { AppContext } from '../context.ts';
+import { OAuthError } from '../oauth/errors.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { rejectOtherMethods } from './helpers.ts';
-import { TAGS, oauthError } from './schemas.ts';
+import { formBody, TAGS, oauthError } from './schemas.ts';
 
 const profileSchema = {
   200: {
@@ -32,6 +36,31 @@ const profileRouteSchema = {
   security: [{ bearer: [] }],
   response: { ...profileSchema, ...bearerErrors },
 };
+
+const userinfoSchema = {
+  tags: [TAGS.resource],
+  summary: "OpenID Connect userinfo (OIDC Core §5.3): the identity claims the token's scopes release",
+  security: [{ bearer: [] }],
+  response: {
+    200: {
+      description: '`sub` (the userid) and the claims of the granted identity scopes, as in the ID token; `Cache-Control: no-store`',
+      type: 'object',
+      required: ['sub'],
+      properties: {
+        sub: { type: 'string' },
+        preferred_username: { type: 'string', description: 'with `profile`' },
+        name: { type: 'string', description: 'with `profile`, when a display name is set' },
+        email: { type: 'string', description: 'with `email`' },
+        email_verified: { type: 'boolean', description: 'with `email`' },
+        groups: { type: 'array', items: { type: 'string' }, description: 'with `groups`' },
+      },
+    },
+    401: oauthError('No token (a `Bearer` challenge without an error code), or `invalid_token`: unknown, expired, revoked or for another resource server', [
+      'invalid_token',
+    ]),
+    403: oauthError('`insufficient_scope`: the token lacks `openid`', ['insufficient_scope']),
+  },
+} as const;
 
 const linksSchema = {
   200: {
@@ -61,6 +90,37 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
     };
   });
 
+  /**
+   * The token comes in the `Authorization` header, or (POST) as `access_token` in a form body
+   * (RFC 6750 §2.2); it must be for the built-in resource and hold `openid`.
+   */
+  async function userinfo(authorization: string | undefined, form: RawParams | null) {
+    const inBody = form === null ? undefined : single(form, 'access_token');
+    if (inBody !== undefined && authorization !== undefined)
+      throw new OAuthError('invalid_request', 'send the access token once: in the header or in the body');
+    const token = await authenticateBearer(ctx, inBody ?? bearerToken(authorization));
+    requireScope(splitScopes(token.scopes), OPENID_SCOPE);
+    // A client acting as itself is never granted openid (resources.ts `requestScopes`).
+    const claims = token.user_id === null ? null : await identityClaims(ctx, token.user_id, splitScopes(token.scopes));
+    if (claims === null) throw new InsufficientScope(OPENID_SCOPE);
+    return claims;
+  }
+
+  app.get(USERINFO_PATH, { schema: userinfoSchema }, async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    return userinfo(request.headers.authorization, null);
+  });
+
+  app.post(
+    USERINFO_PATH,
+    { schema: { ...userinfoSchema, body: formBody({ access_token: { type: 'string', description: 'instead of the header' } }) } },
+    async (request, reply) => {
+      reply.header('Cache-Control', 'no-store');
+      const form = typeof request.body === 'object' && request.body !== null ? (request.body as RawParams) : null;
+      return userinfo(request.headers.authorization, form);
+    },
+  );
+
   app.get('/api/links', { schema: { tags: [TAGS.discovery], summary: 'Endpoint discovery for clients that read links', response: linksSchema } }, async () => ({
     'oauth.authorize': `${ctx.config.publicUrl}/oauth/authorize`,
     'oauth.revoke': `${ctx.config.publicUrl}/oauth/revoke`,
@@ -68,4 +128,5 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
   }));
 
   rejectOtherMethods(app, ['/api/profile', '/api/links'], 'GET');
+  rejectOtherMethods(app, [USERINFO_PATH], 'GET', 'POST');
 }

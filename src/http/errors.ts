@@ -6,7 +6,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { InsufficientScope } from '../oauth/bearer.ts';
+import { InsufficientScope, NoBearerToken } from '../oauth/bearer.ts';
 import { InvalidClient } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
@@ -35,7 +35,8 @@ function sendError(ctx: AppContext, request: FastifyRequest, reply: FastifyReply
   ctx.metrics.failure(error.error, error.status);
   if (error.detail) request.log.info({ error: error.error, detail: error.detail }, 'request refused');
   if (error instanceof InvalidClient && error.usedBasic) reply.header('WWW-Authenticate', 'Basic realm="gatehouse", charset="UTF-8"');
-  if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
+  if (error instanceof NoBearerToken) reply.header('WWW-Authenticate', 'Bearer realm="gatehouse"');
+  else if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
     const scope = error instanceof InsufficientScope ? `, scope="${error.scope}"` : '';
     reply.header(
       'WWW-Authenticate',

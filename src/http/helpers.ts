@@ -13,16 +13,17 @@ export function requireFormBody(request: FastifyRequest): RawParams {
 
 const METHODS: HTTPMethods[] = ['GET', 'HEAD', 'POST', 'PUT', 'DELETE', 'PATCH'];
 
-/** Answers other methods on these URLs with 405 and an `Allow` header, instead of 404. */
-export function rejectOtherMethods(app: FastifyInstance, urls: readonly string[], allowed: 'GET' | 'POST'): void {
-  const others = METHODS.filter((m) => m !== allowed && !(allowed === 'GET' && m === 'HEAD'));
+/** Answers other methods on these URLs with 405 and an `Allow` header, instead of 404. `GET` brings `HEAD` with it. */
+export function rejectOtherMethods(app: FastifyInstance, urls: readonly string[], ...allowed: ('GET' | 'POST')[]): void {
+  const methods: HTTPMethods[] = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed;
+  const others = METHODS.filter((m) => !methods.includes(m));
   for (const url of urls) {
     app.route({
       method: others,
       url,
       handler: async (_request, reply) => {
-        reply.header('Allow', allowed === 'GET' ? 'GET, HEAD' : allowed);
-        throw new OAuthError('invalid_request', `use ${allowed}`, undefined, 405);
+        reply.header('Allow', methods.join(', '));
+        throw new OAuthError('invalid_request', `use ${allowed.join(' or ')}`, undefined, 405);
       },
     });
   }

@@ -14,7 +14,12 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
   /** Which application the login is for, whether an administrator checked it, and in a popup what closing it posts (SPEC §4.1). */
   async function loginContext(next: string, address: string) {
     const pending = await pendingAuthorization(next, ctx, address);
-    return { application: pending?.clientName ?? null, notVetted: pending?.notVetted ?? null, popup: pending?.popup ?? null };
+    return {
+      application: pending?.clientName ?? null,
+      notVetted: pending?.notVetted ?? null,
+      popup: pending?.popup ?? null,
+      loginHint: pending?.loginHint ?? null,
+    };
   }
 
   app.get('/', page, async (request, reply) => {
@@ -30,14 +35,15 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     // Already signed in, and not asked to switch account: carry on.
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
     reply.header('Cache-Control', 'no-store');
+    const context = await loginContext(next, request.ip);
     return reply.view('login.eta', {
       title: 'Log in',
       next,
       csrfToken: formToken(reply),
-      username: '',
+      username: context.loginHint ?? '',
       error: null,
       current: user,
-      ...(await loginContext(next, request.ip)),
+      ...context,
     });
   });
 

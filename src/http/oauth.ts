@@ -15,13 +15,14 @@ import type { AppContext } from '../context.ts';
 import { invalidRequest } from '../oauth/errors.ts';
 import { requestToken } from '../oauth/grants/index.ts';
 import { introspect } from '../oauth/introspection.ts';
-import { metadataPaths, serverMetadata } from '../oauth/metadata.ts';
+import { OPENID_CONFIGURATION, metadataPaths, serverMetadata } from '../oauth/metadata.ts';
 import { unvettedClient } from '../oauth/pending.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { isLoopbackRedirect } from '../oauth/redirect-uri.ts';
 import { revokeToken } from '../oauth/revocation.ts';
 import type { Client } from '../clients/clients.ts';
 import { scopesSupported } from '../oauth/resources.ts';
+import { IDENTITY_SCOPES } from '../oauth/scopes.ts';
 import { requireFormBody, rejectOtherMethods } from './helpers.ts';
 import {
   PARAMETERS_CHECKED_BY_PROTOCOL,
@@ -29,6 +30,7 @@ import {
   deviceAuthorizationSchema,
   introspectSchema,
   metadataSchema,
+  openidConfigurationSchema,
   revokeSchema,
   tokenSchema,
 } from './schemas.ts';
@@ -36,7 +38,8 @@ import { currentLogin, formToken } from './session.ts';
 
 export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   for (const path of metadataPaths(ctx.config)) {
-    app.get(path, { schema: metadataSchema }, async () => serverMetadata(ctx.config, await scopesSupported(ctx)));
+    const schema = path.includes(OPENID_CONFIGURATION) ? openidConfigurationSchema : metadataSchema;
+    app.get(path, { schema }, async () => serverMetadata(ctx.config, await scopesSupported(ctx)));
   }
 
   app.get('/oauth/authorize', { config: { page: true }, schema: authorizeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
@@ -66,6 +69,8 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
         reply.header('Referrer-Policy', 'no-referrer');
         const { response } = step;
         if (response.mode === 'web_message') return reply.view('web-message.eta', { title: 'Returning to the application', popup: response.post });
+        // The form posts itself by a script file (no inline script under the CSP), or by its button.
+        if (response.mode === 'form_post') return reply.view('form-post.eta', { title: 'Returning to the application', response });
         return reply.redirect(response.redirectTo, 302);
       }
     }
@@ -74,7 +79,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   function consentPage(request: FastifyRequest, reply: FastifyReply, { request: authorization, user, fields, popup }: Extract<NextStep, { kind: 'consent' }>) {
     const here = new URL(request.url, ctx.config.publicUrl);
     const { audience } = authorization;
-    const described = new Map(audience.scopes.map((s) => [s.name, s.description]));
+    const described = new Map([...IDENTITY_SCOPES, ...audience.scopes.map((s): [string, string] => [s.name, s.description])]);
     return reply.view('consent.eta', {
       title: `Authorize ${authorization.client.name}`,
       client: authorization.client,

@@ -7,7 +7,7 @@
  * itself, answering with OAuth's own errors. Changing a schema here changes the document,
  * never what a request is refused for.
  */
-import { PROMPTS, RESPONSE_MODES } from '../oauth/authorize.ts';
+import { MAX_NONCE_LENGTH, PROMPTS, RESPONSE_MODES } from '../oauth/authorize.ts';
 import type { OAuthErrorCode } from '../oauth/errors.ts';
 import { GRANTS, TOKEN_GRANT_TYPES } from '../oauth/grants/index.ts';
 
@@ -74,12 +74,19 @@ export const metadataSchema = {
   },
 } as const;
 
+/** The same document, as OpenID Connect Discovery 1.0 names it. */
+export const openidConfigurationSchema = {
+  ...metadataSchema,
+  summary: 'OpenID Provider configuration (OpenID Connect Discovery 1.0): the same document',
+} as const;
+
 export const authorizeSchema = {
   tags: [TAGS.oauth],
   summary: 'Authorization request (RFC 6749 §4.1.1, PKCE RFC 7636)',
   description:
     "Opened in the person's browser (or popup), never fetched. Errors about the client or the redirect URL render a page; " +
-    'every other answer goes to the redirect URL with `state` and `iss` (RFC 9207), or with `response_mode=web_message` is posted to `window.opener`.',
+    'every other answer goes to the redirect URL with `state` and `iss` (RFC 9207), with `response_mode=form_post` is POSTed there by an auto-submitting form, ' +
+    'or with `response_mode=web_message` is posted to `window.opener`.',
   querystring: {
     type: 'object',
     required: ['client_id', 'response_type'],
@@ -92,13 +99,22 @@ export const authorizeSchema = {
       resource: { type: 'string', description: 'the URI of the resource server the token is for (RFC 8707); default: this service' },
       code_challenge: { type: 'string', description: 'BASE64URL(SHA-256(code_verifier)), 43 characters' },
       code_challenge_method: { type: 'string', enum: ['S256'] },
-      response_mode: { type: 'string', enum: RESPONSE_MODES, description: '`web_message`: the popup flow' },
+      response_mode: { type: 'string', enum: RESPONSE_MODES, description: '`form_post`: an auto-submitting form; `web_message`: the popup flow' },
       prompt: { type: 'string', description: `space-separated: ${PROMPTS.map((p) => `\`${p}\``).join(', ')}` },
+      nonce: { type: 'string', maxLength: MAX_NONCE_LENGTH, description: 'OpenID Connect: copied into the ID token of the code' },
+      max_age: { type: 'integer', minimum: 0, description: 'OpenID Connect: seconds; an older login is made again first (`0`: as `prompt=login`)' },
+      login_hint: { type: 'string', description: 'OpenID Connect: fills the username field of the login page' },
+      id_token_hint: {
+        type: 'string',
+        description: 'OpenID Connect: an ID token this server issued (expiry ignored); with `prompt=none`, another user logged in is `login_required`',
+      },
+      request: { type: 'string', description: 'not supported: `request_not_supported`' },
+      request_uri: { type: 'string', description: 'not supported: `request_uri_not_supported`' },
     },
   },
   response: {
     200: {
-      description: 'A page: login, consent, or (popup flow) the page posting the answer to `window.opener`',
+      description: 'A page: login, consent, the form posting the answer (`form_post`), or (popup flow) the page posting the answer to `window.opener`',
       content: { 'text/html': { schema: { type: 'string' } } },
     },
     302: {
@@ -137,6 +153,7 @@ const tokenResponseSchema = {
       expires_in: { type: 'integer' },
       refresh_token: { type: 'string' },
       scope: { type: 'string' },
+      id_token: { type: 'string', description: 'when the scopes hold `openid`: the OpenID Connect ID token (a JWS)' },
     },
   },
 } as const;

@@ -11,7 +11,8 @@
  * @see RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 9207
  */
 import type { SignedIn } from '../accounts/sessions.ts';
-import type { Config } from '../config.ts';
+import { accountUri, type Config } from '../config.ts';
+import { readIdTokenHint } from '../identity/id-tokens.ts';
 import { insertCode } from '../store/atomic-writes.ts';
 import { findConsentScopes, saveConsent, type ConsentKey } from '../store/consents.ts';
 import type { Client, User } from '../store/schema.ts';
@@ -22,10 +23,10 @@ import { OAuthError, invalidRequest, type OAuthErrorCode } from './errors.ts';
 import { readParams, single, type RawParams } from './params.ts';
 import { checkChallenge } from './pkce.ts';
 import { consentOrigin, originOf, redirectUriMatches, redirectUrisOf } from './redirect-uri.ts';
-import { allowedScopes, requestedAudience, resourceDetail, type Audience } from './resources.ts';
-import { grantableScopes, isSubset, joinScopes, splitScopes } from './scopes.ts';
+import { requestScopes, requestedAudience, resourceDetail, type Audience } from './resources.ts';
+import { isSubset, joinScopes, splitScopes } from './scopes.ts';
 
-export const RESPONSE_MODES = ['query', 'web_message'] as const;
+export const RESPONSE_MODES = ['query', 'form_post', 'web_message'] as const;
 export const PROMPTS = ['none', 'login', 'consent'] as const;
 export type ResponseMode = (typeof RESPONSE_MODES)[number];
 export type Prompt = (typeof PROMPTS)[number];
@@ -38,12 +39,26 @@ export interface AuthorizationTarget {
   responseMode: ResponseMode;
 }
 
+/** The OpenID Connect parameters of an authentication request (SPEC §4.10). */
+export interface OidcRequest {
+  /** Copied into the ID token of the code; at most MAX_NONCE_LENGTH characters. */
+  nonce: string | null;
+  /** Seconds: a login older than this is made again first; null when not asked. */
+  maxAge: number | null;
+  /** The userid (`acct:` URI) an `id_token_hint` names; null without a hint. */
+  hintedSub: string | null;
+}
+
+/** The longest `nonce` accepted (SPEC §4.10). */
+export const MAX_NONCE_LENGTH = 512;
+
 export interface AuthorizationRequest extends AuthorizationTarget {
   /** The resource server the token will be for (RFC 8707). */
   audience: Audience;
   scopes: string[];
   codeChallenge: string | null;
   prompt: ReadonlySet<Prompt>;
+  oidc: OidcRequest;
 }
 
 /** The parameters this endpoint understands; everything else is ignored (RFC 6749 §3.1). */
@@ -58,6 +73,14 @@ export const AUTHORIZATION_PARAMETERS = [
   'code_challenge_method',
   'response_mode',
   'prompt',
+  // OpenID Connect (SPEC §4.10); `claims`, `display`, `ui_locales`, `claims_locales` and
+  // `acr_values` are ignored like any unknown parameter.
+  'nonce',
+  'max_age',
+  'login_hint',
+  'id_token_hint',
+  'request',
+  'request_uri',
 ] as const;
 
 /**
@@ -88,8 +111,14 @@ export interface PopupCancel {
   canceled: string;
 }
 
-/** The answer to the client (RFC 6749 §4.1.2): a redirect, or in the popup flow a message posted to the opener. */
-export type AuthorizationResponse = { mode: 'query'; redirectTo: string } | { mode: 'web_message'; post: PopupMessage };
+/**
+ * The answer to the client (RFC 6749 §4.1.2): a redirect, a form the browser POSTs to the
+ * redirect URL (OAuth 2.0 Form Post Response Mode), or in the popup flow a message posted to the opener.
+ */
+export type AuthorizationResponse =
+  | { mode: 'query'; redirectTo: string }
+  | { mode: 'form_post'; action: string; fields: { name: string; value: string }[] }
+  | { mode: 'web_message'; post: PopupMessage };
 
 export type NextStep =
   /** Send the person to the login page; once logged in, to `next`. `switchAccount`: even if someone is logged in. */
@@ -108,11 +137,16 @@ export async function authorize(arrival: Arrival, signedIn: SignedIn | null, ctx
   const target = await resolveTarget(arrival.params, ctx, address);
   try {
     const request = await checkRequest(arrival.params, target, ctx);
-    if (signedIn === null || request.prompt.has('login')) {
-      if (request.prompt.has('none')) throw redirectableError('login_required', 'the user is not logged in');
-      return { kind: 'login', next: returnAfterLogin(arrival, request.prompt, ctx.config), switchAccount: request.prompt.has('login') };
+    const mustLogIn = signedIn === null || request.prompt.has('login') || loginTooOld(signedIn, request.oidc.maxAge, ctx.now());
+    if (mustLogIn) {
+      if (request.prompt.has('none')) throw redirectableError('login_required', 'the user is not logged in, or not recently enough');
+      return { kind: 'login', next: returnAfterLogin(arrival, request.prompt, ctx.config), switchAccount: signedIn !== null };
     }
     const { user } = signedIn;
+    // OIDC Core §3.1.2.1: without asking, the answer may only be about the person the hint names.
+    if (request.prompt.has('none') && request.oidc.hintedSub !== null && request.oidc.hintedSub !== accountUri(user.username, ctx.config)) {
+      throw redirectableError('login_required', 'the user logged in is not the one "id_token_hint" names');
+    }
     const approved = await alreadyApproved(request, user, ctx);
     if (!approved && request.prompt.has('none')) {
       throw redirectableError('consent_required', 'the user has not approved this application');
@@ -160,7 +194,8 @@ export async function resolveTarget(raw: RawParams, ctx: AppContext, address: st
     redirectUri: requested ?? only,
     // A repeated state is rejected by the next checks; the error then goes back without one.
     state: Array.isArray(raw.state) ? undefined : single(raw, 'state'),
-    responseMode: raw.response_mode === 'web_message' ? 'web_message' : 'query',
+    // An unknown mode is refused by the next checks; the error then goes back the default way.
+    responseMode: RESPONSE_MODES.find((mode) => mode === raw.response_mode) ?? 'query',
   };
 }
 
@@ -177,19 +212,34 @@ async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: Ap
       throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
     }
     if (params.response_mode !== undefined && !(RESPONSE_MODES as readonly string[]).includes(params.response_mode)) {
-      throw invalidRequest('"response_mode" must be query or web_message');
+      throw invalidRequest(`"response_mode" must be one of ${RESPONSE_MODES.join(', ')}`);
     }
+    // OIDC Core §6: request objects are not supported, by reference or by value.
+    if (params.request !== undefined) throw new OAuthError('request_not_supported', 'the "request" parameter is not supported');
+    if (params.request_uri !== undefined) throw new OAuthError('request_uri_not_supported', 'the "request_uri" parameter is not supported');
     const audience = await requestedAudience(ctx, raw.resource);
-    const scopes = grantableScopes(
-      params.scope,
-      allowedScopes(target.client, audience),
-      audience.scopes.map((s) => s.name),
-    );
+    const scopes = requestScopes(params.scope, target.client, audience);
     const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, ctx.config.requirePkce || target.client.require_pkce === 1);
-    return { ...target, audience, scopes, codeChallenge, prompt: parsePrompt(params.prompt) };
+    const oidc = await checkOidcParameters(params, ctx);
+    return { ...target, audience, scopes, codeChallenge, prompt: parsePrompt(params.prompt), oidc };
   } catch (error) {
     throw error instanceof OAuthError ? error.toRedirectable() : error;
   }
+}
+
+/** `nonce`, `max_age` and `id_token_hint` (SPEC §4.10); `login_hint` is the login page's (oauth/pending.ts). */
+async function checkOidcParameters(params: Partial<Record<(typeof AUTHORIZATION_PARAMETERS)[number], string>>, ctx: AppContext): Promise<OidcRequest> {
+  const { nonce, max_age: maxAge, id_token_hint: hint } = params;
+  if (nonce !== undefined && nonce.length > MAX_NONCE_LENGTH) throw invalidRequest(`"nonce" must be at most ${MAX_NONCE_LENGTH} characters`);
+  if (maxAge !== undefined && !/^\d{1,10}$/.test(maxAge)) throw invalidRequest('"max_age" must be a non-negative integer (seconds)');
+  const hinted = hint === undefined ? null : await readIdTokenHint(ctx, hint);
+  if (hint !== undefined && hinted === null) throw invalidRequest('"id_token_hint" is not an ID token this server issued');
+  return { nonce: nonce ?? null, maxAge: maxAge === undefined ? null : Number(maxAge), hintedSub: hinted?.sub ?? null };
+}
+
+/** Whether the session's login is older than `max_age` allows (`0`: any login is, as with `prompt=login`). */
+function loginTooOld(signedIn: SignedIn | null, maxAge: number | null, now: number): boolean {
+  return signedIn !== null && maxAge !== null && now - signedIn.login.authTime >= maxAge * 1000;
 }
 
 function parsePrompt(raw: string | undefined): Set<Prompt> {
@@ -268,7 +318,7 @@ async function issueCode(request: AuthorizationRequest, { user, login }: SignedI
       auth_time: login.authTime,
       amr: login.amr,
       sid: login.sid,
-      nonce: null,
+      nonce: request.oidc.nonce,
       created_at: now,
       expires_at: now + ctx.config.authCodeTtl * 1000,
     },
@@ -280,7 +330,8 @@ async function issueCode(request: AuthorizationRequest, { user, login }: SignedI
 
 /**
  * Where to come back to after logging in: the same request, as a GET (the consent form's
- * parameters move into the query), without `prompt=login`, or it would ask again.
+ * parameters move into the query), without `prompt=login` and `max_age`, or it would ask
+ * again: the login just made is as fresh as either asks (its `auth_time` tells the client).
  */
 export function returnAfterLogin(arrival: Arrival, prompt: ReadonlySet<Prompt>, config: Config): string {
   const again = new URL(arrival.url, config.publicUrl);
@@ -288,6 +339,7 @@ export function returnAfterLogin(arrival: Arrival, prompt: ReadonlySet<Prompt>, 
     for (const name of AUTHORIZATION_PARAMETERS) again.searchParams.delete(name);
     for (const { name, value } of formFields(arrival.params)) again.searchParams.set(name, value);
   }
+  again.searchParams.delete('max_age');
   const kept = [...prompt].filter((p) => p !== 'login');
   if (kept.length > 0) again.searchParams.set('prompt', kept.join(' '));
   else again.searchParams.delete('prompt');
@@ -306,6 +358,10 @@ function formFields(raw: RawParams): { name: string; value: string }[] {
 function respond(target: AuthorizationTarget, config: Config, result: Record<string, string>, refusal: OAuthError | null = null): NextStep {
   const params = { ...result, ...(target.state === undefined ? {} : { state: target.state }), iss: config.publicUrl };
   if (target.responseMode === 'web_message') return { kind: 'respond', response: { mode: 'web_message', post: popupMessage(target, params) }, refusal };
+  if (target.responseMode === 'form_post') {
+    const fields = Object.entries(params).map(([name, value]) => ({ name, value }));
+    return { kind: 'respond', response: { mode: 'form_post', action: target.redirectUri, fields }, refusal };
+  }
   const url = new URL(target.redirectUri);
   for (const [name, value] of Object.entries(params)) url.searchParams.append(name, value);
   return { kind: 'respond', response: { mode: 'query', redirectTo: url.href }, refusal };

@@ -23,8 +23,8 @@ import { mintToken, mintUserCode, readUserCode } from '../tokens.ts';
 import { authenticateClient } from './client-auth.ts';
 import { OAuthError, invalidRequest } from './errors.ts';
 import { readParams, type RawParams } from './params.ts';
-import { grantableScopes, joinScopes, splitScopes } from './scopes.ts';
-import { allowedScopes, audienceById, requestedAudience, resourceDetail, type Audience } from './resources.ts';
+import { joinScopes, splitScopes } from './scopes.ts';
+import { requestScopes, audienceById, requestedAudience, resourceDetail, type Audience } from './resources.ts';
 
 export const DEVICE_CODE_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:device_code';
 
@@ -67,13 +67,7 @@ export async function requestDeviceAuthorization(
     throw new OAuthError('unauthorized_client', 'this client is not registered for the device authorization grant');
   }
   const audience = await requestedAudience(ctx, raw.resource);
-  const scopes = joinScopes(
-    grantableScopes(
-      params.scope,
-      allowedScopes(client, audience),
-      audience.scopes.map((s) => s.name),
-    ),
-  );
+  const scopes = joinScopes(requestScopes(params.scope, client, audience));
   const now = ctx.now();
   const deviceCode = mintToken('deviceCode');
   // A fresh user code until one is free: live codes are few against 20^8, so this ends at once.

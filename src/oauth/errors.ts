@@ -22,6 +22,9 @@ export type OAuthErrorCode =
   | 'expired_token'
   | 'login_required'
   | 'consent_required'
+  // OpenID Connect Core §3.1.2.6.
+  | 'request_not_supported'
+  | 'request_uri_not_supported'
   | 'invalid_token'
   | 'insufficient_scope'
   | 'server_error'
@@ -46,6 +49,8 @@ const STATUS: Record<OAuthErrorCode, number> = {
   expired_token: 400,
   login_required: 401,
   consent_required: 403,
+  request_not_supported: 400,
+  request_uri_not_supported: 400,
   invalid_token: 401,
   insufficient_scope: 403,
   server_error: 500,

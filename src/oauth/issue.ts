@@ -2,9 +2,11 @@
 import { randomBytes } from 'node:crypto';
 import { accountUri } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import type { Login } from '../store/sessions.ts';
+import { loginClaims, type Login } from '../store/sessions.ts';
 import type { IssuedTokens } from '../store/tokens.ts';
 import { hashToken, mintToken } from '../tokens.ts';
+import { OPENID_SCOPE, identityClaims, mintIdToken } from '../identity/id-tokens.ts';
+import { invalidGrant } from './errors.ts';
 import { accessTokenTtl, mayAskAnyScope, type TokenAudience } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 
@@ -14,6 +16,8 @@ export interface TokenResponse {
   expires_in: number;
   refresh_token?: string;
   scope: string;
+  /** When the scopes hold `openid` (SPEC §4.2, §4.10). */
+  id_token?: string;
 }
 
 export interface MintedTokenResponse {
@@ -23,20 +27,13 @@ export interface MintedTokenResponse {
   response: TokenResponse;
 }
 
-/** Whom an access token speaks for: a person through a client, or a client acting as itself (`username` null). */
+/** Whom an access token speaks for: a person through a client, or a client acting as itself (`userId` and `username` null). */
 export interface TokenSubject {
   clientId: string;
+  userId: string | null;
   username: string | null;
   /** The login that approved the grant; null for a client acting as itself (and for grants older than its record). */
   login: Login | null;
-}
-
-/**
- * `auth_time` (epoch seconds) and `amr` (RFC 8176) of a person's token (SPEC §4.9, §4.12), in
- * JWT access tokens and introspection alike; nothing when no login is recorded.
- */
-export function loginClaims(login: Login | null): { auth_time?: number; amr?: string[] } {
-  return login === null ? {} : { auth_time: Math.floor(login.authTime / 1000), amr: login.amr.split(' ') };
 }
 
 /** The `typ` of a JWT access token's header (RFC 9068 §2.1). */
@@ -45,8 +42,10 @@ export const JWT_ACCESS_TOKEN_TYPE = 'at+jwt';
 /**
  * New tokens for one token response: an access token for `audience`, made as its resource
  * server says — opaque, or a JWT signed with the active key of its algorithm (RFC 9068) —
- * for its lifetime (`accessTokenTtl`), and a refresh token (always opaque) when
- * `withRefresh`. Every grant mints its access tokens here.
+ * for its lifetime (`accessTokenTtl`), a refresh token (always opaque) when `withRefresh`,
+ * and a person's ID token when the scopes hold `openid` (SPEC §4.10: `nonce` only on the code
+ * exchange). Every grant mints its tokens here, so every grant that may carry `openid` —
+ * code, device code, refresh — answers with an ID token.
  *
  * A JWT's `jti` is stored hashed where an opaque token's hash would be, so that revoking the
  * grant reaches the JWT at introspection like any access token; offline verifiers cannot
@@ -58,6 +57,7 @@ export async function mintTokenResponse(
   subject: TokenSubject,
   scopes: readonly string[],
   withRefresh: boolean,
+  nonce: string | null = null,
 ): Promise<MintedTokenResponse> {
   const now = ctx.now();
   const lifetime = accessTokenTtl(audience, ctx.config);
@@ -71,14 +71,33 @@ export async function mintTokenResponse(
     refreshExpiresAt: now + ctx.config.refreshTokenTtl * 1000,
     scopes: scope,
   };
+  const idToken =
+    scopes.includes(OPENID_SCOPE) && subject.userId !== null ? await personsIdToken(ctx, subject, subject.userId, scopes, nonce, access.token, now) : null;
   const response: TokenResponse = {
     token_type: 'Bearer',
     access_token: access.token,
     expires_in: lifetime,
     ...(refresh ? { refresh_token: refresh.token } : {}),
     scope,
+    ...(idToken === null ? {} : { id_token: idToken }),
   };
   return { stored, response };
+}
+
+/** The ID token of a person's token response, signed as their client asks. */
+async function personsIdToken(
+  ctx: AppContext,
+  subject: TokenSubject,
+  userId: string,
+  scopes: readonly string[],
+  nonce: string | null,
+  accessToken: string,
+  now: number,
+): Promise<string> {
+  const [client, identity] = await Promise.all([ctx.clients.find(subject.clientId), identityClaims(ctx, userId, scopes)]);
+  // Deleted while the request ran: the write that follows would refuse it too.
+  if (!client || !identity) throw invalidGrant('the grant is no longer valid', 'client deleted or user gone while the tokens were made');
+  return mintIdToken(ctx, { clientId: client.id, alg: client.id_token_alg, identity, login: subject.login, nonce }, accessToken, now);
 }
 
 /**

@@ -17,7 +17,12 @@ export interface PendingAuthorization {
   /** What the page says of a client no administrator checked; null for an administrator's. */
   notVetted: UnvettedClient | null;
   popup: PopupCancel | null;
+  /** The request's `login_hint` (OIDC Core §3.1.2.1), to fill the username field with; null without one. */
+  loginHint: string | null;
 }
+
+/** A longer `login_hint` names no username or e-mail address of ours: it is not shown. */
+const MAX_LOGIN_HINT_LENGTH = 254;
 
 /** What the login and consent pages say of a client no administrator checked (SPEC §4.1, §4.8). */
 export interface UnvettedClient {
@@ -41,8 +46,11 @@ export async function pendingAuthorization(next: string, ctx: AppContext, addres
   const url = new URL(next, ctx.config.publicUrl);
   if (url.pathname !== '/oauth/authorize') return null;
   try {
-    const target = await resolveTarget(parseForm(url.search.slice(1)), ctx, address);
+    const params = parseForm(url.search.slice(1));
+    const target = await resolveTarget(params, ctx, address);
+    const hint = params.login_hint;
     return {
+      loginHint: typeof hint === 'string' && hint.length <= MAX_LOGIN_HINT_LENGTH ? hint : null,
       clientName: target.client.name,
       notVetted: unvettedClient(target.client),
       popup: target.responseMode === 'web_message' ? popupCancel(target) : null,

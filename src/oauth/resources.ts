@@ -11,8 +11,8 @@ import type { AppContext } from '../context.ts';
 import type { JoinedTokenSettings } from '../store/codes.ts';
 import { BUILTIN_RESOURCE_ID, findResourceById, findResourceByUri, listScopes, scopesOfResource } from '../store/resources.ts';
 import type { Resource, ScopeRow } from '../store/schema.ts';
-import { OAuthError } from './errors.ts';
-import { splitScopes } from './scopes.ts';
+import { OAuthError, invalidScope } from './errors.ts';
+import { IDENTITY_SCOPES, IDENTITY_SCOPE_NAMES, grantableScopes, splitScopes } from './scopes.ts';
 
 export { BUILTIN_RESOURCE_ID };
 
@@ -164,17 +164,28 @@ export function mayAskAnyScope(client: ClientScopesView): boolean {
   return (client.kind ?? 'registered') !== 'registered';
 }
 
-/** The scopes of the audience the client may have. */
+/** The scopes of the audience the client may have, and the identity scopes it may have (SPEC §3). */
 export function allowedScopes(client: ClientScopesView, audience: Audience): string[] {
-  const names = audience.scopes.map((s) => s.name);
+  const names = [...audience.scopes.map((s) => s.name), ...IDENTITY_SCOPE_NAMES];
   if (mayAskAnyScope(client)) return names;
   const own = splitScopes(client.scopes);
   return names.filter((name) => own.includes(name));
 }
 
-/** Every scope's plain-words description, by name: for the pages that list scopes. */
+/**
+ * The scopes a request for `audience` gets (scopes.ts `grantableScopes`): its resource's and
+ * identity scopes. `openid` asks for an ID token, which needs a person: a client acting as
+ * itself (`person: false`, client_credentials) is refused it.
+ */
+export function requestScopes(requested: string | undefined, client: ClientScopesView, audience: Audience, person = true): string[] {
+  const scopes = grantableScopes(requested, allowedScopes(client, audience), [...audience.scopes.map((s) => s.name), ...IDENTITY_SCOPE_NAMES]);
+  if (!person && scopes.includes('openid')) throw invalidScope('"openid" needs a person: a client acting as itself gets no ID token');
+  return scopes;
+}
+
+/** Every scope's plain-words description, by name, the identity scopes included: for the pages that list scopes. */
 export async function scopeDescriptions(ctx: AppContext): Promise<Map<string, string>> {
-  return new Map((await listScopes(ctx.db)).map((row) => [row.name, row.description]));
+  return new Map([...(await listScopes(ctx.db)).map((row): [string, string] => [row.name, row.description]), ...IDENTITY_SCOPES]);
 }
 
 /** Every scope of every resource server, as the metadata lists them; cached briefly, dropped on change. */
@@ -185,7 +196,7 @@ export function scopesSupported(ctx: AppContext): Promise<string[]> {
   const cached = catalogues.get(ctx.db);
   const now = Date.now();
   if (cached && cached.until > now) return cached.names;
-  const names = listScopes(ctx.db).then((rows) => rows.map((row) => row.name));
+  const names = listScopes(ctx.db).then((rows) => [...rows.map((row) => row.name), ...IDENTITY_SCOPE_NAMES]);
   catalogues.set(ctx.db, { names, until: now + CATALOGUE_TTL_MS });
   names.catch(() => catalogues.delete(ctx.db));
   return names;

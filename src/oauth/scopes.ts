@@ -5,6 +5,22 @@
  */
 import { invalidScope } from './errors.ts';
 
+/**
+ * The identity scopes (SPEC §3, OIDC Core §5.4): they belong to no resource server, may
+ * accompany a request for any resource and never change its audience. Each with what the
+ * consent page says of it.
+ */
+export const IDENTITY_SCOPES: ReadonlyMap<string, string> = new Map([
+  ['openid', 'Know who you are (your username)'],
+  ['profile', 'See your username and display name'],
+  ['email', 'See your e-mail address'],
+  ['groups', 'See your groups'],
+  ['offline_access', "Stay connected when you're away"],
+]);
+export const IDENTITY_SCOPE_NAMES: readonly string[] = [...IDENTITY_SCOPES.keys()];
+
+export const isIdentityScope = (name: string): boolean => IDENTITY_SCOPES.has(name);
+
 /** RFC 6749 §3.3: scope-token = 1*( %x21 / %x23-5B / %x5D-7E ). */
 const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
 
@@ -61,14 +77,16 @@ export function quoted(names: readonly string[]): string {
 }
 
 /**
- * The scopes a request gets (SPEC §3): all the allowed ones when `scope` is absent, else the
- * requested ones, which must all be scopes of the resource (`existing`) and allowed to the
- * client. None at all is `invalid_scope`.
+ * The scopes a request gets (SPEC §3): all the allowed scopes of the resource when `scope` is
+ * absent (identity scopes are never implied: a client asks for `openid`), else the requested
+ * ones, which must all be scopes of the resource or identity scopes (`existing`) and allowed
+ * to the client. None at all is `invalid_scope`; identity scopes alone are a valid request.
  */
 export function grantableScopes(requested: string | undefined, allowed: readonly string[], existing: readonly string[] = allowed): string[] {
   if (requested === undefined) {
-    if (allowed.length === 0) throw invalidScope('this client may have no scope on this resource');
-    return normalizeScopes(allowed);
+    const resourceScopes = allowed.filter((s) => !isIdentityScope(s));
+    if (resourceScopes.length === 0) throw invalidScope('this client may have no scope on this resource');
+    return normalizeScopes(resourceScopes);
   }
   const scopes = parseScope(requested);
   const unknown = scopesBeyond(scopes, existing);

@@ -20,6 +20,14 @@ export function loginOf(row: { auth_time: number | null; amr: string | null; sid
   return row.auth_time === null || row.amr === null ? null : { authTime: row.auth_time, amr: row.amr, sid: row.sid };
 }
 
+/**
+ * `auth_time` (epoch seconds) and `amr` (RFC 8176) of a person's token (SPEC §4.9, §4.10,
+ * §4.12), in JWT access tokens, ID tokens and introspection alike; nothing when no login is recorded.
+ */
+export function loginClaims(login: Login | null): { auth_time?: number; amr?: string[] } {
+  return login === null ? {} : { auth_time: Math.floor(login.authTime / 1000), amr: login.amr.split(' ') };
+}
+
 export async function insertSession(
   db: Kysely<Database>,
   session: { idHash: string; userId: string; now: number; expiresAt: number; amr: string; sid: string },

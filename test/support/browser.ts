@@ -63,7 +63,7 @@ export interface ClientSite {
   origin: string;
   /** Its redirect URL, `<origin>/callback`. */
   redirectUri: string;
-  /** The query strings `/callback` received, newest last. */
+  /** The query strings `/callback` received, or the forms POSTed to it (`response_mode=form_post`), newest last. */
   callbacks: URLSearchParams[];
   /** A page that opens `authorizeUrl` in a popup when its button is clicked and keeps every message it receives. */
   popupOpener(authorizeUrl: string | URL): string;
@@ -91,10 +91,16 @@ export async function startClientSite(files: Record<string, SiteFile> = {}): Pro
       return;
     }
     if (url.pathname === '/callback') {
-      callbacks.push(url.searchParams);
-      response
-        .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
-        .end('<!doctype html><title>Callback</title><p id="done">Back at the application.</p>');
+      const answer = (params: URLSearchParams) => {
+        callbacks.push(params);
+        response
+          .writeHead(200, { 'content-type': 'text/html; charset=utf-8' })
+          .end('<!doctype html><title>Callback</title><p id="done">Back at the application.</p>');
+      };
+      if (request.method !== 'POST') return answer(url.searchParams);
+      let body = '';
+      request.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+      request.on('end', () => answer(new URLSearchParams(body)));
       return;
     }
     if (url.pathname === '/popup') {

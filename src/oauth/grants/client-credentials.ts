@@ -7,8 +7,8 @@ import { timeOrderedUuid } from '../../ids.ts';
 import { OAuthError } from '../errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { isResourceServerClient } from '../../store/resources.ts';
-import { allowedScopes, requestedAudience, resourceDetail } from '../resources.ts';
-import { grantableScopes, joinScopes } from '../scopes.ts';
+import { requestScopes, requestedAudience, resourceDetail } from '../resources.ts';
+import { joinScopes } from '../scopes.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 
 const parameters = {
@@ -34,12 +34,8 @@ async function load(_params: Params, client: Client, ctx: AppContext): Promise<L
 
 async function issue(_redeemed: null, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
   const audience = await requestedAudience(ctx, params.resource);
-  const scopes = grantableScopes(
-    params.scope,
-    allowedScopes(client, audience),
-    audience.scopes.map((s) => s.name),
-  );
-  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, username: null, login: null }, scopes, false); // RFC 6749 §4.4.3: no refresh token
+  const scopes = requestScopes(params.scope, client, audience, false);
+  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, userId: null, username: null, login: null }, scopes, false); // RFC 6749 §4.4.3: no refresh token
   const now = ctx.now();
   const grant = {
     id: timeOrderedUuid(now),

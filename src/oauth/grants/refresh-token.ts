@@ -16,7 +16,7 @@ import type { AppContext } from '../../context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
-import { parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
+import { IDENTITY_SCOPE_NAMES, parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
 import { scopesOfResource } from '../../store/resources.ts';
 import { checkSameAudience, joinedAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';
@@ -63,7 +63,7 @@ async function issue(token: RefreshTokenInfo, params: Params, client: Client | n
   const requested = params.scope === undefined ? grantScopes : parseScope(params.scope);
   const wider = scopesBeyond(requested, grantScopes);
   if (wider.length > 0) {
-    const existing = (await scopesOfResource(ctx.db, token.resource_id)).map((s) => s.name);
+    const existing = [...(await scopesOfResource(ctx.db, token.resource_id)).map((s) => s.name), ...IDENTITY_SCOPE_NAMES];
     const unknown = scopesBeyond(wider, existing);
     throw unknown.length > 0 ? unknownScope(unknown) : invalidScope(`scope ${quoted(wider)} was not granted`);
   }
@@ -82,7 +82,7 @@ async function issue(token: RefreshTokenInfo, params: Params, client: Client | n
     const audience = joinedAudience(token, ctx);
     if (audience === null) throw revokedGrant();
     // A refresh is not a login: its tokens keep the grant's (SPEC §4.12).
-    const subject = { clientId: token.client_id, username: token.username, login: loginOf(token) };
+    const subject = { clientId: token.client_id, userId: token.user_id, username: token.username, login: loginOf(token) };
     const pair = await mintTokenResponse(ctx, audience, subject, scopes, true);
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };

@@ -39,6 +39,8 @@ export interface ApprovedCode extends JoinedTokenSettings {
   auth_time: number | null;
   amr: string | null;
   sid: string | null;
+  /** The authentication request's `nonce`: authorization codes only (a device grant has no nonce). */
+  nonce?: string | null;
 }
 
 /** One kind of single-use code: how it is named to the client, and its exactly-once write in the store. */
@@ -73,7 +75,8 @@ export async function exchangeApproved(
   const audience = joinedAudience(code, ctx);
   if (audience === null) throw invalidGrant(invalid, `the resource server of the ${kind.noun} was deleted`);
   const login = loginOf(code);
-  const pair = await mintTokenResponse(ctx, audience, { clientId: client.id, username: code.username, login }, scopes, true);
+  const subject = { clientId: client.id, userId: code.user_id, username: code.username, login };
+  const pair = await mintTokenResponse(ctx, audience, subject, scopes, true, code.nonce ?? null);
   const grant = {
     id: timeOrderedUuid(now),
     clientId: client.id,
