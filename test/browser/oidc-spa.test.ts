@@ -219,9 +219,10 @@ for (const backend of BACKENDS) {
     test('sign out: Gatehouse ends the session and sends the person back to the app; a silent renewal then needs a login', async () => {
       const { context, page } = await signIn('erin');
       try {
-        await page.evaluate('void manager.signoutRedirect()');
-        // The ID token hint names the person logged in: no confirmation page, straight back.
-        await page.waitForURL(`${site.origin}/app/signed-out?**`);
+        // With state to carry (oidc-client-ts sends `state` only then), and its ID token as the hint.
+        await page.evaluate(`void manager.signoutRedirect({ state: 'from the test' })`);
+        // The hint names the person logged in: no confirmation page, straight back, with the state.
+        await page.waitForURL(`${site.origin}/app/signed-out?state=*`);
         assert.equal(await finished(page), 'ok', 'signoutRedirectCallback found the state it sent');
         assert.equal(await user(page), null);
 
