@@ -13,11 +13,15 @@ const create = command({
     '--name <n> --redirect-uri <url> [--redirect-uri <url2> …]',
     '[--grant-type authorization_code|client_credentials|device_code]',
     '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]',
+    '[--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>] [--id-token-alg RS256|ES256]',
   ],
   help: [
     'public clients require PKCE unless --no-require-pkce;',
     'device_code (urn:ietf:params:oauth:grant-type:device_code)',
-    'and client_credentials clients need no --redirect-uri',
+    'and client_credentials clients need no --redirect-uri;',
+    'the OpenID Connect settings: where logout may return to (matched',
+    'exactly), where back-channel logout tokens are posted, and how',
+    'ID tokens are signed (RS256 by default)',
   ],
   options: {
     name: { type: 'string' },
@@ -27,6 +31,9 @@ const create = command({
     trusted: { type: 'boolean' },
     'require-pkce': { type: 'boolean' },
     scope: { type: 'string', multiple: true },
+    'post-logout-redirect-uri': { type: 'string', multiple: true },
+    'backchannel-logout-uri': { type: 'string' },
+    'id-token-alg': { type: 'string' },
   },
   async run(ctx, args, options, print) {
     noArguments(args);
@@ -45,6 +52,9 @@ const create = command({
         // Public clients prove themselves with PKCE unless asked otherwise (legacy clients, SPEC §2).
         requirePkce: options['require-pkce'] ?? !(options.confidential ?? false),
         scope: (options.scope ?? []).join(' '),
+        postLogoutRedirectUris: options['post-logout-redirect-uri'] ?? [],
+        backchannelLogoutUri: options['backchannel-logout-uri'] ?? null,
+        idTokenAlg: options['id-token-alg'] ?? 'RS256',
       },
       COMMAND_LINE,
     );

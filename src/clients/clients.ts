@@ -12,7 +12,8 @@ import type { AppContext } from '../context.ts';
 import { isClientId } from '../oauth/client-auth.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import { redirectUriProblem, redirectUrisOf } from '../oauth/redirect-uri.ts';
+import { SIGNING_ALGS } from '../identity/keys.ts';
+import { postLogoutRedirectUrisOf, redirectUriProblem, redirectUrisOf } from '../oauth/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { IDENTITY_SCOPE_NAMES, isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
 import { voidCodes } from '../store/codes.ts';
@@ -54,6 +55,25 @@ export interface ClientInput {
   requirePkce: boolean;
   /** Space-separated, of any resource servers; empty means the built-in scopes. */
   scope: string;
+  /** OpenID Connect (SPEC §4.10): where RP-initiated logout may return to, matched exactly; none when absent. */
+  postLogoutRedirectUris?: readonly string[];
+  /** Where back-channel logout tokens are POSTed; none when absent or null. */
+  backchannelLogoutUri?: string | null;
+  /** `id_token_signed_response_alg`: RS256 (the default) or ES256. */
+  idTokenAlg?: string;
+}
+
+/** The OIDC settings as stored, from what was asked for: absent ones stay as they are (`current`), or take their defaults. */
+function oidcSettings(
+  input: Pick<ClientInput, 'postLogoutRedirectUris' | 'backchannelLogoutUri' | 'idTokenAlg'>,
+  current?: Pick<Client, 'post_logout_redirect_uris' | 'backchannel_logout_uri' | 'id_token_alg'>,
+) {
+  return {
+    post_logout_redirect_uris:
+      input.postLogoutRedirectUris === undefined ? (current?.post_logout_redirect_uris ?? '[]') : JSON.stringify(input.postLogoutRedirectUris),
+    backchannel_logout_uri: input.backchannelLogoutUri === undefined ? (current?.backchannel_logout_uri ?? null) : input.backchannelLogoutUri,
+    id_token_alg: SIGNING_ALGS.find((alg) => alg === input.idTokenAlg) ?? current?.id_token_alg ?? 'RS256',
+  };
 }
 
 export interface RegisteredClient {
@@ -75,6 +95,10 @@ export function describeClient(client: Client) {
     trusted: client.trusted === 1,
     require_pkce: client.require_pkce === 1,
     scopes: splitScopes(client.scopes),
+    token_endpoint_auth_method: client.secret_hash === null ? 'none' : 'client_secret_basic',
+    post_logout_redirect_uris: postLogoutRedirectUrisOf(client),
+    backchannel_logout_uri: client.backchannel_logout_uri,
+    id_token_signed_response_alg: client.id_token_alg,
     created_at: client.created_at,
   };
 }
@@ -90,7 +114,25 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   if (redirectProblem) problems.redirect_uri = redirectProblem;
   const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));
   if (malformed.length > 0) problems.scope = `Unknown scope ${malformed.join(', ')}`;
+  const postLogoutProblem = redirectUrisProblem(input.postLogoutRedirectUris ?? [], false, 'Post-logout redirect URL');
+  if (postLogoutProblem) problems.post_logout_redirect_uri = postLogoutProblem;
+  const backchannelProblem = backchannelLogoutUriProblem(input.backchannelLogoutUri ?? null);
+  if (backchannelProblem) problems.backchannel_logout_uri = `Back-channel logout URL ${backchannelProblem}`;
+  if (input.idTokenAlg !== undefined && !(SIGNING_ALGS as readonly string[]).includes(input.idTokenAlg))
+    problems.id_token_alg = `ID token algorithm must be one of ${SIGNING_ALGS.join(', ')}`;
   return problems;
+}
+
+/**
+/**
+ * Why `uri` cannot be a client's back-channel logout URL (Back-Channel Logout 1.0 §2.2), or
+ * null when it can: an absolute URL without a fragment, https or http on loopback — the rule
+ * for redirect URLs. An administrator's client may name a private address; the others are
+ * held to public ones when the logout is delivered (src/identity/backchannel-logout.ts).
+ */
+export function backchannelLogoutUriProblem(uri: string | null): string | null {
+  if (uri === null) return null;
+  return uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri);
 }
 
 /**
@@ -110,15 +152,18 @@ async function existingScopes(db: Kysely<Database>, scope: string): Promise<stri
 export const MAX_REDIRECT_URIS = 20;
 export const MAX_REDIRECT_URI_LENGTH = 2000;
 
-/** What is wrong with a client's list of redirect URLs, as a sentence naming the first bad one; null when nothing. */
-export function redirectUrisProblem(uris: readonly string[], required: boolean): string | null {
-  if (uris.length === 0) return required ? 'Redirect URL must be an absolute URL' : null;
-  if (uris.length > MAX_REDIRECT_URIS) return `At most ${MAX_REDIRECT_URIS} redirect URLs may be registered`;
+/**
+ * What is wrong with a client's list of redirect URLs (or of post-logout redirect URLs, named
+ * by `label`), as a sentence naming the first bad one; null when nothing.
+ */
+export function redirectUrisProblem(uris: readonly string[], required: boolean, label = 'Redirect URL'): string | null {
+  if (uris.length === 0) return required ? `${label} must be an absolute URL` : null;
+  if (uris.length > MAX_REDIRECT_URIS) return `At most ${MAX_REDIRECT_URIS} ${label.toLowerCase()}s may be registered`;
   for (const uri of uris) {
     const problem = uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri);
-    if (problem) return uris.length === 1 ? `Redirect URL ${problem}` : `Redirect URL ${uri.slice(0, 100)} ${problem}`;
+    if (problem) return uris.length === 1 ? `${label} ${problem}` : `${label} ${uri.slice(0, 100)} ${problem}`;
   }
-  if (new Set(uris).size !== uris.length) return 'Each redirect URL must be listed once';
+  if (new Set(uris).size !== uris.length) return `Each ${label.toLowerCase()} must be listed once`;
   return null;
 }
 
@@ -169,16 +214,17 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     require_pkce: input.requirePkce ? 1 : 0,
     scopes,
     created_at: now,
-    post_logout_redirect_uris: '[]',
-    backchannel_logout_uri: null,
-    id_token_alg: 'RS256',
+    ...oidcSettings(input),
   };
   await insertClient(db, client);
   return { client, secret: secret?.token ?? null };
 }
 
 /** What an administrator may change after registration: not the grant type nor the client type. */
-export type ClientChanges = Pick<ClientInput, 'name' | 'redirectUris' | 'trusted' | 'requirePkce' | 'scope'>;
+export type ClientChanges = Pick<
+  ClientInput,
+  'name' | 'redirectUris' | 'trusted' | 'requirePkce' | 'scope' | 'postLogoutRedirectUris' | 'backchannelLogoutUri' | 'idTokenAlg'
+>;
 
 /** Validates the changes against the client's own grant and client type; every problem by field. */
 export function clientChangeProblems(client: Client, changes: ClientChanges): Record<string, string> {
@@ -204,6 +250,7 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
     trusted: changes.trusted ? 1 : 0,
     require_pkce: changes.requirePkce ? 1 : 0,
     scopes,
+    ...oidcSettings(changes, client),
   });
   ctx.onClientsChanged([client.id]);
   const kept = scopes.split(' ');

@@ -27,6 +27,7 @@ import {
 } from '../clients/clients.ts';
 import { SCOPES } from '../config.ts';
 import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
+import { SIGNING_ALGS } from '../identity/keys.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import type { RawParams } from '../oauth/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
@@ -51,6 +52,9 @@ interface ClientFormValues {
   trusted: boolean;
   require_pkce: boolean;
   scopes: string[];
+  post_logout_redirect_uri: string;
+  backchannel_logout_uri: string;
+  id_token_alg: string;
 }
 
 function clientFormValues(body: RawParams): ClientFormValues {
@@ -62,6 +66,9 @@ function clientFormValues(body: RawParams): ClientFormValues {
     trusted: ticked(body, 'trusted'),
     require_pkce: ticked(body, 'require_pkce'),
     scopes: tickedValues(body, 'scope'),
+    post_logout_redirect_uri: field(body, 'post_logout_redirect_uri').trim(),
+    backchannel_logout_uri: field(body, 'backchannel_logout_uri').trim(),
+    id_token_alg: field(body, 'id_token_alg'),
   };
 }
 
@@ -80,6 +87,9 @@ function changesFrom(values: ClientFormValues): ClientChanges {
     trusted: values.trusted,
     requirePkce: values.require_pkce,
     scope: values.scopes.join(' '),
+    postLogoutRedirectUris: linesOf(values.post_logout_redirect_uri),
+    backchannelLogoutUri: values.backchannel_logout_uri === '' ? null : values.backchannel_logout_uri,
+    idTokenAlg: values.id_token_alg,
   };
 }
 
@@ -125,6 +135,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       errors: data.errors,
       notice: data.notice ?? null,
       grantTypes: CLIENT_GRANT_TYPES,
+      idTokenAlgs: SIGNING_ALGS,
       scopeChoices,
       csrfToken: formToken(reply),
     });
@@ -168,6 +179,9 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       trusted: false,
       require_pkce: true,
       scopes: [...SCOPES, ...IDENTITY_SCOPE_NAMES], // as `gatehouse client create` without --scope
+      post_logout_redirect_uri: '',
+      backchannel_logout_uri: '',
+      id_token_alg: 'RS256',
     };
     return clientForm(reply, { client: null, values, errors: {} });
   });
@@ -200,6 +214,9 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       trusted: row.trusted,
       require_pkce: row.require_pkce,
       scopes: row.scopes,
+      post_logout_redirect_uri: row.post_logout_redirect_uris.join('\n'),
+      backchannel_logout_uri: row.backchannel_logout_uri ?? '',
+      id_token_alg: row.id_token_signed_response_alg,
     };
     return clientForm(reply, { client, values, errors: {}, notice: notice(request) });
   });

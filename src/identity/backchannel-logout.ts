@@ -114,7 +114,11 @@ export function backchannelLogouts(deps: BackchannelLogoutDeps): BackchannelLogo
   async function deliver(key: BackchannelLogoutKey): Promise<void> {
     const claimed = await claimBackchannelLogout(db, key, now(), now() + CLAIM_MS, DELIVERY_ATTEMPTS);
     if (!claimed) return; // another instance has it, or it is done
-    const outcome = await attempt(claimed).catch((error: Error): Outcome => ({ delivered: false, reason: `could not send it (${error.message})`, transient: true }));
+    const outcome = await attempt(claimed).catch((error: Error): Outcome => ({
+      delivered: false,
+      reason: `could not send it (${error.message})`,
+      transient: true,
+    }));
     const about = { userId: claimed.user_id, clientId: claimed.client_id };
     if (outcome.delivered) {
       await finishBackchannelLogout(db, claimed, { state: 'delivered' });
@@ -123,7 +127,10 @@ export function backchannelLogouts(deps: BackchannelLogoutDeps): BackchannelLogo
     }
     const retrying = outcome.transient && claimed.attempts < DELIVERY_ATTEMPTS;
     await finishBackchannelLogout(db, claimed, retrying ? { retryAt: now() + retryDelayMs(claimed.attempts) } : { state: 'failed' });
-    log.warn({ event: 'backchannel_logout_failed', client: claimed.client_id, attempt: claimed.attempts, reason: outcome.reason, retrying }, 'back-channel logout failed');
+    log.warn(
+      { event: 'backchannel_logout_failed', client: claimed.client_id, attempt: claimed.attempts, reason: outcome.reason, retrying },
+      'back-channel logout failed',
+    );
     await deps.audit({
       type: 'backchannel_logout_failed',
       ...about,

@@ -447,8 +447,8 @@ export class KeyRing {
           algorithms: [...(options.algorithms ?? SIGNING_ALGS)],
           requiredClaims: ['exp'],
           currentDate: new Date(this.#deps.now()),
-          // jose compares exp and nbf with the current time give or take this tolerance.
-          ...(options.ignoreExpiry ? { clockTolerance: Number.POSITIVE_INFINITY } : {}),
+          // jose compares exp and nbf with the current time give or take this tolerance (a finite number of seconds).
+          ...(options.ignoreExpiry ? { clockTolerance: Number.MAX_SAFE_INTEGER } : {}),
         },
       );
       return payload;

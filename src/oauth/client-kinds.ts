@@ -56,7 +56,13 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
       "the metadata document's client_name is the name of an administrator's client",
     );
   }
-  const described = { name: document.name, redirect_uris: JSON.stringify(document.redirectUris) };
+  const described = {
+    name: document.name,
+    redirect_uris: JSON.stringify(document.redirectUris),
+    post_logout_redirect_uris: JSON.stringify(document.postLogoutRedirectUris),
+    backchannel_logout_uri: document.backchannelLogoutUri,
+    id_token_alg: document.idTokenAlg,
+  };
   const known = await findClient(ctx.db, url);
   if (known) return { ...known, ...described };
   return {
@@ -70,9 +76,6 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     require_pkce: 1,
     scopes: joinScopes(SCOPES),
     created_at: ctx.now(),
-    post_logout_redirect_uris: '[]',
-    backchannel_logout_uri: null,
-    id_token_alg: 'RS256',
   };
 }
 
@@ -91,11 +94,12 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
  */
 export async function recordClient(ctx: AppContext, client: Client, user: User, address: string): Promise<void> {
   if (client.kind !== 'metadata_document') return;
-  const { id, name, redirect_uris, scopes, created_at } = client;
+  const { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg } = client;
   const uris = (json: string) => (JSON.parse(json) as string[]).join(' ');
   const about = { userId: user.id, clientId: id, address };
   let pending: PendingAuditEvent | undefined;
-  const written = await recordMetadataClient(ctx.db, { id, name, redirect_uris, scopes, created_at }, (previous) => {
+  const row = { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg };
+  const written = await recordMetadataClient(ctx.db, row, (previous) => {
     pending =
       previous === undefined
         ? ctx.audit.pending({ type: 'client_recorded', ...about, detail: { name, redirect_uris: uris(redirect_uris) } })
@@ -108,10 +112,15 @@ export async function recordClient(ctx: AppContext, client: Client, user: User, 
 }
 
 /** What changed between the recorded client and the document: the old and new value of each. */
-function changes(previous: Client, now: Client, uris: (json: string) => string): Record<string, string> {
+function changes(previous: Client, now: Client, uris: (json: string) => string): Record<string, string | null> {
+  const changed = (field: 'post_logout_redirect_uris' | 'backchannel_logout_uri' | 'id_token_alg', show: (value: string) => string) =>
+    previous[field] === now[field] ? {} : { [`${field}_was`]: previous[field] && show(previous[field]), [field]: now[field] && show(now[field]) };
   return {
     ...(previous.name === now.name ? {} : { name_was: previous.name, name: now.name }),
     ...(previous.redirect_uris === now.redirect_uris ? {} : { redirect_uris_was: uris(previous.redirect_uris), redirect_uris: uris(now.redirect_uris) }),
+    ...changed('post_logout_redirect_uris', uris),
+    ...changed('backchannel_logout_uri', (value) => value),
+    ...changed('id_token_alg', (value) => value),
   };
 }
 

@@ -12,6 +12,8 @@
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import { normalizeClientName } from './client-names.ts';
+import { SIGNING_ALGS } from '../identity/keys.ts';
+import type { SigningAlg } from '../store/schema.ts';
 import { redirectUriProblem } from './redirect-uri.ts';
 import { addressKey } from '../throttle.ts';
 import { BUSY, FetchSlots } from './fetch-slots.ts';
@@ -64,6 +66,10 @@ export interface MetadataClient {
   readonly logoUri: string | null;
   /** The scope the document says the client will ask for; informative only (such clients may ask for any scope). */
   readonly scope: string | null;
+  /** OpenID Connect (SPEC §4.10): `post_logout_redirect_uris`, `backchannel_logout_uri`, `id_token_signed_response_alg`. */
+  readonly postLogoutRedirectUris: readonly string[];
+  readonly backchannelLogoutUri: string | null;
+  readonly idTokenAlg: SigningAlg;
   /** Epoch milliseconds. */
   readonly fetchedAt: number;
   readonly expiresAt: number;
@@ -167,10 +173,18 @@ export function validateMetadataDocument(url: string, body: string): Validation 
   const { name } = named;
   const redirectUris = fields.redirect_uris;
   if (!isStringArray(redirectUris) || redirectUris.length === 0) return refuse('has no redirect_uris (a non-empty array of URLs)');
-  for (const [index, uri] of redirectUris.entries()) {
-    const problem = uri.length > MAX_URL_LENGTH ? 'is too long' : redirectUriProblem(uri);
-    if (problem !== null) return refuse(`has an unusable redirect_uris[${index}]: it ${problem}`);
-  }
+  const redirectProblem = urlListProblem(redirectUris, 'redirect_uris');
+  if (redirectProblem !== null) return refuse(redirectProblem);
+  const postLogoutRedirectUris = fields.post_logout_redirect_uris ?? [];
+  if (!isStringArray(postLogoutRedirectUris)) return refuse('has a post_logout_redirect_uris that is not an array of URLs');
+  const postLogoutProblem = urlListProblem(postLogoutRedirectUris, 'post_logout_redirect_uris');
+  if (postLogoutProblem !== null) return refuse(postLogoutProblem);
+  // Delivered through the guarded fetch (https, public addresses): nothing else could be used.
+  const backchannelLogoutUri = optionalHttpsUrl(fields, 'backchannel_logout_uri');
+  if ('problem' in backchannelLogoutUri) return refuse(`has a ${backchannelLogoutUri.problem}`);
+  if (backchannelLogoutUri.value?.includes('#')) return refuse('has a backchannel_logout_uri with a fragment');
+  const idTokenAlg = fields.id_token_signed_response_alg ?? 'RS256';
+  if (!SIGNING_ALGS.includes(idTokenAlg as SigningAlg)) return refuse(`has an id_token_signed_response_alg other than ${SIGNING_ALGS.join(' or ')}`);
   const clientUri = optionalHttpsUrl(fields, 'client_uri');
   if ('problem' in clientUri) return refuse(`has a ${clientUri.problem}`);
   const logoUri = optionalHttpsUrl(fields, 'logo_uri');
@@ -188,8 +202,27 @@ export function validateMetadataDocument(url: string, body: string): Validation 
 
   return {
     ok: true,
-    client: { id: url, name, redirectUris, clientUri: clientUri.value, logoUri: logoUri.value, scope: scope ?? null },
+    client: {
+      id: url,
+      name,
+      redirectUris,
+      clientUri: clientUri.value,
+      logoUri: logoUri.value,
+      scope: scope ?? null,
+      postLogoutRedirectUris,
+      backchannelLogoutUri: backchannelLogoutUri.value,
+      idTokenAlg: idTokenAlg as SigningAlg,
+    },
   };
+}
+
+/** Why a list of redirect URLs (`field`) is refused, naming the first unusable one; null when every one is usable. */
+function urlListProblem(uris: readonly string[], field: string): string | null {
+  for (const [index, uri] of uris.entries()) {
+    const problem = uri.length > MAX_URL_LENGTH ? 'is too long' : redirectUriProblem(uri);
+    if (problem !== null) return `has an unusable ${field}[${index}]: it ${problem}`;
+  }
+  return null;
 }
 
 export interface ClientMetadataOptions {

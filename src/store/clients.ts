@@ -82,7 +82,12 @@ export function keysetPage<T>(rows: T[], cursor: PageCursor, limit: number, key:
 export async function updateClient(
   db: Kysely<Database>,
   id: string,
-  patch: Partial<Pick<Client, 'name' | 'redirect_uris' | 'secret_hash' | 'trusted' | 'require_pkce' | 'scopes'>>,
+  patch: Partial<
+    Pick<
+      Client,
+      'name' | 'redirect_uris' | 'secret_hash' | 'trusted' | 'require_pkce' | 'scopes' | 'post_logout_redirect_uris' | 'backchannel_logout_uri' | 'id_token_alg'
+    >
+  >,
 ): Promise<boolean> {
   const result = await db.updateTable('clients').set(patch).where('id', '=', id).executeTakeFirst();
   return result.numUpdatedRows > 0n;
@@ -113,12 +118,20 @@ export async function deleteClient(db: Kysely<Database>, id: string): Promise<{ 
 }
 
 /** A metadata-document client as its document describes it now. */
-export type MetadataClientRow = Pick<NewClient, 'id' | 'name' | 'redirect_uris' | 'scopes' | 'created_at'>;
+export type MetadataClientRow = Pick<Client, 'id' | 'name' | 'redirect_uris' | 'scopes' | 'created_at' | DescribedColumn>;
+
+/** What a metadata document says besides the name, each updated when the document changes it. */
+const DESCRIBED = ['redirect_uris', 'post_logout_redirect_uris', 'backchannel_logout_uri', 'id_token_alg'] as const;
+type DescribedColumn = (typeof DESCRIBED)[number];
+
+/** Whether the stored row says what the document says. */
+const describedAlike = (stored: Client, client: MetadataClientRow) =>
+  stored.name === client.name && DESCRIBED.every((column) => stored[column] === client[column]);
 
 /**
  * Records a client known by its metadata document as its document describes it now, so that
- * consents, codes and grants can reference it: inserted the first time, its name and redirect
- * URLs updated when the document changed, with the audit row `event(previous)` (previous:
+ * consents, codes and grants can reference it: inserted the first time, its name, redirect
+ * URLs and OpenID Connect settings updated when the document changed, with the audit row `event(previous)` (previous:
  * the row as it was, undefined the first time) in the same transaction. Returns whether
  * anything was written. Its id is the document's URL, which no other kind of client has.
  *
@@ -132,7 +145,7 @@ export async function recordMetadataClient(
   event: (previous: Client | undefined) => AuditEventRow,
 ): Promise<boolean> {
   const stored = await findClient(db, client.id);
-  if (stored && stored.name === client.name && stored.redirect_uris === client.redirect_uris) return false;
+  if (stored && describedAlike(stored, client)) return false;
   return db.transaction().execute(async (trx) => {
     const inserted = await trx
       .insertInto('clients')
@@ -151,8 +164,13 @@ export async function recordMetadataClient(
       .where('kind', '=', 'metadata_document')
       .$if(onPostgres(db), (query) => query.forUpdate())
       .executeTakeFirst();
-    if (!previous || (previous.name === client.name && previous.redirect_uris === client.redirect_uris)) return false;
-    await trx.updateTable('clients').set({ name: client.name, redirect_uris: client.redirect_uris }).where('id', '=', client.id).execute();
+    if (!previous || describedAlike(previous, client)) return false;
+    const { name, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg } = client;
+    await trx
+      .updateTable('clients')
+      .set({ name, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg })
+      .where('id', '=', client.id)
+      .execute();
     await insertAuditEvent(db, event(previous), trx);
     return true;
   });

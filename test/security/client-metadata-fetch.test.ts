@@ -84,6 +84,9 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
       clientUri: null,
       logoUri: 'https://127.0.0.1/logo.png',
       scope: null,
+      postLogoutRedirectUris: [],
+      backchannelLogoutUri: null,
+      idTokenAlg: 'RS256',
       fetchedAt: clock,
       expiresAt: clock + 3600_000,
     });

@@ -14,10 +14,11 @@ export interface MetadataDocument {
   close(): void;
 }
 
-export async function serveMetadataDocument(name: string, path = '/apps/client.json'): Promise<MetadataDocument> {
+/** `extra`: more fields of the document (say, its OpenID Connect settings). */
+export async function serveMetadataDocument(name: string, path = '/apps/client.json', extra: Record<string, unknown> = {}): Promise<MetadataDocument> {
   let url = '';
   const server = createServer(serverCertificate(['127.0.0.1']), (_request, response) => {
-    const document = { client_id: url, client_name: name, redirect_uris: ['http://127.0.0.1/callback'], token_endpoint_auth_method: 'none' };
+    const document = { client_id: url, client_name: name, redirect_uris: ['http://127.0.0.1/callback'], token_endpoint_auth_method: 'none', ...extra };
     response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(document));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

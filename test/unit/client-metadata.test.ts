@@ -150,6 +150,9 @@ describe('document validation', () => {
     response_types: ['code'],
     token_endpoint_auth_method: 'none',
     scope: 'annotation:read mcp:tools',
+    post_logout_redirect_uris: ['https://app.example/logged-out'],
+    backchannel_logout_uri: 'https://app.example/backchannel-logout',
+    id_token_signed_response_alg: 'ES256',
     software_id: 'ignored',
   };
   const validate = (document: unknown) => validateMetadataDocument(url, typeof document === 'string' ? document : JSON.stringify(document));
@@ -164,6 +167,9 @@ describe('document validation', () => {
         clientUri: 'https://app.example/',
         logoUri: 'https://app.example/logo.png',
         scope: 'annotation:read mcp:tools',
+        postLogoutRedirectUris: ['https://app.example/logged-out'],
+        backchannelLogoutUri: 'https://app.example/backchannel-logout',
+        idTokenAlg: 'ES256',
       },
     });
   });
@@ -172,7 +178,17 @@ describe('document validation', () => {
     const result = validate({ client_id: url, client_name: ' Minimal ', redirect_uris: ['https://app.example/cb'] });
     assert.deepEqual(result, {
       ok: true,
-      client: { id: url, name: 'Minimal', redirectUris: ['https://app.example/cb'], clientUri: null, logoUri: null, scope: null },
+      client: {
+        id: url,
+        name: 'Minimal',
+        redirectUris: ['https://app.example/cb'],
+        clientUri: null,
+        logoUri: null,
+        scope: null,
+        postLogoutRedirectUris: [],
+        backchannelLogoutUri: null,
+        idTokenAlg: 'RS256',
+      },
     });
   });
 
@@ -207,6 +223,14 @@ describe('document validation', () => {
       [{ ...valid, client_secret: 's3cret' }, /client_secret/],
       [{ ...valid, scope: ['annotation:read'] }, /scope/],
       [{ ...valid, scope: 'two  spaces' }, /scope/],
+      [{ ...valid, post_logout_redirect_uris: 'https://app.example/logged-out' }, /post_logout_redirect_uris/],
+      [{ ...valid, post_logout_redirect_uris: ['https://app.example/bye#alert'] }, /post_logout_redirect_uris\[0\].*fragment/],
+      [{ ...valid, post_logout_redirect_uris: ['https://app.example/bye', 'http://app.example/bye'] }, /post_logout_redirect_uris\[1\].*https/],
+      [{ ...valid, backchannel_logout_uri: 'http://app.example/backchannel' }, /backchannel_logout_uri is not an https URL/],
+      [{ ...valid, backchannel_logout_uri: ['https://app.example/backchannel'] }, /backchannel_logout_uri is not an https URL/],
+      [{ ...valid, backchannel_logout_uri: 'https://app.example/backchannel#alert' }, /backchannel_logout_uri with a fragment/],
+      [{ ...valid, id_token_signed_response_alg: 'none' }, /id_token_signed_response_alg/],
+      [{ ...valid, id_token_signed_response_alg: 'HS256' }, /id_token_signed_response_alg/],
     ];
     for (const [document, reason] of refusals) {
       const result = validate(document);
