@@ -96,8 +96,13 @@ for (const backend of BACKENDS) {
         assert.equal(claims.iss, server.url);
         assert.equal(claims.aud, clientId);
         assert.equal(claims.sub, userid);
+        assert.equal(claims.azp, clientId);
         assert.equal(typeof claims.nonce, 'string');
         assert.equal(typeof claims.sid, 'string');
+        assert.equal(typeof claims.at_hash, 'string');
+        assert.deepEqual(claims.amr, ['pwd']);
+        assert.ok(Number.isInteger(claims.auth_time) && (claims.auth_time as number) <= (claims.iat as number), 'auth_time: the login, before the token');
+        assert.equal((claims.exp as number) - (claims.iat as number), 3600, 'ID_TOKEN_TTL, default 3600 seconds');
         const identity = {
           sub: userid,
           preferred_username: 'alice',
