@@ -102,7 +102,8 @@ export const authorizeSchema = {
       response_mode: { type: 'string', enum: RESPONSE_MODES, description: '`form_post`: an auto-submitting form; `web_message`: the popup flow' },
       prompt: { type: 'string', description: `space-separated: ${PROMPTS.map((p) => `\`${p}\``).join(', ')}` },
       nonce: { type: 'string', maxLength: MAX_NONCE_LENGTH, description: 'OpenID Connect: copied into the ID token of the code' },
-      max_age: { type: 'integer', minimum: 0, description: 'OpenID Connect: seconds; an older login is made again first (`0`: as `prompt=login`)' },
+      // A string here: Fastify coerces what a schema calls a number, and the protocol reads the text (authorize.ts).
+      max_age: { type: 'string', pattern: '^[0-9]+$', description: 'OpenID Connect: seconds; an older login is made again first (`0`: as `prompt=login`)' },
       login_hint: { type: 'string', description: 'OpenID Connect: fills the username field of the login page' },
       id_token_hint: {
         type: 'string',

@@ -447,7 +447,8 @@ export class KeyRing {
           algorithms: [...(options.algorithms ?? SIGNING_ALGS)],
           requiredClaims: ['exp'],
           currentDate: new Date(this.#deps.now()),
-          // jose compares exp and nbf with the current time give or take this tolerance (a finite number of seconds).
+          // jose compares exp and nbf with the current time give or take this tolerance, which
+          // must be a finite number: the largest one ignores both.
           ...(options.ignoreExpiry ? { clockTolerance: Number.MAX_SAFE_INTEGER } : {}),
         },
       );

@@ -204,6 +204,10 @@ async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: Ap
   try {
     // `resource` is read apart: repeated, it is invalid_target (RFC 8707 §2), not invalid_request.
     const optional = AUTHORIZATION_PARAMETERS.filter((name) => name !== 'response_type' && name !== 'resource');
+    // OIDC Core §6: request objects are not supported, by value or by reference. Checked first:
+    // such a request may carry nothing else but them and `client_id`.
+    if (raw.request !== undefined) throw new OAuthError('request_not_supported', 'the "request" parameter is not supported');
+    if (raw.request_uri !== undefined) throw new OAuthError('request_uri_not_supported', 'the "request_uri" parameter is not supported');
     const params = readParams(raw, ['response_type'], optional);
     if (params.response_type !== 'code') {
       throw new OAuthError('unsupported_response_type', 'only "response_type=code" is supported');
@@ -214,9 +218,6 @@ async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: Ap
     if (params.response_mode !== undefined && !(RESPONSE_MODES as readonly string[]).includes(params.response_mode)) {
       throw invalidRequest(`"response_mode" must be one of ${RESPONSE_MODES.join(', ')}`);
     }
-    // OIDC Core §6: request objects are not supported, by reference or by value.
-    if (params.request !== undefined) throw new OAuthError('request_not_supported', 'the "request" parameter is not supported');
-    if (params.request_uri !== undefined) throw new OAuthError('request_uri_not_supported', 'the "request_uri" parameter is not supported');
     const audience = await requestedAudience(ctx, raw.resource);
     const scopes = requestScopes(params.scope, target.client, audience);
     const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, ctx.config.requirePkce || target.client.require_pkce === 1);

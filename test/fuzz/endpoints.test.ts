@@ -89,6 +89,15 @@ function values(world: World): fc.Arbitrary<string> {
         'login consent',
         'web_message',
         'query',
+        'form_post',
+        'openid',
+        'openid profile email groups offline_access',
+        '0',
+        '-1',
+        '1.5',
+        'n'.repeat(513),
+        // Shaped like an ID token, signed by nobody Gatehouse knows.
+        'eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCIsImtpZCI6IngifQ.eyJzdWIiOiJhY2N0OmFsaWNlQDEyNy4wLjAuMSJ9.c2lnbmF0dXJl',
         ...SCOPES,
         SCOPES.join(' '),
         'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
@@ -204,6 +213,16 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
     'response_mode',
     'prompt',
     'nonce',
+    // OpenID Connect (SPEC §4.10): checked, refused, or ignored.
+    'max_age',
+    'login_hint',
+    'id_token_hint',
+    'request',
+    'request_uri',
+    'claims',
+    'display',
+    'ui_locales',
+    'acr_values',
   ];
   const who = fc.constantFrom(world.anonymous, world.alice);
   const guessedBasic = [
@@ -248,7 +267,8 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
             ),
           ),
         )
-        .map(([m, b]) => request('consent', m, '/oauth/authorize', b, { cookie: world.alice.cookie }, [302, 303])),
+        // 200: a denial answered by a page (response_mode=form_post or web_message).
+        .map(([m, b]) => request('consent', m, '/oauth/authorize', b, { cookie: world.alice.cookie }, [200, 302, 303])),
     },
     {
       name: 'POST /api/token',
@@ -276,6 +296,22 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
       arbitrary: fc
         .tuple(method('POST'), body(params(['token', 'token_type_hint', 'client_id', 'client_secret'], value)), basic)
         .map(([m, b, header]) => request('introspect', m, '/oauth/introspect', b, authorization(header), [200])),
+    },
+    {
+      // OIDC userinfo: no generated token is live, so every request is refused.
+      name: 'GET and POST /oauth/userinfo',
+      runs: 200,
+      arbitrary: fc
+        .tuple(
+          method('GET'),
+          body(params(['access_token'], value)),
+          fc.oneof(
+            fc.constant(undefined),
+            value.map((v) => `Bearer ${v}`),
+            value,
+          ),
+        )
+        .map(([m, b, header]) => request('userinfo', m, '/oauth/userinfo', b, authorization(header), [])),
     },
     {
       // No generated password is alice's: every login fails (and the throttle soon answers 429).
