@@ -151,7 +151,10 @@ for (const backend of BACKENDS) {
         cli(['user', 'create', 'alice', '--email', 'alice@example.com', '--admin', '--password-stdin', '--json'], `${PASSWORD}\n`),
         cli(['user', 'create', 'bob', '--email', 'bob@example.com', '--password-stdin', '--json'], `${PASSWORD}\n`),
       ]);
-      assert.deepEqual({ ...(json(alice) as object), id: '' }, { id: '', username: 'alice', email: 'alice@example.com', admin: true });
+      assert.deepEqual(
+        { ...(json(alice) as object), id: '' },
+        { id: '', username: 'alice', email: 'alice@example.com', admin: true, display_name: null, email_verified: false },
+      );
       assert.equal((json(bob) as { admin: boolean }).admin, false);
       assert.ok(!alice.stdout.includes(PASSWORD) && !alice.stderr.includes(PASSWORD), 'the password is echoed');
 
@@ -160,8 +163,8 @@ for (const backend of BACKENDS) {
         cli(['user', 'create', 'ALICE', '--email', 'other@example.com', '--password-stdin'], `${PASSWORD}\n`),
       ]);
       assert.deepEqual(json(list), [
-        { username: 'alice', email: 'alice@example.com', admin: true, disabled: false },
-        { username: 'bob', email: 'bob@example.com', admin: false, disabled: false },
+        { username: 'alice', email: 'alice@example.com', admin: true, disabled: false, display_name: null, email_verified: false, groups: [] },
+        { username: 'bob', email: 'bob@example.com', admin: false, disabled: false, display_name: null, email_verified: false, groups: [] },
       ]);
       assertRefused(duplicate, /^gatehouse: username "ALICE" is taken/);
 

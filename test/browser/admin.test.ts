@@ -133,12 +133,12 @@ describe('the admin console in a browser', browserOptions(), () => {
     assert.deepEqual(await admin.locator('tbody tr td:first-child').allTextContents(), ['carol']);
 
     await admin.getByLabel('Username').fill('carol');
-    await admin.getByLabel('Email').fill('dave@example.com');
+    await admin.getByLabel('Email', { exact: true }).fill('dave@example.com');
     await admin.getByLabel('Password', { exact: true }).fill('a long enough password');
     await admin.getByRole('button', { name: 'Create user' }).click();
     await admin.getByRole('alert').getByText('The user was not created.').waitFor();
     assert.equal(await admin.locator('#username-error').textContent(), 'Username "carol" is taken');
-    assert.equal(await admin.getByLabel('Email').inputValue(), 'dave@example.com');
+    assert.equal(await admin.getByLabel('Email', { exact: true }).inputValue(), 'dave@example.com');
 
     await admin.getByLabel('Username').fill('dave');
     await admin.getByLabel('Password', { exact: true }).fill('a long enough password');
