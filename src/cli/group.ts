@@ -2,8 +2,7 @@
 import { addMember, allGroups, createGroup, removeGroup, removeMember } from '../accounts/groups.ts';
 import { findUserNamed } from '../accounts/users.ts';
 import { COMMAND_LINE } from '../audit.ts';
-import type { AppContext } from '../context.ts';
-import { UsageError, command, noArguments, oneArgument, usageError, type Command, type HelpEntry } from './command.ts';
+import { UsageError, command, noArguments, oneArgument, usageError, type Command } from './command.ts';
 
 const create: Command = command({
   words: 'group create',
@@ -28,36 +27,26 @@ const remove: Command = command({
   },
 });
 
-/** The group and the user that `group add` and `group remove` name. */
-async function groupAndUser(ctx: AppContext, command: HelpEntry, args: string[]) {
-  const [name, username, ...extra] = args;
-  if (name === undefined || username === undefined || extra.length > 0) throw usageError(command);
-  const user = await findUserNamed(ctx, username);
-  if (!user) throw new UsageError(`no user named ${username}`);
-  return { name, user };
+/** `group add` and `group remove`: the group and the user come as arguments. */
+function memberCommand(action: 'add' | 'remove', perform: typeof addMember, done: (username: string, name: string) => string): Command {
+  const self: Command = command({
+    words: `group ${action}`,
+    usage: '<name> <username>',
+    async run(ctx, args, _options, print) {
+      const [name, username, ...extra] = args;
+      if (name === undefined || username === undefined || extra.length > 0) throw usageError(self);
+      const user = await findUserNamed(ctx, username);
+      if (!user) throw new UsageError(`no user named ${username}`);
+      await perform(ctx, name, user, COMMAND_LINE);
+      print({ name, username: user.username, member: action === 'add' }, done(user.username, name));
+      return 0;
+    },
+  });
+  return self;
 }
 
-const add: Command = command({
-  words: 'group add',
-  usage: '<name> <username>',
-  async run(ctx, args, _options, print) {
-    const { name, user } = await groupAndUser(ctx, add, args);
-    await addMember(ctx, name, user, COMMAND_LINE);
-    print({ name, username: user.username, member: true }, `Added ${user.username} to group ${name}.`);
-    return 0;
-  },
-});
-
-const removeFrom: Command = command({
-  words: 'group remove',
-  usage: '<name> <username>',
-  async run(ctx, args, _options, print) {
-    const { name, user } = await groupAndUser(ctx, removeFrom, args);
-    await removeMember(ctx, name, user, COMMAND_LINE);
-    print({ name, username: user.username, member: false }, `Removed ${user.username} from group ${name}.`);
-    return 0;
-  },
-});
+const add = memberCommand('add', addMember, (username, name) => `Added ${username} to group ${name}.`);
+const removeFrom = memberCommand('remove', removeMember, (username, name) => `Removed ${username} from group ${name}.`);
 
 const list = command({
   words: 'group list',

@@ -23,7 +23,19 @@ import { UserAgent } from '../support/user-agent.ts';
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Math.floor(Math.random() * 2 ** 31);
 console.log(`fuzz seed: ${SEED} (replay with FUZZ_SEED=${SEED})`);
 
-const TABLES = ['users', 'clients', 'sessions', 'grants', 'auth_codes', 'access_tokens', 'refresh_tokens', 'consents', 'setup_tokens'];
+const TABLES = [
+  'users',
+  'clients',
+  'sessions',
+  'grants',
+  'auth_codes',
+  'access_tokens',
+  'refresh_tokens',
+  'consents',
+  'setup_tokens',
+  'groups',
+  'group_members',
+];
 const SCOPES = ['annotation:read', 'annotation:write'];
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
 
@@ -373,6 +385,32 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
             ),
           )
           .map(([m, b]) => request('admin', m, '/admin/users', b, { cookie: world.admin.cookie }, [200, 303])),
+        // A user's profile with an address that is never valid; groups named with a space, which no group can be.
+        fc
+          .tuple(
+            method('POST'),
+            body(
+              sessionForm(
+                world.admin,
+                params(['name', 'email', 'email_verified'], value).chain((p) =>
+                  value.map((e): Array<[string, string]> => [...p.filter(([n]) => n !== 'email'), ['email', `${e} @`]]),
+                ),
+              ),
+            ),
+          )
+          .map(([m, b]) => request('admin', m, `/admin/users/${world.adminUser}`, b, { cookie: world.admin.cookie }, [200, 303])),
+        fc
+          .tuple(
+            fc.constantFrom('/admin/users/groups', '/admin/users/groups/add', '/admin/users/groups/remove', '/admin/users/groups/delete'),
+            method('POST'),
+            params(['username'], fc.oneof(value, fc.constant('alice'))),
+            value,
+          )
+          .chain(([path, m, p, name]) =>
+            body(sessionForm(world.admin, fc.constant([...p, ['name', `x ${name} x`], ['group', `x ${name} x`]] as Array<[string, string]>))).map((b) =>
+              request('admin', m, path, b, { cookie: world.admin.cookie }, [200, 303]),
+            ),
+          ),
         fc
           .tuple(
             fc.constantFrom('/admin/oauthclients/%s/secret', '/admin/oauthclients/%s/delete', '/admin/users/%s/disable', '/admin/users/%s/promote'),
@@ -400,8 +438,8 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
           ),
         fc
           .tuple(
-            fc.constantFrom('/admin/audit', '/admin/users', '/admin/oauthclients'),
-            params(['user', 'client', 'type', 'before', 'q', 'done'], value),
+            fc.constantFrom('/admin/audit', '/admin/users', '/admin/oauthclients', '/admin/users/groups'),
+            params(['user', 'client', 'type', 'before', 'after', 'q', 'done'], value),
             fc.constantFrom(world.admin, world.alice, world.anonymous),
           )
           .map(([path, p, session]) => request('admin', 'GET', `${path}?${form(p, 'encoded')}`, {}, { cookie: session.cookie }, [200, 303])),
