@@ -133,7 +133,7 @@ for (const backend of BACKENDS) {
         assert.equal(as.authorization_response_iss_parameter_supported, true);
         assert.ok(as.grant_types_supported?.includes('authorization_code'));
         assert.ok(as.grant_types_supported?.includes('refresh_token'));
-        assert.deepEqual(as.scopes_supported, ['annotation:read', 'annotation:write']);
+        assert.deepEqual(as.scopes_supported, ['annotation:read', 'annotation:write', 'openid', 'profile', 'email', 'groups', 'offline_access']);
       });
     });
 

@@ -19,6 +19,9 @@ const PUBLIC_ENDPOINTS = [
   'GET /api/profile',
   'GET /api/links',
   'GET /.well-known/oauth-authorization-server',
+  'GET /.well-known/openid-configuration',
+  'GET /oauth/userinfo',
+  'POST /oauth/userinfo',
   'GET /oauth/jwks',
   'GET /ws',
   'GET /_status',
@@ -71,7 +74,7 @@ for (const backend of BACKENDS) {
         assert.ok(body.properties![name], name);
       assert.deepEqual(Object.keys(token.responses!).toSorted(), ['200', '400', '401', '429', '503']);
       const tokens = (token.responses!['200'] as OpenAPIV3_1.ResponseObject).content!['application/json']!.schema as OpenAPIV3_1.SchemaObject;
-      assert.deepEqual(Object.keys(tokens.properties!).toSorted(), ['access_token', 'expires_in', 'refresh_token', 'scope', 'token_type']);
+      assert.deepEqual(Object.keys(tokens.properties!).toSorted(), ['access_token', 'expires_in', 'id_token', 'refresh_token', 'scope', 'token_type']);
       const refused = (token.responses!['400'] as OpenAPIV3_1.ResponseObject).content!['application/json']!.schema as OpenAPIV3_1.SchemaObject;
       assert.deepEqual(refused.required, ['error', 'error_description']);
     });

@@ -168,7 +168,18 @@ for (const backend of BACKENDS) {
       const resource = (await findResourceNamed(server.app.gatehouse, FILES))!;
       await createScope(server.app.gatehouse, resource, { name: 'files:share', description: 'Share your files' }, COMMAND_LINE);
       const metadata = (await (await fetch(`${server.url}/.well-known/oauth-authorization-server`)).json()) as { scopes_supported: string[] };
-      assert.deepEqual(metadata.scopes_supported, ['annotation:read', 'annotation:write', 'files:read', 'files:share', 'files:write']);
+      assert.deepEqual(metadata.scopes_supported, [
+        'annotation:read',
+        'annotation:write',
+        'files:read',
+        'files:share',
+        'files:write',
+        'openid',
+        'profile',
+        'email',
+        'groups',
+        'offline_access',
+      ]);
     });
 
     test('deleting a scope revokes the grants holding it; deleting the resource server revokes every grant for it', async () => {
