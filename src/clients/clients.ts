@@ -157,13 +157,14 @@ export const MAX_REDIRECT_URI_LENGTH = 2000;
  * by `label`), as a sentence naming the first bad one; null when nothing.
  */
 export function redirectUrisProblem(uris: readonly string[], required: boolean, label = 'Redirect URL'): string | null {
+  const named = label.charAt(0).toLowerCase() + label.slice(1);
   if (uris.length === 0) return required ? `${label} must be an absolute URL` : null;
-  if (uris.length > MAX_REDIRECT_URIS) return `At most ${MAX_REDIRECT_URIS} ${label.toLowerCase()}s may be registered`;
+  if (uris.length > MAX_REDIRECT_URIS) return `At most ${MAX_REDIRECT_URIS} ${named}s may be registered`;
   for (const uri of uris) {
     const problem = uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri);
     if (problem) return uris.length === 1 ? `${label} ${problem}` : `${label} ${uri.slice(0, 100)} ${problem}`;
   }
-  if (new Set(uris).size !== uris.length) return `Each ${label.toLowerCase()} must be listed once`;
+  if (new Set(uris).size !== uris.length) return `Each ${named} must be listed once`;
   return null;
 }
 
