@@ -14,15 +14,13 @@
  * line that registers the client reads Gatehouse's own settings (DATABASE_URL) from the same
  * environment, so run this from the directory Gatehouse runs in.
  */
-import { execFile } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createServer, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { registration, registrationFailed } from '../register.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
-const REPOSITORY = fileURLToPath(new URL('../..', import.meta.url));
 
 const gatehouseUrl = new URL(process.env.GATEHOUSE_URL || 'http://localhost:5000');
 const port = Number(process.env.EXAMPLE_PORT || 3000);
@@ -34,61 +32,19 @@ const redirectUri = `${origin}/callback`;
 /** What the application asks for: reading the profile needs no more (least privilege). */
 const scope = 'annotation:read';
 
-/** What `gatehouse client create --json` printed, with what it was registered for. */
-interface Registration {
-  client_id: string;
-  redirect_uri: string;
-}
-
-/** Runs Gatehouse's command line in the repository, with this process's environment. */
-async function gatehouse(...args: string[]): Promise<unknown> {
-  const { stdout } = await promisify(execFile)(process.execPath, [join(REPOSITORY, 'src/main.ts'), ...args, '--json'], { cwd: REPOSITORY });
-  return JSON.parse(stdout);
-}
-
-/** The client ID: the one remembered, while Gatehouse still knows it, else a new registration. */
+/** The client ID: EXAMPLE_CLIENT_ID, or the example's own registration. */
 async function clientId(): Promise<string> {
   if (process.env.EXAMPLE_CLIENT_ID) return process.env.EXAMPLE_CLIENT_ID;
-  const file = join(dataDir, 'client.json');
-  let remembered: Registration | null = null;
-  try {
-    remembered = JSON.parse(readFileSync(file, 'utf8')) as Registration;
-  } catch {
-    // first start
-  }
-  if (remembered?.redirect_uri === redirectUri) {
-    const clients = (await gatehouse('client', 'list')) as Registration[];
-    if (clients.some((client) => client.client_id === remembered.client_id)) return remembered.client_id;
-    console.log('The remembered client is not registered in this Gatehouse any more: registering again.');
-  }
   // A public client (no secret: a browser cannot keep one) that must use PKCE.
-  const { client_id } = (await gatehouse(
-    'client',
-    'create',
-    '--name',
-    'Example web app',
-    '--redirect-uri',
-    redirectUri,
-    '--require-pkce',
-    '--scope',
-    scope,
-  )) as Registration;
-  mkdirSync(dataDir, { recursive: true });
-  writeFileSync(file, `${JSON.stringify({ client_id, redirect_uri: redirectUri }, null, 2)}\n`);
-  console.log(`Registered the example with Gatehouse as client ${client_id}.`);
-  return client_id;
+  const args = ['--name', 'Example web app', '--redirect-uri', redirectUri, '--require-pkce', '--scope', scope];
+  return (await registration(dataDir, redirectUri, args)).client_id;
 }
 
 let settings: string;
 try {
   settings = JSON.stringify({ gatehouse: gatehouseUrl.origin, client_id: await clientId(), redirect_uri: redirectUri, scope });
 } catch (error) {
-  const { stderr } = error as { stderr?: string };
-  console.error(`Could not register the example with Gatehouse: ${stderr?.trim() || (error as Error).message}`);
-  console.error(
-    'Run this where Gatehouse runs, with the same DATABASE_URL, or set EXAMPLE_CLIENT_ID to a client registered with the redirect URL ' + redirectUri,
-  );
-  process.exit(1);
+  registrationFailed(error, redirectUri);
 }
 
 const FILES: Record<string, { path: string; type: string }> = {

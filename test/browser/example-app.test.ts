@@ -6,64 +6,19 @@
  * refresh, signing out revokes the tokens, and **Revoke access** signs the application out.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { BrowserContext, Page } from 'playwright-core';
 import { listClients } from '../../src/store/clients.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { browserOptions, launchBrowser, logIn, type TestBrowser } from '../support/browser.ts';
+import { startExample, stopExample, type Example } from '../support/examples.ts';
 import { postForm } from '../support/oauth-client.ts';
-import { databaseUrl } from '../support/processes.ts';
-import { freePort } from '../support/ports.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 
-const EXAMPLE = fileURLToPath(new URL('../../examples/webapp/server.ts', import.meta.url));
 /** Short enough to expire during a test, long enough to finish a sign-in on a slow machine. */
 const ACCESS_TOKEN_TTL = 6;
-
-interface Example {
-  origin: string;
-  dataDir: string;
-  output: string[];
-  process: ChildProcess;
-}
-
-/** `npm run example` against this server, with Gatehouse's settings in its environment. */
-async function startExample(server: TestServer): Promise<Example> {
-  const port = await freePort();
-  const dataDir = mkdtempSync(join(tmpdir(), 'gatehouse-example-'));
-  const child = spawn(process.execPath, [EXAMPLE], {
-    env: { PATH: process.env.PATH, GATEHOUSE_URL: server.url, EXAMPLE_PORT: String(port), EXAMPLE_DATA_DIR: dataDir, DATABASE_URL: databaseUrl(server.config) },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  child.stdout!.on('data', (chunk) => output.push(String(chunk)));
-  child.stderr!.on('data', (chunk) => output.push(String(chunk)));
-  const origin = `http://localhost:${port}`;
-  for (let attempt = 0; ; attempt++) {
-    if (child.exitCode !== null) throw new Error(`the example exited with ${child.exitCode}: ${output.join('')}`);
-    try {
-      if ((await fetch(`${origin}/config.json`)).ok) return { origin, dataDir, output, process: child };
-    } catch {
-      // not listening yet
-    }
-    if (attempt > 150) throw new Error(`the example did not come up: ${output.join('')}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
-async function stopExample(example: Example): Promise<void> {
-  if (example.process.exitCode === null) {
-    example.process.kill('SIGTERM');
-    await once(example.process, 'exit');
-  }
-  rmSync(example.dataDir, { recursive: true, force: true });
-}
 
 interface Tokens {
   access_token: string;
@@ -90,7 +45,7 @@ for (const backend of BACKENDS) {
       [server, browser] = await Promise.all([startServer(backend, { ACCESS_TOKEN_TTL: String(ACCESS_TOKEN_TTL) }), launchBrowser()]);
       await server.createUser('alice');
       await server.createUser('bob');
-      example = await startExample(server);
+      example = await startExample(server, 'webapp', '/config.json');
       clientId = (JSON.parse(readFileSync(join(example.dataDir, 'client.json'), 'utf8')) as { client_id: string }).client_id;
     });
     after(async () => {

@@ -70,14 +70,26 @@ export interface ClientSite {
   close(): Promise<void>;
 }
 
+/** A page or script the site serves as it is, at its path. */
+export interface SiteFile {
+  type: string;
+  body: string | Buffer;
+}
+
 /**
  * The application's own site. Its opener page records each `message` event with its origin
  * in `window.received`, as a single-page client listening for the popup's answer would.
+ * `files` adds pages of the suite's own (a single-page application, say), by path.
  */
-export async function startClientSite(): Promise<ClientSite> {
+export async function startClientSite(files: Record<string, SiteFile> = {}): Promise<ClientSite> {
   const callbacks: URLSearchParams[] = [];
   const server: Server = createServer((request, response) => {
     const url = new URL(request.url ?? '/', 'http://localhost');
+    const file = files[url.pathname];
+    if (file) {
+      response.writeHead(200, { 'content-type': file.type, 'cache-control': 'no-store' }).end(file.body);
+      return;
+    }
     if (url.pathname === '/callback') {
       const answer = (params: URLSearchParams) => {
         callbacks.push(params);
