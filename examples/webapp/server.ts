@@ -20,6 +20,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { requireGatehouse } from '../gatehouse-answers.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const REPOSITORY = fileURLToPath(new URL('../..', import.meta.url));
@@ -79,6 +80,7 @@ async function clientId(): Promise<string> {
   return client_id;
 }
 
+await requireGatehouse(gatehouseUrl);
 let settings: string;
 try {
   settings = JSON.stringify({ gatehouse: gatehouseUrl.origin, client_id: await clientId(), redirect_uri: redirectUri, scope });
