@@ -67,11 +67,13 @@ export function runPrimary(count: number, log: PrimaryLogger): Promise<number> {
       const now = Date.now();
       restarts.push(now);
       while (restarts[0]! <= now - RESTART_WINDOW_MS) restarts.shift();
-      if (restarts.length > MAX_RESTARTS) {
-        log.error(
-          { worker_pid: worker.process.pid, code, signal },
-          `a worker exited (code ${code}, signal ${signal}) and workers have exited ${restarts.length} times within ${RESTART_WINDOW_MS / 1000} s: giving up`,
-        );
+      // Exit code 2 is a bad setting (src/main.ts), a busy port: another worker would fail the same way.
+      if (code === 2 || restarts.length > MAX_RESTARTS) {
+        const why =
+          code === 2
+            ? 'a setting is wrong or the port busy (its message is above)'
+            : `workers have exited ${restarts.length} times within ${RESTART_WINDOW_MS / 1000} s`;
+        log.error({ worker_pid: worker.process.pid, code, signal }, `a worker exited (code ${code}, signal ${signal}), ${why}: giving up`);
         exitCode = 1;
         stop('SIGTERM');
         if (slots.size === 0) resolve(exitCode);

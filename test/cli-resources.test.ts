@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
 import { BACKENDS, backendOptions } from './support/backends.ts';
-import { discover, insecure, obtainTokens, refreshRequest, tokenResult } from './support/oauth-client.ts';
+import { authorizationUrl, discover, insecure, obtainTokens, refreshRequest, tokenResult } from './support/oauth-client.ts';
 import { databaseUrl, gatehouse, type Run } from './support/processes.ts';
 import { startServer, type TestServer } from './support/server.ts';
 import { UserAgent } from './support/user-agent.ts';
@@ -194,6 +194,25 @@ for (const backend of BACKENDS) {
       refused(await cli('resource', 'update'), /^gatehouse: usage: gatehouse resource update <uri>/);
       assert.deepEqual(printed(await cli('resource', 'list', '--json')), before);
       for (const uri of [opaque, jwt]) printed(await cli('resource', 'delete', uri, '--json'));
+    });
+
+    test('scope update rewords a scope, a built-in one too: scope list and the consent page show the new words', async () => {
+      const updated = printed(await cli('scope', 'update', 'annotation:read', '--description', ' See your profile and your notes ', '--json'));
+      assert.deepEqual(updated, { name: 'annotation:read', description: 'See your profile and your notes' });
+      const scopes = printed(await cli('scope', 'list', '--json')) as Array<{ name: string; description: string }>;
+      assert.equal(scopes.find((s) => s.name === 'annotation:read')?.description, 'See your profile and your notes');
+      const { client } = await server.createClient({ name: 'Notes app', scope: 'annotation:read' });
+      const alice = new UserAgent(server.url);
+      await alice.login('alice');
+      const consent = await alice.visit(String((await authorizationUrl(await discover(server, client.id))).url));
+      assert.match(consent.html, /See your profile and your notes/);
+
+      refused(await cli('scope', 'update', 'nothing:here', '--description', 'Words'), /^gatehouse: there is no scope named nothing:here$/m);
+      refused(await cli('scope', 'update', 'annotation:read', '--description', '  '), /description of annotation:read must be/);
+      refused(await cli('scope', 'update', 'annotation:read'), /^gatehouse: usage: gatehouse scope update <name> --description <text>/);
+      const audit = printed(await cli('audit', '--type', 'scope_updated', '--json')) as Array<{ detail: { scope: string } }>;
+      assert.ok(audit.some((event) => event.detail.scope === 'annotation:read'));
+      printed(await cli('scope', 'update', 'annotation:read', '--description', 'Read your annotations, including private ones', '--json'));
     });
 
     test('scope create and list; scope delete and resource delete revoke what was granted, at once', async () => {

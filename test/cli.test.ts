@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -92,10 +93,74 @@ describe('the command line, before any database', () => {
       for (const words of [['frob'], ['user', 'frob'], ['constructor'], ['toString'], ['user', 'constructor']]) {
         const run = await gatehouse(words, env);
         assert.equal(run.code, 2, `gatehouse ${words.join(' ')}: exit ${run.code}`);
-        assertRefused(run, new RegExp(`^gatehouse: unknown command "${words.join(' ')}"; see gatehouse --help`));
+        assertRefused(run, new RegExp(`^gatehouse: unknown command "${words.join(' ')}"; see gatehouse ${words.length > 1 ? `${words[0]} ` : ''}--help`));
       }
       assert.deepEqual(await readdir(directory), []);
     } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  });
+
+  test('<command> --help shows that command alone: its usage, help and options', async () => {
+    const run = await gatehouse(['user', 'set-password', '--help'], {});
+    assert.equal(run.code, 0);
+    assert.equal(run.stdout.split('\n')[0], 'Usage: gatehouse user set-password <username> [--password-stdin]');
+    assert.match(run.stdout, /also ends the user's sessions/);
+    assert.match(run.stdout, /^ {2}--password-stdin$/m);
+    assert.doesNotMatch(run.stdout, /user create|client/);
+  });
+
+  test('a bare noun lists its commands', async () => {
+    for (const [args, code] of [
+      [['user'], 2],
+      [['user', '--help'], 0],
+    ] as const) {
+      const run = await gatehouse([...args], {});
+      assert.equal(run.code, code);
+      assert.match(run.stdout, /^Usage: gatehouse user <command>/);
+      for (const command of ['user create', 'user list', 'user disable', 'user set-password']) assert.ok(run.stdout.includes(command), `no "${command}"`);
+      assert.doesNotMatch(run.stdout, /client create/);
+    }
+  });
+
+  test('a mistyped option or command gets the closest one, in one line, before any database is opened', async () => {
+    const directory = await mkdtemp(join(tmpdir(), 'gatehouse-cli-'));
+    try {
+      const env = { DATABASE_URL: `sqlite:${join(directory, 'gatehouse.db')}` };
+      const option = await gatehouse(['client', 'create', 'App', '--confidentail', '--redirect-uri', REDIRECT_URI], env);
+      assert.equal(option.code, 2);
+      assertRefused(option, /^gatehouse: unknown option --confidentail for "client create"; did you mean --confidential\?/);
+      // An option of another command is not one of this one's.
+      assertRefused(
+        await gatehouse(['user', 'list', '--email', 'a@example.com'], env),
+        /^gatehouse: unknown option --email for "user list"; see gatehouse user list --help/,
+      );
+      assertRefused(await gatehouse(['usr', 'list'], env), /^gatehouse: unknown command "usr list"; did you mean "user list"\?/);
+      assertRefused(await gatehouse(['user', 'crate', 'alice'], env), /^gatehouse: unknown command "user crate"; did you mean "user create"\?/);
+      assertRefused(await gatehouse(['migrat'], env), /^gatehouse: unknown command "migrat"; did you mean "migrate"\?/);
+      assert.deepEqual(await readdir(directory), []);
+    } finally {
+      await rm(directory, { recursive: true, force: true });
+    }
+  });
+
+  test('serve on a busy port says so in one line, naming PORT; with workers the primary stops at once', async () => {
+    const directory = await mkdtemp(join(tmpdir(), 'gatehouse-cli-'));
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = String((busy.address() as AddressInfo).port);
+      const env = { PORT: port, HOST: '127.0.0.1', DATABASE_URL: `sqlite:${join(directory, 'gatehouse.db')}` };
+      const busyLine = new RegExp(`^gatehouse: port ${port} is busy .*set PORT to another port$`, 'gm');
+      const single = await gatehouse(['serve'], env);
+      assertRefused(single, busyLine);
+      // The primary also prints the setup link and logs the worker's exit: each worker that tried says the port is busy, and none is restarted.
+      const workers = await gatehouse(['serve'], { ...env, WORKERS: '2' });
+      assert.notEqual(workers.code, 0);
+      assert.ok(workers.stderr.match(busyLine)!.length <= 2, workers.stderr);
+      assert.doesNotMatch(workers.stdout + workers.stderr, /starting another|unexpected error|\n\s+at /);
+    } finally {
+      busy.close();
       await rm(directory, { recursive: true, force: true });
     }
   });

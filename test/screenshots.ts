@@ -7,7 +7,10 @@ import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { BrowserContext, Page } from 'playwright-core';
 import { firstRunSetupLink } from '../src/accounts/setup.ts';
+import { COMMAND_LINE } from '../src/audit.ts';
+import { registerResource } from '../src/clients/resources.ts';
 import { sqlite } from './support/backends.ts';
+import { deviceApp, requestCodes } from './support/device.ts';
 import { launchBrowser, logIn, startClientSite } from './support/browser.ts';
 import { authorizationUrl, discover, obtainTokens } from './support/oauth-client.ts';
 import { PASSWORD, startServer } from './support/server.ts';
@@ -16,7 +19,7 @@ import { UserAgent } from './support/user-agent.ts';
 const folder = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
 mkdirSync(folder, { recursive: true });
 
-const [server, site, browser] = await Promise.all([startServer(sqlite), startClientSite(), launchBrowser()]);
+const [server, site, browser] = await Promise.all([startServer(sqlite, { DYNAMIC_CLIENT_REGISTRATION: 'true' }), startClientSite(), launchBrowser()]);
 server.advance((Date.parse('2026-11-22T09:30:00Z') - Date.now()) / 1000);
 const at = (path: string) => new URL(path, server.url).href;
 const contexts: BrowserContext[] = [];
@@ -30,6 +33,15 @@ async function browse(size: { width: number; height: number } = { width: 1000, h
 async function shoot(page: Page, name: string): Promise<void> {
   await page.screenshot({ path: `${folder}${name}.png`, fullPage: true });
   console.log(`docs/screenshots/${name}.png`);
+}
+
+/** The page at a desktop's width and a phone's: `<name>-1280.png` and `<name>-390.png`. */
+async function shootWidths(page: Page, name: string): Promise<void> {
+  for (const width of [1280, 390]) {
+    await page.setViewportSize({ width, height: 760 });
+    await shoot(page, `${name}-${width}`);
+  }
+  await page.setViewportSize({ width: 1000, height: 700 });
 }
 
 try {
@@ -103,6 +115,39 @@ try {
   await logIn(phone, 'bob');
   await phone.getByRole('button', { name: 'Authorize' }).waitFor();
   await shoot(phone, 'consent-phone');
+
+  // Pages at both widths: the admin lists (as cards on a phone), the applications page, the device page.
+  await fetch(at('/oauth/register'), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ client_name: 'MCP Inspector', redirect_uris: ['http://127.0.0.1:6274/oauth/callback'], token_endpoint_auth_method: 'none' }),
+  });
+  await registerResource(
+    server.app.gatehouse,
+    { uri: 'https://files.example.com/mcp', name: 'Files', scopes: [{ name: 'files:read', description: 'Read your files' }] },
+    COMMAND_LINE,
+  );
+  const { client: sync } = await server.createClient({ name: 'Files sync', redirectUris: [site.redirectUri], scope: 'annotation:read files:read' });
+  const syncApp = await discover(server, sync.id, { redirectUri: site.redirectUri });
+  await obtainTokens(syncApp, new UserAgent(server.url), 'alice', { scope: 'annotation:read' });
+  await obtainTokens(syncApp, new UserAgent(server.url), 'alice', { resource: 'https://files.example.com/mcp' });
+  for (const [path, name] of [
+    ['/admin/oauthclients', 'admin-clients'],
+    ['/admin/resources', 'admin-resources'],
+    ['/admin/users', 'admin-users'],
+    ['/admin/keys', 'admin-keys'],
+    ['/admin/audit', 'admin-audit'],
+  ]) {
+    await admin.goto(at(path!));
+    await shootWidths(admin, name!);
+  }
+  await user.goto(at('/account/applications'));
+  await shootWidths(user, 'account-applications');
+  const codes = await requestCodes(await deviceApp(server));
+  await user.goto(codes.verification_uri_complete!);
+  await user.getByRole('button', { name: 'Continue' }).click();
+  await user.getByRole('button', { name: 'Authorize' }).waitFor();
+  await shootWidths(user, 'device-consent');
 } finally {
   await Promise.all(contexts.map((context) => context.close()));
   await browser.close();

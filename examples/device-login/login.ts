@@ -18,6 +18,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import * as oauth from 'oauth4webapi';
+import { requireGatehouse } from '../gatehouse-answers.ts';
 
 const REPOSITORY = fileURLToPath(new URL('../..', import.meta.url));
 const issuer = new URL(process.env.GATEHOUSE_URL || 'http://localhost:5000');
@@ -49,6 +50,7 @@ async function deviceClientId(): Promise<string> {
   return client_id;
 }
 
+await requireGatehouse(issuer);
 const as = await oauth.processDiscoveryResponse(issuer, await oauth.discoveryRequest(issuer, { algorithm: 'oauth2', ...options }));
 const client: oauth.Client = { client_id: await deviceClientId() };
 const auth = oauth.None();

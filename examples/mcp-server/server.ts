@@ -48,6 +48,7 @@ import { getOAuthProtectedResourceMetadataUrl } from '@modelcontextprotocol/sdk/
 import type { AuthInfo } from '@modelcontextprotocol/sdk/server/auth/types.js';
 import type { OAuthProtectedResourceMetadata } from '@modelcontextprotocol/sdk/shared/auth.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { requireGatehouse } from '../gatehouse-answers.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const REPOSITORY = fileURLToPath(new URL('../..', import.meta.url));
@@ -123,6 +124,7 @@ async function registration(): Promise<Registration> {
   return created;
 }
 
+await requireGatehouse(new URL(issuer));
 let credentials: Registration;
 try {
   credentials = await registration();

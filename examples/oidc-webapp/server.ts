@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import express, { type Request, type Response } from 'express';
 import { createRemoteJWKSet, jwtVerify } from 'jose';
 import * as oidc from 'openid-client';
+import { requireGatehouse } from '../gatehouse-answers.ts';
 import { registration, registrationFailed } from '../register.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -45,6 +46,7 @@ async function credentials(): Promise<{ client_id: string; client_secret?: strin
   ]);
 }
 
+await requireGatehouse(gatehouseUrl);
 let config: oidc.Configuration;
 try {
   const { client_id, client_secret } = await credentials();

@@ -19,6 +19,7 @@ import { createServer, type ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { registration, registrationFailed } from '../register.ts';
+import { requireGatehouse } from '../gatehouse-answers.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 
@@ -40,6 +41,7 @@ async function clientId(): Promise<string> {
   return (await registration(dataDir, redirectUri, args)).client_id;
 }
 
+await requireGatehouse(gatehouseUrl);
 let settings: string;
 try {
   settings = JSON.stringify({ gatehouse: gatehouseUrl.origin, client_id: await clientId(), redirect_uri: redirectUri, scope });

@@ -25,11 +25,11 @@ export interface HelpEntry {
   readonly usage: readonly string[];
   /** What it does, beside the usage; empty when the usage says it all. */
   readonly help: readonly string[];
+  /** The options it takes, besides --json and --help. */
+  readonly options: ParseArgsOptionsConfig;
 }
 
 export interface Command extends HelpEntry {
-  /** The options it takes, besides --json and --help. */
-  readonly options: ParseArgsOptionsConfig;
   /** Runs with the database migrated and the context open, given the arguments after its words; resolves to the exit code. */
   run(ctx: AppContext, args: string[], options: OptionValues<ParseArgsOptionsConfig>, print: Print): Promise<number>;
 }
@@ -60,4 +60,27 @@ export function oneArgument(command: HelpEntry, args: string[]): string {
 
 export function noArguments(args: string[]): void {
   if (args.length > 0) throw new UsageError(`unexpected argument "${args[0]}"`);
+}
+
+/** Edit distance with adjacent transpositions (optimal string alignment): "confidentail" is one edit from "confidential". */
+function editDistance(a: string, b: string): number {
+  const rows = Array.from({ length: a.length + 1 }, (_, i) => Array.from({ length: b.length + 1 }, (_, j) => (i === 0 ? j : j === 0 ? i : 0)));
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      rows[i]![j] = Math.min(rows[i - 1]![j]! + 1, rows[i]![j - 1]! + 1, rows[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) rows[i]![j] = Math.min(rows[i]![j]!, rows[i - 2]![j - 2]! + 1);
+    }
+  }
+  return rows[a.length]![b.length]!;
+}
+
+/** The candidate closest to what was typed, if one is close enough to be what was meant (a third of its letters wrong at most). */
+export function closest(typed: string, candidates: Iterable<string>): string | undefined {
+  let best: { candidate: string; distance: number } | undefined;
+  for (const candidate of candidates) {
+    const distance = editDistance(typed, candidate);
+    if (distance <= Math.max(1, Math.floor(typed.length / 3)) && (best === undefined || distance < best.distance)) best = { candidate, distance };
+  }
+  return best?.candidate;
 }

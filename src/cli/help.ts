@@ -1,4 +1,8 @@
-/** `gatehouse --help`: every command's usage and help, from the commands themselves, then the options and settings. */
+/**
+ * `gatehouse --help`: every command's usage and help, from the commands themselves, then the
+ * options and settings; `gatehouse <noun>` lists that noun's commands and `gatehouse <command>
+ * --help` shows one command's usage, options and help.
+ */
 import { AUDIT_EVENT_TYPES } from '../audit.ts';
 import type { HelpEntry } from './command.ts';
 
@@ -15,6 +19,10 @@ function entry(command: HelpEntry): string {
   return [...usage, ...help.map((line) => ' '.repeat(HELP_COLUMN) + line)].join('\n');
 }
 
+/** The options every command takes, as help lists them. */
+const GLOBAL_OPTIONS_HELP = `  --json     print machine-readable JSON
+  --help     show this help`;
+
 export function helpText(commands: readonly HelpEntry[]): string {
   return `Usage: gatehouse <command> [options]
 
@@ -22,8 +30,7 @@ Commands:
 ${commands.map(entry).join('\n')}
 
 Options:
-  --json     print machine-readable JSON
-  --help     show this help
+${GLOBAL_OPTIONS_HELP}
 
 Passwords are prompted for (without echo) unless --password-stdin is given.
 Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
@@ -34,4 +41,27 @@ CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES, DYNAMIC_
 See README.md.
 
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
+}
+
+/** `gatehouse user`: the commands whose words begin with the noun. */
+export function nounHelp(noun: string, commands: readonly HelpEntry[]): string {
+  return `Usage: gatehouse ${noun} <command> [options]
+
+Commands:
+${commands.map(entry).join('\n')}
+
+See gatehouse ${noun} <command> --help.`;
+}
+
+/** `gatehouse user create --help`: its usage, what it does, and its options. */
+export function commandHelp(command: HelpEntry): string {
+  const own = Object.entries(command.options).map(([name, option]) => `  --${name}${option.type === 'string' ? ' <value>' : ''}`);
+  return [
+    `Usage: gatehouse ${[command.words, ...command.usage].join(' ')}`,
+    ...(command.help.length > 0 ? ['', ...command.help] : []),
+    '',
+    'Options:',
+    ...own,
+    GLOBAL_OPTIONS_HELP,
+  ].join('\n');
 }

@@ -10,10 +10,10 @@ import { openContext } from '../open-context.ts';
 import { migrate, openStore } from '../store/database.ts';
 import { AUDIT } from './audit.ts';
 import { CLIENT_COMMANDS } from './client.ts';
-import { UsageError, type Command } from './command.ts';
+import { UsageError, closest, noArguments, type Command, type HelpEntry } from './command.ts';
 import { MIGRATE, PURGE } from './database.ts';
 import { GROUP_COMMANDS } from './group.ts';
-import { helpText } from './help.ts';
+import { commandHelp, helpText, nounHelp } from './help.ts';
 import { KEYS_COMMANDS } from './keys.ts';
 import { RESOURCE_COMMANDS } from './resource.ts';
 import { SCOPE_COMMANDS } from './scope.ts';
@@ -66,27 +66,75 @@ const cliLog: ContextLogger = {
   error: (object, message) => console.error(`gatehouse: ${message}`, object),
 };
 
+/** Every command, `serve` included, for looking one up by its words. */
+const ALL: readonly HelpEntry[] = [SERVE, ...COMMANDS];
+
+/** The nouns whose commands take a second word: user, client, …. */
+const NOUNS = new Set(ALL.filter((c) => c.words.includes(' ')).map((c) => c.words.split(' ')[0]!));
+
+/** The command the first words name (and how many words that took); else a refusal, or for a bare noun its commands. */
+function findCommand(first: string, second: string | undefined, help: boolean): HelpEntry | number {
+  const command = ALL.find((c) => c.words === first) ?? ALL.find((c) => c.words === `${first} ${second}`);
+  if (command) return command;
+  if (NOUNS.has(first) && second === undefined) {
+    console.log(
+      nounHelp(
+        first,
+        ALL.filter((c) => c.words.startsWith(`${first} `)),
+      ),
+    );
+    return help ? 0 : 2;
+  }
+  const typed = [first, second].filter((word) => word !== undefined).join(' ');
+  const noun = NOUNS.has(first) ? first : undefined;
+  const names = [...ALL.map((c) => c.words), ...NOUNS];
+  const meant = closest(typed, names) ?? (noun ? undefined : closest(first, names));
+  throw new UsageError(`unknown command "${typed}"; ${meant ? `did you mean "${meant}"?` : `see gatehouse ${noun ? `${noun} ` : ''}--help`}`);
+}
+
+/** Parses `argv` with only `command`'s options (and --json, --help): an option another command takes is refused, with the closest it takes. */
+function parseFor(command: HelpEntry, argv: string[]) {
+  const options = { ...GLOBAL_OPTIONS, ...command.options };
+  try {
+    return parseArgs({ args: argv, options, allowPositionals: true, allowNegative: true, strict: true });
+  } catch (error) {
+    const { tokens } = parseArgs({ args: argv, options, allowPositionals: true, allowNegative: true, strict: false, tokens: true });
+    const unknown = tokens.find((token) => token.kind === 'option' && !(token.name in options));
+    if (unknown?.kind !== 'option') throw new UsageError((error as Error).message);
+    const meant = closest(unknown.name, Object.keys(options));
+    throw new UsageError(
+      `unknown option ${unknown.rawName} for "${command.words}"; ${meant ? `did you mean --${meant}?` : `see gatehouse ${command.words} --help`}`,
+    );
+  }
+}
+
 /** Runs the command line `argv` (without node and the script); resolves to the exit code. */
 export async function runCommandLine(argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, allowNegative: true, strict: true });
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
-  const { values: options, positionals } = parsed;
-  const [first, second, ...rest] = positionals;
-  if (options.help || first === undefined || first === 'help') {
+  // First only the words that name the command: which options are valid depends on it.
+  const { values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, allowNegative: true, strict: false });
+  const [first, second] = positionals;
+  const help = values.help === true;
+  if (first === undefined || first === 'help') {
     console.log(HELP);
-    return first === undefined && !options.help ? 2 : 0;
+    return first === undefined && !help ? 2 : 0;
   }
-  const config = loadConfig();
-  if (first === SERVE.words) return serve(config);
-
   // A mistyped command is refused before anything is opened: no database file is created for it.
-  const words = `${first} ${second ?? ''}`.trim();
-  const command = COMMANDS.find((c) => c.words === words);
-  if (command === undefined) throw new UsageError(`unknown command "${[first, second].filter(Boolean).join(' ')}"; see gatehouse --help`);
+  const found = findCommand(first, second, help);
+  if (typeof found === 'number') return found;
+  if (help) {
+    console.log(commandHelp(found));
+    return 0;
+  }
+  const parsed = parseFor(found, argv);
+  const options = parsed.values;
+  const rest = parsed.positionals.slice(found.words.split(' ').length);
+
+  const config = loadConfig();
+  if (found === SERVE) {
+    noArguments(rest);
+    return serve(config);
+  }
+  const command = COMMANDS.find((c) => c === found)!;
 
   const store = openStore(config.database);
   let closeContext = async () => {};

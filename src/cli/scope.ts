@@ -1,6 +1,6 @@
-/** `gatehouse scope …`: create, list and delete the scopes of resource servers. */
+/** `gatehouse scope …`: create, list, describe and delete the scopes of resource servers. */
 import { COMMAND_LINE } from '../audit.ts';
-import { createScope, findResourceNamed, listAllScopes, removeScope } from '../clients/resources.ts';
+import { createScope, describeScope, findResourceNamed, listAllScopes, removeScope } from '../clients/resources.ts';
 import { UsageError, command, noArguments, oneArgument, usageError, type Command } from './command.ts';
 
 const create: Command = command({
@@ -28,6 +28,21 @@ const list = command({
   },
 });
 
+const update: Command = command({
+  words: 'scope update',
+  usage: '<name> --description <text>',
+  help: 'the words the consent page shows for it; built-in scopes too',
+  options: { description: { type: 'string' } },
+  async run(ctx, args, options, print) {
+    const name = oneArgument(update, args);
+    if (options.description === undefined) throw usageError(update);
+    const description = options.description.trim();
+    await describeScope(ctx, { name, description }, COMMAND_LINE);
+    print({ name, description }, `Scope ${name} now reads: ${description}`);
+    return 0;
+  },
+});
+
 const remove: Command = command({
   words: 'scope delete',
   usage: '<name>',
@@ -40,4 +55,4 @@ const remove: Command = command({
   },
 });
 
-export const SCOPE_COMMANDS: readonly Command[] = [create, list, remove];
+export const SCOPE_COMMANDS: readonly Command[] = [create, list, update, remove];

@@ -1,12 +1,12 @@
 /** `gatehouse serve`: migrates, then serves HTTP until stopped (SPEC §2). */
 import { SETUP_LINK_TTL, firstRunSetupLink } from '../accounts/setup.ts';
 import { isWorker, runPrimary, runsPurge } from '../cluster.ts';
-import type { Config } from '../config.ts';
+import { ConfigError, type Config } from '../config.ts';
 import { migrate, openStore, type Store } from '../store/database.ts';
 import type { HelpEntry } from './command.ts';
 
 /** Listed by --help like the others, but run without the context they share: it builds its own, in each process. */
-export const SERVE: HelpEntry = { words: 'serve', usage: [], help: ['start the server (applies migrations first)'] };
+export const SERVE: HelpEntry = { words: 'serve', usage: [], help: ['start the server (applies migrations first)'], options: {} };
 
 /**
  * `gatehouse serve`: one process that serves, or with WORKERS=n a primary that migrates,
@@ -44,7 +44,12 @@ async function serveHere(config: Config, migrated: Store | null): Promise<number
   // Loaded here only: the HTTP stack is most of the start-up time of the other commands.
   const { buildApp } = await import('../app.ts');
   const app = await buildApp(config, store, { purges: runsPurge() }); // which also schedules the purge (src/http/ops.ts)
-  await app.listen({ port: config.port, host: config.host });
+  try {
+    await app.listen({ port: config.port, host: config.host });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+    throw new ConfigError(`port ${config.port} is busy (another Gatehouse?): stop what listens there, or set PORT to another port`);
+  }
   app.log.info(`Gatehouse is listening on ${config.publicUrl} (database: ${config.database.kind})`);
   if (migrated) await printSetupLink(app.gatehouse);
 

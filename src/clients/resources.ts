@@ -307,6 +307,7 @@ export async function createScope(ctx: AppContext, resource: ResourceView, scope
 export async function describeScope(ctx: AppContext, scope: ScopeInput, actor: Actor): Promise<void> {
   const problem = scopeProblem(scope);
   if (problem) throw problem;
+  if (!(await findScope(ctx.db, scope.name))) throw new ResourceInputError('scopes', `there is no scope named ${scope.name}`);
   await updateScopeDescription(ctx.db, scope.name, scope.description);
   await ctx.audit({ type: 'scope_updated', ...madeBy(actor), detail: { scope: scope.name } });
 }

@@ -4,10 +4,10 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { authorizedApplications, removeAccess } from '../clients/access.ts';
+import { listResources, type ResourceView } from '../clients/resources.ts';
 import { lookupClient } from '../clients/clients.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import { scopeDescriptions } from '../oauth/resources.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, toLogin } from './pages.ts';
@@ -16,17 +16,29 @@ import { cookieOptions, currentUser, formToken, noticeCookieName } from './sessi
 /** How long the notice of a removal waits for the page it is shown on. */
 const NOTICE_TTL = 60;
 
+/** The scopes grouped by the resource server each belongs to, in the servers' order, with their descriptions. */
+function resourcesOf(resources: readonly ResourceView[], scopes: readonly string[]) {
+  return resources
+    .map((resource) => ({
+      name: resource.name,
+      uri: resource.uri,
+      scopes: resource.scopes.filter((s) => scopes.includes(s.name)).map((s) => ({ scope: s.name, description: s.description })),
+    }))
+    .filter((resource) => resource.scopes.length > 0);
+}
+
 export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.get('/account/applications', page, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const user = await currentUser(request, ctx);
     if (!user) return toLogin(request, reply, '/account/applications');
     navigation(request, reply, user);
-    const described = await scopeDescriptions(ctx);
+    // Scope names are unique across resource servers: each scope says which one the access is to.
+    const resources = await listResources(ctx);
     const applications = (await authorizedApplications(ctx, user.id)).map((application) => ({
       clientId: application.client_id,
       name: application.name,
-      scopes: splitScopes(application.scopes).map((scope) => ({ scope, description: described.get(scope) ?? scope })),
+      resources: resourcesOf(resources, splitScopes(application.scopes)),
       authorized: formatTime(application.authorized_at),
       lastUsed: formatTime(application.last_used_at),
     }));

@@ -36,6 +36,18 @@ describe('the /device pages in a browser', browserOptions(), () => {
       await page.getByRole('heading', { name: 'Authorize Kitchen TV' }).waitFor();
       await page.getByText('Only continue if you started this on a device of your own').waitFor();
       assert.match((await page.locator('.warning').textContent())!, new RegExp(codes.user_code));
+      // The code the person compares with the device's is the largest text on the page.
+      // (A string: this project's types have no DOM.)
+      const sizes = (await page.evaluate(`(() => {
+        const size = (element) => parseFloat(getComputedStyle(element).fontSize);
+        const code = document.querySelector('code.user-code');
+        const texts = [...document.body.querySelectorAll('*')].filter(
+          (element) => element !== code && [...element.childNodes].some((node) => node.nodeType === Node.TEXT_NODE && node.textContent.trim() !== ''),
+        );
+        return { code: code.textContent, codeSize: size(code), largestElse: Math.max(...texts.map(size)) };
+      })()`)) as { code: string; codeSize: number; largestElse: number };
+      assert.equal(sizes.code, codes.user_code);
+      assert.ok(sizes.codeSize > sizes.largestElse, `the code is ${sizes.codeSize}px, other text up to ${sizes.largestElse}px`);
       await page.getByRole('button', { name: 'Authorize' }).click();
       await page.getByRole('heading', { name: 'Device connected' }).waitFor();
       await page.getByText('Return to your device').waitFor();

@@ -19,7 +19,11 @@ interface KeyRow {
 
 /** The keys as the page lists them, sorted by state and algorithm. */
 function keyRows(html: string): KeyRow[] {
-  const rows = [...html.matchAll(/<tr>\s*<td><code class="id">([^<]+)<\/code><\/td>\s*<td>([^<]+)<\/td>\s*<td>([^<]+)<\/td>/g)];
+  const rows = [
+    ...html.matchAll(
+      /<tr>\s*<td[^>]*><span class="id-line"><code class="id"[^>]*>([^<]+)<\/code><\/span><\/td>\s*<td[^>]*>([^<]+)<\/td>\s*<td[^>]*>([^<]+)<\/td>/g,
+    ),
+  ];
   return rows
     .map(([, kid, alg, state]) => ({ kid: kid!, alg: alg!, state: state! }))
     .sort((a, b) => `${a.state} ${a.alg}`.localeCompare(`${b.state} ${b.alg}`));

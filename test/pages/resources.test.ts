@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
 import { listResources } from '../../src/store/resources.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { discover, insecure, obtainTokens } from '../support/oauth-client.ts';
+import { authorizationUrl, discover, insecure, obtainTokens } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 
@@ -161,6 +161,43 @@ for (const backend of BACKENDS) {
       assert.match((await admin.submit(form.html, '/admin/resources/builtin', { ...fields, access_token_ttl: '900' })).html, /Changes saved/);
       assert.deepEqual([(await row()).token_format, (await row()).access_token_ttl], ['opaque', 900]);
       await admin.submit(form.html, '/admin/resources/builtin', { ...fields, access_token_ttl: '' });
+    });
+
+    test("the built-in scopes' descriptions are edited like any other's, and the consent page asks in the new words", async () => {
+      const form = await admin.visit('/admin/resources/builtin');
+      const scopes = 'annotation:read=See your profile and your notes\nannotation:write=Create, edit and delete annotations as you';
+      assert.match((await admin.submit(form.html, '/admin/resources/builtin', { name: 'This service', scopes })).html, /Changes saved/);
+      const { client } = await server.createClient({ name: 'Notes app', scope: 'annotation:read' });
+      const alice = new UserAgent(server.url);
+      await alice.login('alice');
+      const consent = await alice.visit(String((await authorizationUrl(await discover(server, client.id), { scope: 'annotation:read' })).url));
+      assert.match(consent.html, /See your profile and your notes/);
+      assert.doesNotMatch(consent.html, /Read your annotations/);
+      const restore = await admin.visit('/admin/resources/builtin');
+      await admin.submit(restore.html, '/admin/resources/builtin', {
+        name: 'This service',
+        scopes: 'annotation:read=Read your annotations, including private ones\nannotation:write=Create, edit and delete annotations as you',
+      });
+    });
+
+    test('Your applications says which resource server each access is to', async () => {
+      await register({ name: 'Calendar API', uri: 'https://calendar.example', scopes: 'calendar:read=See your calendar' });
+      const { client } = await server.createClient({ name: 'Planner', scope: 'annotation:read calendar:read' });
+      const app = await discover(server, client.id);
+      const carol = new UserAgent(server.url);
+      await server.createUser('carol');
+      await obtainTokens(app, carol, 'carol', { scope: 'annotation:read' });
+      await obtainTokens(app, carol, 'carol', { resource: 'https://calendar.example' });
+      const page = await carol.visit('/account/applications');
+      const planner = page.html.slice(page.html.indexOf('Planner'));
+      assert.match(
+        planner,
+        /On <strong class="resource">This service<\/strong> \(<code>[^<]+<\/code>\), can:\s*<\/p>\s*<ul class="scopes">\s*<li>[^<]+<code>annotation:read<\/code>/,
+      );
+      assert.match(
+        planner,
+        /On <strong class="resource">Calendar API<\/strong> \(<code>https:\/\/calendar.example<\/code>\), can:\s*<\/p>\s*<ul class="scopes">\s*<li>See your calendar <code>calendar:read<\/code>/,
+      );
     });
 
     test('deleting asks for confirmation, needs the CSRF token, and revokes every grant for it', async () => {

@@ -53,7 +53,7 @@ async function documentServer() {
 }
 
 /** The client IDs an admin client list page shows. */
-const listedIds = (html: string) => [...html.matchAll(/<code class="id">([^<]+)<\/code>/g)].map((m) => m[1]!);
+const listedIds = (html: string) => [...html.matchAll(/<code class="id"[^>]*>([^<]+)<\/code>/g)].map((m) => m[1]!);
 /** The href of the link labelled `label`, unescaped, or null. */
 const linkTo = (html: string, label: RegExp) => {
   const found = [...html.matchAll(/<a [^>]*href="([^"]+)"[^>]*>([^<]+)<\/a>/g)].find((m) => label.test(m[2]!));
