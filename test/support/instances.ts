@@ -29,17 +29,33 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
+/** How long an instance may take to answer /_status: on a loaded machine, starting `serve` has taken over 20 seconds. */
+const START_SECONDS = 90;
+
 async function waitUntilUp(url: string, child: ChildProcess, output: string[]): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
+  for (const deadline = Date.now() + START_SECONDS * 1000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
     if (child.exitCode !== null) throw new Error(`instance exited with ${child.exitCode}: ${output.join('')}`);
     try {
-      if ((await fetch(`${url}/_status`)).ok) return;
+      if ((await fetch(`${url}/_status`, { signal: AbortSignal.timeout(5000) })).ok) return;
     } catch {
       // not listening yet
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
   }
-  throw new Error(`instance at ${url} did not come up: ${output.join('')}`);
+  throw new Error(`instance at ${url} did not come up within ${START_SECONDS} seconds: ${output.join('')}`);
+}
+
+/** Stops the instances (SIGTERM, then SIGKILL if one is still running 30 seconds later): a live child would keep the test process from ever exiting. */
+async function stopInstances(children: ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.kill('SIGTERM');
+      const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      await exited;
+      clearTimeout(killer);
+    }),
+  );
 }
 
 /** `starting`: called with the database's URL as the instances start, to start other processes beside them. */
@@ -50,13 +66,15 @@ export async function startCluster(count: number, env: Record<string, string> = 
   starting?.(database.url);
   const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
   const publicUrl = `http://127.0.0.1:${ports[0]}`;
-  const instances = await Promise.all(
+  const children: ChildProcess[] = [];
+  const started = Promise.all(
     ports.map(async (port) => {
       const output: string[] = [];
       const child = spawn(process.execPath, [MAIN, 'serve'], {
         env: { ...process.env, DATABASE_URL: database.url, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: publicUrl, LOG_LEVEL: 'warn', ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
+      children.push(child);
       child.stdout!.on('data', (chunk) => output.push(String(chunk)));
       child.stderr!.on('data', (chunk) => output.push(String(chunk)));
       const url = `http://127.0.0.1:${port}`;
@@ -64,6 +82,12 @@ export async function startCluster(count: number, env: Record<string, string> = 
       return { url, process: child };
     }),
   );
+  const instances = await started.catch(async (error: unknown) => {
+    await stopInstances(children);
+    await store.close();
+    await database.drop();
+    throw error;
+  });
   return {
     instances,
     publicUrl,
@@ -86,12 +110,7 @@ export async function startCluster(count: number, env: Record<string, string> = 
         Date.now(),
       ),
     async close() {
-      await Promise.all(
-        instances.map(
-          ({ process: child }) =>
-            new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGTERM')))),
-        ),
-      );
+      await stopInstances(children);
       await store.close();
       await database.drop();
     },
