@@ -46,9 +46,13 @@ describe('back-channel logout with two instances', postgres.unavailable ? { skip
       // The same browser's cookies (session, CSRF secret), sent to the other instance.
       const atB = new UserAgent(b!.url);
       for (const [name, value] of atA.cookies) atB.cookies.set(name, value);
-      for (const agent of [atA, atB]) logouts.push(agent.fetch('/logout', { method: 'POST', body: new URLSearchParams(form) }));
+      for (const agent of [atA, atB])
+        logouts.push(agent.fetch('/logout', { method: 'POST', body: new URLSearchParams(form), signal: AbortSignal.timeout(30_000) }));
     }
-    for (const response of await Promise.all(logouts)) assert.equal(response.status, 303);
+    const answered = await Promise.all(logouts).catch((error: Error) => {
+      throw new Error(`a logout was not answered within 30 seconds (${error.message})`);
+    });
+    for (const response of answered) assert.equal(response.status, 303);
 
     await until('every session is delivered', () => new Set(receiver.tokens.map((token) => decodeJwt(token).sid)).size === SESSIONS);
     // Both instances look for due deliveries every 2 seconds: give them several turns to deliver a second time.
