@@ -3,8 +3,9 @@
  * before the migration they test, and today's createAccount would write columns added since.
  */
 import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { Migrator, type Kysely } from 'kysely';
 import { hashPassword } from '../../src/accounts/passwords.ts';
+import { migrations } from '../../src/store/database.ts';
 import { lookupKey } from '../../src/store/users.ts';
 
 /** A user with the columns of the initial schema; returns its id. */
@@ -26,4 +27,11 @@ export async function insertOldUser(db: Kysely<any>, user: { username: string; e
     })
     .execute();
   return { id };
+}
+
+/** Migrates the database to just before the migration `name`: the schema the rows above were written to. */
+export async function migrateToBefore(db: Kysely<any>, name: string): Promise<void> {
+  const older = Object.fromEntries(Object.entries(migrations).filter(([migration]) => migration < name));
+  const { error } = await new Migrator({ db, provider: { getMigrations: async () => older } }).migrateToLatest();
+  if (error) throw error;
 }
