@@ -14,7 +14,7 @@ import { parseDatabaseUrl } from '../../src/config.ts';
 import { openStore } from '../../src/store/database.ts';
 import { mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { insertOldUser, migrateToBefore } from '../support/old-rows.ts';
+import { insertOldGrant, insertOldUser, migrateToBefore } from '../support/old-rows.ts';
 import { discover, insecure, obtainTokens, type App } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -51,15 +51,7 @@ for (const backend of BACKENDS) {
         .insertInto('sessions')
         .values({ id_hash: old.session.hash, user_id: alice.id, created_at: old.loggedInAt, expires_at: now + 3_600_000 })
         .execute();
-      const grant = { id: 'old-grant', client_id: client.id, user_id: alice.id, resource_id: 'builtin', scopes: 'annotation:read' };
-      await db
-        .insertInto('grants')
-        .values({ ...grant, created_at: now, last_used_at: now, expires_at: now + 86_400_000 })
-        .execute();
-      await db
-        .insertInto('refresh_tokens')
-        .values({ hash: old.refresh.hash, grant_id: 'old-grant', created_at: now, expires_at: now + 86_400_000 })
-        .execute();
+      await insertOldGrant(db, { clientId: client.id, userId: alice.id, scopes: 'annotation:read', refreshHash: old.refresh.hash }, now);
       await store.close();
 
       server = await startServer(backend, { DATABASE_URL: database.url });

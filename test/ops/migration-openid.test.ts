@@ -15,7 +15,7 @@ import { openStore } from '../../src/store/database.ts';
 import { mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { openIdLogin } from '../support/backchannel.ts';
-import { insertOldUser, migrateToBefore } from '../support/old-rows.ts';
+import { insertOldGrant, insertOldUser, migrateToBefore } from '../support/old-rows.ts';
 import { discover, refresh } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -64,15 +64,7 @@ for (const backend of BACKENDS) {
           .insertInto('sessions')
           .values({ id_hash: session.hash, user_id: alice.id, created_at: now, expires_at: now + 3_600_000, amr: 'pwd' })
           .execute();
-      const grant = { id: 'old-grant', client_id: old.clientId, user_id: alice.id, resource_id: 'builtin', scopes: 'annotation:read' };
-      await db
-        .insertInto('grants')
-        .values({ ...grant, created_at: now, last_used_at: now, expires_at: now + 86_400_000 })
-        .execute();
-      await db
-        .insertInto('refresh_tokens')
-        .values({ hash: old.refresh.hash, grant_id: 'old-grant', created_at: now, expires_at: now + 86_400_000 })
-        .execute();
+      await insertOldGrant(db, { clientId: old.clientId, userId: alice.id, scopes: 'annotation:read', refreshHash: old.refresh.hash }, now);
       await store.close();
 
       server = await startServer(backend, { DATABASE_URL: database.url });
