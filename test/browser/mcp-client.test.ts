@@ -10,7 +10,6 @@
  * (MCP_TOKEN_FORMAT=jwt): Gatehouse issues it JWT access tokens, which it verifies offline.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
@@ -30,7 +29,7 @@ import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { browserOptions, launchBrowser, logIn, startClientSite, type ClientSite, type TestBrowser } from '../support/browser.ts';
 import { postForm } from '../support/oauth-client.ts';
 import { freePort } from '../support/ports.ts';
-import { databaseUrl } from '../support/processes.ts';
+import { databaseUrl, startChild, stopChild, type Child } from '../support/processes.ts';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
 import { registerResourceServer } from '../support/resources.ts';
@@ -40,10 +39,8 @@ import { serverCertificate, testCaProblem } from '../support/tls.ts';
 
 const EXAMPLE = fileURLToPath(new URL('../../examples/mcp-server/server.ts', import.meta.url));
 
-interface Example {
+interface Example extends Child {
   url: string;
-  output: string[];
-  process: ChildProcess;
   dataDir: string;
 }
 
@@ -54,26 +51,16 @@ interface Example {
 async function startExample(server: TestServer, options: { again?: Example; tokenFormat?: 'jwt' } = {}): Promise<Example> {
   const url = options.again?.url ?? `http://127.0.0.1:${await freePort()}/mcp`;
   const dataDir = options.again?.dataDir ?? mkdtempSync(join(tmpdir(), 'gatehouse-mcp-example-'));
-  const child = spawn(process.execPath, [EXAMPLE], {
-    env: {
-      PATH: process.env.PATH,
-      GATEHOUSE_URL: server.url,
-      MCP_URL: url,
-      EXAMPLE_DATA_DIR: dataDir,
-      DATABASE_URL: databaseUrl(server.config),
-      ...(options.tokenFormat ? { MCP_TOKEN_FORMAT: options.tokenFormat } : {}),
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const output: string[] = [];
-  child.stdout!.on('data', (chunk) => output.push(String(chunk)));
-  child.stderr!.on('data', (chunk) => output.push(String(chunk)));
-  for (let attempt = 0; ; attempt++) {
-    if (child.exitCode !== null) throw new Error(`the example exited with ${child.exitCode}: ${output.join('')}`);
-    if (output.join('').includes('Example MCP server:')) return { url, output, process: child, dataDir };
-    if (attempt > 200) throw new Error(`the example did not come up: ${output.join('')}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  const env = {
+    PATH: process.env.PATH,
+    GATEHOUSE_URL: server.url,
+    MCP_URL: url,
+    EXAMPLE_DATA_DIR: dataDir,
+    DATABASE_URL: databaseUrl(server.config),
+    ...(options.tokenFormat ? { MCP_TOKEN_FORMAT: options.tokenFormat } : {}),
+  };
+  const started = await startChild('the MCP example', EXAMPLE, [], env, (output) => output.includes('Example MCP server:'));
+  return { url, dataDir, ...started };
 }
 
 /**
@@ -190,15 +177,9 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
         await once(documents, 'listening');
         documentUrl = `https://127.0.0.1:${(documents.address() as AddressInfo).port}/notes-client.json`;
       });
-      async function stopExample(): Promise<void> {
-        if (example.process.exitCode === null) {
-          example.process.kill('SIGTERM');
-          await once(example.process, 'exit');
-        }
-      }
       after(async () => {
         await browser?.close();
-        if (example) await stopExample();
+        if (example) await stopChild(example.process);
         if (example) rmSync(example.dataDir, { recursive: true, force: true });
         documents?.closeAllConnections();
         documents?.close();
@@ -374,7 +355,7 @@ describe('the MCP SDK client and the example MCP server', { skip: testCaProblem(
       let jwtProvider: Provider;
 
       test('started again in JWT mode, the example has Gatehouse issue it JWTs, and refuses the opaque tokens issued before', async () => {
-        await stopExample();
+        await stopChild(example.process);
         example = await startExample(server, { again: example, tokenFormat: 'jwt' });
         assert.match(example.output.join(''), /Gatehouse now issues jwt access tokens for /);
         const resource = (await findResourceNamed(server.app.gatehouse, example.url))!;

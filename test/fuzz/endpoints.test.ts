@@ -1,7 +1,7 @@
 /**
  * Property-based fuzzing (SPEC §5) of the endpoints that take input from anyone: the
  * authorization endpoint and its consent form, the token, revocation and introspection
- * endpoints, the login form and the admin forms. Requests are random, oversized, repeated,
+ * endpoints, userinfo, RP-initiated logout, the login form and the admin forms. Requests are random, oversized, repeated,
  * not UTF-8, injection-shaped, sent with the wrong method or content type — and built so
  * that none of them is a request that should succeed. Each must get a documented answer
  * (a 4xx, or the redirect or `200` the RFCs prescribe for that case), never a 5xx; HTML
@@ -18,6 +18,8 @@ import { sql } from 'kysely';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { AUTHORIZATION_PARAMETERS } from '../../src/oauth/authorize.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { openIdLogin } from '../support/backchannel.ts';
+import { discover } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
@@ -36,6 +38,7 @@ const TABLES = [
   'setup_tokens',
   'groups',
   'group_members',
+  'backchannel_logouts',
 ];
 const SCOPES = ['annotation:read', 'annotation:write'];
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
@@ -72,6 +75,8 @@ interface World {
   confidentialClient: string;
   resourceBasic: string;
   adminUser: string;
+  /** A real ID token, of bob's: a logout hint naming someone other than whoever is logged in. */
+  bobsIdToken: string;
   /** Cookies and CSRF tokens of an anonymous visitor, alice (logged in), and an administrator. */
   anonymous: { cookie: string; csrf: string };
   alice: { cookie: string; csrf: string };
@@ -111,6 +116,11 @@ function values(world: World): fc.Arbitrary<string> {
         'n'.repeat(513),
         // Shaped like an ID token, signed by nobody Gatehouse knows.
         'eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCIsImtpZCI6IngifQ.eyJzdWIiOiJhY2N0OmFsaWNlQDEyNy4wLjAuMSJ9.c2lnbmF0dXJl',
+        // A real ID token, whole, cut short, with its signature altered, or made huge.
+        world.bobsIdToken,
+        world.bobsIdToken.slice(0, -10),
+        `${world.bobsIdToken.slice(0, -4)}AAAA`,
+        `${world.bobsIdToken}${'A'.repeat(9000)}`,
         ...SCOPES,
         SCOPES.join(' '),
         'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM',
@@ -307,6 +317,22 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
         .map(([m, b, header]) => request('userinfo', m, '/oauth/userinfo', b, authorization(header), [])),
     },
     {
+      // RP-initiated logout: no request carries alice's CSRF token or an ID token of hers, and
+      // no client registered a URL to return to after logout, so every answer is a page, a
+      // refusal, or (for an application's POST) the same request as a GET, and nobody is logged out.
+      name: 'GET and POST /oauth/logout',
+      runs: 400,
+      arbitrary: fc
+        .tuple(
+          method('GET'),
+          params(['id_token_hint', 'client_id', 'post_logout_redirect_uri', 'state', 'ui_locales'], value),
+          fc.constantFrom('encoded', 'encoded', 'not-utf8', 'raw') as fc.Arbitrary<'encoded' | 'not-utf8' | 'raw'>,
+          body(params(['id_token_hint', 'client_id', 'post_logout_redirect_uri', 'state', '_csrf'], value)),
+          who,
+        )
+        .map(([m, p, style, b, session]) => request('logout', m, `/oauth/logout?${form(p, style)}`, b, { cookie: session.cookie }, [200, 303])),
+    },
+    {
       // No generated password is alice's: every login fails (and the throttle soon answers 429).
       name: 'POST /login',
       runs: 150,
@@ -478,6 +504,7 @@ for (const backend of BACKENDS) {
         LOG_LEVEL: 'silent',
       });
       await server.createUser('alice');
+      await server.createUser('bob');
       const admin = await server.createUser('root', { admin: true });
       const publicClient = (await server.createClient({ name: 'Annotator' })).client.id;
       const confidential = await server.createClient({ name: 'Backend', confidential: true });
@@ -495,6 +522,7 @@ for (const backend of BACKENDS) {
         confidentialClient: confidential.client.id,
         resourceBasic: `Basic ${Buffer.from(`${resource.client.id}:${resource.secret}`).toString('base64')}`,
         adminUser: admin.id,
+        bobsIdToken: (await openIdLogin(await discover(server, publicClient), new UserAgent(server.url), 'bob')).idToken,
         anonymous: await session(null, '/login'),
         alice: await session('alice', '/'),
         admin: await session('root', '/admin/users'),

@@ -9,9 +9,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { postgres } from '../support/backends.ts';
-import { grantOpenId, sessionSid, startReceiver, until, type Receiver } from '../support/backchannel.ts';
+import { openIdLogin, startReceiver, until, type Receiver } from '../support/backchannel.ts';
 import { startCluster, type Cluster } from '../support/instances.ts';
-import { authorizationUrl, insecure, type App } from '../support/oauth-client.ts';
+import { insecure, type App } from '../support/oauth-client.ts';
 import { formFields, UserAgent } from '../support/user-agent.ts';
 
 const SESSIONS = 5;
@@ -35,35 +35,24 @@ describe('back-channel logout with two instances', postgres.unavailable ? { skip
     await cluster?.close();
   });
 
-  /** A session of alice's at instance A in which the application got an ID token; its sid. */
-  async function openIdSession(agent: UserAgent): Promise<string> {
-    const authorization = await authorizationUrl(app);
-    const outcome = await agent.authorize(authorization.url.pathname + authorization.url.search, { username: 'alice' });
-    const callback = oauth.validateAuthResponse(app.as, app.client, outcome.redirect!, authorization.state);
-    await oauth.processAuthorizationCodeResponse(
-      app.as,
-      app.client,
-      await oauth.authorizationCodeGrantRequest(app.as, app.client, app.auth, callback, app.redirectUri, authorization.verifier, insecure),
-    );
-    const sid = await sessionSid(cluster.store.db, agent);
-    await grantOpenId(cluster.store.db, app.client.client_id, sid);
-    return sid;
-  }
-
   test('a session ended at both instances at once is delivered once, by one of them', async () => {
     const [a, b] = cluster.instances;
     const sids: string[] = [];
     const logouts: Promise<Response>[] = [];
     for (let i = 0; i < SESSIONS; i++) {
       const atA = new UserAgent(a!.url);
-      sids.push(await openIdSession(atA));
+      sids.push((await openIdLogin(app, atA, 'alice')).sid);
       const form = formFields((await atA.visit('/')).html, '/logout');
       // The same browser's cookies (session, CSRF secret), sent to the other instance.
       const atB = new UserAgent(b!.url);
       for (const [name, value] of atA.cookies) atB.cookies.set(name, value);
-      for (const agent of [atA, atB]) logouts.push(agent.fetch('/logout', { method: 'POST', body: new URLSearchParams(form) }));
+      for (const agent of [atA, atB])
+        logouts.push(agent.fetch('/logout', { method: 'POST', body: new URLSearchParams(form), signal: AbortSignal.timeout(30_000) }));
     }
-    for (const response of await Promise.all(logouts)) assert.equal(response.status, 303);
+    const answered = await Promise.all(logouts).catch((error: Error) => {
+      throw new Error(`a logout was not answered within 30 seconds (${error.message})`);
+    });
+    for (const response of answered) assert.equal(response.status, 303);
 
     await until('every session is delivered', () => new Set(receiver.tokens.map((token) => decodeJwt(token).sid)).size === SESSIONS);
     // Both instances look for due deliveries every 2 seconds: give them several turns to deliver a second time.

@@ -62,9 +62,8 @@ for (const backend of BACKENDS) {
         backchannelLogoutUri: receiver.url,
       });
       notes = await discover(server, registered.id);
-      // The relying party's configuration, with the end_session_endpoint discovery announces.
-      rp = new client.Configuration({ issuer: server.url, end_session_endpoint: `${server.url}/oauth/logout` }, registered.id);
-      client.allowInsecureRequests(rp);
+      // The relying party's configuration from discovery, which announces the end_session_endpoint.
+      rp = await client.discovery(new URL(server.url), registered.id, undefined, client.None(), { execute: [client.allowInsecureRequests] });
     });
     after(async () => {
       receiver?.close();
@@ -73,7 +72,7 @@ for (const backend of BACKENDS) {
 
     test("openid-client's end-session URL, followed: logged out at once, back to the registered URL with the state", async () => {
       const agent = new UserAgent(server.url);
-      const { idToken } = await openIdLogin(server, agent, notes, 'alice');
+      const { idToken } = await openIdLogin(notes, agent, 'alice');
       const url = client.buildEndSessionUrl(rp, { id_token_hint: idToken, post_logout_redirect_uri: LOGGED_OUT, state: 'af0ifjsldkj' });
       const outcome = await agent.visit(url.pathname + url.search);
       assert.equal(outcome.redirect?.href, `${LOGGED_OUT}?state=af0ifjsldkj`);
@@ -92,7 +91,7 @@ for (const backend of BACKENDS) {
       ];
       for (const target of attempts) {
         const agent = new UserAgent(server.url);
-        const { idToken } = await openIdLogin(server, agent, notes, 'alice');
+        const { idToken } = await openIdLogin(notes, agent, 'alice');
         const url = client.buildEndSessionUrl(rp, { id_token_hint: idToken, post_logout_redirect_uri: target, state: 'x' });
         const outcome = await agent.visit(url.pathname + url.search);
         assert.equal(outcome.redirect, null, target);
@@ -109,7 +108,7 @@ for (const backend of BACKENDS) {
 
     test('a cross-site link without a hint asks first: the session lives until the person confirms with the CSRF-protected form', async () => {
       const agent = new UserAgent(server.url);
-      await openIdLogin(server, agent, notes, 'alice');
+      await openIdLogin(notes, agent, 'alice');
       const query = new URLSearchParams({ client_id: notes.client.client_id, post_logout_redirect_uri: LOGGED_OUT, state: 's1' });
       const page = await agent.visit(`/oauth/logout?${query}`);
       assert.equal(page.response.status, 200);
@@ -133,7 +132,7 @@ for (const backend of BACKENDS) {
     });
 
     test("a hint naming someone else asks first, and logs out whoever confirms, not the hint's user", async () => {
-      const bobs = await openIdLogin(server, new UserAgent(server.url), notes, 'bob');
+      const bobs = await openIdLogin(notes, new UserAgent(server.url), 'bob');
       const alice = new UserAgent(server.url);
       await alice.login('alice');
       const page = await alice.visit(`/oauth/logout?${new URLSearchParams({ id_token_hint: bobs.idToken })}`);
@@ -146,7 +145,7 @@ for (const backend of BACKENDS) {
 
     test('bad requests get a clear 400 page and change nothing', async () => {
       const agent = new UserAgent(server.url);
-      const { idToken } = await openIdLogin(server, agent, notes, 'alice');
+      const { idToken } = await openIdLogin(notes, agent, 'alice');
       const other = await server.createClient({ name: 'Calendar', postLogoutRedirectUris: [LOGGED_OUT] });
       const { privateKey, publicKey } = await generateKeyPair('RS256');
       const ours = decodeProtectedHeader(idToken);
@@ -193,7 +192,7 @@ for (const backend of BACKENDS) {
       ];
       for (const [how, end] of ends) {
         const agent = new UserAgent(server.url);
-        const { sid, idToken } = await openIdLogin(server, agent, notes, 'alice');
+        const { sid, idToken } = await openIdLogin(notes, agent, 'alice');
         if (how === 'RP-initiated logout') await agent.visit(`/oauth/logout?${new URLSearchParams({ id_token_hint: idToken })}`);
         else await end(agent);
         const ofSession = () => receiver.tokens.filter((t) => claimsOf(t).sid === sid);
@@ -234,7 +233,8 @@ for (const backend of BACKENDS) {
         const { client: esClient } = await server.createClient({ name: 'Elliptic', backchannelLogoutUri: es.url, idTokenAlg: 'ES256' });
         const { client: oauthOnly } = await server.createClient({ name: 'Plain OAuth', backchannelLogoutUri: plain.url });
         const agent = new UserAgent(server.url);
-        await openIdLogin(server, agent, await discover(server, esClient.id), 'alice', 'ES256');
+        const { idToken } = await openIdLogin(await discover(server, esClient.id), agent, 'alice');
+        assert.equal(decodeProtectedHeader(idToken).alg, 'ES256');
         await obtainTokens(await discover(server, oauthOnly.id), agent, 'alice'); // no openid: no ID token
         await logOutAtHome(agent);
         await until('the ES256 logout token arrives', () => es.tokens.length === 1);
@@ -256,7 +256,7 @@ for (const backend of BACKENDS) {
       try {
         const { client: registered } = await server.createClient({ name: 'Flaky', backchannelLogoutUri: flaky.url });
         const agent = new UserAgent(server.url);
-        const { sid } = await openIdLogin(server, agent, await discover(server, registered.id), 'alice');
+        const { sid } = await openIdLogin(await discover(server, registered.id), agent, 'alice');
         await logOutAtHome(agent);
         await until('the second attempt succeeds', () => flaky.tokens.length === 2);
         await until('the delivery is audited', async () =>
@@ -276,7 +276,7 @@ for (const backend of BACKENDS) {
       try {
         const { client: registered } = await server.createClient({ name: 'Hanging', backchannelLogoutUri: hanging.url });
         const agent = new UserAgent(server.url);
-        await openIdLogin(server, agent, await discover(server, registered.id), 'alice');
+        await openIdLogin(await discover(server, registered.id), agent, 'alice');
         const response = await logOutAtHome(agent);
         assert.equal(response.status, 303);
         assert.equal(await loggedInAs(agent), null);
@@ -311,7 +311,7 @@ for (const backend of BACKENDS) {
           const permissive = await startServer(backend, { DATABASE_URL: database.url, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true' });
           await permissive.createUser('alice');
           const agent = new UserAgent(permissive.url);
-          await openIdLogin(permissive, agent, await discover(permissive, document.url, { redirectUri: 'http://127.0.0.1:51004/callback' }), 'alice');
+          await openIdLogin(await discover(permissive, document.url, { redirectUri: 'http://127.0.0.1:51004/callback' }), agent, 'alice');
           await permissive.close();
           // The server as deployed: public addresses only.
           const server = await startServer(backend, { DATABASE_URL: database.url });

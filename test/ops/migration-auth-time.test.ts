@@ -8,13 +8,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { Migrator, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import * as oauth from 'oauth4webapi';
 import { parseDatabaseUrl } from '../../src/config.ts';
-import { migrations, openStore } from '../../src/store/database.ts';
+import { openStore } from '../../src/store/database.ts';
 import { mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { insertOldUser } from '../support/old-rows.ts';
+import { insertOldGrant, insertOldUser, migrateToBefore } from '../support/old-rows.ts';
 import { discover, insecure, obtainTokens, type App } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -32,11 +32,7 @@ for (const backend of BACKENDS) {
     before(async () => {
       database = await backend.create();
       const store = openStore(parseDatabaseUrl(database.url));
-      const migrator = new Migrator({
-        db: store.db,
-        provider: { getMigrations: async () => Object.fromEntries(Object.entries(migrations).filter(([name]) => name < THIS)) },
-      });
-      assert.equal((await migrator.migrateToLatest()).error, undefined);
+      await migrateToBefore(store.db, THIS);
       const now = Date.now();
       const alice = await insertOldUser(
         store.db,
@@ -55,15 +51,7 @@ for (const backend of BACKENDS) {
         .insertInto('sessions')
         .values({ id_hash: old.session.hash, user_id: alice.id, created_at: old.loggedInAt, expires_at: now + 3_600_000 })
         .execute();
-      const grant = { id: 'old-grant', client_id: client.id, user_id: alice.id, resource_id: 'builtin', scopes: 'annotation:read' };
-      await db
-        .insertInto('grants')
-        .values({ ...grant, created_at: now, last_used_at: now, expires_at: now + 86_400_000 })
-        .execute();
-      await db
-        .insertInto('refresh_tokens')
-        .values({ hash: old.refresh.hash, grant_id: 'old-grant', created_at: now, expires_at: now + 86_400_000 })
-        .execute();
+      await insertOldGrant(db, { clientId: client.id, userId: alice.id, scopes: 'annotation:read', refreshHash: old.refresh.hash }, now);
       await store.close();
 
       server = await startServer(backend, { DATABASE_URL: database.url });

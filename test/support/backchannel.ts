@@ -1,18 +1,14 @@
 /**
  * For the logout suites (SPEC §4.10): a back-channel logout receiver — a relying party's
  * endpoint on a loopback port that records every logout token POSTed to it and answers as
- * told — and a login whose grant got an ID token, with that ID token.
+ * told — and a login in which the application got an ID token, with that ID token.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sql, type Kysely } from 'kysely';
-import { accountUri } from '../../src/config.ts';
-import type { Database } from '../../src/store/schema.ts';
-import { hashIfWellFormed } from '../../src/tokens.ts';
+import * as oauth from 'oauth4webapi';
 import { obtainTokens, type App } from './oauth-client.ts';
-import type { TestServer } from './server.ts';
 import { serverCertificate } from './tls.ts';
 import type { UserAgent } from './user-agent.ts';
 
@@ -69,45 +65,21 @@ export async function startReceiver(answer: (n: number) => number | 'hang' = () 
   };
 }
 
-/** Adds `openid` to the newest grant of the client in that session. */
-export async function grantOpenId(db: Kysely<Database>, clientId: string, sid: string): Promise<void> {
-  const grant = await db.selectFrom('grants').select(['id', 'scopes']).where('client_id', '=', clientId).where('sid', '=', sid).executeTakeFirstOrThrow();
-  await sql`update grants set scopes = ${[...grant.scopes.split(' '), 'openid'].sort().join(' ')} where id = ${grant.id}`.execute(db);
-}
-
-/** The `sid` of the session the agent is logged in with (over http: the cookie has no `__Host-` prefix). */
-export async function sessionSid(db: Kysely<Database>, agent: UserAgent): Promise<string> {
-  const hash = hashIfWellFormed('session', agent.cookies.get('gatehouse_session') ?? '');
-  const session = await db
-    .selectFrom('sessions')
-    .select('sid')
-    .where('id_hash', '=', hash ?? '')
-    .executeTakeFirstOrThrow();
-  return session.sid;
-}
-
 export interface OpenIdLogin {
-  /** The session's `sid`. */
+  /** The session's `sid`, as the ID token names it. */
   sid: string;
-  /** An ID token issued to the client in that session. */
+  /** The ID token of the token response. */
   idToken: string;
 }
 
 /**
- * Logs `username` in at the agent and authorizes the application in a real code flow; the
- * grant then holds `openid`, and an ID token for it is signed with the server's own keys.
- *
- * Stand-in, until the server mints ID tokens itself (SPEC §4.10, built separately): the flow
- * will then ask for `scope=openid` and take the `id_token` of the token response; what the
- * logout code reads — a grant holding `openid` approved in the session, and an ID token
- * signed by the server — is the same.
+ * Logs `username` in at the agent and authorizes the application with `scope=openid` in a
+ * real code flow (oauth4webapi checks the ID token's claims); the token response's ID token
+ * and the session it names.
  */
-export async function openIdLogin(server: TestServer, agent: UserAgent, app: App, username: string, alg: 'RS256' | 'ES256' = 'RS256'): Promise<OpenIdLogin> {
-  await obtainTokens(app, agent, username);
-  const clientId = app.client.client_id;
-  const sid = await sessionSid(server.store.db, agent);
-  await grantOpenId(server.store.db, clientId, sid);
-  const iat = Math.floor(Date.now() / 1000);
-  const claims = { iss: server.url, sub: accountUri(username, server.config), aud: clientId, azp: clientId, sid, iat, exp: iat + 300 };
-  return { sid, idToken: await server.app.gatehouse.keys.signJwt(alg, { typ: 'JWT' }, claims) };
+export async function openIdLogin(app: App, agent: UserAgent, username: string): Promise<OpenIdLogin> {
+  const tokens = await obtainTokens(app, agent, username, { scope: 'openid' });
+  const sid = oauth.getValidatedIdTokenClaims(tokens)?.sid;
+  if (!tokens.id_token || typeof sid !== 'string') throw new Error('the token response has no ID token naming the session');
+  return { sid, idToken: tokens.id_token };
 }

@@ -2,7 +2,7 @@
  * Several real `gatehouse serve` processes on one PostgreSQL database, as behind a load
  * balancer: they share PUBLIC_URL (the issuer) and differ only in the port they listen on.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { createAccount } from '../../src/accounts/users.ts';
 import { loadConfig } from '../../src/config.ts';
@@ -10,6 +10,7 @@ import { createClient, type ClientInput, type RegisteredClient } from '../../src
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import { postgres } from './backends.ts';
 import { freePort } from './ports.ts';
+import { answers, startChild, stopChild } from './processes.ts';
 import { PASSWORD } from './server.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
@@ -29,41 +30,33 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-async function waitUntilUp(url: string, child: ChildProcess, output: string[]): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    if (child.exitCode !== null) throw new Error(`instance exited with ${child.exitCode}: ${output.join('')}`);
-    try {
-      if ((await fetch(`${url}/_status`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`instance at ${url} did not come up: ${output.join('')}`);
-}
-
 /** `starting`: called with the database's URL as the instances start, to start other processes beside them. */
-export async function startCluster(count: number, env: Record<string, string> = {}, starting?: (databaseUrl: string) => void): Promise<Cluster> {
+export async function startCluster(count: number, extraEnv: Record<string, string> = {}, starting?: (databaseUrl: string) => void): Promise<Cluster> {
   const database = await postgres.create();
   const store = openStore(loadConfig({ DATABASE_URL: database.url }).database);
   await migrate(store);
   starting?.(database.url);
   const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
   const publicUrl = `http://127.0.0.1:${ports[0]}`;
-  const instances = await Promise.all(
+  const started = await Promise.allSettled(
     ports.map(async (port) => {
-      const output: string[] = [];
-      const child = spawn(process.execPath, [MAIN, 'serve'], {
-        env: { ...process.env, DATABASE_URL: database.url, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: publicUrl, LOG_LEVEL: 'warn', ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      child.stdout!.on('data', (chunk) => output.push(String(chunk)));
-      child.stderr!.on('data', (chunk) => output.push(String(chunk)));
       const url = `http://127.0.0.1:${port}`;
-      await waitUntilUp(url, child, output);
+      const env = { ...process.env, DATABASE_URL: database.url, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: publicUrl, LOG_LEVEL: 'warn', ...extraEnv };
+      const { process: child } = await startChild(`the instance at ${url}`, MAIN, ['serve'], env, answers(`${url}/_status`));
       return { url, process: child };
     }),
   );
+  const instances = started.flatMap((result) => (result.status === 'fulfilled' ? [result.value] : []));
+  const stop = async () => {
+    await Promise.all(instances.map(({ process: child }) => stopChild(child)));
+    await store.close();
+    await database.drop();
+  };
+  const failed = started.find((result) => result.status === 'rejected');
+  if (failed) {
+    await stop(); // an instance left running would keep the test process from ever exiting
+    throw failed.reason;
+  }
   return {
     instances,
     publicUrl,
@@ -85,15 +78,6 @@ export async function startCluster(count: number, env: Record<string, string> = 
         },
         Date.now(),
       ),
-    async close() {
-      await Promise.all(
-        instances.map(
-          ({ process: child }) =>
-            new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : (child.once('exit', () => resolve()), child.kill('SIGTERM')))),
-        ),
-      );
-      await store.close();
-      await database.drop();
-    },
+    close: stop,
   };
 }

@@ -3,8 +3,9 @@
  * before the migration they test, and today's createAccount would write columns added since.
  */
 import { randomUUID } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import { Migrator, type Kysely } from 'kysely';
 import { hashPassword } from '../../src/accounts/passwords.ts';
+import { migrations } from '../../src/store/database.ts';
 import { lookupKey } from '../../src/store/users.ts';
 
 /** A user with the columns of the initial schema; returns its id. */
@@ -26,4 +27,34 @@ export async function insertOldUser(db: Kysely<any>, user: { username: string; e
     })
     .execute();
   return { id };
+}
+
+/** Migrates the database to just before the migration `name`: the schema the rows above were written to. */
+export async function migrateToBefore(db: Kysely<any>, name: string): Promise<void> {
+  const older = Object.fromEntries(Object.entries(migrations).filter(([migration]) => migration < name));
+  const { error } = await new Migrator({ db, provider: { getMigrations: async () => older } }).migrateToLatest();
+  if (error) throw error;
+}
+
+/**
+ * A grant of the built-in resource with a refresh token, as the code from the resources
+ * migration (20261123_001) until the OpenID Connect one wrote them: no login time, no `sid`.
+ */
+export async function insertOldGrant(db: Kysely<any>, grant: { clientId: string; userId: string; scopes: string; refreshHash: string }, now: number) {
+  const id = randomUUID();
+  const expiresAt = now + 86_400_000;
+  await db
+    .insertInto('grants')
+    .values({
+      id,
+      client_id: grant.clientId,
+      user_id: grant.userId,
+      resource_id: 'builtin',
+      scopes: grant.scopes,
+      created_at: now,
+      last_used_at: now,
+      expires_at: expiresAt,
+    })
+    .execute();
+  await db.insertInto('refresh_tokens').values({ hash: grant.refreshHash, grant_id: id, created_at: now, expires_at: expiresAt }).execute();
 }

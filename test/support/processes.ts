@@ -69,3 +69,55 @@ export async function serve(env: Record<string, string>): Promise<Serving> {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+/** A long-running node process a test started: an instance of Gatehouse, an example application. */
+export interface Child {
+  process: ChildProcess;
+  /** Everything it printed so far. */
+  output: string[];
+}
+
+/** Whether `url` answers 2xx within 5 seconds: a `ready` check for `startChild`. */
+export const answers = (url: string) => async () => {
+  try {
+    return (await fetch(url, { signal: AbortSignal.timeout(5000) })).ok;
+  } catch {
+    return false; // not listening yet
+  }
+};
+
+/**
+ * Starts `node <script> <args>` with `env`, collecting what it prints, and waits until
+ * `ready(output)` holds, checked every 100 ms for at most `seconds` (starting has taken over 20
+ * seconds on a loaded machine). If it exits or is not ready in time it is stopped, and the
+ * error carries its output: a child left running keeps the test process from ever exiting.
+ */
+export async function startChild(
+  what: string,
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  ready: (output: string) => boolean | Promise<boolean>,
+  seconds = 90,
+): Promise<Child> {
+  const child = spawn(process.execPath, [script, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const output: string[] = [];
+  child.stdout!.on('data', (chunk) => output.push(String(chunk)));
+  child.stderr!.on('data', (chunk) => output.push(String(chunk)));
+  for (const deadline = Date.now() + seconds * 1000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
+    if (child.exitCode !== null) throw new Error(`${what} exited with ${child.exitCode}: ${output.join('')}`);
+    if (await ready(output.join(''))) return { process: child, output };
+  }
+  await stopChild(child);
+  throw new Error(`${what} did not come up within ${seconds} seconds: ${output.join('')}`);
+}
+
+/** Stops a child (SIGTERM, then SIGKILL if it still runs 30 seconds later) and waits until it has exited. */
+export async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGTERM');
+  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  await exited;
+  clearTimeout(killer);
+}
