@@ -71,7 +71,7 @@ describe('the admin console in a browser', browserOptions(), () => {
 
     await admin.getByRole('link', { name: 'All OAuth clients' }).click();
     const row = admin.getByRole('row', { name: /Notes <Pro> & Co/ });
-    assert.match((await row.textContent())!, new RegExp(`${clientId}\\s*Copy\\s*authorization_code\\s*confidential\\s*no`));
+    assert.match((await row.textContent())!, new RegExp(`${clientId}\\s*Copy\\s*authorization_code\\s*no\\s*client_secret_basic`));
 
     // alice authorizes the new client in her own browser; the application gets its tokens.
     const app = await discover(server, clientId, { secret, redirectUri: site.redirectUri });
