@@ -56,6 +56,7 @@ const PHASES = [
   'exchange',
   'exchange-es256',
   'exchange-rs256',
+  'exchange-oidc',
   'refresh',
   'refresh-es256',
   'profile',
@@ -75,6 +76,7 @@ const LABELS: Record<Phase | Ceiling, string> = {
   exchange: 'code exchange (public + PKCE)',
   'exchange-es256': 'code exchange, ES256 JWT access token',
   'exchange-rs256': 'code exchange, RS256 JWT access token',
+  'exchange-oidc': 'code exchange with an RS256 ID token (scope openid profile email)',
   refresh: 'refresh with rotation',
   'refresh-es256': 'refresh, ES256 JWT access token',
   profile: 'bearer GET /api/profile',
@@ -152,8 +154,12 @@ const JWT_RESOURCES = {
   RS256: { uri: 'https://rs256.bench.example/api', scope: 'bench:rs256' },
 } as const;
 type JwtAlg = keyof typeof JWT_RESOURCES;
-/** The JWT phases, with the algorithm of the resource server each asks for. */
-const JWT_PHASES: Partial<Record<Phase, JwtAlg>> = { 'exchange-es256': 'ES256', 'exchange-rs256': 'RS256', 'refresh-es256': 'ES256' };
+/** The scopes of the OpenID Connect phase: the built-in ones, and an ID token with profile and e-mail claims. */
+const OPENID_SCOPE = `openid profile email ${SCOPE}`;
+/** What a phase's authorization requests ask for beyond the built-in scopes: a JWT resource server (by algorithm), or an ID token. */
+type Asked = JwtAlg | 'openid';
+/** The phases that ask for more (Gatehouse's alone), and what. */
+const ASKED: Partial<Record<Phase, Asked>> = { 'exchange-es256': 'ES256', 'exchange-rs256': 'RS256', 'exchange-oidc': 'openid', 'refresh-es256': 'ES256' };
 const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 /** RFC 8628's default polling interval, which Gatehouse also applies before the first poll. */
 const DEVICE_INTERVAL_MS = 5_000;
@@ -277,6 +283,8 @@ interface Target {
   hasWebSocket: boolean;
   /** Whether it has resource servers whose access tokens are JWTs (JWT_RESOURCES), consented once. */
   hasJwtResources: boolean;
+  /** Whether it issues ID tokens (its metadata lists `openid`), consented once. */
+  hasOpenId: boolean;
   /** A device client and the request that approves a user code as the user; null without the device flow. */
   device: { clientId: string; approval: (userCode: string) => RequestSpec } | null;
   connections: number;
@@ -299,13 +307,14 @@ function pkce() {
 }
 
 /** An authorization request for the built-in resource, or for the JWT resource server of `alg`. */
-function authorizePath(clientId: string, state: string, challenge: string, alg?: JwtAlg): string {
+function authorizePath(clientId: string, state: string, challenge: string, asked?: Asked): string {
+  const jwt = asked === undefined || asked === 'openid' ? undefined : JWT_RESOURCES[asked];
   const query = new URLSearchParams({
     response_type: 'code',
     client_id: clientId,
     redirect_uri: REDIRECT_URI,
-    scope: alg === undefined ? SCOPE : JWT_RESOURCES[alg].scope,
-    ...(alg === undefined ? {} : { resource: JWT_RESOURCES[alg].uri }),
+    scope: jwt?.scope ?? (asked === 'openid' ? OPENID_SCOPE : SCOPE),
+    ...(jwt ? { resource: jwt.uri } : {}),
     state,
     code_challenge: challenge,
     code_challenge_method: 'S256',
@@ -389,7 +398,7 @@ interface Sink {
 const UNRECORDED: Sink = { record: null, round: 0 };
 
 /** `n` authorizations with the consented session: the codes, each with its PKCE verifier. */
-async function authorize(target: Target, n: number, sink = UNRECORDED, alg?: JwtAlg): Promise<Array<{ code: string; verifier: string }>> {
+async function authorize(target: Target, n: number, sink = UNRECORDED, asked?: Asked): Promise<Array<{ code: string; verifier: string }>> {
   const requests = Array.from({ length: n }, () => ({ state: randomBytes(12).toString('base64url'), ...pkce() }));
   const verifiers = new Map(requests.map((r) => [r.state, r.verifier]));
   const codes: Array<{ code: string; verifier: string }> = [];
@@ -401,7 +410,7 @@ async function authorize(target: Target, n: number, sink = UNRECORDED, alg?: Jwt
       expect: target.authorizeStatus,
       next: () => {
         const request = take(requests, { state: 'exhausted', verifier: '', challenge: 'exhausted' });
-        return { path: authorizePath(target.clientId, request.state, request.challenge, alg), headers: { cookie: target.cookie } };
+        return { path: authorizePath(target.clientId, request.state, request.challenge, asked), headers: { cookie: target.cookie } };
       },
       check: (_body, headers) => {
         const location = new URL(header(headers, 'location') ?? '', 'http://invalid');
@@ -460,8 +469,8 @@ function refresh(target: Target, pairs: Pair[], n: number, sink = UNRECORDED, ph
 }
 
 /** `n` fresh token pairs (for the JWT resource server of `alg`, when given): authorizations, then their exchanges. */
-async function freshPairs(target: Target, n: number, alg?: JwtAlg): Promise<Pair[]> {
-  return exchange(target, await authorize(target, n, UNRECORDED, alg), n);
+async function freshPairs(target: Target, n: number, asked?: Asked): Promise<Pair[]> {
+  return exchange(target, await authorize(target, n, UNRECORDED, asked), n);
 }
 
 async function bearer(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<void> {
@@ -568,14 +577,15 @@ async function runPhase(target: Target, phase: Phase, n: number, warm: number, s
       return;
     }
     case 'exchange-es256':
-    case 'exchange-rs256': {
-      const codes = await authorize(target, warm + n, UNRECORDED, JWT_PHASES[phase]);
+    case 'exchange-rs256':
+    case 'exchange-oidc': {
+      const codes = await authorize(target, warm + n, UNRECORDED, ASKED[phase]);
       await exchange(target, codes, warm, UNRECORDED, phase);
       await exchange(target, codes, n, sink, phase);
       return;
     }
     case 'refresh-es256': {
-      const pairs = await freshPairs(target, warm + n, JWT_PHASES[phase]);
+      const pairs = await freshPairs(target, warm + n, ASKED[phase]);
       await refresh(target, pairs, warm, UNRECORDED, phase);
       await refresh(target, pairs, n, sink, phase);
       return;
@@ -619,7 +629,9 @@ function unsupported(target: Target, phase: Phase): string | null {
   if (phase === 'introspect' && target.introspector === null) return 'no /oauth/introspect (404)';
   if (phase === 'ws' && !target.hasWebSocket) return 'no /ws';
   if (phase === 'device' && target.device === null) return 'no /oauth/device_authorization (404)';
-  if (JWT_PHASES[phase] !== undefined && !target.hasJwtResources) return 'no JWT access tokens';
+  if (ASKED[phase] === 'openid') {
+    if (!target.hasOpenId) return 'no OpenID Connect';
+  } else if (ASKED[phase] !== undefined && !target.hasJwtResources) return 'no JWT access tokens';
   return null;
 }
 
@@ -757,7 +769,13 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
         () => false,
       );
     }
-    const clientScope = hasJwtResources ? ['--scope', [SCOPE, ...Object.values(JWT_RESOURCES).map((r) => r.scope)].join(' ')] : [];
+    // OpenID Connect where the build has it: its client-create knows the identity scopes.
+    const hasOpenId = await gatehouse(database.url, ['client', 'create', '--name', 'OpenID probe', '--redirect-uri', REDIRECT_URI, '--scope', 'openid']).then(
+      () => true,
+      () => false,
+    );
+    const clientScopes = [hasOpenId ? OPENID_SCOPE : SCOPE, ...Object.values(JWT_RESOURCES).map((r) => r.scope)];
+    const clientScope = hasJwtResources ? ['--scope', clientScopes.join(' ')] : [];
     const { client_id: clientId } = await created(['--name', 'Bench client', '--redirect-uri', REDIRECT_URI, ...clientScope]);
     server = await startGatehouse(database.url, {
       inspect: options.cpuProfileDir !== null,
@@ -772,10 +790,11 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
     if (outcome.redirect?.searchParams.get('code') == null) {
       throw new Error(`logging in and approving the client did not end in a redirect with a code (status ${outcome.response.status})`);
     }
-    for (const alg of hasJwtResources ? (Object.keys(JWT_RESOURCES) as JwtAlg[]) : []) {
-      const consented = await agent.authorize(authorizePath(clientId, 'consent', pkce().challenge, alg), { decision: 'approve' });
+    const moreAsked: Asked[] = [...(hasJwtResources ? (Object.keys(JWT_RESOURCES) as JwtAlg[]) : []), ...(hasOpenId ? (['openid'] as const) : [])];
+    for (const asked of moreAsked) {
+      const consented = await agent.authorize(authorizePath(clientId, 'consent', pkce().challenge, asked), { decision: 'approve' });
       if (consented.redirect?.searchParams.get('code') == null)
-        throw new Error(`approving the ${alg} resource server did not end in a code (status ${consented.response.status})`);
+        throw new Error(`approving the ${asked} request did not end in a code (status ${consented.response.status})`);
     }
     const cookie = cookieHeader(agent);
 
@@ -813,6 +832,7 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
       introspector,
       hasWebSocket: await has('/ws', 'GET'),
       hasJwtResources,
+      hasOpenId,
       device,
       connections: options.connections,
       // With several workers a scrape is one worker's count (README, "WORKERS").
@@ -853,6 +873,7 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
       introspector: basic(PEER_CLIENTS.resourceServer, PEER_CLIENTS.resourceServerSecret),
       hasWebSocket: false,
       hasJwtResources: false,
+      hasOpenId: false,
       device: { clientId: PEER_CLIENTS.device, approval: (userCode) => ({ method: 'POST', path: '/_bench/device/approve', form: { user_code: userCode } }) },
       connections: options.connections,
       statements: null,

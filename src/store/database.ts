@@ -40,7 +40,7 @@ import * as signingKeys from './migrations/20261126_003_signing_keys.ts';
 import * as resourceTokenSettings from './migrations/20261126_004_resource_token_settings.ts';
 import * as authTime from './migrations/20261126_005_auth_time.ts';
 import * as openid from './migrations/20261126_006_openid.ts';
-import * as backchannelLogout from './migrations/20261126_102_backchannel_logout.ts';
+import * as backchannelLogout from './migrations/20261126_007_backchannel_logout.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -71,7 +71,7 @@ export const migrations: Record<string, Migration> = {
   '20261126_004_resource_token_settings': resourceTokenSettings,
   '20261126_005_auth_time': authTime,
   '20261126_006_openid': openid,
-  '20261126_102_backchannel_logout': backchannelLogout,
+  '20261126_007_backchannel_logout': backchannelLogout,
 };
 
 /**
