@@ -102,8 +102,11 @@ function parseFor(command: HelpEntry, argv: string[]) {
     const unknown = tokens.find((token) => token.kind === 'option' && !(token.name in options));
     if (unknown?.kind !== 'option') throw new UsageError((error as Error).message);
     const meant = closest(unknown.name, Object.keys(options));
+    // A value that begins with "-" (a kid may) reads as short options unless it follows "--".
+    const typed = argv[unknown.index]!;
+    const asValue = typed.startsWith('--') ? '' : ` (a value that begins with "-" goes after --: gatehouse ${command.words} -- ${typed})`;
     throw new UsageError(
-      `unknown option ${unknown.rawName} for "${command.words}"; ${meant ? `did you mean --${meant}?` : `see gatehouse ${command.words} --help`}`,
+      `unknown option ${unknown.rawName} for "${command.words}"; ${meant ? `did you mean --${meant}?` : `see gatehouse ${command.words} --help`}${asValue}`,
     );
   }
 }

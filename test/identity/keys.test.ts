@@ -193,7 +193,10 @@ for (const backend of BACKENDS) {
       assert.equal(dashed.stderr.trim(), 'gatehouse: no signing key has the kid "-nope"');
       const unseparated = await gatehouse(['keys', 'revoke', '-nope'], { DATABASE_URL: databaseUrl(server.config) });
       assert.equal(unseparated.code, 2);
-      assert.match(unseparated.stderr, /after '--'/);
+      assert.equal(
+        unseparated.stderr.trim(),
+        'gatehouse: unknown option -n for "keys revoke"; see gatehouse keys revoke --help (a value that begins with "-" goes after --: gatehouse keys revoke -- -nope)',
+      );
     });
   });
 

@@ -35,7 +35,7 @@ const text = (html: string) =>
 /** The audit page's rows, each as {when, event, user, client, by, from, details}. */
 function auditRows(html: string) {
   return [...html.matchAll(/<tr class="audit-event">([\s\S]*?)<\/tr>/g)].map((row) => {
-    const [when, event, user, client, by, from, details] = [...row[1]!.matchAll(/<td>([\s\S]*?)<\/td>/g)].map((cell) => text(cell[1]!));
+    const [when, event, user, client, by, from, details] = [...row[1]!.matchAll(/<td[^>]*>([\s\S]*?)<\/td>/g)].map((cell) => text(cell[1]!));
     return { when, event, user, client, by, from, details };
   });
 }
