@@ -59,7 +59,7 @@ try {
 
   // Registering a client, with a mistake first.
   await admin.getByRole('link', { name: 'Register a new OAuth client' }).click();
-  await admin.getByLabel('Name').fill('Annotator');
+  await admin.getByLabel('Name', { exact: true }).fill('Annotator');
   await admin.getByLabel('Redirect URL').fill('http://annotator.example.com/oauth/callback');
   await admin.getByLabel('Confidential').check();
   await admin.getByRole('button', { name: 'Register client' }).click();
