@@ -227,12 +227,13 @@ async function startProcess(
     clearTimeout(timer);
   });
 
-  const deadline = Date.now() + 30_000;
+  // 90 s: two workers loading the app on a busy 2-core machine have taken 15-30 s.
+  const deadline = Date.now() + 90_000;
   for (;;) {
     if (exited !== null) throw new Error(`${args[0]} ${exited} before it was ready:\n${stderr}`);
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`${args[0]} did not answer on ${url}${readyPath} within 30 s:\n${stderr}`);
+      throw new Error(`${args[0]} did not answer on ${url}${readyPath} within 90 s:\n${stderr}`);
     }
     const ready = await fetch(url + readyPath).then(
       (response) => response.status === 200,

@@ -91,9 +91,17 @@ const LABELS: Record<Phase | Ceiling, string> = {
   device: 'device-code exchange',
 };
 
-type ServerName = `gatehouse-${BackendName}` | `peer-${PeerAdapter}`;
+/** Gatehouse on a backend (one process, or `-w<n>`: WORKERS=n), or the peer on an adapter. */
+type ServerName = `gatehouse-${BackendName}` | `gatehouse-${BackendName}-w${number}` | `peer-${PeerAdapter}`;
 
-const SERVER_LABELS: Record<ServerName, string> = {
+/** The server's name as the tables print it. */
+function serverLabel(name: ServerName): string {
+  const workers = /^(gatehouse-\w+)-w(\d+)$/.exec(name);
+  if (workers) return `${SERVER_LABELS[workers[1] as ServerName]!.slice(0, -1)}, WORKERS=${workers[2]})`;
+  return SERVER_LABELS[name]!;
+}
+
+const SERVER_LABELS: Partial<Record<ServerName, string>> = {
   'gatehouse-sqlite': 'Gatehouse (SQLite)',
   'gatehouse-postgres': 'Gatehouse (PostgreSQL)',
   'peer-memory': 'oidc-provider (in-memory)',
@@ -157,7 +165,8 @@ Options:
                         measures the cost of the one-line-per-request log (written to /dev/null)
   --no-websockets       skip the closing WebSocket load (2000 concurrent sockets over 200
                         grants, then every grant revoked at once: npm run bench:ws alone)
-  --workers <n>         serve from n processes (WORKERS=n); where taskset exists and the machine
+  --workers <list>      Gatehouse's WORKERS, comma-separated (default 1,2: every phase on one
+                        process and on two, side by side); with n, where taskset exists and the machine
                         has n+1 cores, the server is pinned to cores 1..n and the load to core 0
   --node-options <flags>
                         NODE_OPTIONS for Gatehouse's server process only, e.g.
@@ -237,9 +246,9 @@ interface Options {
   logLevel: string;
   /** Whether to close with the WebSocket load of bench/websockets.ts. */
   websockets: boolean;
-  /** WORKERS for the server, and the cores it is pinned to (null: not pinned). */
-  workers: number;
-  serverCpus: string | null;
+  /** Gatehouse's WORKERS, each measured; and the cores a server of n workers is pinned to (absent: not pinned). */
+  workers: number[];
+  serverCpus: Map<number, string | null>;
   /** NODE_OPTIONS for Gatehouse's server process ('' for none). */
   nodeOptions: string;
   /** Seconds per measured phase instead of `requests` (null: by count). */
@@ -309,8 +318,10 @@ function readOptions(argv: string[]): Options | null {
     cpuProfileDir: values['cpu-prof'] || values['cpu-prof-dir'] ? (values['cpu-prof-dir'] ?? join(tmpdir(), `gatehouse-profiles-${timestamp()}`)) : null,
     logLevel: values['log-level'] ?? 'warn',
     websockets: !values['no-websockets'],
-    workers: count('workers', values.workers, 1),
-    serverCpus: null,
+    workers: [
+      ...new Set((values.workers ?? (values['cpu-prof'] || values['cpu-prof-dir'] ? '1' : '1,2')).split(',').map((n) => count('workers', n.trim(), 1))),
+    ],
+    serverCpus: new Map(),
     nodeOptions: values['node-options'] ?? '',
     duration: values.duration === undefined ? null : count('duration', values.duration, 0),
     warmup: 0,
@@ -324,7 +335,7 @@ function readOptions(argv: string[]): Options | null {
   if (values['no-peer'] && values.peers !== undefined) throw new Error('--no-peer and --peers contradict each other');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(options.logLevel))
     throw new Error(`--log-level: unknown level "${options.logLevel}"`);
-  if (options.workers > 1 && options.cpuProfileDir) throw new Error('--cpu-prof profiles one process: use it with --workers 1');
+  if (options.workers.some((n) => n > 1) && options.cpuProfileDir) throw new Error('--cpu-prof profiles one process: use it with --workers 1');
   if (options.requests < options.connections * 4)
     throw new Error(`--requests must be at least 4 × --connections (${options.connections * 4}): the warm-up gets a quarter`);
   return options;
@@ -470,7 +481,7 @@ function printPhase(p: PhaseRecord): void {
   const delay = p.loopDelay ? `  loop delay p50/p99/max ${fixed(p.loopDelay.p50Ms, 1)}/${fixed(p.loopDelay.p99Ms, 1)}/${fixed(p.loopDelay.maxMs, 0)} ms` : '';
   const shares = `  core: server ${p.serverCpuShare == null ? '-' : fixed(p.serverCpuShare, 2)}, load ${fixed(p.loadCpuShare ?? NaN, 2)}`;
   console.log(
-    `  ${SERVER_LABELS[p.server].padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB${p.statementsPerRequest === null ? '' : `  ${fixed(p.statementsPerRequest, 2)} ${p.server === 'gatehouse-postgres' ? 'round trips' : 'statements'}/req`}${shares}${delay}  (load avg ${loadavg()[0]!.toFixed(2)})`,
+    `  ${serverLabel(p.server).padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB${p.statementsPerRequest === null ? '' : `  ${fixed(p.statementsPerRequest, 2)} ${p.server === 'gatehouse-postgres' ? 'round trips' : 'statements'}/req`}${shares}${delay}  (load avg ${loadavg()[0]!.toFixed(2)})`,
   );
 }
 
@@ -877,7 +888,7 @@ async function statementsSent(base: string): Promise<number | null> {
 }
 
 /** A fresh Gatehouse on an empty database: a user and clients made with the CLI, logged in, consented once. */
-async function startGatehouseTarget(backend: BackendName, options: Options): Promise<Target> {
+async function startGatehouseTarget(backend: BackendName, workers: number, options: Options): Promise<Target> {
   const database = await createDatabase(backend, options.postgresUrl);
   let server: ServerProcess | null = null;
   let profiler: ProfilerSession | null = null;
@@ -911,8 +922,8 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
     server = await startGatehouse(database.url, {
       inspect: options.cpuProfileDir !== null,
       logLevel: options.logLevel,
-      workers: options.workers,
-      cpus: options.serverCpus,
+      workers,
+      cpus: options.serverCpus.get(workers) ?? null,
       nodeOptions: options.nodeOptions,
       throttles: options.throttles,
       purgeSeconds: options.purgeSeconds,
@@ -958,7 +969,7 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
     }
     profiler = await attachProfiler(server, options);
     return {
-      name: `gatehouse-${backend}`,
+      name: workers === 1 ? `gatehouse-${backend}` : `gatehouse-${backend}-w${workers}`,
       server,
       clientId,
       authorizeStatus: 302,
@@ -970,7 +981,7 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
       device,
       connections: options.connections,
       // With several workers a scrape is one worker's count (README, "WORKERS").
-      statements: options.workers === 1 && (await statementsSent(server.url)) !== null ? async () => (await statementsSent(server!.url))! : null,
+      statements: workers === 1 && (await statementsSent(server.url)) !== null ? async () => (await statementsSent(server!.url))! : null,
       profiler,
       profileDir: options.cpuProfileDir,
       probe: probeOf(options),
@@ -1024,8 +1035,10 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
 }
 
 function startTarget(name: ServerName, options: Options): Promise<Target> {
-  const [kind, variant] = name.split('-') as ['gatehouse' | 'peer', string];
-  return kind === 'gatehouse' ? startGatehouseTarget(variant as BackendName, options) : startPeerTarget(variant as PeerAdapter, options);
+  const [kind, variant, workers] = name.split('-') as ['gatehouse' | 'peer', string, string | undefined];
+  return kind === 'gatehouse'
+    ? startGatehouseTarget(variant as BackendName, workers ? Number(workers.slice(1)) : 1, options)
+    : startPeerTarget(variant as PeerAdapter, options);
 }
 
 const median = (values: number[]) => {
@@ -1105,15 +1118,19 @@ function sideBySide(summaries: Summary[], options: Options): { headers: string[]
     ...peers.map((peer) => `${peerName(peer)} RSS MiB`),
     `Gatehouse ${statementsColumn(options.backends)}`,
   ];
-  const rows = options.backends.flatMap((backend) =>
+  const variants = options.backends.flatMap((backend) => options.workers.map((n) => ({ backend, n })));
+  const rows = variants.flatMap(({ backend, n }) =>
     options.phases.flatMap((phase) => {
-      const ours = find(`gatehouse-${backend}`, phase);
+      const ours = find(n === 1 ? `gatehouse-${backend}` : `gatehouse-${backend}-w${n}`, phase);
       if (!ours) return [];
       const theirs = peers.map((peer) => find(peer, phase));
       const cell = (s: Summary | undefined, f: (s: Summary) => string) => (s ? f(s) : '–');
       return [
         [
-          `${ours.label}${options.backends.length > 1 ? ` (${backend})` : ''}`,
+          `${ours.label}${[options.backends.length > 1 ? backend : '', options.workers.length > 1 ? `WORKERS=${n}` : '']
+            .filter(Boolean)
+            .join(', ')
+            .replace(/^(.+)$/, ' ($1)')}`,
           fixed(ours.rps, 0),
           ...theirs.map((s) => cell(s, (x) => fixed(x.rps, 0))),
           ...theirs.map((s) => cell(s, (x) => fixed(ours.rps / x.rps, 2))),
@@ -1136,8 +1153,9 @@ async function main(): Promise<number> {
   if ('exit' in parsed) return parsed.exit;
   const { options } = parsed;
 
-  const pinned = options.pin ? pinning(options.workers) : { server: null, note: 'not pinned: --no-pin' };
-  options.serverCpus = pinned.server;
+  const pins = options.workers.map((n) => ({ n, ...(options.pin ? pinning(n) : { server: null, note: 'not pinned: --no-pin' }) }));
+  for (const { n, server } of pins) options.serverCpus.set(n, server);
+  const pinned = { note: pins.map(({ n, note }) => `WORKERS=${n}: ${note}`).join('; ') };
   const startedAt = new Date().toISOString();
   const atStart = machine();
   const measured = revision();
@@ -1151,7 +1169,7 @@ async function main(): Promise<number> {
     }
   }
   const servers: ServerName[] = [
-    ...options.backends.map((backend) => `gatehouse-${backend}` as const),
+    ...options.backends.flatMap((backend) => options.workers.map((n): ServerName => (n === 1 ? `gatehouse-${backend}` : `gatehouse-${backend}-w${n}`))),
     ...options.peers.map((adapter) => `peer-${adapter}` as const),
   ];
   const warm = options.warmup;
@@ -1159,7 +1177,7 @@ async function main(): Promise<number> {
   timelineFile = options.timeline;
   probeDirectory = scratchDirectory().path;
   console.log(
-    `Gatehouse bench at ${measured}: ${servers.map((s) => SERVER_LABELS[s]).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers}${options.nodeOptions ? `, NODE_OPTIONS=${options.nodeOptions}` : ''} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
+    `Gatehouse bench at ${measured}: ${servers.map((s) => serverLabel(s)).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers.join(' and ')}${options.nodeOptions ? `, NODE_OPTIONS=${options.nodeOptions}` : ''} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
   );
 
   const records: PhaseRecord[] = [];
@@ -1182,14 +1200,14 @@ async function main(): Promise<number> {
             target = await startTarget(name, options);
             const why = unsupported(target, phase);
             if (why !== null) {
-              const note = `${SERVER_LABELS[name]}: ${LABELS[phase]} not measured (${why})`;
+              const note = `${serverLabel(name)}: ${LABELS[phase]} not measured (${why})`;
               if (!notes.includes(note)) notes.push(note);
               continue;
             }
             await runPhase(target, phase, options.requests, warm, { record: records, round });
           } catch (error) {
             const reason = (error as Error).message;
-            console.error(`  ${SERVER_LABELS[name]} ${LABELS[phase]}: FAILED: ${reason}`);
+            console.error(`  ${serverLabel(name)} ${LABELS[phase]}: FAILED: ${reason}`);
             failed.push({ server: name, phase, round, reason });
           } finally {
             await target?.stop();
@@ -1238,7 +1256,7 @@ async function main(): Promise<number> {
       '–',
     ]),
     ...summaries.map((s) => [
-      SERVER_LABELS[s.server],
+      serverLabel(s.server),
       s.label,
       s.requests,
       fixed(s.rps, 0),
@@ -1268,12 +1286,12 @@ async function main(): Promise<number> {
   if (comparison) console.log(`${markdownTable(comparison.headers, comparison.rows, 1)}\n`);
   if (options.rounds > 1) console.log(`Medians of ${options.rounds} interleaved rounds.`);
   for (const note of notes) console.log(`- ${note}`);
-  for (const f of failed) console.log(`- ${SERVER_LABELS[f.server]} ${LABELS[f.phase]} FAILED (round ${f.round}): ${f.reason}`);
+  for (const f of failed) console.log(`- ${serverLabel(f.server)} ${LABELS[f.phase]} FAILED (round ${f.round}): ${f.reason}`);
 
   const profiled = records.filter((p) => p.cpuProfile);
   if (profiled.length > 0) {
     console.log(`\nCPU profiles (${options.cpuProfileDir}):`);
-    for (const p of profiled) console.log(`\n${formatSummary(`${SERVER_LABELS[p.server]} ${p.label} (round ${p.round})`, p.cpuProfile!.summary)}`);
+    for (const p of profiled) console.log(`\n${formatSummary(`${serverLabel(p.server)} ${p.label} (round ${p.round})`, p.cpuProfile!.summary)}`);
   }
   console.log(`\nResults: ${file}`);
   if (options.websockets) {
