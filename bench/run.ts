@@ -1063,6 +1063,11 @@ interface Summary {
   ofCeiling: number;
   ofFastify: number;
   statementsPerRequest: number | null;
+  /** Medians over the rounds: the server's and the load generator's shares of a core, the event loop's delay p99 and max. */
+  serverCpuShare: number;
+  loadCpuShare: number;
+  loopP99Ms: number;
+  loopMaxMs: number;
 }
 
 function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[], ceiling: PhaseRecord, fastify: PhaseRecord): Summary[] {
@@ -1086,6 +1091,10 @@ function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[
           ofCeiling: rps / ceiling.rps,
           ofFastify: rps / fastify.rps,
           statementsPerRequest: rounds.every((r) => r.statementsPerRequest === null) ? null : median(rounds.map((r) => r.statementsPerRequest ?? NaN)),
+          serverCpuShare: median(rounds.map((r) => r.serverCpuShare ?? NaN)),
+          loadCpuShare: median(rounds.map((r) => r.loadCpuShare ?? NaN)),
+          loopP99Ms: median(rounds.map((r) => r.loopDelay?.p99Ms ?? NaN)),
+          loopMaxMs: median(rounds.map((r) => r.loopDelay?.maxMs ?? NaN)),
         },
       ];
     }),
@@ -1254,6 +1263,8 @@ async function main(): Promise<number> {
       `${fixed((c.rps / nodeCeiling.rps) * 100, 1)} %`,
       `${fixed((c.rps / fastifyCeiling.rps) * 100, 1)} %`,
       '–',
+      '–',
+      '–',
     ]),
     ...summaries.map((s) => [
       serverLabel(s.server),
@@ -1267,6 +1278,8 @@ async function main(): Promise<number> {
       `${fixed(s.ofCeiling * 100, 1)} %`,
       `${fixed(s.ofFastify * 100, 1)} %`,
       perRequest(s.statementsPerRequest),
+      `${fixed(s.serverCpuShare, 2)} / ${fixed(s.loadCpuShare, 2)}`,
+      `${fixed(s.loopP99Ms, 1)} / ${fixed(s.loopMaxMs, 0)}`,
     ]),
   ];
   const headers = [
@@ -1281,6 +1294,8 @@ async function main(): Promise<number> {
     'of bare node:http',
     'of bare Fastify',
     `${statementsColumn(options.backends)} per request`,
+    'core share: server / load generator',
+    'event-loop delay p99 / max ms',
   ];
   console.log(`\n${markdownTable(headers, rows)}\n`);
   if (comparison) console.log(`${markdownTable(comparison.headers, comparison.rows, 1)}\n`);
