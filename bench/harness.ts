@@ -310,6 +310,8 @@ export async function startGatehouse(
   return {
     ...server,
     processes,
+    // The primary's CPU alone would leave out the workers' (they are its children, not its threads).
+    cpuMs: () => processes().reduce((sum, pid) => sum + processCpuMs(pid), 0),
     memory: () =>
       processes()
         .map(processMemory)
