@@ -160,6 +160,8 @@ export interface ServerProcess {
   cpuMs(): number;
   /** SIGTERM, then SIGKILL if it has not exited within 10 s. */
   stop(): Promise<void>;
+  /** The process and, with WORKERS > 1, its workers. */
+  processes?: () => number[];
 }
 
 /** The process's memory from /proc (Linux); NaN once it has exited. */
@@ -225,12 +227,13 @@ async function startProcess(
     clearTimeout(timer);
   });
 
-  const deadline = Date.now() + 30_000;
+  // 90 s: two workers loading the app on a busy 2-core machine have taken 15-30 s.
+  const deadline = Date.now() + 90_000;
   for (;;) {
     if (exited !== null) throw new Error(`${args[0]} ${exited} before it was ready:\n${stderr}`);
     if (Date.now() > deadline) {
       await stop();
-      throw new Error(`${args[0]} did not answer on ${url}${readyPath} within 30 s:\n${stderr}`);
+      throw new Error(`${args[0]} did not answer on ${url}${readyPath} within 90 s:\n${stderr}`);
     }
     const ready = await fetch(url + readyPath).then(
       (response) => response.status === 200,
@@ -257,9 +260,23 @@ async function startProcess(
  */
 export async function startGatehouse(
   databaseUrl: string,
-  options: { inspect?: boolean; logLevel?: string; checkout?: string; workers?: number; cpus?: string | null; nodeOptions?: string } = {},
+  options: {
+    inspect?: boolean;
+    logLevel?: string;
+    checkout?: string;
+    workers?: number;
+    cpus?: string | null;
+    nodeOptions?: string;
+    /** false: no throttling counters at all (0 = off); default: counters running, far above the load. */
+    throttles?: boolean;
+    /** Where bench/probe.ts, loaded into the server, writes what it sees (null: not loaded). */
+    probe?: Probe | null;
+    /** PURGE_INTERVAL_SECONDS (default 0: none). */
+    purgeSeconds?: number;
+  } = {},
 ): Promise<ServerProcess> {
   const logLevel = options.logLevel ?? 'warn';
+  const unlimited = options.throttles === false ? '0' : '1000000000';
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const env = {
@@ -271,17 +288,19 @@ export async function startGatehouse(
     LOG_LEVEL: logLevel,
     WORKERS: String(options.workers ?? 1),
     // The bench purges when it means to (bench:scale), not in the middle of a phase.
-    PURGE_INTERVAL_SECONDS: '0',
+    PURGE_INTERVAL_SECONDS: String(options.purgeSeconds ?? 0),
     // All the load comes from one address and one client: keep the token endpoint's
-    // counters running (their cost is part of every request) but far above what we send.
-    TOKEN_REQUESTS_PER_CLIENT: '1000000000',
-    TOKEN_REQUESTS_PER_ADDRESS: '1000000000',
+    // counters running (their cost is part of every request) but far above what we send —
+    // or, with `throttles: false`, none at all (0 turns a counter off).
+    TOKEN_REQUESTS_PER_CLIENT: unlimited,
+    TOKEN_REQUESTS_PER_ADDRESS: unlimited,
     // Likewise the /device form's guess counters: every approval reserves a guess of the one
     // user until the code proves right, and 50 approvals in flight would pass the 10 a user has.
-    LOGIN_FAILURES_PER_ACCOUNT: '1000000000',
-    LOGIN_FAILURES_PER_ADDRESS: '1000000000',
-    // Node's own flags for the server alone (not the load generator), e.g. a smaller young generation.
-    ...(options.nodeOptions ? { NODE_OPTIONS: options.nodeOptions } : {}),
+    LOGIN_FAILURES_PER_ACCOUNT: unlimited,
+    LOGIN_FAILURES_PER_ADDRESS: unlimited,
+    // Node's own flags for the server alone (not the load generator), e.g. a smaller young generation;
+    // and the probe, when asked for.
+    ...probeEnvironment(options.probe ?? null, options.nodeOptions ?? ''),
   };
   const quiet = ['info', 'debug', 'trace'].includes(logLevel);
   const server = await startProcess(['src/main.ts', 'serve'], env, url, '/_status', { inspect: options.inspect ?? false, quiet, cwd: options.checkout });
@@ -290,6 +309,9 @@ export async function startGatehouse(
   if (options.cpus) for (const pid of processes()) spawnSync('taskset', ['-acp', options.cpus, String(pid)], { stdio: 'ignore' });
   return {
     ...server,
+    processes,
+    // The primary's CPU alone would leave out the workers' (they are its children, not its threads).
+    cpuMs: () => processes().reduce((sum, pid) => sum + processCpuMs(pid), 0),
     memory: () =>
       processes()
         .map(processMemory)
@@ -335,13 +357,93 @@ export type PeerAdapter = 'memory' | 'sqlite';
  * The peer: oidc-provider on Gatehouse's paths (bench/peer/server.ts), with its in-memory
  * adapter or with a node:sqlite file in `directory`.
  */
-export async function startPeer(adapter: PeerAdapter, directory: string, options: { inspect?: boolean } = {}): Promise<ServerProcess> {
+export async function startPeer(adapter: PeerAdapter, directory: string, options: { inspect?: boolean; probe?: Probe | null } = {}): Promise<ServerProcess> {
   const port = await freePort();
   const spec = adapter === 'memory' ? 'memory' : `sqlite:${join(directory, 'peer.db')}`;
-  return startProcess(['bench/peer/server.ts', String(port), spec], process.env, `http://127.0.0.1:${port}`, '/.well-known/openid-configuration', {
+  const env = { ...process.env, ...probeEnvironment(options.probe ?? null, '') };
+  return startProcess(['bench/peer/server.ts', String(port), spec], env, `http://127.0.0.1:${port}`, '/.well-known/openid-configuration', {
     inspect: options.inspect ?? false,
     quiet: false,
   });
+}
+
+/** Where bench/probe.ts writes, and whether it keeps a timeline. */
+export interface Probe {
+  directory: string;
+  timeline: boolean;
+}
+
+/** The environment that loads bench/probe.ts into a server (and its workers), beside `nodeOptions`. */
+function probeEnvironment(probe: Probe | null, nodeOptions: string): NodeJS.ProcessEnv {
+  const flags = [nodeOptions, probe ? `--import=${join(ROOT, 'bench', 'probe.ts')}` : ''].filter(Boolean).join(' ');
+  return {
+    ...(flags ? { NODE_OPTIONS: flags } : {}),
+    ...(probe ? { BENCH_PROBE_DIR: probe.directory, BENCH_TIMELINE: probe.timeline ? '1' : '0' } : {}),
+  };
+}
+
+/** One window of bench/probe.ts in one process: CPU share of one core, event-loop delay. */
+export interface ProbeWindow {
+  pid: number;
+  from: number;
+  to: number;
+  wallMs: number;
+  cpuMs: number;
+  cpuShare: number;
+  loopDelay: { p50Ms: number; p99Ms: number; maxMs: number } | null;
+}
+
+/**
+ * Closes the probe's window in each of `pids` (SIGUSR2) and returns what each wrote for it;
+ * a process that has no probe or does not answer within 2 s is left out.
+ */
+export async function probeWindows(probe: Probe, pids: number[]): Promise<ProbeWindow[]> {
+  const lines = (pid: number) => {
+    try {
+      return readFileSync(join(probe.directory, `${pid}.jsonl`), 'utf8')
+        .trim()
+        .split('\n')
+        .filter(Boolean);
+    } catch {
+      return [];
+    }
+  };
+  const before = new Map(pids.map((pid) => [pid, lines(pid).length]));
+  for (const pid of pids) {
+    try {
+      process.kill(pid, 'SIGUSR2');
+    } catch {
+      // gone
+    }
+  }
+  const windows: ProbeWindow[] = [];
+  const deadline = Date.now() + 2000;
+  for (const pid of pids) {
+    for (;;) {
+      const all = lines(pid);
+      if (all.length > before.get(pid)!) {
+        windows.push(JSON.parse(all.at(-1)!) as ProbeWindow);
+        break;
+      }
+      if (Date.now() > deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+  return windows;
+}
+
+/** The timeline events bench/probe.ts has written for `pid` since `offset` lines; and the new offset. */
+export function probeEvents(probe: Probe, pid: number, offset: number): { events: Array<Record<string, unknown>>; offset: number } {
+  let all: string[] = [];
+  try {
+    all = readFileSync(join(probe.directory, `${pid}.timeline.jsonl`), 'utf8')
+      .trim()
+      .split('\n')
+      .filter(Boolean);
+  } catch {
+    // none yet
+  }
+  return { events: all.slice(offset).map((line) => JSON.parse(line) as Record<string, unknown>), offset: all.length };
 }
 
 /** A throw-away directory, removed by the returned function or when the run is interrupted. */
@@ -473,8 +575,17 @@ export function startLoad(options: LoadOptions): Load {
   return { result, stop: () => instance.stop() };
 }
 
-export function runLoad(options: LoadOptions & { amount: number }): Promise<LoadResult> {
-  return startLoad(options).result;
+/** A load of exactly `amount` requests, or of as many as `seconds` allow (the requests still in flight then are not counted). */
+export function runLoad(options: LoadOptions & ({ amount: number } | { amount?: undefined; seconds: number })): Promise<LoadResult> {
+  if (options.amount === 0) return Promise.resolve(emptyResult()); // autocannon would take 0 for "no limit"
+  const load = startLoad(options);
+  if (options.amount !== undefined) return load.result;
+  const timer = setTimeout(() => load.stop(), options.seconds * 1000);
+  return load.result.finally(() => clearTimeout(timer));
+}
+
+function emptyResult(): LoadResult {
+  return { requests: 0, seconds: 0, rps: NaN, p50: NaN, p99: NaN, max: 0, unexpected: {}, errors: 0, sample: null, finishedAt: [], latencies: [] };
 }
 
 /** How many requests did not get what they should have (wrong status, failed check, error). */

@@ -12,7 +12,7 @@
  * any response without the expected status and shape fails that server's phase (exit 1).
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -21,6 +21,7 @@ import { PEER_CLIENTS, PEER_REDIRECT_URI } from './peer/clients.ts';
 import {
   commandLine,
   DEFAULT_POSTGRES_URL,
+  ROOT,
   createDatabase,
   exit,
   failureReport,
@@ -38,6 +39,8 @@ import {
   shout,
   startCeiling,
   pinning,
+  probeEvents,
+  probeWindows,
   startGatehouse,
   startPeer,
   timestamp,
@@ -45,6 +48,8 @@ import {
   type LoadResult,
   type Memory,
   type PeerAdapter,
+  type Probe,
+  type ProbeWindow,
   type RequestSpec,
   type ServerProcess,
 } from './harness.ts';
@@ -86,9 +91,17 @@ const LABELS: Record<Phase | Ceiling, string> = {
   device: 'device-code exchange',
 };
 
-type ServerName = `gatehouse-${BackendName}` | `peer-${PeerAdapter}`;
+/** Gatehouse on a backend (one process, or `-w<n>`: WORKERS=n), or the peer on an adapter. */
+type ServerName = `gatehouse-${BackendName}` | `gatehouse-${BackendName}-w${number}` | `peer-${PeerAdapter}`;
 
-const SERVER_LABELS: Record<ServerName, string> = {
+/** The server's name as the tables print it. */
+function serverLabel(name: ServerName): string {
+  const workers = /^(gatehouse-\w+)-w(\d+)$/.exec(name);
+  if (workers) return `${SERVER_LABELS[workers[1] as ServerName]!.slice(0, -1)}, WORKERS=${workers[2]})`;
+  return SERVER_LABELS[name]!;
+}
+
+const SERVER_LABELS: Partial<Record<ServerName, string>> = {
   'gatehouse-sqlite': 'Gatehouse (SQLite)',
   'gatehouse-postgres': 'Gatehouse (PostgreSQL)',
   'peer-memory': 'oidc-provider (in-memory)',
@@ -119,7 +132,23 @@ Options:
   --connections <n>     concurrent connections (default 50)
   --requests <n>        requests per measured phase (default 3000); bearer /api/profile gets
                         3 times as many; the ceiling is sampled with 4 times as many; each
-                        phase's unrecorded warm-up gets a quarter
+                        phase's unrecorded warm-up gets a quarter. With --duration: the inputs
+                        made for each phase that consumes them (codes, refresh tokens), which
+                        must outlast it (a phase that runs out fails, saying so)
+  --duration <s>        measure each phase for s seconds instead of a number of requests
+                        (WebSocket connect and the ceilings keep --requests)
+  --warmup <n>          requests of each phase's unrecorded warm-up (default a quarter of
+                        --requests; 0: none, the phase is measured from a cold process)
+  --throttles <on|off>  on (default): the throttling counters run, far above the load; off:
+                        none at all (TOKEN_REQUESTS_PER_* and LOGIN_FAILURES_PER_* = 0)
+  --timeline            write bench/results/<timestamp>.timeline.jsonl: per measured phase,
+                        100 ms buckets of request latency (count, p50, max) beside the
+                        server's garbage collections, checkpoints, purge runs and worst
+                        event-loop delay per 100 ms (bench/probe.ts)
+  --purge <s>           Gatehouse's PURGE_INTERVAL_SECONDS (default 0: no purge runs)
+  --no-pin              leave every process free to run on any core (by default, where
+                        taskset exists and there are cores enough, the server runs on its
+                        own core(s) and the load generator on core 0)
   --rounds <n>          rounds, interleaved: every phase on every server, then again (default 1)
   --phases <list>       comma-separated subset of: ${PHASES.join(',')} (default all)
   --backends <list>     Gatehouse's backends, comma-separated: sqlite,postgres (default both;
@@ -136,12 +165,20 @@ Options:
                         measures the cost of the one-line-per-request log (written to /dev/null)
   --no-websockets       skip the closing WebSocket load (2000 concurrent sockets over 200
                         grants, then every grant revoked at once: npm run bench:ws alone)
-  --workers <n>         serve from n processes (WORKERS=n); where taskset exists and the machine
+  --workers <list>      Gatehouse's WORKERS, comma-separated (default 1,2: every phase on one
+                        process and on two, side by side); with n, where taskset exists and the machine
                         has n+1 cores, the server is pinned to cores 1..n and the load to core 0
   --node-options <flags>
                         NODE_OPTIONS for Gatehouse's server process only, e.g.
                         "--max-semi-space-size=16" (a smaller young generation: less RSS, more GC)
   -h, --help            show this text
+
+Inside every server (and each of its workers) bench/probe.ts reports per measured phase the
+event loop's delay (perf_hooks.monitorEventLoopDelay: p50, p99, max) and the share of one
+core the server used (process.cpuUsage over wall time, summed over its processes; one
+minus it is the time it had nothing to do). The load generator's own share of a core is
+printed beside it: on a machine with fewer cores than load generator plus server, the two
+compete.
 
 Writes bench/results/<timestamp>.json and prints Markdown tables at the end.`;
 
@@ -181,6 +218,12 @@ interface PhaseRecord {
   memory: Memory;
   /** Gatehouse's database statements per request (gatehouse_database_statements_total; on PostgreSQL, round trips); null where not counted. */
   statementsPerRequest: number | null;
+  /** The server's share of one core during the phase (all its processes), from bench/probe.ts; null without it. */
+  serverCpuShare?: number | null;
+  /** The load generator's (this process's) share of one core during the phase. */
+  loadCpuShare?: number;
+  /** The event loop's delay during the phase (the worst of the serving processes), from bench/probe.ts. */
+  loopDelay?: ProbeWindow['loopDelay'];
   cpuProfile?: { file: string; summary: ProfileSummary };
 }
 
@@ -203,12 +246,27 @@ interface Options {
   logLevel: string;
   /** Whether to close with the WebSocket load of bench/websockets.ts. */
   websockets: boolean;
-  /** WORKERS for the server, and the cores it is pinned to (null: not pinned). */
-  workers: number;
-  serverCpus: string | null;
+  /** Gatehouse's WORKERS, each measured; and the cores a server of n workers is pinned to (absent: not pinned). */
+  workers: number[];
+  serverCpus: Map<number, string | null>;
   /** NODE_OPTIONS for Gatehouse's server process ('' for none). */
   nodeOptions: string;
+  /** Seconds per measured phase instead of `requests` (null: by count). */
+  duration: number | null;
+  /** Requests of each phase's warm-up. */
+  warmup: number;
+  /** Whether the throttling counters run (far above the load) or are off. */
+  throttles: boolean;
+  /** Where the timeline goes (null: none). */
+  timeline: string | null;
+  /** Gatehouse's PURGE_INTERVAL_SECONDS. */
+  purgeSeconds: number;
+  /** Whether to pin the server and the load generator to separate cores where it can (pinning()). */
+  pin: boolean;
 }
+
+/** The run's name: its results file, and its timeline's. */
+const runName = timestamp();
 
 function readOptions(argv: string[]): Options | null {
   const { values } = parseArgs({
@@ -228,6 +286,12 @@ function readOptions(argv: string[]): Options | null {
       'no-websockets': { type: 'boolean' },
       workers: { type: 'string' },
       'node-options': { type: 'string' },
+      duration: { type: 'string' },
+      warmup: { type: 'string' },
+      throttles: { type: 'string' },
+      timeline: { type: 'boolean' },
+      'no-pin': { type: 'boolean' },
+      purge: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -254,14 +318,24 @@ function readOptions(argv: string[]): Options | null {
     cpuProfileDir: values['cpu-prof'] || values['cpu-prof-dir'] ? (values['cpu-prof-dir'] ?? join(tmpdir(), `gatehouse-profiles-${timestamp()}`)) : null,
     logLevel: values['log-level'] ?? 'warn',
     websockets: !values['no-websockets'],
-    workers: count('workers', values.workers, 1),
-    serverCpus: null,
+    workers: [
+      ...new Set((values.workers ?? (values['cpu-prof'] || values['cpu-prof-dir'] ? '1' : '1,2')).split(',').map((n) => count('workers', n.trim(), 1))),
+    ],
+    serverCpus: new Map(),
     nodeOptions: values['node-options'] ?? '',
+    duration: values.duration === undefined ? null : count('duration', values.duration, 0),
+    warmup: 0,
+    throttles: (values.throttles ?? 'on') === 'on',
+    timeline: values.timeline ? join(ROOT, 'bench', 'results', `${runName}.timeline.jsonl`) : null,
+    pin: !values['no-pin'],
+    purgeSeconds: values.purge === undefined ? 0 : count('purge', values.purge, 0),
   };
+  if (!['on', 'off'].includes(values.throttles ?? 'on')) throw new Error(`--throttles: on or off, got "${values.throttles}"`);
+  options.warmup = values.warmup === '0' ? 0 : count('warmup', values.warmup, Math.max(options.connections, Math.floor(options.requests / 4)));
   if (values['no-peer'] && values.peers !== undefined) throw new Error('--no-peer and --peers contradict each other');
   if (!['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'].includes(options.logLevel))
     throw new Error(`--log-level: unknown level "${options.logLevel}"`);
-  if (options.workers > 1 && options.cpuProfileDir) throw new Error('--cpu-prof profiles one process: use it with --workers 1');
+  if (options.workers.some((n) => n > 1) && options.cpuProfileDir) throw new Error('--cpu-prof profiles one process: use it with --workers 1');
   if (options.requests < options.connections * 4)
     throw new Error(`--requests must be at least 4 × --connections (${options.connections * 4}): the warm-up gets a quarter`);
   return options;
@@ -292,6 +366,8 @@ interface Target {
   statements: (() => Promise<number>) | null;
   profiler: ProfilerSession | null;
   profileDir: string | null;
+  /** bench/probe.ts inside the server, where it writes. */
+  probe: Probe | null;
   /** Stops the server and removes its database. */
   stop(): Promise<void>;
 }
@@ -349,17 +425,27 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
   const profiler = record ? target.profiler : null;
   const statements = record ? target.statements : null;
   const statementsBefore = await statements?.();
+  const pids = target.server.processes?.() ?? [target.server.pid];
+  if (record && target.probe) await probeWindows(target.probe, pids); // opens the phase's window
   await profiler?.start();
   const cpuBefore = target.server.cpuMs();
+  const loadCpuBefore = process.cpuUsage();
   const result = await run();
+  const loadCpu = process.cpuUsage(loadCpuBefore);
   const cpuMs = target.server.cpuMs() - cpuBefore;
+  const windows = record && target.probe ? await probeWindows(target.probe, pids) : [];
   const profile = profiler ? await profiler.stop() : null;
   const statementsAfter = await statements?.();
   const memory = target.server.memory();
   const problem = failureReport(result);
   if (problem)
-    throw new Error(`${LABELS[phase]}${record ? '' : ' (preparing or warming up)'}: ${failures(result)} of ${result.requests} requests failed: ${problem}`);
+    throw new Error(
+      `${LABELS[phase]}${record ? '' : ' (preparing or warming up)'}: ${failures(result)} of ${result.requests} requests failed: ${problem}${record && measuredSeconds !== null ? ' (with --duration, the inputs made for the phase may have run out: raise --requests)' : ''}`,
+    );
   if (!record) return;
+  // With several workers the primary only hands out connections: the loop delay is the worst worker's.
+  const serving = windows.length > 1 ? windows.filter((w) => w.pid !== target.server.pid) : windows;
+  const delays = serving.map((w) => w.loopDelay).filter((d) => d !== null);
   const entry: PhaseRecord = {
     server: target.name,
     phase,
@@ -374,7 +460,14 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
     cpuMsPerRequest: cpuMs / result.requests,
     memory,
     statementsPerRequest: statementsBefore === undefined || statementsAfter === undefined ? null : (statementsAfter - statementsBefore) / result.requests,
+    serverCpuShare: windows.length === 0 ? null : windows.reduce((sum, w) => sum + w.cpuMs, 0) / Math.max(...windows.map((w) => w.wallMs)),
+    loadCpuShare: (loadCpu.user + loadCpu.system) / 1000 / (result.seconds * 1000),
+    loopDelay:
+      delays.length === 0
+        ? null
+        : { p50Ms: Math.max(...delays.map((d) => d.p50Ms)), p99Ms: Math.max(...delays.map((d) => d.p99Ms)), maxMs: Math.max(...delays.map((d) => d.maxMs)) },
   };
+  if (target.probe?.timeline && timelineFile) writeTimeline(timelineFile, entry, result, target, pids);
   if (profile && target.profileDir) {
     const file = join(target.profileDir, `${target.name}-${phase}-round${round}.cpuprofile`);
     writeFileSync(file, JSON.stringify(profile));
@@ -385,9 +478,58 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
 }
 
 function printPhase(p: PhaseRecord): void {
+  const delay = p.loopDelay ? `  loop delay p50/p99/max ${fixed(p.loopDelay.p50Ms, 1)}/${fixed(p.loopDelay.p99Ms, 1)}/${fixed(p.loopDelay.maxMs, 0)} ms` : '';
+  const shares = `  core: server ${p.serverCpuShare == null ? '-' : fixed(p.serverCpuShare, 2)}, load ${fixed(p.loadCpuShare ?? NaN, 2)}`;
   console.log(
-    `  ${SERVER_LABELS[p.server].padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB${p.statementsPerRequest === null ? '' : `  ${fixed(p.statementsPerRequest, 2)} ${p.server === 'gatehouse-postgres' ? 'round trips' : 'statements'}/req`}`,
+    `  ${serverLabel(p.server).padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB${p.statementsPerRequest === null ? '' : `  ${fixed(p.statementsPerRequest, 2)} ${p.server === 'gatehouse-postgres' ? 'round trips' : 'statements'}/req`}${shares}${delay}  (load avg ${loadavg()[0]!.toFixed(2)})`,
   );
+}
+
+/** Where every server's bench/probe.ts writes: one directory for the run, a file per process id. */
+let probeDirectory: string | null = null;
+
+function probeOf(options: Options): Probe | null {
+  return probeDirectory === null ? null : { directory: probeDirectory, timeline: options.timeline !== null };
+}
+
+/** Where --timeline writes (null: no timeline). */
+let timelineFile: string | null = null;
+
+/** Offsets into each process's timeline file: the events of a phase are those written since the one before. */
+const timelineOffsets = new Map<number, number>();
+
+/**
+ * Appends a measured phase to the timeline: its requests in 100 ms buckets by the time they
+ * finished (count, p50, max latency), and what the server's probe saw meanwhile (GC pauses,
+ * checkpoints, purge runs, the worst event-loop delay per 100 ms), all on one clock (ms since the epoch).
+ */
+function writeTimeline(file: string, entry: PhaseRecord, result: LoadResult, target: Target, pids: number[]): void {
+  const tag = { server: entry.server, phase: entry.phase, round: entry.round };
+  const buckets = new Map<number, number[]>();
+  result.finishedAt.forEach((at, i) => {
+    const bucket = Math.floor((performance.timeOrigin + at) / 100) * 100;
+    let list = buckets.get(bucket);
+    if (!list) buckets.set(bucket, (list = []));
+    list.push(result.latencies[i]!);
+  });
+  const lines = [...buckets].map(([t, latencies]) =>
+    JSON.stringify({ ...tag, type: 'requests', t, count: latencies.length, p50Ms: percentile(latencies, 50), maxMs: Math.max(...latencies) }),
+  );
+  for (const pid of pids) {
+    const { events, offset } = probeEvents(target.probe!, pid, timelineOffsets.get(pid) ?? 0);
+    timelineOffsets.set(pid, offset);
+    const [first, last] = [Math.min(...buckets.keys()), Math.max(...buckets.keys()) + 100];
+    for (const event of events) if ((event.t as number) >= first && (event.t as number) <= last) lines.push(JSON.stringify({ ...tag, pid, ...event }));
+  }
+  appendFileSync(file, `${lines.join('\n')}\n`);
+}
+
+/** Seconds per measured load (--duration), or null: measured loads are `n` requests. */
+let measuredSeconds: number | null = null;
+
+/** A load's size: `n` requests, or, when it is measured and --duration was given, as many as the duration allows. */
+function size(n: number, sink: Sink): { amount: number } | { seconds: number } {
+  return sink.record && measuredSeconds !== null ? { seconds: measuredSeconds } : { amount: n };
 }
 
 /** Where a phase's load goes to be recorded, or nowhere (preparation, warm-up). */
@@ -406,7 +548,7 @@ async function authorize(target: Target, n: number, sink = UNRECORDED, asked?: A
     runLoad({
       url: target.server.url,
       connections: target.connections,
-      amount: n,
+      ...size(n, sink),
       expect: target.authorizeStatus,
       next: () => {
         const request = take(requests, { state: 'exhausted', verifier: '', challenge: 'exhausted' });
@@ -432,7 +574,7 @@ async function tokenRequests(target: Target, phase: Phase, n: number, form: () =
     runLoad({
       url: target.server.url,
       connections: target.connections,
-      amount: n,
+      ...size(n, sink),
       expect: 200,
       next: () => ({ method: 'POST', path: '/api/token', form: form() }),
       check: (body) => {
@@ -479,7 +621,7 @@ async function bearer(target: Target, pairs: Pair[], n: number, sink = UNRECORDE
     runLoad({
       url: target.server.url,
       connections: target.connections,
-      amount: n,
+      ...size(n, sink),
       expect: 200,
       next: () => ({ path: '/api/profile', headers: { authorization: `Bearer ${pairs[turn++ % pairs.length]!.access}` } }),
       check: (body) => body.includes(`"username":"${USERNAME}"`),
@@ -493,7 +635,7 @@ async function introspect(target: Target, pairs: Pair[], n: number, sink = UNREC
     runLoad({
       url: target.server.url,
       connections: target.connections,
-      amount: n,
+      ...size(n, sink),
       expect: 200,
       next: () => ({
         method: 'POST',
@@ -511,7 +653,7 @@ async function revoke(target: Target, pairs: Pair[], n: number, sink = UNRECORDE
     runLoad({
       url: target.server.url,
       connections: target.connections,
-      amount: n,
+      ...size(n, sink),
       expect: 200,
       next: () => ({
         method: 'POST',
@@ -746,7 +888,7 @@ async function statementsSent(base: string): Promise<number | null> {
 }
 
 /** A fresh Gatehouse on an empty database: a user and clients made with the CLI, logged in, consented once. */
-async function startGatehouseTarget(backend: BackendName, options: Options): Promise<Target> {
+async function startGatehouseTarget(backend: BackendName, workers: number, options: Options): Promise<Target> {
   const database = await createDatabase(backend, options.postgresUrl);
   let server: ServerProcess | null = null;
   let profiler: ProfilerSession | null = null;
@@ -780,9 +922,12 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
     server = await startGatehouse(database.url, {
       inspect: options.cpuProfileDir !== null,
       logLevel: options.logLevel,
-      workers: options.workers,
-      cpus: options.serverCpus,
+      workers,
+      cpus: options.serverCpus.get(workers) ?? null,
       nodeOptions: options.nodeOptions,
+      throttles: options.throttles,
+      purgeSeconds: options.purgeSeconds,
+      probe: probeOf(options),
     });
 
     const agent = new UserAgent(server.url);
@@ -824,7 +969,7 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
     }
     profiler = await attachProfiler(server, options);
     return {
-      name: `gatehouse-${backend}`,
+      name: workers === 1 ? `gatehouse-${backend}` : `gatehouse-${backend}-w${workers}`,
       server,
       clientId,
       authorizeStatus: 302,
@@ -836,9 +981,10 @@ async function startGatehouseTarget(backend: BackendName, options: Options): Pro
       device,
       connections: options.connections,
       // With several workers a scrape is one worker's count (README, "WORKERS").
-      statements: options.workers === 1 && (await statementsSent(server.url)) !== null ? async () => (await statementsSent(server!.url))! : null,
+      statements: workers === 1 && (await statementsSent(server.url)) !== null ? async () => (await statementsSent(server!.url))! : null,
       profiler,
       profileDir: options.cpuProfileDir,
+      probe: probeOf(options),
       stop,
     };
   } catch (error) {
@@ -858,7 +1004,7 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
     await directory.remove();
   };
   try {
-    server = await startPeer(adapter, directory.path, { inspect: options.cpuProfileDir !== null });
+    server = await startPeer(adapter, directory.path, { inspect: options.cpuProfileDir !== null, probe: probeOf(options) });
     const agent = new UserAgent(server.url);
     const outcome = await agent.visit(authorizePath(PEER_CLIENTS.public, 'consent', pkce().challenge));
     if (outcome.redirect?.searchParams.get('code') == null)
@@ -879,6 +1025,7 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
       statements: null,
       profiler,
       profileDir: options.cpuProfileDir,
+      probe: probeOf(options),
       stop,
     };
   } catch (error) {
@@ -888,8 +1035,10 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
 }
 
 function startTarget(name: ServerName, options: Options): Promise<Target> {
-  const [kind, variant] = name.split('-') as ['gatehouse' | 'peer', string];
-  return kind === 'gatehouse' ? startGatehouseTarget(variant as BackendName, options) : startPeerTarget(variant as PeerAdapter, options);
+  const [kind, variant, workers] = name.split('-') as ['gatehouse' | 'peer', string, string | undefined];
+  return kind === 'gatehouse'
+    ? startGatehouseTarget(variant as BackendName, workers ? Number(workers.slice(1)) : 1, options)
+    : startPeerTarget(variant as PeerAdapter, options);
 }
 
 const median = (values: number[]) => {
@@ -914,6 +1063,11 @@ interface Summary {
   ofCeiling: number;
   ofFastify: number;
   statementsPerRequest: number | null;
+  /** Medians over the rounds: the server's and the load generator's shares of a core, the event loop's delay p99 and max. */
+  serverCpuShare: number;
+  loadCpuShare: number;
+  loopP99Ms: number;
+  loopMaxMs: number;
 }
 
 function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[], ceiling: PhaseRecord, fastify: PhaseRecord): Summary[] {
@@ -937,6 +1091,10 @@ function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[
           ofCeiling: rps / ceiling.rps,
           ofFastify: rps / fastify.rps,
           statementsPerRequest: rounds.every((r) => r.statementsPerRequest === null) ? null : median(rounds.map((r) => r.statementsPerRequest ?? NaN)),
+          serverCpuShare: median(rounds.map((r) => r.serverCpuShare ?? NaN)),
+          loadCpuShare: median(rounds.map((r) => r.loadCpuShare ?? NaN)),
+          loopP99Ms: median(rounds.map((r) => r.loopDelay?.p99Ms ?? NaN)),
+          loopMaxMs: median(rounds.map((r) => r.loopDelay?.maxMs ?? NaN)),
         },
       ];
     }),
@@ -969,15 +1127,19 @@ function sideBySide(summaries: Summary[], options: Options): { headers: string[]
     ...peers.map((peer) => `${peerName(peer)} RSS MiB`),
     `Gatehouse ${statementsColumn(options.backends)}`,
   ];
-  const rows = options.backends.flatMap((backend) =>
+  const variants = options.backends.flatMap((backend) => options.workers.map((n) => ({ backend, n })));
+  const rows = variants.flatMap(({ backend, n }) =>
     options.phases.flatMap((phase) => {
-      const ours = find(`gatehouse-${backend}`, phase);
+      const ours = find(n === 1 ? `gatehouse-${backend}` : `gatehouse-${backend}-w${n}`, phase);
       if (!ours) return [];
       const theirs = peers.map((peer) => find(peer, phase));
       const cell = (s: Summary | undefined, f: (s: Summary) => string) => (s ? f(s) : '–');
       return [
         [
-          `${ours.label}${options.backends.length > 1 ? ` (${backend})` : ''}`,
+          `${ours.label}${[options.backends.length > 1 ? backend : '', options.workers.length > 1 ? `WORKERS=${n}` : '']
+            .filter(Boolean)
+            .join(', ')
+            .replace(/^(.+)$/, ' ($1)')}`,
           fixed(ours.rps, 0),
           ...theirs.map((s) => cell(s, (x) => fixed(x.rps, 0))),
           ...theirs.map((s) => cell(s, (x) => fixed(ours.rps / x.rps, 2))),
@@ -1000,8 +1162,9 @@ async function main(): Promise<number> {
   if ('exit' in parsed) return parsed.exit;
   const { options } = parsed;
 
-  const pinned = pinning(options.workers);
-  options.serverCpus = pinned.server;
+  const pins = options.workers.map((n) => ({ n, ...(options.pin ? pinning(n) : { server: null, note: 'not pinned: --no-pin' }) }));
+  for (const { n, server } of pins) options.serverCpus.set(n, server);
+  const pinned = { note: pins.map(({ n, note }) => `WORKERS=${n}: ${note}`).join('; ') };
   const startedAt = new Date().toISOString();
   const atStart = machine();
   const measured = revision();
@@ -1015,12 +1178,15 @@ async function main(): Promise<number> {
     }
   }
   const servers: ServerName[] = [
-    ...options.backends.map((backend) => `gatehouse-${backend}` as const),
+    ...options.backends.flatMap((backend) => options.workers.map((n): ServerName => (n === 1 ? `gatehouse-${backend}` : `gatehouse-${backend}-w${n}`))),
     ...options.peers.map((adapter) => `peer-${adapter}` as const),
   ];
-  const warm = Math.max(options.connections, Math.floor(options.requests / 4));
+  const warm = options.warmup;
+  measuredSeconds = options.duration;
+  timelineFile = options.timeline;
+  probeDirectory = scratchDirectory().path;
   console.log(
-    `Gatehouse bench at ${measured}: ${servers.map((s) => SERVER_LABELS[s]).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers}${options.nodeOptions ? `, NODE_OPTIONS=${options.nodeOptions}` : ''} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
+    `Gatehouse bench at ${measured}: ${servers.map((s) => serverLabel(s)).join(', ')}; ${options.rounds} round(s) of ${options.phases.join(', ')}; ${options.connections} connections, ${options.requests} requests per phase, LOG_LEVEL=${options.logLevel}, WORKERS=${options.workers.join(' and ')}${options.nodeOptions ? `, NODE_OPTIONS=${options.nodeOptions}` : ''} (${pinned.note})${options.cpuProfileDir ? ', CPU profiling on (numbers are slower)' : ''}; load average ${atStart.loadAverageAtStart.join(' ')}`,
   );
 
   const records: PhaseRecord[] = [];
@@ -1043,14 +1209,14 @@ async function main(): Promise<number> {
             target = await startTarget(name, options);
             const why = unsupported(target, phase);
             if (why !== null) {
-              const note = `${SERVER_LABELS[name]}: ${LABELS[phase]} not measured (${why})`;
+              const note = `${serverLabel(name)}: ${LABELS[phase]} not measured (${why})`;
               if (!notes.includes(note)) notes.push(note);
               continue;
             }
             await runPhase(target, phase, options.requests, warm, { record: records, round });
           } catch (error) {
             const reason = (error as Error).message;
-            console.error(`  ${SERVER_LABELS[name]} ${LABELS[phase]}: FAILED: ${reason}`);
+            console.error(`  ${serverLabel(name)} ${LABELS[phase]}: FAILED: ${reason}`);
             failed.push({ server: name, phase, round, reason });
           } finally {
             await target?.stop();
@@ -1068,7 +1234,7 @@ async function main(): Promise<number> {
 
   const summaries = summarize(records, servers, options.phases, nodeCeiling, fastifyCeiling);
   const comparison = options.peers.length > 0 ? sideBySide(summaries, options) : null;
-  const name = timestamp();
+  const name = runName;
   const file = saveResults(name, {
     kind: 'bench',
     startedAt,
@@ -1097,9 +1263,11 @@ async function main(): Promise<number> {
       `${fixed((c.rps / nodeCeiling.rps) * 100, 1)} %`,
       `${fixed((c.rps / fastifyCeiling.rps) * 100, 1)} %`,
       '–',
+      '–',
+      '–',
     ]),
     ...summaries.map((s) => [
-      SERVER_LABELS[s.server],
+      serverLabel(s.server),
       s.label,
       s.requests,
       fixed(s.rps, 0),
@@ -1110,6 +1278,8 @@ async function main(): Promise<number> {
       `${fixed(s.ofCeiling * 100, 1)} %`,
       `${fixed(s.ofFastify * 100, 1)} %`,
       perRequest(s.statementsPerRequest),
+      `${fixed(s.serverCpuShare, 2)} / ${fixed(s.loadCpuShare, 2)}`,
+      `${fixed(s.loopP99Ms, 1)} / ${fixed(s.loopMaxMs, 0)}`,
     ]),
   ];
   const headers = [
@@ -1124,17 +1294,19 @@ async function main(): Promise<number> {
     'of bare node:http',
     'of bare Fastify',
     `${statementsColumn(options.backends)} per request`,
+    'core share: server / load generator',
+    'event-loop delay p99 / max ms',
   ];
   console.log(`\n${markdownTable(headers, rows)}\n`);
   if (comparison) console.log(`${markdownTable(comparison.headers, comparison.rows, 1)}\n`);
   if (options.rounds > 1) console.log(`Medians of ${options.rounds} interleaved rounds.`);
   for (const note of notes) console.log(`- ${note}`);
-  for (const f of failed) console.log(`- ${SERVER_LABELS[f.server]} ${LABELS[f.phase]} FAILED (round ${f.round}): ${f.reason}`);
+  for (const f of failed) console.log(`- ${serverLabel(f.server)} ${LABELS[f.phase]} FAILED (round ${f.round}): ${f.reason}`);
 
   const profiled = records.filter((p) => p.cpuProfile);
   if (profiled.length > 0) {
     console.log(`\nCPU profiles (${options.cpuProfileDir}):`);
-    for (const p of profiled) console.log(`\n${formatSummary(`${SERVER_LABELS[p.server]} ${p.label} (round ${p.round})`, p.cpuProfile!.summary)}`);
+    for (const p of profiled) console.log(`\n${formatSummary(`${serverLabel(p.server)} ${p.label} (round ${p.round})`, p.cpuProfile!.summary)}`);
   }
   console.log(`\nResults: ${file}`);
   if (options.websockets) {

@@ -20,32 +20,44 @@ import { startServer } from '../test/support/server.ts';
 import { UserAgent } from '../test/support/user-agent.ts';
 import { commandLine, fixed, markdownTable } from './harness.ts';
 
-const HELP = `Usage: npm run bench:wal -- [--requests N] [--trees]
+const HELP = `Usage: npm run bench:wal -- [--requests N] [--concurrency N] [--trees]
 
 Counts the pages Gatehouse writes to SQLite's WAL per request, per operation, one request
-at a time, and the pages a checkpoint copies back into the database file per request when
-it runs every 1,000 or every 10,000 WAL pages.
-  --requests N   requests per operation (default 2000: enough for the tables to span many pages)
-  --trees        also the pages per request of each table and index`;
+at a time (or N), the commits per request, and the pages a checkpoint copies back into the
+database file per request when it runs every 1,000 or every 10,000 WAL pages.
+  --requests N     requests per operation (default 2000: enough for the tables to span many pages)
+  --concurrency N  requests in flight at once (default 1); above 1, writes that reach the
+                   database in the same turn of the event loop share a commit (group commit,
+                   src/store/group-commit.ts), as they do under load
+  --trees          also the pages per request of each table and index`;
 
 const WAL_HEADER = 32;
 const FRAME_HEADER = 24;
 const CHECKPOINT_EVERY = [1000, 10_000];
 
-function readOptions(argv: string[]): { requests: number; trees: boolean } | null {
+function readOptions(argv: string[]): { requests: number; concurrency: number; trees: boolean } | null {
   const { values } = parseArgs({
     args: argv,
-    options: { requests: { type: 'string', default: '2000' }, trees: { type: 'boolean', default: false }, help: { type: 'boolean' } },
+    options: {
+      requests: { type: 'string', default: '2000' },
+      concurrency: { type: 'string', default: '1' },
+      trees: { type: 'boolean', default: false },
+      help: { type: 'boolean' },
+    },
   });
   if (values.help) return null;
   const requests = Number(values.requests);
   if (!Number.isInteger(requests) || requests < 1) throw new Error('--requests must be a positive integer');
-  return { requests, trees: values.trees };
+  const concurrency = Number(values.concurrency);
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new Error('--concurrency must be a positive integer');
+  return { requests, concurrency, trees: values.trees };
 }
 
 interface Result {
   operation: string;
   walPages: number;
+  /** Commits (WAL frames that end a transaction) per request. */
+  commits: number;
   /** Pages copied back per request, for each of CHECKPOINT_EVERY. */
   copied: number[];
   trees: Map<string, number>;
@@ -54,7 +66,7 @@ interface Result {
 async function main(): Promise<void> {
   const parsed = commandLine('bench:wal', HELP, readOptions);
   if ('exit' in parsed) process.exit(parsed.exit);
-  const { requests: n, trees } = parsed.options;
+  const { requests: n, concurrency, trees } = parsed.options;
 
   const server = await startServer(sqlite, { LOG_LEVEL: 'warn', TOKEN_REQUESTS_PER_CLIENT: '0', TOKEN_REQUESTS_PER_ADDRESS: '0' });
   const path = (server.config.database as { path: string }).path;
@@ -63,17 +75,19 @@ async function main(): Promise<void> {
   reader.prepare('select count(*) from sqlite_schema').get(); // the snapshot that keeps the WAL from restarting
   const pageSize = (reader.prepare('pragma page_size').get() as { page_size: number }).page_size;
   const frameSize = pageSize + FRAME_HEADER;
-  /** The page number of every WAL frame from frame `from` on. */
+  /** The page number of every WAL frame from frame `from` on, and how many of them end a commit. */
   const pagesOf = (from = 0) => {
     const fd = openSync(`${path}-wal`, 'r');
-    const header = Buffer.alloc(4);
+    const header = Buffer.alloc(8);
     const pages: number[] = [];
+    let commits = 0;
     for (let offset = WAL_HEADER + from * frameSize; offset + frameSize <= fstatSync(fd).size; offset += frameSize) {
-      readSync(fd, header, 0, 4, offset);
+      readSync(fd, header, 0, 8, offset);
       pages.push(header.readUInt32BE(0));
+      if (header.readUInt32BE(4) !== 0) commits++; // a commit frame holds the database's size after it
     }
     closeSync(fd);
-    return pages;
+    return { pages, commits };
   };
   const frames = () => {
     const fd = openSync(`${path}-wal`, 'r');
@@ -103,8 +117,15 @@ async function main(): Promise<void> {
   async function measure<T, R>(operation: string, inputs: T[], request: (input: T) => Promise<R>): Promise<R[]> {
     const start = frames();
     const outputs: R[] = [];
-    for (const input of inputs) outputs.push(await request(input));
-    const written = pagesOf(start);
+    let next = 0;
+    const lane = async () => {
+      while (next < inputs.length) {
+        const input = inputs[next++]!;
+        outputs.push(await request(input));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, inputs.length) }, lane));
+    const { pages: written, commits } = pagesOf(start);
     const copied = CHECKPOINT_EVERY.map((every) => {
       let distinct = 0;
       for (let i = 0; i < written.length; i += every) distinct += new Set(written.slice(i, i + every)).size;
@@ -115,7 +136,7 @@ async function main(): Promise<void> {
       const names = treesOf();
       for (const page of written) byTree.set(names.get(page) ?? 'other', (byTree.get(names.get(page) ?? 'other') ?? 0) + 1 / inputs.length);
     }
-    results.push({ operation, walPages: written.length / inputs.length, copied, trees: byTree });
+    results.push({ operation, walPages: written.length / inputs.length, commits: commits / inputs.length, copied, trees: byTree });
     return outputs;
   }
   const times = Array.from({ length: n }, (_, i) => i);
@@ -153,12 +174,12 @@ async function main(): Promise<void> {
   reader.exec('rollback');
   reader.close();
   await server.close();
-  console.log(`SQLite, ${pageSize / 1024} KiB pages, ${n} requests per operation, one at a time:\n`);
+  console.log(`SQLite, ${pageSize / 1024} KiB pages, ${n} requests per operation, ${concurrency === 1 ? 'one at a time' : `${concurrency} at a time`}:\n`);
   const copiedHeaders = CHECKPOINT_EVERY.map((every) => `copied back per request, checkpoint every ${every.toLocaleString('en')} pages`);
   console.log(
     markdownTable(
-      ['operation', 'WAL pages per request', ...copiedHeaders],
-      results.map((r) => [r.operation, fixed(r.walPages), ...r.copied.map((c) => fixed(c))]),
+      ['operation', 'WAL pages per request', 'commits per request', ...copiedHeaders],
+      results.map((r) => [r.operation, fixed(r.walPages), fixed(r.commits, 2), ...r.copied.map((c) => fixed(c))]),
       1,
     ),
   );

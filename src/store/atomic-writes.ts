@@ -44,6 +44,7 @@ import {
   type NewGrant,
   type UserGrantRow,
 } from './grants.ts';
+import { inGroupCommit } from './group-commit.ts';
 import { notifyIds } from './notify.ts';
 import { prepare, type PreparedQuery } from './prepared.ts';
 import type { Database } from './schema.ts';
@@ -321,7 +322,7 @@ export async function revokeGrants(db: Kysely<Database>, where: GrantsToRevoke, 
   const args = { ...where, now, channel: notifyChannel, ...(recorded === undefined ? {} : auditArgs(recorded)) } as RevocationArgs;
   const statement = preparedRevocation(shape);
   if (postgres || recorded === undefined) return (await statement.execute(db, args)).rows.map((r) => r.id);
-  return db.transaction().execute(async (trx) => {
+  return inGroupCommit(db, async (trx) => {
     const ids = (await statement.execute(db, args, trx)).rows.map((r) => r.id);
     if (ids.length > 0) await insertAuditEvent(db, recorded, trx);
     return ids;

@@ -30,6 +30,7 @@ import {
   type SqlBool,
   type Transaction,
 } from 'kysely';
+import { inGroupCommit } from './group-commit.ts';
 import type { Database } from './schema.ts';
 
 /** A condition a step waits on; none (SQLite, or the first step) means the step runs as written. */
@@ -114,7 +115,7 @@ export async function writeTogether<W extends string, S extends string, L extend
     return decisions.find(([step]) => !counts?.[step])?.[1] ?? won;
   }
   try {
-    await db.transaction().execute(async (trx) => {
+    await inGroupCommit(db, async (trx) => {
       for (const step of writes.steps) {
         if (typeof step === 'function') await step(trx);
         else if ((await step.write(trx)) !== 1n) throw new LostRace(step.decides);

@@ -2,6 +2,7 @@
  * Opens the configured database as one `Kysely<Database>` for both backends and applies
  * migrations. SQLite comes from `node:sqlite` (no native add-on), PostgreSQL from `pg`.
  */
+import { channel } from 'node:diagnostics_channel';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
@@ -284,8 +285,22 @@ export async function migrate(store: Store): Promise<string[]> {
  * any statement, so never inside a request's transaction. Nothing to do on PostgreSQL.
  */
 export async function checkpoint(store: Store): Promise<void> {
-  if (store.kind === 'sqlite') await sql`pragma wal_checkpoint(passive)`.execute(store.db);
+  if (store.kind !== 'sqlite') return;
+  if (!checkpoints.hasSubscribers) {
+    await sql`pragma wal_checkpoint(passive)`.execute(store.db);
+    return;
+  }
+  const started = performance.now();
+  const { rows } = await sql<{ busy: number; log: number; checkpointed: number }>`pragma wal_checkpoint(passive)`.execute(store.db);
+  checkpoints.publish({ ms: performance.now() - started, walPages: rows[0]?.log, copied: rows[0]?.checkpointed });
 }
+
+/**
+ * Each checkpoint's duration (ms, the wait for the connection included) and pages (in the WAL,
+ * copied back), for whoever subscribes: the bench's timeline (bench/probe.ts). Nothing is
+ * measured while nobody listens.
+ */
+const checkpoints = channel('gatehouse:checkpoint');
 
 /** True when the database answers a trivial query. */
 export async function isHealthy(store: Store): Promise<boolean> {

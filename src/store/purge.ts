@@ -1,3 +1,4 @@
+import { channel } from 'node:diagnostics_channel';
 import { setImmediate, setTimeout as sleep } from 'node:timers/promises';
 import { sql, type Kysely } from 'kysely';
 import type { Store } from './database.ts';
@@ -150,6 +151,17 @@ export const PURGE_LOCK = 7_463_289_001;
  * SQLite serves one instance, and serializes writers itself.
  */
 export async function purgeOnce(store: Store, now: number, graceMs: number, batchSize?: number): Promise<PurgeCounts | null> {
+  if (!purges.hasSubscribers) return purgeRun(store, now, graceMs, batchSize);
+  const started = performance.now();
+  const counts = await purgeRun(store, now, graceMs, batchSize);
+  purges.publish({ ms: performance.now() - started, rows: counts === null ? null : Object.values(counts).reduce((a, b) => a + b, 0) });
+  return counts;
+}
+
+/** Each purge run's duration (ms, start to end, rests between batches included) and rows deleted, for whoever subscribes (bench/probe.ts). */
+const purges = channel('gatehouse:purge');
+
+async function purgeRun(store: Store, now: number, graceMs: number, batchSize?: number): Promise<PurgeCounts | null> {
   if (store.kind !== 'postgres') return purgeExpired(store.db, now, graceMs, batchSize, 'one writer');
   return store.db.connection().execute(async (connection) => {
     const { rows } = await sql<{ locked: boolean }>`select pg_try_advisory_lock(${PURGE_LOCK}) as locked`.execute(connection);

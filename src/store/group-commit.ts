@@ -1,0 +1,122 @@
+/**
+ * Group commit on SQLite: the writes of requests that reach their write in the same turn of
+ * the event loop run as one transaction, each in a savepoint of its own.
+ *
+ * Why: a commit writes every page its transaction changed to the WAL, and consecutive
+ * writes share many pages — the interior pages of every index, the right-most leaves of the
+ * keys that grow at one end (UUIDv7 grant ids, ids, expiries). One transaction for the
+ * writes of several requests writes each such page once (bench/wal-pages.ts --concurrency
+ * counts it), and pays BEGIN and COMMIT once.
+ *
+ * How, and what each request keeps:
+ * - The first write queued schedules its batch with `setImmediate`: it runs once the
+ *   requests whose input arrived in the same poll of the event loop have reached their
+ *   writes (their path to it is synchronous or awaits only settled promises). No timer: a
+ *   lone request waits for nothing but the rest of the current turn. Writes queued while a
+ *   batch runs join the next one, scheduled as that batch ends.
+ * - Each write of a batch of several runs in its own SAVEPOINT: one that throws (a lost race
+ *   in writeTogether, a constraint) is rolled back to its savepoint and fails alone; the
+ *   others go on. Its exactly-once decision is still the conditional UPDATE of its own step,
+ *   which sees the writes of the batch's earlier members (one connection, one transaction):
+ *   two exchanges of one code in one batch are decided exactly as in two transactions.
+ * - Every member's outcome — success or its own failure — is handed back only after the
+ *   batch's COMMIT: a request answers only once what it answers about is durable. If the
+ *   commit (or the transaction itself) fails, every member fails with that error and nothing
+ *   of any is stored.
+ * - A batch is one write transaction (BEGIN IMMEDIATE, database.ts), so everything else on
+ *   the connection queues behind it as behind any transaction; MAX_BATCH bounds how long.
+ */
+import { channel } from 'node:diagnostics_channel';
+import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
+import type { Database } from './schema.ts';
+
+/** The most writes one transaction carries: at well under a millisecond each, the event loop is held for a few milliseconds at most. */
+const MAX_BATCH = 32;
+
+interface Job {
+  work: (trx: Transaction<Database>) => Promise<unknown>;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
+
+interface Queue {
+  pending: Job[];
+  /** A batch is scheduled or running: a new write joins `pending`, which the next batch takes. */
+  busy: boolean;
+}
+
+const queues = new WeakMap<Kysely<Database>, Queue>();
+
+/**
+ * Each batch once it has settled, for whoever subscribes (the tests, a profiler): how many
+ * writes it carried, how many failed alone, and whether it committed. Silent unless subscribed.
+ */
+export const batches = channel('gatehouse:group-commit');
+
+export interface BatchReport {
+  size: number;
+  failed: number;
+  committed: boolean;
+}
+
+const SAVEPOINT = CompiledQuery.raw('savepoint gatehouse_write');
+const RELEASE = CompiledQuery.raw('release gatehouse_write');
+const ROLLBACK_TO = CompiledQuery.raw('rollback to gatehouse_write');
+
+/**
+ * Runs `work` in a transaction shared with the other writes queued in the same turn of the
+ * event loop (in a savepoint of its own when it is not alone), and settles with its result
+ * or its error once that transaction has committed. SQLite only.
+ */
+export function inGroupCommit<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+  // A measurement switch, not a setting: GATEHOUSE_GROUP_COMMIT=0 gives every write its own transaction, as before (docs/performance.md, "Performance II").
+  if (process.env.GATEHOUSE_GROUP_COMMIT === '0') return db.transaction().execute(work);
+  if (db.isTransaction) return work(db as Transaction<Database>); // already inside a transaction: its commit is the one
+  let queue = queues.get(db);
+  if (!queue) queues.set(db, (queue = { pending: [], busy: false }));
+  const done = new Promise<T>((resolve, reject) => queue.pending.push({ work, resolve: resolve as (value: unknown) => void, reject }));
+  if (!queue.busy) schedule(db, queue);
+  return done;
+}
+
+function schedule(db: Kysely<Database>, queue: Queue): void {
+  queue.busy = true;
+  setImmediate(() => void runBatch(db, queue));
+}
+
+async function runBatch(db: Kysely<Database>, queue: Queue): Promise<void> {
+  const jobs = queue.pending.splice(0, MAX_BATCH);
+  const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+  try {
+    await db.transaction().execute(async (trx) => {
+      if (jobs.length === 1) {
+        // Alone: no savepoint; its failure rolls the transaction back, as a transaction of its own would.
+        outcomes.push({ ok: true, value: await jobs[0]!.work(trx) });
+        return;
+      }
+      for (const job of jobs) {
+        await trx.executeQuery(SAVEPOINT);
+        try {
+          outcomes.push({ ok: true, value: await job.work(trx) });
+        } catch (error) {
+          // If this fails too, the transaction is unusable: the batch fails as a whole (below).
+          await trx.executeQuery(ROLLBACK_TO);
+          outcomes.push({ ok: false, error });
+        }
+        await trx.executeQuery(RELEASE);
+      }
+    });
+    if (batches.hasSubscribers) batches.publish({ size: jobs.length, failed: outcomes.filter((o) => !o.ok).length, committed: true } satisfies BatchReport);
+    jobs.forEach((job, i) => {
+      const outcome = outcomes[i]!;
+      if (outcome.ok) job.resolve(outcome.value);
+      else job.reject(outcome.error);
+    });
+  } catch (error) {
+    if (batches.hasSubscribers) batches.publish({ size: jobs.length, failed: jobs.length, committed: false } satisfies BatchReport);
+    for (const job of jobs) job.reject(error);
+  } finally {
+    if (queue.pending.length > 0) schedule(db, queue);
+    else queue.busy = false;
+  }
+}
