@@ -12,6 +12,7 @@ import { findUserByLogin } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { DECOY_HASH, verifyPassword } from './passwords.ts';
 import { endSession, PASSWORD_LOGIN_AMR, sessionUser, startSession } from './sessions.ts';
+import type { PasskeyFailure } from './passkeys.ts';
 import type { User } from './users.ts';
 
 export type LoginResult =
@@ -23,7 +24,9 @@ export type LoginResult =
       /** Seconds until the next attempt may be checked. */
       retryAfter: number;
     }
-  | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' };
+  | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' }
+  /** A passkey's response refused (accounts/passkeys.ts), and why — for the log, never the page. */
+  | { ok: false; reason: 'passkey_refused'; passkeyReason: PasskeyFailure };
 
 export interface LoginAttempt {
   /** A username or an email address, as typed (trimmed). */
