@@ -1,7 +1,7 @@
 /**
  * Property-based fuzzing (SPEC §5) of the endpoints that take input from anyone: the
  * authorization endpoint and its consent form, the token, revocation and introspection
- * endpoints, userinfo, RP-initiated logout, the login form and the admin forms. Requests are random, oversized, repeated,
+ * endpoints, userinfo, RP-initiated logout, the login form, passkey logins and /account/security, and the admin forms. Requests are random, oversized, repeated,
  * not UTF-8, injection-shaped, sent with the wrong method or content type — and built so
  * that none of them is a request that should succeed. Each must get a documented answer
  * (a 4xx, or the redirect or `200` the RFCs prescribe for that case), never a 5xx; HTML
@@ -39,6 +39,7 @@ const TABLES = [
   'groups',
   'group_members',
   'backchannel_logouts',
+  'passkeys',
 ];
 const SCOPES = ['annotation:read', 'annotation:write'];
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
@@ -81,6 +82,59 @@ interface World {
   anonymous: { cookie: string; csrf: string };
   alice: { cookie: string; csrf: string };
   admin: { cookie: string; csrf: string };
+  /** A visitor of the login page who asked for a passkey challenge: its cookies (the WebAuthn binding too), and the challenge. */
+  passkey: { cookie: string; csrf: string; challenge: string };
+}
+
+const base64url = (text: string) => Buffer.from(text).toString('base64url');
+
+/**
+ * What a browser's WebAuthn library might post as `response`: anything, or JSON shaped like
+ * a credential whose parts are fuzzed — with client data naming a real challenge of this
+ * visitor's, or another; none is signed by any credential Gatehouse knows.
+ */
+function webauthnResponses(world: World, value: fc.Arbitrary<string>): fc.Arbitrary<string> {
+  const clientData = fc
+    .record(
+      {
+        type: fc.constantFrom('webauthn.get', 'webauthn.create', 'x'),
+        challenge: fc.oneof(fc.constant(world.passkey.challenge), value),
+        origin: fc.constantFrom(world.server.url, 'http://evil.example', ''),
+        crossOrigin: fc.boolean(),
+      },
+      { requiredKeys: [] },
+    )
+    .map((data) => base64url(JSON.stringify(data)));
+  const encoded = fc.oneof(value, value.map(base64url));
+  return fc.oneof(
+    { weight: 1, arbitrary: value },
+    {
+      weight: 4,
+      arbitrary: fc
+        .record(
+          {
+            id: encoded,
+            rawId: encoded,
+            type: fc.constantFrom('public-key', 'password', ''),
+            response: fc.record(
+              {
+                clientDataJSON: fc.oneof(clientData, encoded),
+                authenticatorData: encoded,
+                signature: encoded,
+                userHandle: encoded,
+                attestationObject: encoded,
+                transports: fc.array(value, { maxLength: 3 }),
+              },
+              { requiredKeys: [] },
+            ),
+            clientExtensionResults: fc.constant({}),
+            authenticatorAttachment: fc.constantFrom('platform', 'cross-platform'),
+          },
+          { requiredKeys: [] },
+        )
+        .map((credential) => JSON.stringify(credential)),
+    },
+  );
 }
 
 /** A value a parameter might carry: random text of any kind, near-valid values, attacks, and huge ones. */
@@ -341,6 +395,41 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
         .map(([m, b]) => request('login', m, '/login', b, { cookie: world.anonymous.cookie }, [])),
     },
     {
+      // Passkey logins: options (a challenge for this browser, 200), then answers no credential signed.
+      name: 'POST /login/passkey and /login/passkey/options',
+      runs: 250,
+      arbitrary: fc.oneof(
+        fc
+          .tuple(method('POST'), body(sessionForm(world.passkey, params(['response', 'next'], fc.oneof(webauthnResponses(world, value), value)))))
+          .map(([m, b]) => request('passkey', m, '/login/passkey', b, { cookie: world.passkey.cookie }, [])),
+        fc
+          .tuple(method('POST'), body(sessionForm(world.passkey, params(['x'], value))), fc.constantFrom(world.passkey, world.anonymous))
+          .map(([m, b, session]) => request('passkey', m, '/login/passkey/options', b, { cookie: session.cookie }, [200])),
+      ),
+    },
+    {
+      // Alice's /account/security: she has no passkey, and no generated response is a passkey;
+      // renaming or removing one she does not have changes nothing (303 back to the page).
+      name: '/account/security',
+      runs: 250,
+      arbitrary: fc.oneof(
+        fc
+          .tuple(method('POST'), body(sessionForm(world.alice, params(['response', 'name'], fc.oneof(webauthnResponses(world, value), value)))))
+          .map(([m, b]) => request('security', m, '/account/security/passkeys', b, { cookie: world.alice.cookie }, [])),
+        fc
+          .tuple(
+            fc.constantFrom('/account/security/passkeys/rename', '/account/security/passkeys/remove', '/account/security/passkeys/options'),
+            method('POST'),
+            body(sessionForm(world.alice, params(['id', 'name'], value))),
+            who,
+          )
+          .map(([path, m, b, session]) => request('security', m, path, b, { cookie: session.cookie }, [200, 303])),
+        fc
+          .tuple(params(['x', 'next'], value), who)
+          .map(([p, session]) => request('security', 'GET', `/account/security?${form(p, 'encoded')}`, {}, { cookie: session.cookie }, [200, 303])),
+      ),
+    },
+    {
       // Registrations with a grant type that is never valid, edits whose scopes are never valid,
       // users whose names are never valid, and actions on ids that are not real or without the right CSRF token.
       name: 'the admin forms',
@@ -497,12 +586,16 @@ for (const backend of BACKENDS) {
     let sent = 0;
 
     before(async () => {
-      const server = await startServer(backend, {
-        TOKEN_REQUESTS_PER_CLIENT: '0',
-        TOKEN_REQUESTS_PER_ADDRESS: '0',
-        LOGIN_FAILURES_PER_ADDRESS: '5',
-        LOG_LEVEL: 'silent',
-      });
+      const server = await startServer(
+        backend,
+        {
+          TOKEN_REQUESTS_PER_CLIENT: '0',
+          TOKEN_REQUESTS_PER_ADDRESS: '0',
+          LOGIN_FAILURES_PER_ADDRESS: '5',
+          LOG_LEVEL: 'silent',
+        },
+        'localhost',
+      );
       await server.createUser('alice');
       await server.createUser('bob');
       const admin = await server.createUser('root', { admin: true });
@@ -516,6 +609,13 @@ for (const backend of BACKENDS) {
         const csrf = /name="_csrf" value="([^"]+)"/.exec(html)![1]!;
         return { cookie: [...agent.cookies].map(([k, v]) => `${k}=${v}`).join('; '), csrf };
       };
+      const passkeyVisitor = async () => {
+        const agent = new UserAgent(server.url);
+        const csrf = /name="_csrf" value="([^"]+)"/.exec((await agent.visit('/login')).html)![1]!;
+        const options = await agent.fetch('/login/passkey/options', { method: 'POST', body: new URLSearchParams({ _csrf: csrf }) });
+        const { challenge } = (await options.json()) as { challenge: string };
+        return { cookie: [...agent.cookies].map(([k, v]) => `${k}=${v}`).join('; '), csrf, challenge };
+      };
       world = {
         server,
         publicClient,
@@ -526,6 +626,7 @@ for (const backend of BACKENDS) {
         anonymous: await session(null, '/login'),
         alice: await session('alice', '/'),
         admin: await session('root', '/admin/users'),
+        passkey: await passkeyVisitor(),
       };
       before_ = await snapshot(server);
       auditBefore = Number((await sql<{ n: number }>`select count(*) as n from audit_events`.execute(server.store.db)).rows[0]!.n);
