@@ -33,6 +33,7 @@ import logoutRoutes from './http/logout.ts';
 import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
 import registrationRoutes from './http/register.ts';
+import secondFactorRoutes from './http/second-factor.ts';
 import openapi from './http/openapi.ts';
 import { cookieOptions, csrfCookieName, isHttps } from './http/session.ts';
 import setupRoutes from './http/setup.ts';
@@ -264,6 +265,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(jwksRoutes, { ctx });
   await app.register(apiRoutes, { ctx });
   await app.register(loginRoutes, { ctx });
+  await app.register(secondFactorRoutes, { ctx });
   await app.register(logoutRoutes, { ctx });
   await app.register(setupRoutes, { ctx });
   await app.register(accountRoutes, { ctx });

@@ -19,6 +19,7 @@ export const TOKEN_PREFIX = {
   session: 'gss_',
   clientSecret: 'gcs_',
   setup: 'gsu_',
+  pendingLogin: 'gpl_',
 } as const;
 export type TokenKind = keyof typeof TOKEN_PREFIX;
 

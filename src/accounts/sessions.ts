@@ -44,6 +44,15 @@ export async function endUserSessions(ctx: AppContext, userId: string): Promise<
   if ((await deleteSessions(ctx.db, { userId }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
 }
 
+/**
+ * Ends every session of the user but `keep` (the session of the person who made a change to
+ * their own factors: SPEC §4.12, "removing a factor ends the person's other sessions").
+ */
+export async function endOtherSessions(ctx: AppContext, userId: string, keep: string | undefined): Promise<void> {
+  const except = keep === undefined ? undefined : (hashIfWellFormed('session', keep) ?? undefined);
+  if ((await deleteSessions(ctx.db, { userId, except }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
+}
+
 /** The person of a live session and their login; null when the token is unknown, expired, or its user disabled. */
 export async function sessionLogin(ctx: AppContext, token: string | undefined): Promise<SignedIn | null> {
   const hash = token === undefined ? null : hashIfWellFormed('session', token);

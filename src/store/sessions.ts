@@ -67,10 +67,16 @@ export async function findSessionUser(
  * A session ended twice at once is deleted, and its logouts queued, by one of the two only.
  * Returns how many deliveries were queued.
  */
-export async function deleteSessions(db: Kysely<Database>, which: { idHash: string } | { userId: string }, now: number): Promise<number> {
+export async function deleteSessions(
+  db: Kysely<Database>,
+  which: { idHash: string } | { userId: string; /** The one session of the user's kept (the person's own, after a change they made). */ except?: string },
+  now: number,
+): Promise<number> {
   return db.transaction().execute(async (trx) => {
     const [column, value] = 'idHash' in which ? (['id_hash', which.idHash] as const) : (['user_id', which.userId] as const);
-    const ended = await trx.deleteFrom('sessions').where(column, '=', value).returning('sid').execute();
+    let query = trx.deleteFrom('sessions').where(column, '=', value);
+    if ('except' in which && which.except !== undefined) query = query.where('id_hash', '!=', which.except);
+    const ended = await query.returning('sid').execute();
     return queueBackchannelLogouts(
       trx,
       ended.map((session) => session.sid),
