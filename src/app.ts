@@ -34,6 +34,7 @@ import oauthRoutes from './http/oauth.ts';
 import opsRoutes from './http/ops.ts';
 import registrationRoutes from './http/register.ts';
 import secondFactorRoutes from './http/second-factor.ts';
+import accountFactorRoutes from './http/account-factors.ts';
 import openapi from './http/openapi.ts';
 import { cookieOptions, csrfCookieName, isHttps } from './http/session.ts';
 import setupRoutes from './http/setup.ts';
@@ -269,6 +270,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(logoutRoutes, { ctx });
   await app.register(setupRoutes, { ctx });
   await app.register(accountRoutes, { ctx });
+  await app.register(accountFactorRoutes, { ctx });
   await app.register(deviceRoutes, { ctx });
   await app.register(adminRoutes, { ctx });
   await app.register(opsRoutes, { ctx, purges: options.purges ?? true });

@@ -84,9 +84,11 @@ export async function hasSecondFactor(ctx: AppContext, userId: string): Promise<
   return (await usersWithSecondFactor(ctx.db, [userId])).has(userId);
 }
 
-/** Of these people, those who have a second factor: for the admin list. */
-export function withSecondFactor(ctx: AppContext, userIds: readonly string[]): Promise<Set<string>> {
-  return usersWithSecondFactor(ctx.db, userIds);
+/** Of these people, the second factors each has ('authenticator app'; none: absent): for the admin list. */
+export async function secondFactorsOf(ctx: AppContext, userIds: readonly string[]): Promise<Map<string, string[]>> {
+  const factors = new Map<string, string[]>();
+  for (const id of await usersWithSecondFactor(ctx.db, userIds)) factors.set(id, ['authenticator app']);
+  return factors;
 }
 
 // The secret at rest: as signing keys are (identity/keys.ts), a JWE under a key derived from KEYS_SECRET.
@@ -192,7 +194,9 @@ export async function findPending(ctx: AppContext, token: string | undefined): P
  * Who is at a second step: a pending login (after a password), or a signed-in session asked
  * for a second factor it has not proven (step-up; `session` is its token).
  */
-export type SecondStep = { user: User; pending: PendingLogin; session?: undefined } | { user: User; pending?: undefined; session: string };
+export type SecondStep =
+  | { user: User; pending: PendingLogin; session?: undefined }
+  | { user: User; pending?: undefined; /** Its token. */ session: string; /** How it logged in. */ amr: string };
 
 /** In the transaction that accepts the code: the pending login is consumed, once. */
 function completing(ctx: AppContext, step: SecondStep): ThenInTransaction {
@@ -330,7 +334,12 @@ export async function confirmAppSetup(
     return { ok: false, reason: again?.confirmed_at != null ? 'exists' : 'no_setup' };
   }
   added.committed();
-  // Every session of the person but the one made now: it replaces theirs.
+  if (step.session !== undefined && isMultiFactor(step.amr)) {
+    // A login with a second factor already (at /account/security): it stays, the others end.
+    await endOtherSessions(ctx, user.id, step.session);
+    return { ok: true, session: step.session };
+  }
+  // The login counts as one with the app from now on: a new session replaces the person's, and the others end.
   await endUserSessions(ctx, user.id);
   return { ok: true, session: await finish(ctx, step, previousSession, address) };
 }

@@ -46,7 +46,7 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     if (pending) return { user: pending.user, pending };
     const signedIn = await currentLogin(request, ctx);
     const session = sessionToken(request, ctx);
-    if (signedIn && session !== undefined && !isMultiFactor(signedIn.login.amr)) return { user: signedIn.user, session };
+    if (signedIn && session !== undefined && !isMultiFactor(signedIn.login.amr)) return { user: signedIn.user, session, amr: signedIn.login.amr };
     return null;
   }
 
