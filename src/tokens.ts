@@ -20,6 +20,8 @@ export const TOKEN_PREFIX = {
   clientSecret: 'gcs_',
   setup: 'gsu_',
   pendingLogin: 'gpl_',
+  /** The random value a browser holds in its WebAuthn binding cookie (accounts/passkeys.ts). */
+  webauthnBinding: 'gwb_',
 } as const;
 export type TokenKind = keyof typeof TOKEN_PREFIX;
 

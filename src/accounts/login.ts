@@ -13,6 +13,7 @@ import { loginAccountKey, Throttled } from '../throttle.ts';
 import { DECOY_HASH, verifyPassword } from './passwords.ts';
 import { endSession, PASSWORD_LOGIN_AMR, sessionUser, startSession } from './sessions.ts';
 import { hasSecondFactor, mustHaveSecondFactor, startPendingLogin } from './second-factors.ts';
+import type { PasskeyFailure } from './passkeys.ts';
 import type { User } from './users.ts';
 
 export type LoginResult =
@@ -30,7 +31,12 @@ export type LoginResult =
       /** Seconds until the next attempt may be checked. */
       retryAfter: number;
     }
-  | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' };
+  | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' }
+  /** A passkey's response refused (accounts/passkeys.ts), and why — for the log, never the page. */
+  | { ok: false; reason: 'passkey_refused'; passkeyReason: PasskeyFailure };
+
+/** A login that starts a session or is refused: one with no second step (a passkey is two factors itself). */
+export type SessionLoginResult = Exclude<LoginResult, { pending: string }>;
 
 export interface LoginAttempt {
   /** A username or an email address, as typed (trimmed). */

@@ -41,6 +41,7 @@ import {
   insertPendingLogin,
   putUnconfirmedApp,
   replaceRecoveryCodes,
+  usersWithPasskeys,
   usersWithSecondFactor,
   useRecoveryCode,
   type StoredApp,
@@ -48,6 +49,7 @@ import {
 } from '../store/second-factors.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
+import { hasSecondFactor as hasAny, secondFactorsOf } from './recent-login.ts';
 import { endOtherSessions, endUserSessions, PASSWORD_LOGIN_AMR, startSession } from './sessions.ts';
 
 /** RFC 8176: a password, then an app or recovery code. */
@@ -79,15 +81,19 @@ export function mustHaveSecondFactor(config: Pick<Config, 'requireSecondFactor'>
   return config.requireSecondFactor === 'all' || (config.requireSecondFactor === 'admins' && user.is_admin === 1);
 }
 
-/** Whether the person has a second factor: an authenticator app (recovery codes alone are not one). */
+/** Whether the person has a second factor: a passkey or an authenticator app (recovery codes alone are not one). */
 export async function hasSecondFactor(ctx: AppContext, userId: string): Promise<boolean> {
-  return (await usersWithSecondFactor(ctx.db, [userId])).has(userId);
+  return hasAny(await secondFactorsOf(ctx, userId));
 }
 
-/** Of these people, the second factors each has ('authenticator app'; none: absent): for the admin list. */
-export async function secondFactorsOf(ctx: AppContext, userIds: readonly string[]): Promise<Map<string, string[]>> {
+/** Of these people, the second factors each has ('passkey', 'authenticator app'; none: absent): for the admin list. */
+export async function factorNamesOf(ctx: AppContext, userIds: readonly string[]): Promise<Map<string, string[]>> {
+  const [withPasskeys, withApps] = await Promise.all([usersWithPasskeys(ctx.db, userIds), usersWithSecondFactor(ctx.db, userIds)]);
   const factors = new Map<string, string[]>();
-  for (const id of await usersWithSecondFactor(ctx.db, userIds)) factors.set(id, ['authenticator app']);
+  for (const id of userIds) {
+    const names = [...(withPasskeys.has(id) ? ['passkey'] : []), ...(withApps.has(id) ? ['authenticator app'] : [])];
+    if (names.length > 0) factors.set(id, names);
+  }
   return factors;
 }
 
@@ -352,18 +358,14 @@ export type RemoveResult = { ok: true } | { ok: false; reason: 'none' | 'require
  * codes when nothing else is left (recovery codes alone are not a second factor).
  */
 export async function removeApp(ctx: AppContext, user: User, session: string | undefined, address: string): Promise<RemoveResult> {
-  const others = await otherFactors(ctx, user.id);
-  if (others === 0 && mustHaveSecondFactor(ctx.config, user)) return { ok: false, reason: 'required' };
+  const keep = mustHaveSecondFactor(ctx.config, user);
   const removed = ctx.audit.pending({ type: 'second_factor_removed', userId: user.id, address, detail: { factor: 'app' } });
-  if (!(await deleteApp(ctx.db, user.id, [removed.row], others === 0))) return { ok: false, reason: 'none' };
+  if (!(await deleteApp(ctx.db, user.id, [removed.row], keep))) {
+    return { ok: false, reason: keep && (await findApp(ctx.db, user.id, ctx.now()))?.confirmed_at != null ? 'required' : 'none' };
+  }
   removed.committed();
   await endOtherSessions(ctx, user.id, session);
   return { ok: true };
-}
-
-/** The person's second factors other than the app (passkeys, once they exist). */
-async function otherFactors(_ctx: AppContext, _userId: string): Promise<number> {
-  return 0;
 }
 
 /**
@@ -396,10 +398,11 @@ export async function factorSummary(ctx: AppContext, userId: string): Promise<{ 
 }
 
 /**
- * `gatehouse user reset-second-factor`: removes every second factor of the person (app,
- * recovery codes, pending logins) and ends their sessions (with back-channel logout); audited.
+ * `gatehouse user reset-second-factor`: removes every second factor of the person (passkeys,
+ * app, recovery codes; their pending logins too) and ends their sessions (with back-channel
+ * logout); audited.
  */
-export async function resetSecondFactor(ctx: AppContext, user: User, actor: Actor): Promise<{ apps: number; recoveryCodes: number }> {
+export async function resetSecondFactor(ctx: AppContext, user: User, actor: Actor): Promise<{ passkeys: number; apps: number; recoveryCodes: number }> {
   const event = ctx.audit.pending({ type: 'second_factor_reset', ...madeBy(actor), userId: user.id });
   const removed = await deleteAllFactors(ctx.db, user.id, [event.row]);
   event.committed();

@@ -119,8 +119,8 @@ const resetSecondFactor = command({
     const user = await requireUser(ctx, args);
     const removed = await resetFactors(ctx, user, COMMAND_LINE);
     print(
-      { username: user.username, authenticator_apps: removed.apps, recovery_codes: removed.recoveryCodes, sessions_ended: true },
-      `Reset the second factors of ${user.username}: ${removed.apps} authenticator app(s) and ${removed.recoveryCodes} recovery code(s) removed; their sessions are ended.`,
+      { username: user.username, passkeys: removed.passkeys, authenticator_apps: removed.apps, recovery_codes: removed.recoveryCodes, sessions_ended: true },
+      `Reset the second factors of ${user.username}: ${removed.passkeys} passkey(s), ${removed.apps} authenticator app(s) and ${removed.recoveryCodes} recovery code(s) removed; their sessions are ended.`,
     );
     return 0;
   },

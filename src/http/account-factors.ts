@@ -21,12 +21,10 @@ import type { AppContext } from '../context.ts';
 import { single } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { formatTime, navigation, page } from './pages.ts';
-import { currentLogin, formToken, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
+import { notify, recentLoginOrRefuse } from './account-security.ts';
+import { formToken, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
 
 export const SECURITY_PATH = '/account/security';
-
-/** How recent a login a change to the person's factors needs (SPEC §4.12). */
-export const RECENT_LOGIN_MS = 5 * 60 * 1000;
 
 /** What the security page shows of the app and the recovery codes; the template is src/views/security-factors.eta. */
 export async function factorsSection(ctx: AppContext, userId: string) {
@@ -42,22 +40,8 @@ export async function factorsSection(ctx: AppContext, userId: string) {
 export default async function accountFactorRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   const post = { ...page, preHandler: app.csrfProtection };
 
-  /**
-   * The person, when their login is recent enough for a change; otherwise they are sent to
-   * log in again (and come back to the security page).
-   */
-  async function recentLogin(request: FastifyRequest, reply: FastifyReply): Promise<SignedIn | null> {
-    const signedIn = await currentLogin(request, ctx);
-    if (!signedIn) {
-      reply.redirect(`/login?${new URLSearchParams({ next: SECURITY_PATH })}`, 303);
-      return null;
-    }
-    if (ctx.now() - signedIn.login.authTime > RECENT_LOGIN_MS) {
-      reply.redirect(`/login?${new URLSearchParams({ next: SECURITY_PATH, switch: '1' })}`, 303);
-      return null;
-    }
-    return signedIn;
-  }
+  /** The person, whose login is recent enough for a change (accounts/recent-login.ts); refused (403) otherwise. */
+  const recentLogin = (request: FastifyRequest) => recentLoginOrRefuse(request, ctx);
 
   function setUpPage(request: FastifyRequest, reply: FastifyReply, signedIn: SignedIn, setup: AppSetup, error: string | null) {
     reply.header('Cache-Control', 'no-store');
@@ -81,8 +65,7 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
 
   app.post(`${SECURITY_PATH}/app`, post, async (request, reply) => {
     requireFormBody(request);
-    const signedIn = await recentLogin(request, reply);
-    if (!signedIn) return reply;
+    const signedIn = await recentLogin(request);
     const setup = await beginAppSetup(ctx, signedIn.user);
     if (!setup) return problemPage(request, reply, signedIn, 409, 'You have an authenticator app already. Remove it first to set up another.');
     return setUpPage(request, reply, signedIn, setup, null);
@@ -90,8 +73,7 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
 
   app.post(`${SECURITY_PATH}/app/confirm`, post, async (request, reply) => {
     const body = requireFormBody(request);
-    const signedIn = await recentLogin(request, reply);
-    if (!signedIn) return reply;
+    const signedIn = await recentLogin(request);
     const session = sessionToken(request, ctx)!;
     const result = await confirmAppSetup(ctx, { user: signedIn.user, session, amr: signedIn.login.amr }, single(body, 'code') ?? '', request.ip, session);
     if (result.ok) {
@@ -100,6 +82,7 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
         setSessionCookie(reply, ctx, result.session);
         renewCsrfSecret(reply, ctx);
       }
+      notify(reply, ctx, signedIn.user.id, 'app-added');
       return reply.redirect(SECURITY_PATH, 303);
     }
     if (result.reason === 'exists')
@@ -114,20 +97,21 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
 
   app.post(`${SECURITY_PATH}/app/remove`, post, async (request, reply) => {
     requireFormBody(request);
-    const signedIn = await recentLogin(request, reply);
-    if (!signedIn) return reply;
+    const signedIn = await recentLogin(request);
     const result = await removeApp(ctx, signedIn.user, sessionToken(request, ctx), request.ip);
     if (!result.ok && result.reason === 'required') {
       return problemPage(request, reply, signedIn, 409, 'Your account must have a second factor: add a passkey or another app before you remove this one.');
     }
-    if (result.ok) request.log.info({ event: 'second_factor_removed', user: signedIn.user.id }, 'authenticator app removed');
+    if (result.ok) {
+      request.log.info({ event: 'second_factor_removed', user: signedIn.user.id }, 'authenticator app removed');
+      notify(reply, ctx, signedIn.user.id, 'app-removed');
+    }
     return reply.redirect(SECURITY_PATH, 303);
   });
 
   app.post(`${SECURITY_PATH}/recovery-codes`, post, async (request, reply) => {
     requireFormBody(request);
-    const signedIn = await recentLogin(request, reply);
-    if (!signedIn) return reply;
+    const signedIn = await recentLogin(request);
     const codes = await generateRecoveryCodes(ctx, signedIn.user, sessionToken(request, ctx), request.ip);
     if (!codes) return problemPage(request, reply, signedIn, 409, 'Recovery codes are for a person with a passkey or an authenticator app: add one first.');
     request.log.info({ event: 'recovery_codes_generated', user: signedIn.user.id }, 'recovery codes generated');

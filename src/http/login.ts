@@ -20,6 +20,8 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       notVetted: pending?.notVetted ?? null,
       popup: pending?.popup ?? null,
       loginHint: pending?.loginHint ?? null,
+      // Passkeys (SPEC §4.12): the button and autofill, unless passkeys are off.
+      passkeys: ctx.config.webauthn !== null,
     };
   }
 
@@ -37,13 +39,16 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
     reply.header('Cache-Control', 'no-store');
     const context = await loginContext(next, request.ip);
+    // Asked to log in again (a change to how they log in needs a recent login: account-security.ts).
+    const reauth = user !== null && single(query, 'reauth') !== undefined;
     return reply.view('login.eta', {
       title: 'Log in',
       next,
       csrfToken: formToken(reply),
-      username: context.loginHint ?? '',
+      username: context.loginHint ?? (reauth && user ? user.username : ''),
       error: null,
       current: user,
+      reauth,
       ...context,
     });
   });
@@ -81,6 +86,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       username: login,
       error,
       current: null,
+      reauth: false,
       ...(await loginContext(next, request.ip)),
     });
   });

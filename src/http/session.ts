@@ -33,6 +33,16 @@ export function noticeCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_notice');
 }
 
+/** The notice /account/security shows once after a change made in this browser (src/http/account-security.ts). */
+export function securityNoticeCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_security_notice');
+}
+
+/** The browser's WebAuthn binding: which challenges this browser may answer (src/accounts/passkeys.ts). */
+export function webauthnCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_webauthn');
+}
+
 export function isHttps(config: Config): boolean {
   return config.publicUrl.startsWith('https:');
 }

@@ -17,6 +17,7 @@ const EXPIRING: Record<string, string[]> = {
   backchannel_logouts: ['sid', 'client_id'],
   pending_logins: ['id_hash'],
   authenticator_apps: ['user_id'],
+  webauthn_challenges: ['challenge_hash'],
 };
 
 /**

@@ -313,6 +313,36 @@ export interface PendingLoginsTable {
   expires_at: Immutable<number>;
 }
 
+/** A passkey (SPEC §4.12): a WebAuthn credential of a user, by its credential ID (base64url). */
+export interface PasskeysTable {
+  id: Immutable<string>;
+  user_id: Immutable<string>;
+  /** The credential's COSE public key, base64url. */
+  public_key: Immutable<string>;
+  /** The authenticator's signature counter at the last accepted use (0: it keeps none). */
+  sign_count: number;
+  /** What the browser said the authenticator can be reached by: a JSON array of strings. */
+  transports: Immutable<string>;
+  /** The person's own name for it. */
+  name: string;
+  created_at: Immutable<number>;
+  last_used_at: number | null;
+}
+
+/**
+ * A WebAuthn challenge handed to a browser: by the SHA-256 of the challenge, bound to that
+ * browser (SHA-256 of its binding cookie), for one purpose, single use, five minutes.
+ */
+export interface WebauthnChallengesTable {
+  challenge_hash: Immutable<string>;
+  binding_hash: Immutable<string>;
+  purpose: Immutable<'register' | 'login'>;
+  /** Whose passkey a 'register' challenge adds; null for 'login'. */
+  user_id: Immutable<string | null>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
@@ -335,6 +365,8 @@ export interface Database {
   authenticator_apps: AuthenticatorAppsTable;
   recovery_codes: RecoveryCodesTable;
   pending_logins: PendingLoginsTable;
+  passkeys: PasskeysTable;
+  webauthn_challenges: WebauthnChallengesTable;
 }
 
 export type User = Selectable<UsersTable>;
@@ -346,3 +378,4 @@ export type DeviceCode = Selectable<DeviceCodesTable>;
 export type Resource = Selectable<ResourcesTable>;
 export type ScopeRow = Selectable<ScopesTable>;
 export type SigningKeyRow = Selectable<SigningKeysTable>;
+export type PasskeyRow = Selectable<PasskeysTable>;

@@ -5,7 +5,7 @@
  * deleted), a pending login completed once (its row deleted) — each with its audit row in
  * the same transaction, so two concurrent submissions of one code give one login.
  */
-import type { Kysely, Transaction } from 'kysely';
+import { sql, type Kysely, type Transaction } from 'kysely';
 import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
 import type { Database } from './schema.ts';
 
@@ -123,14 +123,24 @@ async function inTransaction(db: Kysely<Database>, steps: (trx: Transaction<Data
   }
 }
 
-/** Removes the person's app (confirmed or not) and, with `recoveryCodes`, their recovery codes; whether an app was there. */
-export async function deleteApp(db: Kysely<Database>, userId: string, audit: AuditEventRow[], recoveryCodes: boolean): Promise<boolean> {
+/**
+ * Removes the person's confirmed app, with its audit row; false when there was none, or (with
+ * `keepASecondFactor`: REQUIRE_SECOND_FACTOR applies to them) when no passkey remains — the
+ * condition is the delete's own, so a passkey removed at the same moment cannot leave them with
+ * none. Their recovery codes go too when no passkey remains: alone they are not a second factor.
+ */
+export async function deleteApp(db: Kysely<Database>, userId: string, audit: AuditEventRow[], keepASecondFactor: boolean): Promise<boolean> {
+  const aPasskey = sql<boolean>`exists (select 1 from passkeys where passkeys.user_id = ${userId})`;
   return db.transaction().execute(async (trx) => {
-    const result = await trx.deleteFrom('authenticator_apps').where('user_id', '=', userId).where('confirmed_at', 'is not', null).executeTakeFirst();
-    const removed = Number(result.numDeletedRows) > 0;
-    if (!removed) return false;
-    await trx.deleteFrom('authenticator_apps').where('user_id', '=', userId).execute();
-    if (recoveryCodes) await trx.deleteFrom('recovery_codes').where('user_id', '=', userId).execute();
+    let remove = trx.deleteFrom('authenticator_apps').where('user_id', '=', userId).where('confirmed_at', 'is not', null);
+    if (keepASecondFactor) remove = remove.where(aPasskey);
+    const result = await remove.executeTakeFirst();
+    if (Number(result.numDeletedRows) === 0) return false;
+    await trx
+      .deleteFrom('recovery_codes')
+      .where('user_id', '=', userId)
+      .where((eb) => eb.not(aPasskey))
+      .execute();
     for (const row of audit) await insertAuditEvent(db, row, trx);
     return true;
   });
@@ -158,14 +168,20 @@ export async function countRecoveryCodes(db: Kysely<Database>, userId: string): 
 }
 
 /** Removes every second factor of the person (the reset of `gatehouse user reset-second-factor`); how many were removed. */
-export async function deleteAllFactors(db: Kysely<Database>, userId: string, audit: AuditEventRow[]): Promise<{ apps: number; recoveryCodes: number }> {
+export async function deleteAllFactors(
+  db: Kysely<Database>,
+  userId: string,
+  audit: AuditEventRow[],
+): Promise<{ passkeys: number; apps: number; recoveryCodes: number }> {
   return db.transaction().execute(async (trx) => {
+    const passkeys = await trx.deleteFrom('passkeys').where('user_id', '=', userId).executeTakeFirst();
+    await trx.deleteFrom('webauthn_challenges').where('user_id', '=', userId).execute();
     const apps = await trx.deleteFrom('authenticator_apps').where('user_id', '=', userId).where('confirmed_at', 'is not', null).executeTakeFirst();
     await trx.deleteFrom('authenticator_apps').where('user_id', '=', userId).execute();
     const codes = await trx.deleteFrom('recovery_codes').where('user_id', '=', userId).executeTakeFirst();
     await trx.deleteFrom('pending_logins').where('user_id', '=', userId).execute();
     for (const row of audit) await insertAuditEvent(db, row, trx);
-    return { apps: Number(apps.numDeletedRows), recoveryCodes: Number(codes.numDeletedRows) };
+    return { passkeys: Number(passkeys.numDeletedRows), apps: Number(apps.numDeletedRows), recoveryCodes: Number(codes.numDeletedRows) };
   });
 }
 
@@ -177,6 +193,18 @@ export async function usersWithSecondFactor(db: Kysely<Database>, userIds: reado
     .select('user_id')
     .where('user_id', 'in', [...userIds])
     .where('confirmed_at', 'is not', null)
+    .execute();
+  return new Set(rows.map((row) => row.user_id));
+}
+
+/** The ids, among `userIds`, of people with a passkey. */
+export async function usersWithPasskeys(db: Kysely<Database>, userIds: readonly string[]): Promise<Set<string>> {
+  if (userIds.length === 0) return new Set();
+  const rows = await db
+    .selectFrom('passkeys')
+    .select('user_id')
+    .distinct()
+    .where('user_id', 'in', [...userIds])
     .execute();
   return new Set(rows.map((row) => row.user_id));
 }
