@@ -84,6 +84,8 @@ export interface Config {
   };
   /** Lifetime of OpenID Connect ID tokens, in seconds. */
   readonly idTokenTtl: number;
+  /** Who must have a second factor before a password login completes (SPEC §4.12). */
+  readonly requireSecondFactor: 'none' | 'admins' | 'all';
   /**
    * Passkeys (SPEC §4.12): the WebAuthn RP ID and the origin responses must come from (the
    * origin of PUBLIC_URL); null when passkeys are off (PUBLIC_URL on an IP address and no
@@ -277,6 +279,7 @@ export function loadConfig(env: Env = process.env): Config {
       rotationDays: integer(env, 'SIGNING_KEY_ROTATION_DAYS', 90, 0, 3650),
     }),
     idTokenTtl: integer(env, 'ID_TOKEN_TTL', 3600, 60, 86_400),
+    requireSecondFactor: oneOf(env, 'REQUIRE_SECOND_FACTOR', ['none', 'admins', 'all'] as const, 'none'),
     webauthn: webauthn(env, issuer),
   });
 }

@@ -46,7 +46,7 @@ import type { PasskeyRow, User } from '../store/schema.ts';
 import { findUserById } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
-import type { LoginResult } from './login.ts';
+import type { SessionLoginResult } from './login.ts';
 import { mustKeepSecondFactor } from './recent-login.ts';
 import { endOtherSessions, PASSKEY_LOGIN_AMR, startSession } from './sessions.ts';
 
@@ -294,7 +294,7 @@ export interface PasskeyLoginAttempt {
  * counters first — the account's, once the credential names one — and a refusal counts as a
  * failed login. The session it starts has `amr` `hwk user mfa`.
  */
-export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAttempt): Promise<LoginResult> {
+export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAttempt): Promise<SessionLoginResult> {
   const { rpId, origin } = passkeyConfig(ctx);
   const { throttle } = ctx.services;
   const parsed = parseResponse<AuthenticationResponseJSON>(attempt.response);
@@ -306,7 +306,7 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
     if (!(error instanceof Throttled)) throw error;
     return { ok: false, reason: error.status === 503 ? 'busy' : 'throttled', retryAfter: error.retryAfter };
   }
-  const fail = async (reason: PasskeyFailure, userId: string | null): Promise<LoginResult> => {
+  const fail = async (reason: PasskeyFailure, userId: string | null): Promise<SessionLoginResult> => {
     await ctx.audit({ type: 'login_failed', userId, address: attempt.address, detail: { method: 'passkey', reason } });
     return { ok: false, reason: 'passkey_refused', passkeyReason: reason };
   };

@@ -11,23 +11,27 @@
  */
 import type { AppContext } from '../context.ts';
 import { countPasskeys } from '../store/passkeys.ts';
+import { usersWithSecondFactor as usersWithApp } from '../store/second-factors.ts';
 import type { SignedIn } from './sessions.ts';
 
 /** How recent a login must be for a change to the person's factors. */
 export const RECENT_LOGIN_MS = 5 * 60 * 1000;
 
-/** The second factors a person has. (The authenticator app joins here: `app: boolean`.) */
+/** The second factors a person has. */
 export interface SecondFactors {
   passkeys: number;
+  /** A confirmed authenticator app. */
+  app: boolean;
 }
 
 export async function secondFactorsOf(ctx: AppContext, userId: string): Promise<SecondFactors> {
-  return { passkeys: await countPasskeys(ctx.db, userId) };
+  const [passkeys, apps] = await Promise.all([countPasskeys(ctx.db, userId), usersWithApp(ctx.db, [userId])]);
+  return { passkeys, app: apps.has(userId) };
 }
 
 /** Whether the person has a second factor (recovery codes alone are not one). */
 export function hasSecondFactor(factors: SecondFactors): boolean {
-  return factors.passkeys > 0;
+  return factors.passkeys > 0 || factors.app;
 }
 
 /**
@@ -41,10 +45,9 @@ export function isRecentLogin(ctx: AppContext, signedIn: SignedIn, factors: Seco
 
 /**
  * Whether REQUIRE_SECOND_FACTOR (`admins` or `all`) requires the person to keep one: then
- * removing their last second factor is refused. Read loosely until the setting lands with the
- * second-step work (branch `factors`), where it becomes `config.requireSecondFactor`.
+ * removing their last second factor is refused.
  */
 export function mustKeepSecondFactor(ctx: AppContext, user: { is_admin: number }): boolean {
-  const rule = (ctx.config as { requireSecondFactor?: 'none' | 'admins' | 'all' }).requireSecondFactor ?? 'none';
+  const rule = ctx.config.requireSecondFactor;
   return rule === 'all' || (rule === 'admins' && user.is_admin === 1);
 }

@@ -1,6 +1,6 @@
 /**
  * `/account/security` (SPEC §4.12): how the signed-in person logs in — their passkeys here;
- * the authenticator app and recovery codes join this page from the second-step work. Every
+ * the authenticator app and recovery codes in src/http/account-factors.ts. Every
  * change needs a recent login with every factor the person has (accounts/recent-login.ts):
  * without one, the page offers to log in again instead of the forms, and the endpoints refuse.
  *
@@ -11,6 +11,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addPasskey, bindingFor, passkeysOf, registrationOptions, removeUserPasskey, renameUserPasskey } from '../accounts/passkeys.ts';
 import { isRecentLogin, RECENT_LOGIN_MS, secondFactorsOf } from '../accounts/recent-login.ts';
+import { factorsSection } from './account-factors.ts';
 import type { SignedIn } from '../accounts/sessions.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
@@ -26,6 +27,8 @@ const NOTICES: Record<string, string> = {
   'passkey-added': 'Passkey added. You can now log in with it, without your password.',
   'passkey-renamed': 'Passkey renamed.',
   'passkey-removed': 'Passkey removed. Your other sessions have been logged out.',
+  'app-added': 'Authenticator app set up. From now on you log in with your password and a code from it. Your other sessions have been logged out.',
+  'app-removed': 'Authenticator app removed. Your other sessions have been logged out.',
 };
 
 /** Where "log in again" leads: the login page, for the same person, back here afterwards. */
@@ -53,7 +56,7 @@ export function webauthnBinding(request: FastifyRequest, reply: FastifyReply, ct
   return binding.token;
 }
 
-function notify(reply: FastifyReply, ctx: AppContext, userId: string, notice: keyof typeof NOTICES): void {
+export function notify(reply: FastifyReply, ctx: AppContext, userId: string, notice: keyof typeof NOTICES): void {
   reply.setCookie(securityNoticeCookieName(ctx), `${userId} ${notice}`, { ...cookieOptions(ctx), maxAge: NOTICE_TTL });
 }
 
@@ -81,6 +84,7 @@ export default async function accountSecurityRoutes(app: FastifyInstance, { ctx 
       passkeysOn: ctx.config.webauthn !== null,
       passkeys,
       recent: isRecentLogin(ctx, signedIn, factors),
+      factors: await factorsSection(ctx, user.id),
       reauthUrl: REAUTH_URL,
       notice,
       csrfToken: formToken(reply),

@@ -6,6 +6,7 @@ import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';
+import { secondStepUrl, setPendingCookie } from './second-factor.ts';
 import { clearSessionCookie, currentUser, formToken, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
 
 const page = { config: { page: true } } as const;
@@ -57,6 +58,12 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const login = (single(body, 'username') ?? '').trim();
     const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
     const result = await logIn(ctx, { login, password: single(body, 'password') ?? '', address: request.ip, session: sessionToken(request, ctx) });
+    if (result.ok && result.pending !== undefined) {
+      // No session yet: the second step comes first (src/http/second-factor.ts).
+      setPendingCookie(reply, ctx, result.pending);
+      request.log.info({ event: 'login_second_step', user: result.user.id }, 'password accepted, second step next');
+      return reply.redirect(secondStepUrl(result.next, next), 303);
+    }
     if (result.ok) {
       setSessionCookie(reply, ctx, result.session);
       renewCsrfSecret(reply, ctx);

@@ -23,6 +23,11 @@ export function csrfCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_csrf');
 }
 
+/** The pending login of a password login whose second step is to come (src/http/second-factor.ts). */
+export function pendingCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_pending');
+}
+
 /** The one-time notice a page shows after the redirect that follows a form (src/http/account.ts). */
 export function noticeCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_notice');

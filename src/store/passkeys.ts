@@ -128,12 +128,10 @@ export async function deletePasskey(
   });
 }
 
-/**
- * That the user keeps a second factor besides passkey `passkeyId`: another passkey.
- * (The authenticator app, when stored, counts too: add its table here.)
- */
+/** That the user keeps a second factor besides passkey `passkeyId`: another passkey, or a confirmed authenticator app. */
 function otherSecondFactor(userId: string, passkeyId: string) {
-  return sql<boolean>`exists (select 1 from passkeys as other where other.user_id = ${userId} and other.id <> ${passkeyId})`;
+  return sql<boolean>`(exists (select 1 from passkeys as other where other.user_id = ${userId} and other.id <> ${passkeyId})
+    or exists (select 1 from authenticator_apps as app where app.user_id = ${userId} and app.confirmed_at is not null))`;
 }
 
 export async function countPasskeys(db: Kysely<Database>, userId: string): Promise<number> {

@@ -15,6 +15,8 @@ const EXPIRING: Record<string, string[]> = {
   setup_tokens: ['hash'],
   audit_events: ['id'],
   backchannel_logouts: ['sid', 'client_id'],
+  pending_logins: ['id_hash'],
+  authenticator_apps: ['user_id'],
   webauthn_challenges: ['challenge_hash'],
 };
 

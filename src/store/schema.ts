@@ -281,6 +281,38 @@ export interface SigningKeysTable {
   retires_at: number | null;
 }
 
+/** A person's authenticator app (SPEC §4.12): at most one; see migration 20261126_011. */
+export interface AuthenticatorAppsTable {
+  user_id: Immutable<string>;
+  /** The TOTP secret in base32: as is, or (encrypted = 1) a compact JWE of it under the key derived from KEYS_SECRET. */
+  secret: string;
+  encrypted: number;
+  created_at: number;
+  /** NULL while the set-up waits for its first code. */
+  confirmed_at: number | null;
+  /** The last accepted 30-second time step: a code of that step or an earlier one is refused. */
+  last_step: number | null;
+  /** For a set-up not yet confirmed; NULL once confirmed. */
+  expires_at: number | null;
+}
+
+/** A recovery code, by its SHA-256; used by deleting its row. */
+export interface RecoveryCodesTable {
+  user_id: Immutable<string>;
+  code_hash: Immutable<string>;
+  created_at: Immutable<number>;
+}
+
+/** A login whose password was right and whose second step is to come (SPEC §4.12), held by a cookie's token. */
+export interface PendingLoginsTable {
+  id_hash: Immutable<string>;
+  user_id: Immutable<string>;
+  /** What the person has proven so far (RFC 8176, space-separated): 'pwd'. */
+  amr: Immutable<string>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
 /** A passkey (SPEC §4.12): a WebAuthn credential of a user, by its credential ID (base64url). */
 export interface PasskeysTable {
   id: Immutable<string>;
@@ -330,6 +362,9 @@ export interface Database {
   groups: GroupsTable;
   group_members: GroupMembersTable;
   backchannel_logouts: BackchannelLogoutsTable;
+  authenticator_apps: AuthenticatorAppsTable;
+  recovery_codes: RecoveryCodesTable;
+  pending_logins: PendingLoginsTable;
   passkeys: PasskeysTable;
   webauthn_challenges: WebauthnChallengesTable;
 }

@@ -1,7 +1,8 @@
 /**
  * Property-based fuzzing (SPEC §5) of the endpoints that take input from anyone: the
  * authorization endpoint and its consent form, the token, revocation and introspection
- * endpoints, userinfo, RP-initiated logout, the login form, passkey logins and /account/security, and the admin forms. Requests are random, oversized, repeated,
+ * endpoints, userinfo, RP-initiated logout, the login form, passkey logins, the second step
+ * of a login and the security forms, and the admin forms. Requests are random, oversized, repeated,
  * not UTF-8, injection-shaped, sent with the wrong method or content type — and built so
  * that none of them is a request that should succeed. Each must get a documented answer
  * (a 4xx, or the redirect or `200` the RFCs prescribe for that case), never a 5xx; HTML
@@ -20,6 +21,7 @@ import { AUTHORIZATION_PARAMETERS } from '../../src/oauth/authorize.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { openIdLogin } from '../support/backchannel.ts';
 import { discover } from '../support/oauth-client.ts';
+import { setUpApp } from '../support/second-factors.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
@@ -40,6 +42,9 @@ const TABLES = [
   'group_members',
   'backchannel_logouts',
   'passkeys',
+  'authenticator_apps',
+  'recovery_codes',
+  'pending_logins',
 ];
 const SCOPES = ['annotation:read', 'annotation:write'];
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
@@ -82,6 +87,8 @@ interface World {
   anonymous: { cookie: string; csrf: string };
   alice: { cookie: string; csrf: string };
   admin: { cookie: string; csrf: string };
+  /** carol, who has an authenticator app, at the second step of a login (a pending login's cookie). */
+  carol: { cookie: string; csrf: string };
   /** A visitor of the login page who asked for a passkey challenge: its cookies (the WebAuthn binding too), and the challenge. */
   passkey: { cookie: string; csrf: string; challenge: string };
 }
@@ -259,7 +266,7 @@ interface Case {
 }
 
 /** The forms are pages too: a GET of their URL shows the page (or, once logged in, moves on). */
-const PAGES = new Set(['login', 'consent', 'admin']);
+const PAGES = new Set(['login', 'consent', 'admin', 'second-factor']);
 
 function request(endpoint: string, m: string, url: string, b: Body, headers: Record<string, string>, allowed: readonly number[]): Case {
   const all = { ...headers, ...(b.contentType ? { 'content-type': b.contentType } : {}) };
@@ -427,6 +434,57 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
         fc
           .tuple(params(['x', 'next'], value), who)
           .map(([p, session]) => request('security', 'GET', `/account/security?${form(p, 'encoded')}`, {}, { cookie: session.cookie }, [200, 303])),
+      ),
+    },
+    {
+      // Codes for carol's second step that can never be right: never 6 digits (she has no recovery
+      // codes); a set-up while she has an app; and alice's security forms, none of which can change
+      // anything: no set-up to confirm, no app to remove, no factor to recover, a new set-up only
+      // without the right CSRF token. (The throttle soon answers 429.)
+      name: 'the second step and the security forms',
+      runs: 300,
+      arbitrary: fc.oneof(
+        fc
+          .tuple(
+            fc.constantFrom('/login/second-factor', '/login/second-factor/set-up'),
+            method('POST'),
+            body(
+              sessionForm(
+                world.carol,
+                params(
+                  ['code', 'next'],
+                  fc.oneof(value, fc.constantFrom('12345', '1234567', '１２３４５６', '123 45', 'abcde-23456', 'ABCDE23456', `${'1'.repeat(64)}x`)),
+                ).map((p) => p.filter(([, v]) => !/^\d{6}$/.test(v.replace(/[\s-]/g, '')))),
+              ),
+            ),
+            // A GET of the set-up page as alice would start a set-up: a page shown, not a failed request.
+            fc.constantFrom(world.anonymous.cookie, world.carol.cookie),
+          )
+          .map(([path, m, b, cookie]) => request('second-factor', m, path, b, { cookie }, [200, 303])),
+        fc
+          .tuple(
+            fc.constantFrom('/account/security/app/confirm', '/account/security/app/remove', '/account/security/recovery-codes'),
+            method('POST'),
+            body(sessionForm(world.alice, params(['code'], value))),
+          )
+          // 409: no factor to recover (the refusal's documented status).
+          .map(([path, m, b]) => request('second-factor', m, path, b, { cookie: world.alice.cookie }, [200, 303, 409])),
+        fc
+          .tuple(
+            method('POST'),
+            body(params(['code'], value)),
+            value.filter((v) => v !== world.alice.csrf),
+          )
+          .map(([m, b, csrf]) =>
+            request(
+              'second-factor',
+              m,
+              '/account/security/app',
+              { ...b, payload: `_csrf=${encode(csrf)}&${String(b.payload ?? '')}` },
+              { cookie: world.alice.cookie },
+              [200, 303],
+            ),
+          ),
       ),
     },
     {
@@ -616,6 +674,10 @@ for (const backend of BACKENDS) {
         const { challenge } = (await options.json()) as { challenge: string };
         return { cookie: [...agent.cookies].map(([k, v]) => `${k}=${v}`).join('; '), csrf, challenge };
       };
+      const carol = new UserAgent(server.url);
+      await server.createUser('carol');
+      await carol.login('carol');
+      await setUpApp(carol);
       world = {
         server,
         publicClient,
@@ -627,6 +689,7 @@ for (const backend of BACKENDS) {
         alice: await session('alice', '/'),
         admin: await session('root', '/admin/users'),
         passkey: await passkeyVisitor(),
+        carol: await session('carol', '/login/second-factor'),
       };
       before_ = await snapshot(server);
       auditBefore = Number((await sql<{ n: number }>`select count(*) as n from audit_events`.execute(server.store.db)).rows[0]!.n);
