@@ -16,6 +16,7 @@ import { authorizationUrl, discover, obtainTokens } from './support/oauth-client
 import { totpCode } from './support/second-factors.ts';
 import { PASSWORD, startServer } from './support/server.ts';
 import { UserAgent } from './support/user-agent.ts';
+import { addVirtualAuthenticator, withoutAutofill } from './support/webauthn.ts';
 
 const folder = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
 mkdirSync(folder, { recursive: true });
@@ -151,6 +152,32 @@ try {
   await user.getByRole('button', { name: 'Authorize' }).waitFor();
   await shootWidths(user, 'device-consent');
 
+  // Passkeys: a server on localhost (browsers refuse passkeys on an IP address), a virtual authenticator.
+  const passkeyServer = await startServer(sqlite, {}, 'localhost');
+  try {
+    passkeyServer.advance((Date.parse('2026-11-22T09:30:00Z') - Date.now()) / 1000);
+    await passkeyServer.createUser('alice');
+    const context = await withoutAutofill(browser);
+    contexts.push(context);
+    const person = await context.newPage();
+    await addVirtualAuthenticator(person);
+    await person.goto(new URL('/login?next=%2Faccount%2Fsecurity', passkeyServer.url).href);
+    await person.getByRole('button', { name: 'Log in with a passkey' }).waitFor();
+    await shootWidths(person, 'login-passkey');
+    await logIn(person, 'alice');
+    await person.getByLabel('Passkey name').fill('Work laptop');
+    await person.getByRole('button', { name: 'Add a passkey' }).click();
+    await person.getByRole('status').getByText('Passkey added.').waitFor();
+    // With a passkey, changes need a login with it: log out, and back in with the passkey.
+    await person.getByRole('button', { name: 'Log out' }).click();
+    await person.getByRole('button', { name: 'Log in with a passkey' }).click();
+    await person.waitForURL((url) => url.pathname === '/');
+    await person.goto(new URL('/account/security', passkeyServer.url).href);
+    await shootWidths(person, 'account-security');
+  } finally {
+    await passkeyServer.close();
+  }
+
   // Second factors: an authenticator app set up at /account/security, then the second step of a login.
   await server.createUser('dana');
   const dana = await browse();
@@ -164,7 +191,7 @@ try {
   await dana.getByRole('button', { name: 'Confirm' }).click();
   await dana.getByRole('button', { name: 'Generate recovery codes' }).click();
   await dana.getByRole('link', { name: /back to your security page/ }).click();
-  await shootWidths(dana, 'account-security');
+  await shootWidths(dana, 'account-security-app');
   await dana.getByRole('button', { name: 'Log out' }).click();
   await logIn(dana, 'dana');
   await dana.getByLabel('Code', { exact: true }).waitFor();

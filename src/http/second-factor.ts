@@ -77,6 +77,7 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
       csrfToken: formToken(reply),
       stepUp: step.session !== undefined,
       maxLength: MAX_CODE_LENGTH,
+      passkeys: ctx.config.webauthn !== null,
     });
   }
 

@@ -16,7 +16,7 @@ import { discover, insecure, obtainTokens } from '../support/oauth-client.ts';
 import { registerResourceServer } from '../support/resources.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
-import { addVirtualAuthenticator, type VirtualAuthenticator } from '../support/webauthn.ts';
+import { addVirtualAuthenticator, withoutAutofill, type VirtualAuthenticator } from '../support/webauthn.ts';
 import type { User } from '../../src/store/schema.ts';
 
 /** What the page's script posts to /login/passkey, caught and kept from the server. */
@@ -48,18 +48,6 @@ export async function postAnswer(
     const response = await fetch('/login/passkey', { method: 'POST', body: new URLSearchParams(fields), credentials: 'same-origin' });
     return { status: response.status, body: (await response.json()) as { redirect?: string; error?: string; error_description?: string } };
   }, answer);
-}
-
-/**
- * A browser context whose browser offers no passkey autofill. Chromium's virtual
- * authenticator answers a conditional (autofill) request at once, with no one picking the
- * passkey: every login page would log in by itself. Without autofill, the page's script
- * waits for the button, as in a browser without conditional mediation.
- */
-async function withoutAutofill(browser: TestBrowser): Promise<BrowserContext> {
-  const context = await browser.newContext();
-  await context.addInitScript({ content: "Object.defineProperty(PublicKeyCredential, 'isConditionalMediationAvailable', { value: async () => false });" });
-  return context;
 }
 
 /** The CSRF token of the login form on the page (to send an answer from another page or after a logout). */
@@ -174,8 +162,11 @@ for (const backend of BACKENDS) {
         (await sessionsOf(alice)).map((s) => s.amr),
         ['hwk user mfa', 'hwk user mfa'],
       );
+      // Without the authenticator, the login page's autofill waits (it would log in again at once).
+      await copy.cdp.send('WebAuthn.removeVirtualAuthenticator', { authenticatorId: copy.id });
       await logOut(synced);
       await synced.context().close();
+      assert.equal((await sessionsOf(alice)).length, 1);
       // The original, whose count the copy overtook, catches up (as a synced passkey's count does).
       const [used] = await passkeysOf(alice);
       await authenticator.removeCredential(credential!.credentialId);
@@ -263,8 +254,16 @@ for (const backend of BACKENDS) {
       }, twice);
       assert.deepEqual(statuses.sort(), [200, 401]);
       assert.equal((await sessionsOf(alice)).length, 1);
+      assert.equal((await failures('unknown_challenge')).length, 4, 'the second found the challenge gone');
       await page.goto(new URL('/', server.url).href);
       await logOut(page);
+
+      // A genuine answer, five minutes late: its challenge has expired.
+      const late = await catchAnswer(page);
+      server.advance(5 * 60 + 1);
+      assert.equal((await postAnswer(page, late)).status, 401);
+      assert.equal((await failures('unknown_challenge')).length, 5);
+      assert.deepEqual(await sessionsOf(alice), []);
     });
 
     test("another user's credential is refused", async () => {

@@ -3,7 +3,8 @@
  * (Chromium's `WebAuthn` domain): a platform authenticator (ctap2, internal) that keeps
  * discoverable credentials and verifies its user — or fails to, when told.
  */
-import type { CDPSession, Page } from 'playwright-core';
+import type { BrowserContext, CDPSession, Page } from 'playwright-core';
+import type { TestBrowser } from './browser.ts';
 
 export interface VirtualCredential {
   credentialId: string;
@@ -45,4 +46,16 @@ export async function addVirtualAuthenticator(page: Page, options: { isUserVerif
     removeCredential: async (credentialId) => void (await cdp.send('WebAuthn.removeCredential', { authenticatorId: id, credentialId })),
     setUserVerified: async (verified) => void (await cdp.send('WebAuthn.setUserVerified', { authenticatorId: id, isUserVerified: verified })),
   };
+}
+
+/**
+ * A browser context whose browser offers no passkey autofill. Chromium's virtual
+ * authenticator answers a conditional (autofill) request at once, with no one picking the
+ * passkey: every login page would log in by itself. Without autofill, the page's script
+ * waits for the button, as in a browser without conditional mediation.
+ */
+export async function withoutAutofill(browser: TestBrowser): Promise<BrowserContext> {
+  const context = await browser.newContext();
+  await context.addInitScript({ content: "Object.defineProperty(PublicKeyCredential, 'isConditionalMediationAvailable', { value: async () => false });" });
+  return context;
 }
