@@ -13,6 +13,7 @@ import { sqlite } from './support/backends.ts';
 import { deviceApp, requestCodes } from './support/device.ts';
 import { launchBrowser, logIn, startClientSite } from './support/browser.ts';
 import { authorizationUrl, discover, obtainTokens } from './support/oauth-client.ts';
+import { totpCode } from './support/second-factors.ts';
 import { PASSWORD, startServer } from './support/server.ts';
 import { UserAgent } from './support/user-agent.ts';
 import { addVirtualAuthenticator, withoutAutofill } from './support/webauthn.ts';
@@ -21,7 +22,8 @@ const folder = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
 mkdirSync(folder, { recursive: true });
 
 const [server, site, browser] = await Promise.all([startServer(sqlite, { DYNAMIC_CLIENT_REGISTRATION: 'true' }), startClientSite(), launchBrowser()]);
-server.advance((Date.parse('2026-11-22T09:30:00Z') - Date.now()) / 1000);
+const clockOffset = Date.parse('2026-11-22T09:30:00Z') - Date.now();
+server.advance(clockOffset / 1000);
 const at = (path: string) => new URL(path, server.url).href;
 const contexts: BrowserContext[] = [];
 
@@ -175,6 +177,25 @@ try {
   } finally {
     await passkeyServer.close();
   }
+
+  // Second factors: an authenticator app set up at /account/security, then the second step of a login.
+  await server.createUser('dana');
+  const dana = await browse();
+  await dana.goto(at('/login?next=%2Faccount%2Fsecurity'));
+  await logIn(dana, 'dana');
+  await dana.getByRole('button', { name: 'Set up an authenticator app' }).click();
+  await dana.getByLabel('Code from the app').waitFor();
+  await shootWidths(dana, 'app-setup');
+  const totpSecret = (await dana.locator('#totp-secret').textContent())!.replace(/\s/g, '');
+  await dana.getByLabel('Code from the app').fill(totpCode(totpSecret, Date.now() + clockOffset));
+  await dana.getByRole('button', { name: 'Confirm' }).click();
+  await dana.getByRole('button', { name: 'Generate recovery codes' }).click();
+  await dana.getByRole('link', { name: /back to your security page/ }).click();
+  await shootWidths(dana, 'account-security-app');
+  await dana.getByRole('button', { name: 'Log out' }).click();
+  await logIn(dana, 'dana');
+  await dana.getByLabel('Code', { exact: true }).waitFor();
+  await shootWidths(dana, 'second-factor');
 } finally {
   await Promise.all(contexts.map((context) => context.close()));
   await browser.close();

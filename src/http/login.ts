@@ -7,7 +7,7 @@ import { requireFormBody } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';
 import { secondStepUrl, setPendingCookie } from './second-factor.ts';
-import { clearSessionCookie, currentUser, formToken, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
+import { clearSessionCookie, cookieOptions, currentUser, formToken, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
 
 const page = { config: { page: true } } as const;
 
@@ -66,6 +66,8 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     }
     if (result.ok) {
       setSessionCookie(reply, ctx, result.session);
+      // A second step left half-done in this browser (another account's, say) is dropped.
+      reply.clearCookie(pendingCookieName(ctx), cookieOptions(ctx));
       renewCsrfSecret(reply, ctx);
       request.log.info({ event: 'login', user: result.user.id }, 'logged in');
       return reply.redirect(next, 303);
