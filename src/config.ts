@@ -5,6 +5,7 @@
  * An invalid value stops start-up with one line naming the setting (SPEC §1).
  */
 import { availableParallelism } from 'node:os';
+import { isIP } from 'node:net';
 
 /**
  * The built-in resource's scopes (its rows are seeded by a migration): what an administrator's
@@ -83,6 +84,14 @@ export interface Config {
   };
   /** Lifetime of OpenID Connect ID tokens, in seconds. */
   readonly idTokenTtl: number;
+  /** Who must have a second factor before a password login completes (SPEC §4.12). */
+  readonly requireSecondFactor: 'none' | 'admins' | 'all';
+  /**
+   * Passkeys (SPEC §4.12): the WebAuthn RP ID and the origin responses must come from (the
+   * origin of PUBLIC_URL); null when passkeys are off (PUBLIC_URL on an IP address and no
+   * WEBAUTHN_RP_ID: browsers refuse an IP address as an RP ID).
+   */
+  readonly webauthn: { readonly rpId: string; readonly origin: string } | null;
 }
 
 /**
@@ -165,6 +174,24 @@ function publicUrl(env: Env, port: number): string {
   return url.href.replace(/\/+$/, '');
 }
 
+/**
+ * WEBAUTHN_RP_ID: a host name that is PUBLIC_URL's own or a parent domain of it (WebAuthn L2
+ * §5.1.4: a browser refuses any other); default the host name of PUBLIC_URL, unless that is
+ * an IP address — then passkeys are off. `localhost` covers every port of localhost.
+ */
+function webauthn(env: Env, publicUrl: string): Config['webauthn'] {
+  const url = new URL(publicUrl);
+  const host = url.hostname.toLowerCase();
+  const raw = (env.WEBAUTHN_RP_ID ?? '').trim().toLowerCase();
+  if (raw === '') return isIP(host.replace(/^\[|\]$/g, '')) === 0 ? Object.freeze({ rpId: host, origin: url.origin }) : null;
+  if (isIP(raw.replace(/^\[|\]$/g, '')) !== 0 || !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(raw)) {
+    throw new ConfigError(`WEBAUTHN_RP_ID must be a host name (browsers refuse IP addresses), got "${raw}"`);
+  }
+  if (host !== raw && !host.endsWith(`.${raw}`))
+    throw new ConfigError(`WEBAUTHN_RP_ID must be the host name of PUBLIC_URL or a parent domain of it, got "${raw}"`);
+  return Object.freeze({ rpId: raw, origin: url.origin });
+}
+
 function redisUrl(env: Env): string | null {
   const raw = env.REDIS_URL;
   if (raw === undefined || raw === '') return null;
@@ -212,11 +239,12 @@ function hostPatterns(env: Env, name: string): readonly string[] {
 
 export function loadConfig(env: Env = process.env): Config {
   const port = integer(env, 'PORT', 5000, 0, 65535);
+  const issuer = publicUrl(env, port);
   return Object.freeze({
     port,
     host: env.HOST || '127.0.0.1',
     workers: workers(env),
-    publicUrl: publicUrl(env, port),
+    publicUrl: issuer,
     database: parseDatabaseUrl(env.DATABASE_URL || 'sqlite:./data/gatehouse.db'),
     redisUrl: redisUrl(env),
     trustProxy: trustProxy(env),
@@ -251,6 +279,8 @@ export function loadConfig(env: Env = process.env): Config {
       rotationDays: integer(env, 'SIGNING_KEY_ROTATION_DAYS', 90, 0, 3650),
     }),
     idTokenTtl: integer(env, 'ID_TOKEN_TTL', 3600, 60, 86_400),
+    requireSecondFactor: oneOf(env, 'REQUIRE_SECOND_FACTOR', ['none', 'admins', 'all'] as const, 'none'),
+    webauthn: webauthn(env, issuer),
   });
 }
 

@@ -19,6 +19,9 @@ export const TOKEN_PREFIX = {
   session: 'gss_',
   clientSecret: 'gcs_',
   setup: 'gsu_',
+  pendingLogin: 'gpl_',
+  /** The random value a browser holds in its WebAuthn binding cookie (accounts/passkeys.ts). */
+  webauthnBinding: 'gwb_',
 } as const;
 export type TokenKind = keyof typeof TOKEN_PREFIX;
 

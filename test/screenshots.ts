@@ -13,14 +13,17 @@ import { sqlite } from './support/backends.ts';
 import { deviceApp, requestCodes } from './support/device.ts';
 import { launchBrowser, logIn, startClientSite } from './support/browser.ts';
 import { authorizationUrl, discover, obtainTokens } from './support/oauth-client.ts';
+import { totpCode } from './support/second-factors.ts';
 import { PASSWORD, startServer } from './support/server.ts';
 import { UserAgent } from './support/user-agent.ts';
+import { addVirtualAuthenticator, withoutAutofill } from './support/webauthn.ts';
 
 const folder = fileURLToPath(new URL('../docs/screenshots/', import.meta.url));
 mkdirSync(folder, { recursive: true });
 
 const [server, site, browser] = await Promise.all([startServer(sqlite, { DYNAMIC_CLIENT_REGISTRATION: 'true' }), startClientSite(), launchBrowser()]);
-server.advance((Date.parse('2026-11-22T09:30:00Z') - Date.now()) / 1000);
+const clockOffset = Date.parse('2026-11-22T09:30:00Z') - Date.now();
+server.advance(clockOffset / 1000);
 const at = (path: string) => new URL(path, server.url).href;
 const contexts: BrowserContext[] = [];
 
@@ -108,7 +111,7 @@ try {
   );
   const [popup] = await Promise.all([opener.waitForEvent('popup'), opener.getByRole('button', { name: 'Sign in with Gatehouse' }).click()]);
   await popup.setViewportSize({ width: 480, height: 560 });
-  await popup.getByRole('button', { name: 'Log in' }).waitFor();
+  await popup.getByRole('button', { name: 'Log in', exact: true }).waitFor();
   await shoot(popup, 'login-popup');
   const phone = await browse({ width: 390, height: 760 });
   await phone.goto((await authorizationUrl(app, { prompt: 'consent' })).url.href);
@@ -148,6 +151,51 @@ try {
   await user.getByRole('button', { name: 'Continue' }).click();
   await user.getByRole('button', { name: 'Authorize' }).waitFor();
   await shootWidths(user, 'device-consent');
+
+  // Passkeys: a server on localhost (browsers refuse passkeys on an IP address), a virtual authenticator.
+  const passkeyServer = await startServer(sqlite, {}, 'localhost');
+  try {
+    passkeyServer.advance((Date.parse('2026-11-22T09:30:00Z') - Date.now()) / 1000);
+    await passkeyServer.createUser('alice');
+    const context = await withoutAutofill(browser);
+    contexts.push(context);
+    const person = await context.newPage();
+    await addVirtualAuthenticator(person);
+    await person.goto(new URL('/login?next=%2Faccount%2Fsecurity', passkeyServer.url).href);
+    await person.getByRole('button', { name: 'Log in with a passkey' }).waitFor();
+    await shootWidths(person, 'login-passkey');
+    await logIn(person, 'alice');
+    await person.getByLabel('Passkey name').fill('Work laptop');
+    await person.getByRole('button', { name: 'Add a passkey' }).click();
+    await person.getByRole('status').getByText('Passkey added.').waitFor();
+    // With a passkey, changes need a login with it: log out, and back in with the passkey.
+    await person.getByRole('button', { name: 'Log out' }).click();
+    await person.getByRole('button', { name: 'Log in with a passkey' }).click();
+    await person.waitForURL((url) => url.pathname === '/');
+    await person.goto(new URL('/account/security', passkeyServer.url).href);
+    await shootWidths(person, 'account-security');
+  } finally {
+    await passkeyServer.close();
+  }
+
+  // Second factors: an authenticator app set up at /account/security, then the second step of a login.
+  await server.createUser('dana');
+  const dana = await browse();
+  await dana.goto(at('/login?next=%2Faccount%2Fsecurity'));
+  await logIn(dana, 'dana');
+  await dana.getByRole('button', { name: 'Set up an authenticator app' }).click();
+  await dana.getByLabel('Code from the app').waitFor();
+  await shootWidths(dana, 'app-setup');
+  const totpSecret = (await dana.locator('#totp-secret').textContent())!.replace(/\s/g, '');
+  await dana.getByLabel('Code from the app').fill(totpCode(totpSecret, Date.now() + clockOffset));
+  await dana.getByRole('button', { name: 'Confirm' }).click();
+  await dana.getByRole('button', { name: 'Generate recovery codes' }).click();
+  await dana.getByRole('link', { name: /back to your security page/ }).click();
+  await shootWidths(dana, 'account-security-app');
+  await dana.getByRole('button', { name: 'Log out' }).click();
+  await logIn(dana, 'dana');
+  await dana.getByLabel('Code', { exact: true }).waitFor();
+  await shootWidths(dana, 'second-factor');
 } finally {
   await Promise.all(contexts.map((context) => context.close()));
   await browser.close();

@@ -12,10 +12,18 @@ import { findUserByLogin } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { DECOY_HASH, verifyPassword } from './passwords.ts';
 import { endSession, PASSWORD_LOGIN_AMR, sessionUser, startSession } from './sessions.ts';
+import { hasSecondFactor, mustHaveSecondFactor, startPendingLogin } from './second-factors.ts';
+import type { PasskeyFailure } from './passkeys.ts';
 import type { User } from './users.ts';
 
 export type LoginResult =
-  | { ok: true; user: User; /** The new session's token. */ session: string }
+  | { ok: true; user: User; /** The new session's token. */ session: string; pending?: undefined }
+  /**
+   * The password was right, and a second step comes before any session (SPEC §4.12): a code
+   * (`code`: the person has a second factor) or setting one up (`set_up`: REQUIRE_SECOND_FACTOR).
+   * `pending` is the pending login's token (accounts/second-factors.ts).
+   */
+  | { ok: true; user: User; session?: undefined; pending: string; next: 'code' | 'set_up' }
   | {
       ok: false;
       /** Refused unchecked: too many failures (429), or too many password checks under way (503). */
@@ -23,7 +31,12 @@ export type LoginResult =
       /** Seconds until the next attempt may be checked. */
       retryAfter: number;
     }
-  | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' };
+  | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' }
+  /** A passkey's response refused (accounts/passkeys.ts), and why — for the log, never the page. */
+  | { ok: false; reason: 'passkey_refused'; passkeyReason: PasskeyFailure };
+
+/** A login that starts a session or is refused: one with no second step (a passkey is two factors itself). */
+export type SessionLoginResult = Exclude<LoginResult, { pending: string }>;
 
 export interface LoginAttempt {
   /** A username or an email address, as typed (trimmed). */
@@ -59,6 +72,14 @@ export async function logIn(ctx: AppContext, attempt: LoginAttempt): Promise<Log
     const reason = !user ? 'unknown_account' : !valid ? 'wrong_password' : 'account_disabled';
     await ctx.audit({ type: 'login_failed', userId: user?.id ?? null, address, detail: { reason } });
     return { ok: false, reason };
+  }
+  const needsCode = await hasSecondFactor(ctx, user.id);
+  if (needsCode || mustHaveSecondFactor(ctx.config, user)) {
+    // The password was no failure, but the account's count of failures stays until the
+    // second step succeeds: a known password must not reset the count of wrong codes.
+    await throttle.releaseLogin(account, address);
+    const pending = await startPendingLogin(ctx, user.id);
+    return { ok: true, user, pending, next: needsCode ? 'code' : 'set_up' };
   }
   await throttle.loginSucceeded(account, address);
   const session = await startSession(ctx, user.id, attempt.session, PASSWORD_LOGIN_AMR);

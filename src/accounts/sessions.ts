@@ -11,8 +11,11 @@ import { hashIfWellFormed, mintToken } from '../tokens.ts';
 
 export type { Login };
 
-/** The `amr` of a login with a password alone (RFC 8176 §2): so far, every login. */
+/** The `amr` of a login with a password alone (RFC 8176 §2). */
 export const PASSWORD_LOGIN_AMR = 'pwd';
+
+/** The `amr` of a login with a passkey (SPEC §4.12): a hardware-bound key, verified user, two factors. */
+export const PASSKEY_LOGIN_AMR = 'hwk user mfa';
 
 /** A person in a live session, and the login that started it. */
 export interface SignedIn {
@@ -42,6 +45,15 @@ export async function endSession(ctx: AppContext, token: string | undefined): Pr
 /** Ends every session of the user (a password change, an account disabled), with their back-channel logouts. */
 export async function endUserSessions(ctx: AppContext, userId: string): Promise<void> {
   if ((await deleteSessions(ctx.db, { userId }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
+}
+
+/**
+ * Ends every session of the user but the one `current` names (a factor removed: whoever holds
+ * another session may be the reason), with their back-channel logouts.
+ */
+export async function endOtherSessions(ctx: AppContext, userId: string, current: string | undefined): Promise<void> {
+  const except = current === undefined ? undefined : (hashIfWellFormed('session', current) ?? undefined);
+  if ((await deleteSessions(ctx.db, { userId, except }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
 }
 
 /** The person of a live session and their login; null when the token is unknown, expired, or its user disabled. */

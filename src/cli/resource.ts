@@ -68,7 +68,8 @@ const create: Command = command({
     'registers a resource server; prints its introspection client (secret once);',
     'its tokens: opaque (default) or jwt, signed ES256 (default) or RS256,',
     'living --access-token-ttl seconds (60-3600 for jwt, 60-86400 for opaque;',
-    'default: JWT_ACCESS_TOKEN_TTL or ACCESS_TOKEN_TTL)',
+    'default: JWT_ACCESS_TOKEN_TTL or ACCESS_TOKEN_TTL); --require-second-factor:',
+    'its tokens only for a login with a passkey or an authenticator app (step-up)',
   ],
   options: { uri: { type: 'string' }, name: { type: 'string' }, scope: { type: 'string', multiple: true }, ...TOKEN_OPTIONS },
   async run(ctx, args, options, print) {
@@ -91,7 +92,8 @@ const update: Command = command({
   usage: ['<uri>', ...TOKEN_USAGE],
   help: [
     'changes how its access tokens are made (those issued keep theirs); the built-in',
-    "resource's format cannot be changed; --access-token-ttl default: the format's default",
+    "resource's format cannot be changed; --access-token-ttl default: the format's default;",
+    '--no-require-second-factor lets a password login have its tokens again',
   ],
   options: TOKEN_OPTIONS,
   async run(ctx, args, options, print) {

@@ -1,5 +1,6 @@
-/** `gatehouse user …`: create, list, update, disable users and set their passwords. */
+/** `gatehouse user …`: create, list, update, disable users, set their passwords and reset their second factors. */
 import { allGroups } from '../accounts/groups.ts';
+import { resetSecondFactor as resetFactors } from '../accounts/second-factors.ts';
 import { allUsers, createUser, disableUser, findUserNamed, setPassword, updateProfile, type User } from '../accounts/users.ts';
 import { COMMAND_LINE } from '../audit.ts';
 import type { AppContext } from '../context.ts';
@@ -107,6 +108,24 @@ const setPasswordCommand = command({
   },
 });
 
+const resetSecondFactor = command({
+  words: 'user reset-second-factor',
+  usage: '<username>',
+  help: [
+    "removes the user's passkeys, authenticator app and recovery codes and ends their sessions:",
+    'for a person who has lost every factor; they log in with their password again',
+  ],
+  async run(ctx, args, _options, print) {
+    const user = await requireUser(ctx, args);
+    const removed = await resetFactors(ctx, user, COMMAND_LINE);
+    print(
+      { username: user.username, passkeys: removed.passkeys, authenticator_apps: removed.apps, recovery_codes: removed.recoveryCodes, sessions_ended: true },
+      `Reset the second factors of ${user.username}: ${removed.passkeys} passkey(s), ${removed.apps} authenticator app(s) and ${removed.recoveryCodes} recovery code(s) removed; their sessions are ended.`,
+    );
+    return 0;
+  },
+});
+
 async function requireUser(ctx: AppContext, args: string[]) {
   const [username, ...extra] = args;
   if (username === undefined || extra.length > 0) throw new UsageError('name exactly one user');
@@ -115,4 +134,4 @@ async function requireUser(ctx: AppContext, args: string[]) {
   return user;
 }
 
-export const USER_COMMANDS: readonly Command[] = [create, list, update, disable, setPasswordCommand];
+export const USER_COMMANDS: readonly Command[] = [create, list, update, disable, setPasswordCommand, resetSecondFactor];

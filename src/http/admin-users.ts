@@ -5,6 +5,7 @@
  * form is CSRF-protected. The decisions and the audit are the domain's (src/accounts/), shared
  * with the CLI.
  */
+import { factorNamesOf } from '../accounts/second-factors.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addMember, allGroups, createGroup, removeGroup, removeMember } from '../accounts/groups.ts';
 import { AccountError, createUser, disableUser, findUser, findUserNamed, findUsers, promoteUser, updateProfile, type User } from '../accounts/users.ts';
@@ -58,6 +59,10 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
     const { rows, next, previous } = await findUsers(ctx, query, cursor);
     const link = (at: Record<string, string> | null) => at && `/admin/users?${new URLSearchParams({ ...(query ? { q: query } : {}), ...at })}`;
     const self = admin(request);
+    const factors = await factorNamesOf(
+      ctx,
+      rows.map((u) => u.id),
+    );
     return reply.view('admin-users.eta', {
       title: 'Users',
       wide: true,
@@ -75,6 +80,7 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
         disabled: u.disabled === 1,
         self: u.id === self.id,
         created: formatTime(u.created_at),
+        secondFactors: factors.get(u.id) ?? [],
       })),
       notice: notice(request),
       csrfToken: formToken(reply),

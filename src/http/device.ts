@@ -7,7 +7,8 @@
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { AppContext } from '../context.ts';
-import { answerDevice, checkUserCode, VERIFICATION_PATH, type PendingDevice } from '../oauth/device.ts';
+import { answerDevice, checkUserCode, stepUpNeeded, VERIFICATION_PATH, type PendingDevice } from '../oauth/device.ts';
+import { secondStepUrl } from './second-factor.ts';
 import { invalidRequest } from '../oauth/errors.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
@@ -64,6 +65,10 @@ export default async function deviceRoutes(app: FastifyInstance, { ctx }: { ctx:
       if (check.reason !== 'throttled') return codeForm(reply.code(400), typed, PROBLEMS[check.reason]);
       reply.header('Retry-After', String(check.retryAfter));
       return codeForm(reply.code(429), typed, `Too many wrong codes. Try again in ${Math.ceil(check.retryAfter / 60)} minute(s).`);
+    }
+    // Step-up before consent: the person proves (or sets up) a second factor, then comes back to this code.
+    if (decision !== 'deny' && stepUpNeeded(check.device, signedIn)) {
+      return reply.redirect(secondStepUrl('code', `${VERIFICATION_PATH}?${new URLSearchParams({ user_code: check.device.userCode })}`), 303);
     }
     if (decision === undefined) return consentPage(reply, user, check.device);
     if (!(await answerDevice(ctx, signedIn, check.device, decision === 'approve', request.ip))) return codeForm(reply.code(400), typed, PROBLEMS.unknown);

@@ -6,7 +6,8 @@ import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';
-import { clearSessionCookie, currentUser, formToken, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
+import { secondStepUrl, setPendingCookie } from './second-factor.ts';
+import { clearSessionCookie, cookieOptions, currentUser, formToken, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
 
 const page = { config: { page: true } } as const;
 
@@ -19,6 +20,8 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       notVetted: pending?.notVetted ?? null,
       popup: pending?.popup ?? null,
       loginHint: pending?.loginHint ?? null,
+      // Passkeys (SPEC §4.12): the button and autofill, unless passkeys are off.
+      passkeys: ctx.config.webauthn !== null,
     };
   }
 
@@ -36,13 +39,16 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
     reply.header('Cache-Control', 'no-store');
     const context = await loginContext(next, request.ip);
+    // Asked to log in again (a change to how they log in needs a recent login: account-security.ts).
+    const reauth = user !== null && single(query, 'reauth') !== undefined;
     return reply.view('login.eta', {
       title: 'Log in',
       next,
       csrfToken: formToken(reply),
-      username: context.loginHint ?? '',
+      username: context.loginHint ?? (reauth && user ? user.username : ''),
       error: null,
       current: user,
+      reauth,
       ...context,
     });
   });
@@ -52,8 +58,16 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const login = (single(body, 'username') ?? '').trim();
     const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
     const result = await logIn(ctx, { login, password: single(body, 'password') ?? '', address: request.ip, session: sessionToken(request, ctx) });
+    if (result.ok && result.pending !== undefined) {
+      // No session yet: the second step comes first (src/http/second-factor.ts).
+      setPendingCookie(reply, ctx, result.pending);
+      request.log.info({ event: 'login_second_step', user: result.user.id }, 'password accepted, second step next');
+      return reply.redirect(secondStepUrl(result.next, next), 303);
+    }
     if (result.ok) {
       setSessionCookie(reply, ctx, result.session);
+      // A second step left half-done in this browser (another account's, say) is dropped.
+      reply.clearCookie(pendingCookieName(ctx), cookieOptions(ctx));
       renewCsrfSecret(reply, ctx);
       request.log.info({ event: 'login', user: result.user.id }, 'logged in');
       return reply.redirect(next, 303);
@@ -74,6 +88,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       username: login,
       error,
       current: null,
+      reauth: false,
       ...(await loginContext(next, request.ip)),
     });
   });

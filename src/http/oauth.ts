@@ -7,6 +7,7 @@
  * `...PARAMETERS_CHECKED_BY_PROTOCOL` the protocol code checks the parameters itself and
  * answers with OAuth's own errors.
  */
+import { secondStepUrl } from './second-factor.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authorize, type Arrival, type NextStep } from '../oauth/authorize.ts';
 import { clientAssertionCheck } from '../oauth/assertions/client-assertion.ts';
@@ -62,6 +63,8 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     switch (step.kind) {
       case 'login':
         return reply.redirect(`/login?${new URLSearchParams({ next: step.next, ...(step.switchAccount ? { switch: '1' } : {}) })}`);
+      case 'second_factor':
+        return reply.redirect(secondStepUrl('code', step.next));
       case 'consent':
         return consentPage(request, reply, step);
       case 'respond': {

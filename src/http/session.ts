@@ -23,9 +23,24 @@ export function csrfCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_csrf');
 }
 
+/** The pending login of a password login whose second step is to come (src/http/second-factor.ts). */
+export function pendingCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_pending');
+}
+
 /** The one-time notice a page shows after the redirect that follows a form (src/http/account.ts). */
 export function noticeCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_notice');
+}
+
+/** The notice /account/security shows once after a change made in this browser (src/http/account-security.ts). */
+export function securityNoticeCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_security_notice');
+}
+
+/** The browser's WebAuthn binding: which challenges this browser may answer (src/accounts/passkeys.ts). */
+export function webauthnCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_webauthn');
 }
 
 export function isHttps(config: Config): boolean {

@@ -10,6 +10,7 @@
  *
  * @see RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 9207
  */
+import { isMultiFactor } from '../accounts/second-factors.ts';
 import type { SignedIn } from '../accounts/sessions.ts';
 import { accountUri, type Config } from '../config.ts';
 import { readIdTokenHint } from '../identity/id-tokens.ts';
@@ -123,6 +124,11 @@ export type AuthorizationResponse =
 export type NextStep =
   /** Send the person to the login page; once logged in, to `next`. `switchAccount`: even if someone is logged in. */
   | { kind: 'login'; next: string; switchAccount: boolean }
+  /**
+   * The resource server wants a login with a second factor and this one proved none (SPEC
+   * §4.12, step-up): the person gives one (or sets one up) first, then comes back to `next`.
+   */
+  | { kind: 'second_factor'; next: string }
   /** Ask `user` to approve `request`; the form carries `fields` back. */
   | { kind: 'consent'; request: AuthorizationRequest; user: User; fields: { name: string; value: string }[]; popup: PopupCancel | null }
   /** Answer the client; `refusal` is the error answered, if any, for the log. */
@@ -146,6 +152,11 @@ export async function authorize(arrival: Arrival, signedIn: SignedIn | null, ctx
     // OIDC Core §3.1.2.1: without asking, the answer may only be about the person the hint names.
     if (request.prompt.has('none') && request.oidc.hintedSub !== null && request.oidc.hintedSub !== accountUri(user.username, ctx.config)) {
       throw redirectableError('login_required', 'the user logged in is not the one "id_token_hint" names');
+    }
+    // Step-up before consent, and before a code: such a resource's tokens only for such a login.
+    if (request.audience.requireSecondFactor && !isMultiFactor(signedIn.login.amr)) {
+      if (request.prompt.has('none')) throw redirectableError('interaction_required', 'this resource needs a login with a second factor');
+      return { kind: 'second_factor', next: returnAfterLogin(arrival, request.prompt, ctx.config) };
     }
     const approved = await alreadyApproved(request, user, ctx);
     if (!approved && request.prompt.has('none')) {

@@ -13,6 +13,7 @@
  *
  * @see RFC 8628 §3.1–3.3, §5.1 (user code brute force), §5.4 (remote phishing)
  */
+import { isMultiFactor } from '../accounts/second-factors.ts';
 import type { SignedIn } from '../accounts/sessions.ts';
 import type { AppContext } from '../context.ts';
 import { findClient } from '../store/clients.ts';
@@ -155,10 +156,19 @@ export async function checkUserCode(ctx: AppContext, user: User, typed: string, 
 }
 
 /**
+ * Whether approving needs a second factor first (SPEC §4.12, step-up): the resource server
+ * wants one and the login proved none. Denying never does.
+ */
+export function stepUpNeeded(device: PendingDevice, { login }: SignedIn): boolean {
+  return device.audience.requireSecondFactor && !isMultiFactor(login.amr);
+}
+
+/**
  * Records the person's answer, with the login it was given in (the grant's `auth_time` and
  * `amr`); false when the request was answered or expired meanwhile.
  */
 export async function answerDevice(ctx: AppContext, { user, login }: SignedIn, device: PendingDevice, approve: boolean, address: string): Promise<boolean> {
+  if (approve && stepUpNeeded(device, { user, login })) return false;
   const decision = approve ? 'approved' : 'denied';
   if (!(await decideDeviceCode(ctx.db, device.row.hash, { decision, userId: user.id, login, now: ctx.now() }))) return false;
   await ctx.audit({

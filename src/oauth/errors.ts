@@ -22,6 +22,7 @@ export type OAuthErrorCode =
   | 'expired_token'
   | 'login_required'
   | 'consent_required'
+  | 'interaction_required'
   // OpenID Connect Core §3.1.2.6.
   | 'request_not_supported'
   | 'request_uri_not_supported'
@@ -48,6 +49,7 @@ const STATUS: Record<OAuthErrorCode, number> = {
   slow_down: 400,
   expired_token: 400,
   login_required: 401,
+  interaction_required: 401,
   consent_required: 403,
   request_not_supported: 400,
   request_uri_not_supported: 400,

@@ -88,6 +88,8 @@ export interface Audience {
   builtin: boolean;
   scopes: ScopeRow[];
   tokens: TokenAudience;
+  /** Its tokens only for a login with a second factor (SPEC §4.12, step-up). */
+  requireSecondFactor: boolean;
 }
 
 const tokenAudience = (resource: Resource, uri: string): TokenAudience => ({
@@ -118,6 +120,7 @@ export async function requestedAudience(ctx: AppContext, resource: string | stri
     builtin: false,
     scopes: await scopesOfResource(ctx.db, found.id),
     tokens: tokenAudience(found, normalized.uri),
+    requireSecondFactor: found.require_second_factor === 1,
   };
 }
 
@@ -134,6 +137,7 @@ export async function audienceById(ctx: AppContext, id: string): Promise<Audienc
     builtin,
     scopes: await scopesOfResource(ctx.db, found.id),
     tokens: tokenAudience(found, uri),
+    requireSecondFactor: found.require_second_factor === 1,
   };
 }
 

@@ -43,6 +43,8 @@ import * as authTime from './migrations/20261126_005_auth_time.ts';
 import * as openid from './migrations/20261126_006_openid.ts';
 import * as backchannelLogout from './migrations/20261126_007_backchannel_logout.ts';
 import * as privateKeyJwt from './migrations/20261126_008_private_key_jwt.ts';
+import * as passkeys from './migrations/20261126_010_passkeys.ts';
+import * as secondFactors from './migrations/20261126_011_second_factors.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -75,6 +77,8 @@ export const migrations: Record<string, Migration> = {
   '20261126_006_openid': openid,
   '20261126_007_backchannel_logout': backchannelLogout,
   '20261126_008_private_key_jwt': privateKeyJwt,
+  '20261126_010_passkeys': passkeys,
+  '20261126_011_second_factors': secondFactors,
 };
 
 /**

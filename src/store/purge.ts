@@ -17,6 +17,9 @@ const EXPIRING: Record<string, string[]> = {
   audit_events: ['id'],
   backchannel_logouts: ['sid', 'client_id'],
   consumed_assertions: ['key'],
+  pending_logins: ['id_hash'],
+  authenticator_apps: ['user_id'],
+  webauthn_challenges: ['challenge_hash'],
 };
 
 /**

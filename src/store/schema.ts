@@ -293,6 +293,71 @@ export interface ConsumedAssertionsTable {
   expires_at: number;
 }
 
+/** A person's authenticator app (SPEC §4.12): at most one; see migration 20261126_011. */
+export interface AuthenticatorAppsTable {
+  user_id: Immutable<string>;
+  /** The TOTP secret in base32: as is, or (encrypted = 1) a compact JWE of it under the key derived from KEYS_SECRET. */
+  secret: string;
+  encrypted: number;
+  created_at: number;
+  /** NULL while the set-up waits for its first code. */
+  confirmed_at: number | null;
+  /** The last accepted 30-second time step: a code of that step or an earlier one is refused. */
+  last_step: number | null;
+  /** For a set-up not yet confirmed; NULL once confirmed. */
+  expires_at: number | null;
+}
+
+/** A recovery code, by its SHA-256; used by deleting its row. */
+export interface RecoveryCodesTable {
+  user_id: Immutable<string>;
+  code_hash: Immutable<string>;
+  created_at: Immutable<number>;
+}
+
+/** A login whose password was right and whose second step is to come (SPEC §4.12), held by a cookie's token. */
+export interface PendingLoginsTable {
+  id_hash: Immutable<string>;
+  user_id: Immutable<string>;
+  /** What the person has proven so far (RFC 8176, space-separated): 'pwd'. */
+  amr: Immutable<string>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
+/** A passkey (SPEC §4.12): a WebAuthn credential of a user, by its credential ID (base64url). */
+export interface PasskeysTable {
+  id: Immutable<string>;
+  user_id: Immutable<string>;
+  /** The credential's COSE public key, base64url. */
+  public_key: Immutable<string>;
+  /** The authenticator's signature counter at the last accepted use (0: it keeps none). */
+  sign_count: number;
+  /** What the browser said the authenticator can be reached by: a JSON array of strings. */
+  transports: Immutable<string>;
+  /** The person's own name for it. */
+  name: string;
+  created_at: Immutable<number>;
+  last_used_at: number | null;
+}
+
+/** What a WebAuthn challenge is for: adding a passkey, a passkey login, or a passkey as the second step after a password (or step-up). */
+export type ChallengePurpose = 'register' | 'login' | 'second_step';
+
+/**
+ * A WebAuthn challenge handed to a browser: by the SHA-256 of the challenge, bound to that
+ * browser (SHA-256 of its binding cookie), for one purpose, single use, five minutes.
+ */
+export interface WebauthnChallengesTable {
+  challenge_hash: Immutable<string>;
+  binding_hash: Immutable<string>;
+  purpose: Immutable<ChallengePurpose>;
+  /** Whose passkey a 'register' challenge adds, or whose a 'second_step' one must be; null for 'login'. */
+  user_id: Immutable<string | null>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
@@ -313,6 +378,11 @@ export interface Database {
   group_members: GroupMembersTable;
   backchannel_logouts: BackchannelLogoutsTable;
   consumed_assertions: ConsumedAssertionsTable;
+  authenticator_apps: AuthenticatorAppsTable;
+  recovery_codes: RecoveryCodesTable;
+  pending_logins: PendingLoginsTable;
+  passkeys: PasskeysTable;
+  webauthn_challenges: WebauthnChallengesTable;
 }
 
 export type User = Selectable<UsersTable>;
@@ -324,3 +394,4 @@ export type DeviceCode = Selectable<DeviceCodesTable>;
 export type Resource = Selectable<ResourcesTable>;
 export type ScopeRow = Selectable<ScopesTable>;
 export type SigningKeyRow = Selectable<SigningKeysTable>;
+export type PasskeyRow = Selectable<PasskeysTable>;

@@ -62,15 +62,21 @@ export async function findSessionUser(
 }
 
 /**
- * Ends one session (by `idHash`) or every session of a user, and in the same transaction
+ * Ends one session (by `idHash`) or every session of a user (but one, `except`), and in the same transaction
  * queues the back-channel logouts of the sessions that ended (store/backchannel-logouts.ts).
  * A session ended twice at once is deleted, and its logouts queued, by one of the two only.
  * Returns how many deliveries were queued.
  */
-export async function deleteSessions(db: Kysely<Database>, which: { idHash: string } | { userId: string }, now: number): Promise<number> {
+export async function deleteSessions(
+  db: Kysely<Database>,
+  which: { idHash: string } | { userId: string; /** A session of the user's to keep (theirs, when they change their own factors). */ except?: string },
+  now: number,
+): Promise<number> {
   return db.transaction().execute(async (trx) => {
     const [column, value] = 'idHash' in which ? (['id_hash', which.idHash] as const) : (['user_id', which.userId] as const);
-    const ended = await trx.deleteFrom('sessions').where(column, '=', value).returning('sid').execute();
+    let remove = trx.deleteFrom('sessions').where(column, '=', value);
+    if ('except' in which && which.except !== undefined) remove = remove.where('id_hash', '<>', which.except);
+    const ended = await remove.returning('sid').execute();
     return queueBackchannelLogouts(
       trx,
       ended.map((session) => session.sid),

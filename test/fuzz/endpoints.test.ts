@@ -1,7 +1,8 @@
 /**
  * Property-based fuzzing (SPEC §5) of the endpoints that take input from anyone: the
  * authorization endpoint and its consent form, the token, revocation and introspection
- * endpoints, userinfo, RP-initiated logout, the login form and the admin forms. Requests are random, oversized, repeated,
+ * endpoints, userinfo, RP-initiated logout, the login form, passkey logins, the second step
+ * of a login and the security forms, and the admin forms. Requests are random, oversized, repeated,
  * not UTF-8, injection-shaped, sent with the wrong method or content type — and built so
  * that none of them is a request that should succeed. Each must get a documented answer
  * (a 4xx, or the redirect or `200` the RFCs prescribe for that case), never a 5xx; HTML
@@ -22,6 +23,7 @@ import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { openIdLogin } from '../support/backchannel.ts';
 import { jwksOf, signingKey } from '../support/jwks-server.ts';
 import { discover } from '../support/oauth-client.ts';
+import { setUpApp } from '../support/second-factors.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
@@ -42,6 +44,10 @@ const TABLES = [
   'group_members',
   'backchannel_logouts',
   'consumed_assertions',
+  'passkeys',
+  'authenticator_apps',
+  'recovery_codes',
+  'pending_logins',
 ];
 const SCOPES = ['annotation:read', 'annotation:write'];
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
@@ -87,6 +93,61 @@ interface World {
   anonymous: { cookie: string; csrf: string };
   alice: { cookie: string; csrf: string };
   admin: { cookie: string; csrf: string };
+  /** carol, who has an authenticator app, at the second step of a login (a pending login's cookie). */
+  carol: { cookie: string; csrf: string };
+  /** A visitor of the login page who asked for a passkey challenge: its cookies (the WebAuthn binding too), and the challenge. */
+  passkey: { cookie: string; csrf: string; challenge: string };
+}
+
+const base64url = (text: string) => Buffer.from(text).toString('base64url');
+
+/**
+ * What a browser's WebAuthn library might post as `response`: anything, or JSON shaped like
+ * a credential whose parts are fuzzed — with client data naming a real challenge of this
+ * visitor's, or another; none is signed by any credential Gatehouse knows.
+ */
+function webauthnResponses(world: World, value: fc.Arbitrary<string>): fc.Arbitrary<string> {
+  const clientData = fc
+    .record(
+      {
+        type: fc.constantFrom('webauthn.get', 'webauthn.create', 'x'),
+        challenge: fc.oneof(fc.constant(world.passkey.challenge), value),
+        origin: fc.constantFrom(world.server.url, 'http://evil.example', ''),
+        crossOrigin: fc.boolean(),
+      },
+      { requiredKeys: [] },
+    )
+    .map((data) => base64url(JSON.stringify(data)));
+  const encoded = fc.oneof(value, value.map(base64url));
+  return fc.oneof(
+    { weight: 1, arbitrary: value },
+    {
+      weight: 4,
+      arbitrary: fc
+        .record(
+          {
+            id: encoded,
+            rawId: encoded,
+            type: fc.constantFrom('public-key', 'password', ''),
+            response: fc.record(
+              {
+                clientDataJSON: fc.oneof(clientData, encoded),
+                authenticatorData: encoded,
+                signature: encoded,
+                userHandle: encoded,
+                attestationObject: encoded,
+                transports: fc.array(value, { maxLength: 3 }),
+              },
+              { requiredKeys: [] },
+            ),
+            clientExtensionResults: fc.constant({}),
+            authenticatorAttachment: fc.constantFrom('platform', 'cross-platform'),
+          },
+          { requiredKeys: [] },
+        )
+        .map((credential) => JSON.stringify(credential)),
+    },
+  );
 }
 
 /** A value a parameter might carry: random text of any kind, near-valid values, attacks, and huge ones. */
@@ -214,7 +275,7 @@ interface Case {
 }
 
 /** The forms are pages too: a GET of their URL shows the page (or, once logged in, moves on). */
-const PAGES = new Set(['login', 'consent', 'admin']);
+const PAGES = new Set(['login', 'consent', 'admin', 'second-factor']);
 
 function request(endpoint: string, m: string, url: string, b: Body, headers: Record<string, string>, allowed: readonly number[]): Case {
   const all = { ...headers, ...(b.contentType ? { 'content-type': b.contentType } : {}) };
@@ -374,6 +435,92 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
         .map(([m, b]) => request('login', m, '/login', b, { cookie: world.anonymous.cookie }, [])),
     },
     {
+      // Passkey logins: options (a challenge for this browser, 200), then answers no credential signed.
+      name: 'POST /login/passkey and /login/passkey/options',
+      runs: 250,
+      arbitrary: fc.oneof(
+        fc
+          .tuple(method('POST'), body(sessionForm(world.passkey, params(['response', 'next'], fc.oneof(webauthnResponses(world, value), value)))))
+          .map(([m, b]) => request('passkey', m, '/login/passkey', b, { cookie: world.passkey.cookie }, [])),
+        fc
+          .tuple(method('POST'), body(sessionForm(world.passkey, params(['x'], value))), fc.constantFrom(world.passkey, world.anonymous))
+          .map(([m, b, session]) => request('passkey', m, '/login/passkey/options', b, { cookie: session.cookie }, [200])),
+      ),
+    },
+    {
+      // Alice's /account/security: she has no passkey, and no generated response is a passkey;
+      // renaming or removing one she does not have changes nothing (303 back to the page).
+      name: '/account/security',
+      runs: 250,
+      arbitrary: fc.oneof(
+        fc
+          .tuple(method('POST'), body(sessionForm(world.alice, params(['response', 'name'], fc.oneof(webauthnResponses(world, value), value)))))
+          .map(([m, b]) => request('security', m, '/account/security/passkeys', b, { cookie: world.alice.cookie }, [])),
+        fc
+          .tuple(
+            fc.constantFrom('/account/security/passkeys/rename', '/account/security/passkeys/remove', '/account/security/passkeys/options'),
+            method('POST'),
+            body(sessionForm(world.alice, params(['id', 'name'], value))),
+            who,
+          )
+          .map(([path, m, b, session]) => request('security', m, path, b, { cookie: session.cookie }, [200, 303])),
+        fc
+          .tuple(params(['x', 'next'], value), who)
+          .map(([p, session]) => request('security', 'GET', `/account/security?${form(p, 'encoded')}`, {}, { cookie: session.cookie }, [200, 303])),
+      ),
+    },
+    {
+      // Codes for carol's second step that can never be right: never 6 digits (she has no recovery
+      // codes); a set-up while she has an app; and alice's security forms, none of which can change
+      // anything: no set-up to confirm, no app to remove, no factor to recover, a new set-up only
+      // without the right CSRF token. (The throttle soon answers 429.)
+      name: 'the second step and the security forms',
+      runs: 300,
+      arbitrary: fc.oneof(
+        fc
+          .tuple(
+            fc.constantFrom('/login/second-factor', '/login/second-factor/set-up'),
+            method('POST'),
+            body(
+              sessionForm(
+                world.carol,
+                params(
+                  ['code', 'next'],
+                  fc.oneof(value, fc.constantFrom('12345', '1234567', '１２３４５６', '123 45', 'abcde-23456', 'ABCDE23456', `${'1'.repeat(64)}x`)),
+                ).map((p) => p.filter(([, v]) => !/^\d{6}$/.test(v.replace(/[\s-]/g, '')))),
+              ),
+            ),
+            // A GET of the set-up page as alice would start a set-up: a page shown, not a failed request.
+            fc.constantFrom(world.anonymous.cookie, world.carol.cookie),
+          )
+          .map(([path, m, b, cookie]) => request('second-factor', m, path, b, { cookie }, [200, 303])),
+        fc
+          .tuple(
+            fc.constantFrom('/account/security/app/confirm', '/account/security/app/remove', '/account/security/recovery-codes'),
+            method('POST'),
+            body(sessionForm(world.alice, params(['code'], value))),
+          )
+          // 409: no factor to recover (the refusal's documented status).
+          .map(([path, m, b]) => request('second-factor', m, path, b, { cookie: world.alice.cookie }, [200, 303, 409])),
+        fc
+          .tuple(
+            method('POST'),
+            body(params(['code'], value)),
+            value.filter((v) => v !== world.alice.csrf),
+          )
+          .map(([m, b, csrf]) =>
+            request(
+              'second-factor',
+              m,
+              '/account/security/app',
+              { ...b, payload: `_csrf=${encode(csrf)}&${String(b.payload ?? '')}` },
+              { cookie: world.alice.cookie },
+              [200, 303],
+            ),
+          ),
+      ),
+    },
+    {
       // Registrations with a grant type that is never valid, edits whose scopes are never valid,
       // users whose names are never valid, and actions on ids that are not real or without the right CSRF token.
       name: 'the admin forms',
@@ -530,12 +677,16 @@ for (const backend of BACKENDS) {
     let sent = 0;
 
     before(async () => {
-      const server = await startServer(backend, {
-        TOKEN_REQUESTS_PER_CLIENT: '0',
-        TOKEN_REQUESTS_PER_ADDRESS: '0',
-        LOGIN_FAILURES_PER_ADDRESS: '5',
-        LOG_LEVEL: 'silent',
-      });
+      const server = await startServer(
+        backend,
+        {
+          TOKEN_REQUESTS_PER_CLIENT: '0',
+          TOKEN_REQUESTS_PER_ADDRESS: '0',
+          LOGIN_FAILURES_PER_ADDRESS: '5',
+          LOG_LEVEL: 'silent',
+        },
+        'localhost',
+      );
       await server.createUser('alice');
       await server.createUser('bob');
       const admin = await server.createUser('root', { admin: true });
@@ -559,6 +710,17 @@ for (const backend of BACKENDS) {
         const csrf = /name="_csrf" value="([^"]+)"/.exec(html)![1]!;
         return { cookie: [...agent.cookies].map(([k, v]) => `${k}=${v}`).join('; '), csrf };
       };
+      const passkeyVisitor = async () => {
+        const agent = new UserAgent(server.url);
+        const csrf = /name="_csrf" value="([^"]+)"/.exec((await agent.visit('/login')).html)![1]!;
+        const options = await agent.fetch('/login/passkey/options', { method: 'POST', body: new URLSearchParams({ _csrf: csrf }) });
+        const { challenge } = (await options.json()) as { challenge: string };
+        return { cookie: [...agent.cookies].map(([k, v]) => `${k}=${v}`).join('; '), csrf, challenge };
+      };
+      const carol = new UserAgent(server.url);
+      await server.createUser('carol');
+      await carol.login('carol');
+      await setUpApp(carol);
       world = {
         server,
         publicClient,
@@ -576,6 +738,8 @@ for (const backend of BACKENDS) {
         anonymous: await session(null, '/login'),
         alice: await session('alice', '/'),
         admin: await session('root', '/admin/users'),
+        passkey: await passkeyVisitor(),
+        carol: await session('carol', '/login/second-factor'),
       };
       before_ = await snapshot(server);
       auditBefore = Number((await sql<{ n: number }>`select count(*) as n from audit_events`.execute(server.store.db)).rows[0]!.n);

@@ -55,7 +55,7 @@ export async function launchBrowser(): Promise<TestBrowser> {
 export async function logIn(page: Page, username: string, password = PASSWORD): Promise<void> {
   await page.getByLabel('Username or email').fill(username);
   await page.getByLabel('Password').fill(password);
-  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('button', { name: 'Log in', exact: true }).click();
 }
 
 export interface ClientSite {

@@ -30,14 +30,22 @@ export interface Cluster {
   close(): Promise<void>;
 }
 
-/** `starting`: called with the database's URL as the instances start, to start other processes beside them. */
-export async function startCluster(count: number, extraEnv: Record<string, string> = {}, starting?: (databaseUrl: string) => void): Promise<Cluster> {
+/**
+ * `starting`: called with the database's URL as the instances start, to start other processes beside them.
+ * `hostname`: of PUBLIC_URL (`localhost` for passkeys, which browsers refuse on an IP address).
+ */
+export async function startCluster(
+  count: number,
+  extraEnv: Record<string, string> = {},
+  starting?: (databaseUrl: string) => void,
+  hostname = '127.0.0.1',
+): Promise<Cluster> {
   const database = await postgres.create();
   const store = openStore(loadConfig({ DATABASE_URL: database.url }).database);
   await migrate(store);
   starting?.(database.url);
   const ports = await Promise.all(Array.from({ length: count }, () => freePort()));
-  const publicUrl = `http://127.0.0.1:${ports[0]}`;
+  const publicUrl = `http://${hostname}:${ports[0]}`;
   const started = await Promise.allSettled(
     ports.map(async (port) => {
       const url = `http://127.0.0.1:${port}`;

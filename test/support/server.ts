@@ -32,14 +32,16 @@ export const PASSWORD = 'correct horse battery staple';
 /**
  * With `env.DATABASE_URL` the server opens that existing database (say, one the CLI works
  * on too) and leaves it in place on close; otherwise it gets a fresh one, dropped on close.
+ * `hostname`: the host name of PUBLIC_URL and `url` (default 127.0.0.1); `localhost` for
+ * passkeys, which browsers refuse on an IP address.
  */
-export async function startServer(backend: Backend, env: Record<string, string> = {}): Promise<TestServer> {
+export async function startServer(backend: Backend, env: Record<string, string> = {}, hostname = '127.0.0.1'): Promise<TestServer> {
   const database = env.DATABASE_URL ? { url: env.DATABASE_URL, drop: async () => {} } : await backend.create();
   const port = await freePort();
   const config = loadConfig({
     DATABASE_URL: database.url,
     PORT: String(port),
-    PUBLIC_URL: `http://127.0.0.1:${port}`,
+    PUBLIC_URL: `http://${hostname}:${port}`,
     LOG_LEVEL: 'info',
     PURGE_INTERVAL_SECONDS: '0',
     ...env,
@@ -58,7 +60,7 @@ export async function startServer(backend: Backend, env: Record<string, string> 
   const app = await buildApp(config, store, { now, logStream });
   await app.listen({ port, host: '127.0.0.1' });
   return {
-    url: `http://127.0.0.1:${port}`,
+    url: `http://${hostname}:${port}`,
     config,
     app,
     store,

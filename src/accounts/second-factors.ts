@@ -1,0 +1,411 @@
+/**
+ * Second factors after a password (SPEC §4.12): the authenticator app (TOTP, RFC 6238 through
+ * `otpauth`: SHA-1, 6 digits, 30 s, ±1 step), recovery codes, the second step of a login, the
+ * REQUIRE_SECOND_FACTOR policy, and the reset.
+ *
+ * The half-done login. A right password for a person who has a second factor (or must set
+ * one up) opens no session: it makes a *pending login*, a row keyed by the SHA-256 of a
+ * random token that travels in its own cookie (src/http/second-factor.ts), holding who and
+ * what they have proven so far ('pwd'), for PENDING_LOGIN_TTL_MS. Nothing but the second-step
+ * pages reads it, so nothing else works until the step is done. The step that completes it
+ * consumes the row in the same transaction as the code it accepts (or the app it confirms),
+ * so it completes once; then a session starts, with amr `pwd otp mfa`. A wrong code leaves
+ * the row (a typo does not cost the password again) but counts as a login failure.
+ * A signed-in person asked for a second factor later (step-up) has no pending row: the
+ * session is who they are, and completing the step replaces it with a new one.
+ *
+ * Throttling: a code is reserved on the per-account and per-address login counters before it
+ * is checked, like a password (accounts/login.ts), so concurrent guesses cannot outrun the
+ * limit; the right one clears the account's failures. The right password before it gives its
+ * attempt back without clearing them: knowing the password must not reset the count of
+ * wrong codes.
+ */
+import { hkdfSync, randomInt } from 'node:crypto';
+import { compactDecrypt, CompactEncrypt } from 'jose';
+import { Secret, TOTP } from 'otpauth';
+import QRCode from 'qrcode';
+import { madeBy, type Actor } from '../audit.ts';
+import { ConfigError, type Config } from '../config.ts';
+import type { AppContext } from '../context.ts';
+import type { AuditEvent, AuditEventRow } from '../store/audit-events.ts';
+import type { User } from '../store/schema.ts';
+import {
+  acceptStep,
+  confirmApp,
+  consumePendingLogin,
+  countRecoveryCodes,
+  deleteAllFactors,
+  deleteApp,
+  findApp,
+  findPendingLogin,
+  insertPendingLogin,
+  putUnconfirmedApp,
+  replaceRecoveryCodes,
+  usersWithPasskeys,
+  usersWithSecondFactor,
+  useRecoveryCode,
+  type StoredApp,
+  type ThenInTransaction,
+} from '../store/second-factors.ts';
+import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
+import { loginAccountKey, Throttled } from '../throttle.ts';
+import { hasSecondFactor as hasAny, secondFactorsOf } from './recent-login.ts';
+import { endOtherSessions, endUserSessions, PASSWORD_LOGIN_AMR, startSession } from './sessions.ts';
+
+/** RFC 8176: a password, then an app or recovery code. */
+export const OTP_LOGIN_AMR = 'pwd otp mfa';
+
+/** How long a pending login waits for its second step. */
+export const PENDING_LOGIN_TTL_MS = 10 * 60 * 1000;
+/** How long a set-up shown with its QR code waits for its confirming code. */
+export const APP_SETUP_TTL_MS = 30 * 60 * 1000;
+/** What may be typed into a code field; longer is refused before anything else. */
+export const MAX_CODE_LENGTH = 64;
+
+const TOTP_PARAMETERS = { algorithm: 'SHA1', digits: 6, period: 30 } as const;
+/** Accepted: the current step and one on either side (RFC 6238 §5.2). */
+const TOTP_WINDOW = 1;
+
+/** Recovery codes: ten of ten letters and digits (about 50 bits each), read without dashes, spaces or case. */
+export const RECOVERY_CODE_COUNT = 10;
+const RECOVERY_ALPHABET = 'abcdefghjkmnpqrstuvwxyz23456789';
+const RECOVERY_LENGTH = 10;
+
+/** Whether the login (its `amr`) proved a second factor. */
+export function isMultiFactor(amr: string): boolean {
+  return amr.split(' ').includes('mfa');
+}
+
+/** Whether REQUIRE_SECOND_FACTOR asks this person to have one. */
+export function mustHaveSecondFactor(config: Pick<Config, 'requireSecondFactor'>, user: Pick<User, 'is_admin'>): boolean {
+  return config.requireSecondFactor === 'all' || (config.requireSecondFactor === 'admins' && user.is_admin === 1);
+}
+
+/** Whether the person has a second factor: a passkey or an authenticator app (recovery codes alone are not one). */
+export async function hasSecondFactor(ctx: AppContext, userId: string): Promise<boolean> {
+  return hasAny(await secondFactorsOf(ctx, userId));
+}
+
+/** Of these people, the second factors each has ('passkey', 'authenticator app'; none: absent): for the admin list. */
+export async function factorNamesOf(ctx: AppContext, userIds: readonly string[]): Promise<Map<string, string[]>> {
+  const [withPasskeys, withApps] = await Promise.all([usersWithPasskeys(ctx.db, userIds), usersWithSecondFactor(ctx.db, userIds)]);
+  const factors = new Map<string, string[]>();
+  for (const id of userIds) {
+    const names = [...(withPasskeys.has(id) ? ['passkey'] : []), ...(withApps.has(id) ? ['authenticator app'] : [])];
+    if (names.length > 0) factors.set(id, names);
+  }
+  return factors;
+}
+
+// The secret at rest: as signing keys are (identity/keys.ts), a JWE under a key derived from KEYS_SECRET.
+
+const SECRET_KEY_INFO = 'gatehouse totp secret v1';
+
+function encryptionKey(secret: string): Uint8Array {
+  return new Uint8Array(hkdfSync('sha256', secret, new Uint8Array(0), SECRET_KEY_INFO, 32));
+}
+
+/** The secret as stored; the person's id in the protected header, so one row's ciphertext cannot pass for another's. */
+async function seal(base32: string, userId: string, keysSecret: string | null): Promise<{ secret: string; encrypted: number }> {
+  if (keysSecret === null) return { secret: base32, encrypted: 0 };
+  const jwe = await new CompactEncrypt(new TextEncoder().encode(base32))
+    .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: userId })
+    .encrypt(encryptionKey(keysSecret));
+  return { secret: jwe, encrypted: 1 };
+}
+
+async function unseal(row: StoredApp, userId: string, keysSecret: string | null): Promise<string> {
+  if (row.encrypted !== 1) return row.secret;
+  if (keysSecret === null)
+    throw new ConfigError('KEYS_SECRET is not set, but authenticator app secrets in the database are encrypted: set the KEYS_SECRET they were stored with');
+  try {
+    const { plaintext, protectedHeader } = await compactDecrypt(row.secret, encryptionKey(keysSecret), {
+      keyManagementAlgorithms: ['dir'],
+      contentEncryptionAlgorithms: ['A256GCM'],
+    });
+    if (protectedHeader.kid !== userId) throw new Error('another person’s secret');
+    return new TextDecoder().decode(plaintext);
+  } catch {
+    throw new ConfigError(
+      'KEYS_SECRET does not decrypt the authenticator app secrets in the database: every instance needs the KEYS_SECRET they were stored with',
+    );
+  }
+}
+
+function totp(base32: string, user: Pick<User, 'username'>, config: Pick<Config, 'publicUrl'>): TOTP {
+  return new TOTP({ issuer: `Gatehouse (${new URL(config.publicUrl).host})`, label: user.username, secret: Secret.fromBase32(base32), ...TOTP_PARAMETERS });
+}
+
+/** The time step a 6-digit code belongs to within the window, or null when it is none of them. */
+function stepOf(code: string, base32: string, now: number): number | null {
+  const delta = TOTP.validate({ token: code, secret: Secret.fromBase32(base32), timestamp: now, window: TOTP_WINDOW, ...TOTP_PARAMETERS });
+  return delta === null ? null : TOTP.counter({ period: TOTP_PARAMETERS.period, timestamp: now }) + delta;
+}
+
+// What was typed
+
+export type TypedCode = { kind: 'totp'; code: string } | { kind: 'recovery'; hash: string } | { kind: 'malformed'; problem: string };
+
+/** Reads a code field: an app's 6 digits, or a recovery code (case, spaces and dashes ignored). */
+export function readCode(typed: string): TypedCode {
+  if (typed.length > MAX_CODE_LENGTH)
+    return { kind: 'malformed', problem: 'That is too long for a code. Enter the 6 digits your app shows, or one recovery code.' };
+  const compact = typed.replace(/[\s-]/g, '').toLowerCase();
+  if (/^\d{6}$/.test(compact)) return { kind: 'totp', code: compact };
+  if (compact.length === RECOVERY_LENGTH && [...compact].every((c) => RECOVERY_ALPHABET.includes(c))) {
+    return { kind: 'recovery', hash: hashRecoveryCode(compact) };
+  }
+  if (compact === '') return { kind: 'malformed', problem: 'Enter the 6-digit code your authenticator app shows, or one of your recovery codes.' };
+  return { kind: 'malformed', problem: 'That is not a code: an app code is 6 digits, a recovery code 10 letters and digits.' };
+}
+
+/** Domain-separated from token hashes. */
+function hashRecoveryCode(compact: string): string {
+  return hashToken(`recovery-code:${compact}`);
+}
+
+function mintRecoveryCode(): { display: string; hash: string } {
+  const compact = Array.from({ length: RECOVERY_LENGTH }, () => RECOVERY_ALPHABET[randomInt(RECOVERY_ALPHABET.length)]).join('');
+  return { display: `${compact.slice(0, 5)}-${compact.slice(5)}`, hash: hashRecoveryCode(compact) };
+}
+
+// Pending logins
+
+/** A login waiting for its second step: who, and what they proved so far. */
+export interface PendingLogin {
+  user: User;
+  amr: string;
+  idHash: string;
+}
+
+/** Opens a pending login after a right password; returns its token (for the cookie). */
+export async function startPendingLogin(ctx: AppContext, userId: string): Promise<string> {
+  const pending = mintToken('pendingLogin');
+  const now = ctx.now();
+  await insertPendingLogin(ctx.db, { idHash: pending.hash, userId, amr: PASSWORD_LOGIN_AMR, now, expiresAt: now + PENDING_LOGIN_TTL_MS });
+  return pending.token;
+}
+
+/** The live pending login of the token; null when unknown, expired, completed or its user disabled. */
+export async function findPending(ctx: AppContext, token: string | undefined): Promise<PendingLogin | null> {
+  const idHash = token === undefined ? null : hashIfWellFormed('pendingLogin', token);
+  if (idHash === null) return null;
+  const found = await findPendingLogin(ctx.db, idHash, ctx.now());
+  if (!found) return null;
+  const { pending_amr: amr, ...user } = found;
+  return { user, amr, idHash };
+}
+
+/**
+ * Who is at a second step: a pending login (after a password), or a signed-in session asked
+ * for a second factor it has not proven (step-up; `session` is its token).
+ */
+export type SecondStep =
+  | { user: User; pending: PendingLogin; session?: undefined }
+  | { user: User; pending?: undefined; /** Its token. */ session: string; /** How it logged in. */ amr: string };
+
+/** In the transaction that accepts the code: the pending login is consumed, once. */
+function completing(ctx: AppContext, step: SecondStep): ThenInTransaction {
+  return async (trx) => (step.pending ? consumePendingLogin(trx, step.pending.idHash, ctx.now()) : true);
+}
+
+/** The session that replaces the step once it is done (any session the request came with ends). */
+async function finish(ctx: AppContext, step: SecondStep, previousSession: string | undefined, address: string): Promise<string> {
+  const session = await startSession(ctx, step.user.id, step.session ?? previousSession, OTP_LOGIN_AMR);
+  await ctx.audit({ type: 'login_succeeded', userId: step.user.id, address, detail: { amr: OTP_LOGIN_AMR } });
+  return session;
+}
+
+export type CodeResult =
+  | { ok: true; session: string }
+  | { ok: false; reason: 'malformed'; problem: string }
+  | { ok: false; reason: 'wrong_code' | 'expired' }
+  | { ok: false; reason: 'throttled' | 'busy'; retryAfter: number };
+
+/**
+ * The second step: an app code or a recovery code from the person at `step`. Counted on the
+ * login throttle before it is checked; accepted once (the same code again fails, also when
+ * submitted twice at once); completes the pending login once. Returns the new session's token.
+ */
+export async function submitCode(ctx: AppContext, step: SecondStep, typed: string, address: string, previousSession: string | undefined): Promise<CodeResult> {
+  const code = readCode(typed);
+  if (code.kind === 'malformed') return { ok: false, reason: 'malformed', problem: code.problem };
+  const { throttle } = ctx.services;
+  const account = loginAccountKey(step.user.id, '');
+  try {
+    await throttle.reserveLogin(account, address);
+  } catch (error) {
+    if (!(error instanceof Throttled)) throw error;
+    return { ok: false, reason: error.status === 503 ? 'busy' : 'throttled', retryAfter: error.retryAfter };
+  }
+  const userId = step.user.id;
+  const used = (detail: AuditEvent['detail']): AuditEventRow[] => [ctx.audit.pending({ type: 'second_factor_used', userId, address, detail }).row];
+  let accepted = false;
+  let reason = 'wrong_code';
+  if (code.kind === 'totp') {
+    const app = await findApp(ctx.db, userId, ctx.now());
+    const step_ = app?.confirmed_at != null ? stepOf(code.code, await unseal(app, userId, ctx.config.keys.secret), ctx.now()) : null;
+    if (step_ !== null) {
+      accepted = await acceptStep(ctx.db, { userId, step: step_ }, used({ factor: 'app' }), completing(ctx, step));
+      if (!accepted) reason = 'code_reused';
+    }
+  } else {
+    accepted = await useRecoveryCode(ctx.db, { userId, codeHash: code.hash }, used({ factor: 'recovery_code' }), completing(ctx, step));
+  }
+  if (!accepted) {
+    // A pending login that ended meanwhile (expired, or completed by a concurrent code) is not a wrong code.
+    if (step.pending && !(await pendingStillLive(ctx, step.pending))) {
+      await throttle.releaseLogin(account, address);
+      return { ok: false, reason: 'expired' };
+    }
+    await ctx.audit({ type: 'login_failed', userId, address, detail: { reason } });
+    return { ok: false, reason: 'wrong_code' };
+  }
+  await throttle.loginSucceeded(account, address);
+  return { ok: true, session: await finish(ctx, step, previousSession, address) };
+}
+
+async function pendingStillLive(ctx: AppContext, pending: PendingLogin): Promise<boolean> {
+  return (await findPendingLogin(ctx.db, pending.idHash, ctx.now())) !== undefined;
+}
+
+// The authenticator app
+
+export interface AppSetup {
+  /** The secret in base32, to type in by hand. */
+  secret: string;
+  /** The otpauth:// URI the QR code holds. */
+  uri: string;
+  /** The QR code, an SVG document (drawn by `qrcode`). */
+  qrSvg: string;
+}
+
+/**
+ * Starts setting up an app: a new secret, stored unconfirmed until a code from it comes back.
+ * Null when the person has a confirmed app already: a second one is refused (remove it first).
+ */
+export async function beginAppSetup(ctx: AppContext, user: User): Promise<AppSetup | null> {
+  const now = ctx.now();
+  const existing = await findApp(ctx.db, user.id, now);
+  if (existing?.confirmed_at != null) return null;
+  const secret = new Secret({ size: 20 }).base32;
+  const sealed = await seal(secret, user.id, ctx.config.keys.secret);
+  if (!(await putUnconfirmedApp(ctx.db, { userId: user.id, ...sealed, now, expiresAt: now + APP_SETUP_TTL_MS }))) return null;
+  return appSetup(ctx, user, secret);
+}
+
+/** The set-up in progress, shown again (after a wrong code); null when there is none. */
+export async function currentAppSetup(ctx: AppContext, user: User): Promise<AppSetup | null> {
+  const existing = await findApp(ctx.db, user.id, ctx.now());
+  if (!existing || existing.confirmed_at !== null) return null;
+  return appSetup(ctx, user, await unseal(existing, user.id, ctx.config.keys.secret));
+}
+
+async function appSetup(ctx: AppContext, user: User, secret: string): Promise<AppSetup> {
+  const uri = totp(secret, user, ctx.config).toString();
+  const qrSvg = await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
+  return { secret: secret.replace(/(.{4})(?=.)/g, '$1 '), uri, qrSvg };
+}
+
+export type ConfirmResult =
+  | { ok: true; /** The session that replaces the one the person came with (or their pending login). */ session: string }
+  | { ok: false; reason: 'malformed'; problem: string }
+  | { ok: false; reason: 'wrong_code' | 'exists' | 'no_setup' };
+
+/**
+ * Confirms the set-up with a current code from the app: the app is the person's from then
+ * on, the login (pending, or the session at `step`) counts as one with a second factor, and
+ * the person's other sessions end. A wrong code changes nothing.
+ */
+export async function confirmAppSetup(
+  ctx: AppContext,
+  step: SecondStep,
+  typed: string,
+  address: string,
+  previousSession: string | undefined,
+): Promise<ConfirmResult> {
+  const code = readCode(typed);
+  if (code.kind === 'malformed') return { ok: false, reason: 'malformed', problem: code.problem };
+  if (code.kind !== 'totp') return { ok: false, reason: 'malformed', problem: 'Enter the 6-digit code your authenticator app shows for Gatehouse.' };
+  const { user } = step;
+  const now = ctx.now();
+  const app = await findApp(ctx.db, user.id, now);
+  if (!app) return { ok: false, reason: 'no_setup' };
+  if (app.confirmed_at !== null) return { ok: false, reason: 'exists' };
+  const timeStep = stepOf(code.code, await unseal(app, user.id, ctx.config.keys.secret), now);
+  if (timeStep === null) return { ok: false, reason: 'wrong_code' };
+  const added = ctx.audit.pending({ type: 'second_factor_added', userId: user.id, address, detail: { factor: 'app' } });
+  if (!(await confirmApp(ctx.db, { userId: user.id, secret: app.secret, step: timeStep, now }, [added.row], completing(ctx, step)))) {
+    const again = await findApp(ctx.db, user.id, ctx.now());
+    return { ok: false, reason: again?.confirmed_at != null ? 'exists' : 'no_setup' };
+  }
+  added.committed();
+  if (step.session !== undefined && isMultiFactor(step.amr)) {
+    // A login with a second factor already (at /account/security): it stays, the others end.
+    await endOtherSessions(ctx, user.id, step.session);
+    return { ok: true, session: step.session };
+  }
+  // The login counts as one with the app from now on: a new session replaces the person's, and the others end.
+  await endUserSessions(ctx, user.id);
+  return { ok: true, session: await finish(ctx, step, previousSession, address) };
+}
+
+export type RemoveResult = { ok: true } | { ok: false; reason: 'none' | 'required' };
+
+/**
+ * Removes the person's app; their other sessions end. Removing it is refused when it is their
+ * last second factor and REQUIRE_SECOND_FACTOR requires one; with it go their recovery
+ * codes when nothing else is left (recovery codes alone are not a second factor).
+ */
+export async function removeApp(ctx: AppContext, user: User, session: string | undefined, address: string): Promise<RemoveResult> {
+  const keep = mustHaveSecondFactor(ctx.config, user);
+  const removed = ctx.audit.pending({ type: 'second_factor_removed', userId: user.id, address, detail: { factor: 'app' } });
+  if (!(await deleteApp(ctx.db, user.id, [removed.row], keep))) {
+    return { ok: false, reason: keep && (await findApp(ctx.db, user.id, ctx.now()))?.confirmed_at != null ? 'required' : 'none' };
+  }
+  removed.committed();
+  await endOtherSessions(ctx, user.id, session);
+  return { ok: true };
+}
+
+/**
+ * Ten new recovery codes, shown once; the old ones are void from the same commit. Null when
+ * the person has no second factor to recover (recovery codes alone are not one).
+ */
+export async function generateRecoveryCodes(ctx: AppContext, user: User, session: string | undefined, address: string): Promise<string[] | null> {
+  if (!(await hasSecondFactor(ctx, user.id))) return null;
+  const codes = Array.from({ length: RECOVERY_CODE_COUNT }, mintRecoveryCode);
+  const generated = ctx.audit.pending({ type: 'recovery_codes_generated', userId: user.id, address, detail: { count: codes.length } });
+  await replaceRecoveryCodes(
+    ctx.db,
+    user.id,
+    codes.map((c) => c.hash),
+    ctx.now(),
+    [generated.row],
+  );
+  generated.committed();
+  await endOtherSessions(ctx, user.id, session);
+  return codes.map((c) => c.display);
+}
+
+/** What the security page shows of the person's app and recovery codes. */
+export async function factorSummary(ctx: AppContext, userId: string): Promise<{ app: { confirmedAt: number } | null; recoveryCodesLeft: number }> {
+  const app = await findApp(ctx.db, userId, ctx.now());
+  return {
+    app: app?.confirmed_at != null ? { confirmedAt: app.confirmed_at } : null,
+    recoveryCodesLeft: await countRecoveryCodes(ctx.db, userId),
+  };
+}
+
+/**
+ * `gatehouse user reset-second-factor`: removes every second factor of the person (passkeys,
+ * app, recovery codes; their pending logins too) and ends their sessions (with back-channel
+ * logout); audited.
+ */
+export async function resetSecondFactor(ctx: AppContext, user: User, actor: Actor): Promise<{ passkeys: number; apps: number; recoveryCodes: number }> {
+  const event = ctx.audit.pending({ type: 'second_factor_reset', ...madeBy(actor), userId: user.id });
+  const removed = await deleteAllFactors(ctx.db, user.id, [event.row]);
+  event.committed();
+  await endUserSessions(ctx, user.id);
+  return removed;
+}

@@ -1,0 +1,169 @@
+/**
+ * The second step of a login (SPEC §4.12): after a right password, a person who has a second
+ * factor enters an app code or a recovery code; one who must have one and has none sets up an
+ * authenticator app first. The same pages serve step-up: a signed-in person whose login
+ * proved no second factor, sent here by the authorization or device pages before consent.
+ * The half-done login is held by its own cookie (a pending login: accounts/second-factors.ts),
+ * never by the session cookie, so no other page treats it as a login.
+ */
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  beginAppSetup,
+  confirmAppSetup,
+  currentAppSetup,
+  factorSummary,
+  findPending,
+  hasSecondFactor,
+  isMultiFactor,
+  MAX_CODE_LENGTH,
+  PENDING_LOGIN_TTL_MS,
+  submitCode,
+  type AppSetup,
+  type SecondStep,
+} from '../accounts/second-factors.ts';
+import { canUsePasskey } from '../accounts/passkeys.ts';
+import type { AppContext } from '../context.ts';
+import { single, type RawParams } from '../oauth/params.ts';
+import { requireFormBody } from './helpers.ts';
+import { safeNext } from './next.ts';
+import { page } from './pages.ts';
+import { cookieOptions, currentLogin, formToken, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
+
+export const SECOND_STEP_PATH = '/login/second-factor';
+export const SET_UP_PATH = '/login/second-factor/set-up';
+
+/** Where a person goes for their second step, to come back to `next` (a safe relative path) after. */
+export function secondStepUrl(step: 'code' | 'set_up', next: string): string {
+  return `${step === 'code' ? SECOND_STEP_PATH : SET_UP_PATH}?${new URLSearchParams({ next })}`;
+}
+
+export function setPendingCookie(reply: FastifyReply, ctx: AppContext, token: string): void {
+  reply.setCookie(pendingCookieName(ctx), token, { ...cookieOptions(ctx), maxAge: PENDING_LOGIN_TTL_MS / 1000 });
+}
+
+/**
+ * Who is at a second step: the pending login of this browser first (a new password login),
+ * else a session without a second factor. (Also for a passkey as the second step: passkey-login.ts.)
+ */
+export async function secondStepOf(request: FastifyRequest, ctx: AppContext): Promise<SecondStep | null> {
+  const pending = await findPending(ctx, request.cookies[pendingCookieName(ctx)]);
+  if (pending) return { user: pending.user, pending };
+  const signedIn = await currentLogin(request, ctx);
+  const session = sessionToken(request, ctx);
+  if (signedIn && session !== undefined && !isMultiFactor(signedIn.login.amr)) return { user: signedIn.user, session, amr: signedIn.login.amr };
+  return null;
+}
+
+export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
+  const secondStep = (request: FastifyRequest) => secondStepOf(request, ctx);
+
+  /** No step here: back to the login page (or on, for a login that has its second factor already). */
+  async function noStep(request: FastifyRequest, reply: FastifyReply, next: string) {
+    if (await currentLogin(request, ctx)) return reply.redirect(next, 303);
+    return reply.redirect(`/login?${new URLSearchParams({ next })}`, 303);
+  }
+
+  function nextOf(params: RawParams): string {
+    return safeNext(single(params, 'next'), ctx.config.publicUrl);
+  }
+
+  /** The step is done: the new session replaces the pending login (and any session before it). */
+  function completed(reply: FastifyReply, session: string, next: string) {
+    reply.clearCookie(pendingCookieName(ctx), cookieOptions(ctx));
+    setSessionCookie(reply, ctx, session);
+    renewCsrfSecret(reply, ctx);
+    return reply.redirect(next, 303);
+  }
+
+  async function codePage(reply: FastifyReply, step: SecondStep, next: string, error: string | null) {
+    reply.header('Cache-Control', 'no-store');
+    // Which ways the person has: a passkey (when passkeys are on), and app or recovery codes.
+    const [passkey, factors] = await Promise.all([canUsePasskey(ctx, step.user.id), factorSummary(ctx, step.user.id)]);
+    const codes = factors.app !== null || factors.recoveryCodesLeft > 0;
+    return reply.view('second-factor.eta', {
+      title: codes ? 'Enter a code' : 'Use your passkey',
+      passkey,
+      app: factors.app !== null,
+      codes,
+      next,
+      error,
+      csrfToken: formToken(reply),
+      stepUp: step.session !== undefined,
+      maxLength: MAX_CODE_LENGTH,
+    });
+  }
+
+  function setUpPage(reply: FastifyReply, step: SecondStep, setup: AppSetup, next: string, error: string | null) {
+    reply.header('Cache-Control', 'no-store');
+    return reply.view('second-factor-setup.eta', {
+      title: 'Set up an authenticator app',
+      next,
+      error,
+      setup,
+      action: SET_UP_PATH,
+      required: step.pending !== undefined,
+      csrfToken: formToken(reply),
+      maxLength: MAX_CODE_LENGTH,
+    });
+  }
+
+  app.get(SECOND_STEP_PATH, page, async (request, reply) => {
+    const next = nextOf(request.query as RawParams);
+    const step = await secondStep(request);
+    if (!step) return noStep(request, reply, next);
+    if (!(await hasSecondFactor(ctx, step.user.id))) return reply.redirect(secondStepUrl('set_up', next), 303);
+    return codePage(reply, step, next, null);
+  });
+
+  app.post(SECOND_STEP_PATH, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+    const body = requireFormBody(request);
+    const next = nextOf(body);
+    const step = await secondStep(request);
+    if (!step) return noStep(request, reply, next);
+    const result = await submitCode(ctx, step, single(body, 'code') ?? '', request.ip, sessionToken(request, ctx));
+    if (result.ok) {
+      request.log.info({ event: 'login', user: step.user.id }, 'logged in with a second factor');
+      return completed(reply, result.session, next);
+    }
+    if (result.reason === 'expired') return noStep(request, reply, next);
+    if (result.reason === 'throttled' || result.reason === 'busy') {
+      reply.header('Retry-After', String(result.retryAfter));
+      const error =
+        result.reason === 'throttled'
+          ? `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`
+          : 'The server is busy. Try again in a moment.';
+      return codePage(reply.code(result.reason === 'throttled' ? 429 : 503), step, next, error);
+    }
+    if (result.reason === 'malformed') return codePage(reply.code(400), step, next, result.problem);
+    request.log.info({ event: 'login_failed' }, 'wrong second-factor code');
+    return codePage(reply.code(401), step, next, 'That code is not right, or was used already. Wait for the next code from your app, or use a recovery code.');
+  });
+
+  app.get(SET_UP_PATH, page, async (request, reply) => {
+    const next = nextOf(request.query as RawParams);
+    const step = await secondStep(request);
+    if (!step) return noStep(request, reply, next);
+    const setup = await beginAppSetup(ctx, step.user);
+    // Has a second factor already: the code, not a second app.
+    if (!setup) return reply.redirect(secondStepUrl('code', next), 303);
+    return setUpPage(reply, step, setup, next, null);
+  });
+
+  app.post(SET_UP_PATH, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+    const body = requireFormBody(request);
+    const next = nextOf(body);
+    const step = await secondStep(request);
+    if (!step) return noStep(request, reply, next);
+    const result = await confirmAppSetup(ctx, step, single(body, 'code') ?? '', request.ip, sessionToken(request, ctx));
+    if (result.ok) {
+      request.log.info({ event: 'second_factor_added', user: step.user.id }, 'authenticator app set up');
+      return completed(reply, result.session, next);
+    }
+    if (result.reason === 'exists') return reply.redirect(secondStepUrl('code', next), 303);
+    const setup = await currentAppSetup(ctx, step.user);
+    if (result.reason === 'no_setup' || !setup) return reply.redirect(secondStepUrl('set_up', next), 303);
+    const error =
+      result.reason === 'malformed' ? result.problem : 'That code is not right. Check the time on your device and enter the code your app shows now.';
+    return setUpPage(reply.code(result.reason === 'malformed' ? 400 : 401), step, setup, next, error);
+  });
+}
