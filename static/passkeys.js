@@ -1,7 +1,7 @@
 // Passkeys (SPEC §4.12), with @simplewebauthn/browser (/static/simplewebauthn-browser.js,
 // served from its package): on the login page, **Log in with a passkey** and the browser's
 // autofill (conditional mediation: the username field offers the passkeys of this site); on
-// /account/security, **Add a passkey**. The server's endpoints take forms (with the page's
+// the second step after a password, **Use a passkey**; on /account/security, **Add a passkey**. The server's endpoints take forms (with the page's
 // CSRF token) and answer JSON; a refusal's `error_description` is shown as it is.
 (function () {
   var lib = window.SimpleWebAuthnBrowser;
@@ -110,6 +110,41 @@
       });
     };
     startAutofill();
+  }
+
+  // The second step after a password (or step-up): one of this person's passkeys.
+  var stepSection = document.getElementById('passkey-step');
+  if (stepSection) {
+    var stepButton = document.getElementById('passkey-button');
+    var stepError = document.getElementById('passkey-error');
+    var stepEndpoint = stepSection.dataset.passkeys;
+    if (!supported) {
+      show(stepError, 'This browser cannot use passkeys.' + (document.getElementById('code') ? ' Enter a code instead.' : ''));
+      stepButton.disabled = true;
+    }
+    stepButton.addEventListener('click', function () {
+      var fields = { _csrf: stepSection.dataset.csrf };
+      stepError.hidden = true;
+      stepButton.disabled = true;
+      stepButton.setAttribute('aria-busy', 'true');
+      post(stepEndpoint + '/options', fields)
+        .then(function (result) {
+          if (!result.ok) throw refused(result, 'Passkeys are not available right now.');
+          return lib.startAuthentication({ optionsJSON: result.json });
+        })
+        .then(function (response) {
+          return post(stepEndpoint, { _csrf: fields._csrf, next: stepSection.dataset.next, response: JSON.stringify(response) });
+        })
+        .then(function (result) {
+          if (!result.ok) throw refused(result, 'This passkey was not accepted.');
+          leave(result.json.redirect);
+        })
+        .catch(function (error) {
+          stepButton.disabled = false;
+          stepButton.removeAttribute('aria-busy');
+          show(stepError, explain(error, 'step'));
+        });
+    });
   }
 
   var addForm = document.getElementById('add-passkey');

@@ -111,7 +111,7 @@ try {
   );
   const [popup] = await Promise.all([opener.waitForEvent('popup'), opener.getByRole('button', { name: 'Sign in with Gatehouse' }).click()]);
   await popup.setViewportSize({ width: 480, height: 560 });
-  await popup.getByRole('button', { name: 'Log in' }).waitFor();
+  await popup.getByRole('button', { name: 'Log in', exact: true }).waitFor();
   await shoot(popup, 'login-popup');
   const phone = await browse({ width: 390, height: 760 });
   await phone.goto((await authorizationUrl(app, { prompt: 'consent' })).url.href);

@@ -42,7 +42,7 @@ import {
   recordPasskeyUse,
   renamePasskey,
 } from '../store/passkeys.ts';
-import type { PasskeyRow, User } from '../store/schema.ts';
+import type { ChallengePurpose, PasskeyRow, User } from '../store/schema.ts';
 import { findUserById } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
@@ -71,7 +71,7 @@ function passkeyConfig(ctx: AppContext) {
   return webauthn;
 }
 
-async function newChallenge(ctx: AppContext, binding: string, purpose: 'register' | 'login', userId: string | null): Promise<Uint8Array<ArrayBuffer>> {
+async function newChallenge(ctx: AppContext, binding: string, purpose: ChallengePurpose, userId: string | null): Promise<Uint8Array<ArrayBuffer>> {
   const challenge = new Uint8Array(randomBytes(32));
   const now = ctx.now();
   const bindingHash = hashIfWellFormed('webauthnBinding', binding);
@@ -118,7 +118,7 @@ function parseResponse<T extends RegistrationResponseJSON | AuthenticationRespon
 }
 
 /** Takes the challenge a response names, if this browser was given it for this purpose. */
-async function takeChallenge(ctx: AppContext, challenge: string, binding: string | undefined, purpose: 'register' | 'login') {
+async function takeChallenge(ctx: AppContext, challenge: string, binding: string | undefined, purpose: ChallengePurpose) {
   const bindingHash = binding === undefined ? null : hashIfWellFormed('webauthnBinding', binding);
   if (bindingHash === null) return undefined;
   return consumeChallenge(ctx.db, { challengeHash: hashToken(challenge), bindingHash, purpose, now: ctx.now() });
@@ -273,11 +273,20 @@ export async function removeUserPasskey(ctx: AppContext, p: { user: User; id: st
 // ---------------------------------------------------------------------------------------
 // Logging in with a passkey
 
-/** What the browser needs to ask for any passkey of this site (navigator.credentials.get, discoverable). */
-export async function authenticationOptions(ctx: AppContext, binding: string): Promise<PublicKeyCredentialRequestOptionsJSON> {
+/**
+ * What the browser needs to ask for a passkey (navigator.credentials.get): any passkey of
+ * this site (discoverable) for a login, or one of `user`'s for their second step.
+ */
+export async function authenticationOptions(ctx: AppContext, binding: string, user?: User): Promise<PublicKeyCredentialRequestOptionsJSON> {
   const { rpId } = passkeyConfig(ctx);
-  const challenge = await newChallenge(ctx, binding, 'login', null);
-  return generateAuthenticationOptions({ rpID: rpId, challenge, timeout: CHALLENGE_TTL_MS, userVerification: 'required' });
+  const allowCredentials = user === undefined ? undefined : (await listPasskeys(ctx.db, user.id)).map((row) => ({ id: row.id, transports: transportsOf(row) }));
+  const challenge = await newChallenge(ctx, binding, user === undefined ? 'login' : 'second_step', user?.id ?? null);
+  return generateAuthenticationOptions({ rpID: rpId, challenge, timeout: CHALLENGE_TTL_MS, userVerification: 'required', allowCredentials });
+}
+
+/** Whether the person has a passkey they could use here (passkeys on, and one stored). */
+export async function canUsePasskey(ctx: AppContext, userId: string): Promise<boolean> {
+  return ctx.config.webauthn !== null && (await listPasskeys(ctx.db, userId)).length > 0;
 }
 
 export interface PasskeyLoginAttempt {
@@ -287,6 +296,12 @@ export interface PasskeyLoginAttempt {
   address: string;
   /** The session the attempt came with, if any: it ends (sessions.ts startSession). */
   session: string | undefined;
+  /**
+   * A passkey as the second step, after a right password (or as step-up of a session that
+   * proved one factor): whose passkey it must be, how they logged in so far (`amr`), and
+   * what completes their pending login (false: it ended meanwhile).
+   */
+  secondStep?: { user: User; amr: string; complete(): Promise<boolean> };
 }
 
 /**
@@ -299,7 +314,8 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
   const { throttle } = ctx.services;
   const parsed = parseResponse<AuthenticationResponseJSON>(attempt.response);
   const passkey = parsed === undefined || parsed.response.id.length > 1024 ? undefined : await findPasskey(ctx.db, parsed.response.id);
-  const account = loginAccountKey(passkey?.user_id, `passkey:${parsed?.response.id.slice(0, 1024) ?? ''}`);
+  const step = attempt.secondStep;
+  const account = loginAccountKey(step?.user.id ?? passkey?.user_id, `passkey:${parsed?.response.id.slice(0, 1024) ?? ''}`);
   try {
     await throttle.reserveLogin(account, attempt.address);
   } catch (error) {
@@ -312,9 +328,10 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
   };
   if (parsed === undefined) return fail('malformed_response', null);
   // The challenge is spent whatever follows: a response is answered once.
-  const challenge = await takeChallenge(ctx, parsed.challenge, attempt.binding, 'login');
-  if (challenge === undefined) return fail('unknown_challenge', passkey?.user_id ?? null);
-  if (passkey === undefined) return fail('unknown_credential', null);
+  const challenge = await takeChallenge(ctx, parsed.challenge, attempt.binding, step ? 'second_step' : 'login');
+  if (challenge === undefined || (step && challenge.userId !== step.user.id)) return fail('unknown_challenge', step?.user.id ?? passkey?.user_id ?? null);
+  if (passkey === undefined) return fail('unknown_credential', step?.user.id ?? null);
+  if (step && passkey.user_id !== step.user.id) return fail('unknown_credential', step.user.id);
   const user = await findUserById(ctx.db, passkey.user_id);
   if (user === undefined) return fail('unknown_credential', null);
   // WebAuthn L2 §7.2 step 6: the user handle must be the credential owner's.
@@ -354,9 +371,12 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
   if (!(await recordPasskeyUse(ctx.db, { id: passkey.id, checkedCount: passkey.sign_count, newCount: count, now: ctx.now() }))) {
     return fail('concurrent_use', user.id);
   }
+  if (step && !(await step.complete())) return fail('second_step_ended', user.id);
   await throttle.loginSucceeded(account, attempt.address);
-  const session = await startSession(ctx, user.id, attempt.session, PASSKEY_LOGIN_AMR);
-  await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey' } });
+  // After a password: `pwd hwk user mfa` (SPEC §4.12).
+  const amr = step ? [...new Set([...step.amr.split(' '), ...PASSKEY_LOGIN_AMR.split(' ')])].join(' ') : PASSKEY_LOGIN_AMR;
+  const session = await startSession(ctx, user.id, attempt.session, amr);
+  await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr } });
   return { ok: true, user, session };
 }
 
@@ -368,4 +388,6 @@ export type PasskeyFailure =
   | 'not_verified'
   | 'sign_count_regressed'
   | 'concurrent_use'
-  | 'account_disabled';
+  | 'account_disabled'
+  /** The pending login this second step was for expired, or was completed meanwhile. */
+  | 'second_step_ended';

@@ -1,22 +1,25 @@
 /**
  * Logging in with a passkey (SPEC §4.12), for /static/passkeys.js on the login page:
  * `POST /login/passkey/options` hands out a challenge bound to this browser, `POST
- * /login/passkey` answers it. Both are CSRF-protected like the password form (the login page
+ * /login/passkey` answers it; `/login/second-factor/passkey(/options)` the same for a
+ * passkey as the second step after a password (the page of src/http/second-factor.ts). Both are CSRF-protected like the password form (the login page
  * has set the CSRF secret), and answer JSON. The browser library itself is served from its
  * package, as a static file: no bundler, no inline script.
  */
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { FastifyInstance } from 'fastify';
-import { authenticationOptions, logInWithPasskey } from '../accounts/passkeys.ts';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { authenticationOptions, canUsePasskey, logInWithPasskey } from '../accounts/passkeys.ts';
+import { consumePendingLogin } from '../store/second-factors.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { webauthnBinding } from './account-security.ts';
 import { field } from './pages.ts';
 import { requireFormBody } from './helpers.ts';
 import { safeNext } from './next.ts';
-import { renewCsrfSecret, sessionToken, setSessionCookie, webauthnCookieName } from './session.ts';
+import { secondStepOf } from './second-factor.ts';
+import { cookieOptions, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie, webauthnCookieName } from './session.ts';
 
 /** @simplewebauthn/browser's UMD bundle (global `SimpleWebAuthnBrowser`), read once from the installed package. */
 function browserLibrary(): Buffer {
@@ -35,18 +38,40 @@ export default async function passkeyLoginRoutes(app: FastifyInstance, { ctx }: 
     return reply.header('Cache-Control', 'no-store').send(options);
   });
 
-  app.post('/login/passkey', { preHandler: app.csrfProtection }, async (request, reply) => {
+  // A passkey as the second step after a right password, or as step-up (SPEC §4.12): the
+  // person is known (their pending login, or their session), and the passkey must be theirs.
+  app.post('/login/second-factor/passkey/options', { preHandler: app.csrfProtection }, async (request, reply) => {
+    const step = await secondStepOf(request, ctx);
+    if (!step || !(await canUsePasskey(ctx, step.user.id)))
+      throw new OAuthError('access_denied', 'There is no login waiting for a passkey here. Log in again.', 'no second step', 403);
+    const options = await authenticationOptions(ctx, webauthnBinding(request, reply, ctx), step.user);
+    return reply.header('Cache-Control', 'no-store').send(options);
+  });
+
+  app.post('/login/passkey', { preHandler: app.csrfProtection }, (request, reply) => answer(request, reply, false));
+  app.post('/login/second-factor/passkey', { preHandler: app.csrfProtection }, (request, reply) => answer(request, reply, true));
+
+  async function answer(request: FastifyRequest, reply: FastifyReply, asSecondStep: boolean) {
     if (ctx.config.webauthn === null) throw new OAuthError('invalid_request', 'Passkeys are not available on this server.', 'passkeys are off', 404);
     const body = requireFormBody(request);
     const next = safeNext(field(body, 'next') || undefined, ctx.config.publicUrl);
+    const step = asSecondStep ? await secondStepOf(request, ctx) : undefined;
+    if (step === null) throw new OAuthError('access_denied', 'There is no login waiting for a passkey here. Log in again.', 'no second step', 403);
     const result = await logInWithPasskey(ctx, {
       response: field(body, 'response'),
       binding: request.cookies[webauthnCookieName(ctx)],
       address: request.ip,
-      session: sessionToken(request, ctx),
+      session: step?.session ?? sessionToken(request, ctx),
+      secondStep: step && {
+        user: step.user,
+        amr: step.pending ? step.pending.amr : step.amr,
+        // The pending login is completed once (a code submitted meanwhile may have done it).
+        complete: () => (step.pending ? consumePendingLogin(ctx.db, step.pending.idHash, ctx.now()) : Promise.resolve(true)),
+      },
     });
     reply.header('Cache-Control', 'no-store');
     if (result.ok) {
+      if (step?.pending) reply.clearCookie(pendingCookieName(ctx), cookieOptions(ctx));
       setSessionCookie(reply, ctx, result.session);
       renewCsrfSecret(reply, ctx);
       request.log.info({ event: 'login', user: result.user.id, method: 'passkey' }, 'logged in');
@@ -65,6 +90,11 @@ export default async function passkeyLoginRoutes(app: FastifyInstance, { ctx }: 
     }
     request.log.info({ event: 'login_failed', method: 'passkey' }, 'login failed');
     const detail = result.reason === 'passkey_refused' ? result.passkeyReason : result.reason;
-    throw new OAuthError('access_denied', 'This passkey was not accepted. Try again, or log in with your password.', `passkey login refused: ${detail}`, 401);
-  });
+    throw new OAuthError(
+      'access_denied',
+      asSecondStep ? 'This passkey was not accepted. Try again, or enter a code.' : 'This passkey was not accepted. Try again, or log in with your password.',
+      `passkey login refused: ${detail}`,
+      401,
+    );
+  }
 }

@@ -11,6 +11,7 @@ import {
   beginAppSetup,
   confirmAppSetup,
   currentAppSetup,
+  factorSummary,
   findPending,
   hasSecondFactor,
   isMultiFactor,
@@ -20,6 +21,7 @@ import {
   type AppSetup,
   type SecondStep,
 } from '../accounts/second-factors.ts';
+import { canUsePasskey } from '../accounts/passkeys.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
@@ -39,16 +41,21 @@ export function setPendingCookie(reply: FastifyReply, ctx: AppContext, token: st
   reply.setCookie(pendingCookieName(ctx), token, { ...cookieOptions(ctx), maxAge: PENDING_LOGIN_TTL_MS / 1000 });
 }
 
+/**
+ * Who is at a second step: the pending login of this browser first (a new password login),
+ * else a session without a second factor. (Also for a passkey as the second step: passkey-login.ts.)
+ */
+export async function secondStepOf(request: FastifyRequest, ctx: AppContext): Promise<SecondStep | null> {
+  const pending = await findPending(ctx, request.cookies[pendingCookieName(ctx)]);
+  if (pending) return { user: pending.user, pending };
+  const signedIn = await currentLogin(request, ctx);
+  const session = sessionToken(request, ctx);
+  if (signedIn && session !== undefined && !isMultiFactor(signedIn.login.amr)) return { user: signedIn.user, session, amr: signedIn.login.amr };
+  return null;
+}
+
 export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
-  /** Who is at a second step: the pending login of this browser first (a new password login), else a session without a second factor. */
-  async function secondStep(request: FastifyRequest): Promise<SecondStep | null> {
-    const pending = await findPending(ctx, request.cookies[pendingCookieName(ctx)]);
-    if (pending) return { user: pending.user, pending };
-    const signedIn = await currentLogin(request, ctx);
-    const session = sessionToken(request, ctx);
-    if (signedIn && session !== undefined && !isMultiFactor(signedIn.login.amr)) return { user: signedIn.user, session, amr: signedIn.login.amr };
-    return null;
-  }
+  const secondStep = (request: FastifyRequest) => secondStepOf(request, ctx);
 
   /** No step here: back to the login page (or on, for a login that has its second factor already). */
   async function noStep(request: FastifyRequest, reply: FastifyReply, next: string) {
@@ -68,16 +75,21 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     return reply.redirect(next, 303);
   }
 
-  function codePage(reply: FastifyReply, step: SecondStep, next: string, error: string | null) {
+  async function codePage(reply: FastifyReply, step: SecondStep, next: string, error: string | null) {
     reply.header('Cache-Control', 'no-store');
+    // Which ways the person has: a passkey (when passkeys are on), and app or recovery codes.
+    const [passkey, factors] = await Promise.all([canUsePasskey(ctx, step.user.id), factorSummary(ctx, step.user.id)]);
+    const codes = factors.app !== null || factors.recoveryCodesLeft > 0;
     return reply.view('second-factor.eta', {
-      title: 'Enter a code',
+      title: codes ? 'Enter a code' : 'Use your passkey',
+      passkey,
+      app: factors.app !== null,
+      codes,
       next,
       error,
       csrfToken: formToken(reply),
       stepUp: step.session !== undefined,
       maxLength: MAX_CODE_LENGTH,
-      passkeys: ctx.config.webauthn !== null,
     });
   }
 

@@ -4,12 +4,12 @@
  * deletes the row and the other finds nothing — there is no read-then-write to race.
  */
 import { sql, type Kysely } from 'kysely';
-import type { Database, PasskeyRow } from './schema.ts';
+import type { ChallengePurpose, Database, PasskeyRow } from './schema.ts';
 import { insertAuditRowQuery, type AuditEventRow } from './audit-events.ts';
 
 export async function insertChallenge(
   db: Kysely<Database>,
-  row: { challengeHash: string; bindingHash: string; purpose: 'register' | 'login'; userId: string | null; now: number; expiresAt: number },
+  row: { challengeHash: string; bindingHash: string; purpose: ChallengePurpose; userId: string | null; now: number; expiresAt: number },
 ): Promise<void> {
   await db
     .insertInto('webauthn_challenges')
@@ -31,7 +31,7 @@ export async function insertChallenge(
  */
 export async function consumeChallenge(
   db: Kysely<Database>,
-  p: { challengeHash: string; bindingHash: string; purpose: 'register' | 'login'; now: number },
+  p: { challengeHash: string; bindingHash: string; purpose: ChallengePurpose; now: number },
 ): Promise<{ userId: string | null } | undefined> {
   const row = await db
     .deleteFrom('webauthn_challenges')

@@ -329,6 +329,9 @@ export interface PasskeysTable {
   last_used_at: number | null;
 }
 
+/** What a WebAuthn challenge is for: adding a passkey, a passkey login, or a passkey as the second step after a password (or step-up). */
+export type ChallengePurpose = 'register' | 'login' | 'second_step';
+
 /**
  * A WebAuthn challenge handed to a browser: by the SHA-256 of the challenge, bound to that
  * browser (SHA-256 of its binding cookie), for one purpose, single use, five minutes.
@@ -336,8 +339,8 @@ export interface PasskeysTable {
 export interface WebauthnChallengesTable {
   challenge_hash: Immutable<string>;
   binding_hash: Immutable<string>;
-  purpose: Immutable<'register' | 'login'>;
-  /** Whose passkey a 'register' challenge adds; null for 'login'. */
+  purpose: Immutable<ChallengePurpose>;
+  /** Whose passkey a 'register' challenge adds, or whose a 'second_step' one must be; null for 'login'. */
   user_id: Immutable<string | null>;
   created_at: Immutable<number>;
   expires_at: Immutable<number>;

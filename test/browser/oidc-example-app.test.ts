@@ -132,7 +132,7 @@ for (const backend of BACKENDS) {
         const gatehousePage = await context.newPage();
         await gatehousePage.goto(server.url);
         await gatehousePage.getByRole('main').getByRole('button', { name: 'Log out' }).click();
-        await gatehousePage.getByRole('button', { name: 'Log in' }).waitFor();
+        await gatehousePage.getByRole('button', { name: 'Log in', exact: true }).waitFor();
 
         // Delivery runs in the background: wait until the app says it received the logout token.
         await printed(example, 'Back-channel logout: ended 1 session(s).');

@@ -110,7 +110,7 @@ describe('the popup flow in a browser', browserOptions(), () => {
   test('closing the popup on the login page posts authorization_canceled', async () => {
     const { authorization, context, page, popup } = await openPopup();
     try {
-      await popup.getByRole('button', { name: 'Log in' }).waitFor();
+      await popup.getByRole('button', { name: 'Log in', exact: true }).waitFor();
       await popup.close({ runBeforeUnload: true });
       const message = await firstMessage(page);
       assert.equal(message.origin, server.url);

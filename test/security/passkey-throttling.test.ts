@@ -3,8 +3,9 @@
  * once the response names a credential of the account — the same counter its password
  * guesses use — and on the address's; of many simultaneous refused answers, at most the
  * limit are checked. Answers are made by hand, as an attacker would: right challenge, right
- * binding cookie, a credential ID of the account's, a signature of nobody's. And a
- * challenge lasts five minutes, after which the purge removes it.
+ * binding cookie, a credential ID of the account's, a signature of nobody's. Also: at the
+ * second step after a password only the person's own passkey answers a second-step
+ * challenge; and a challenge lasts five minutes, after which the purge removes it.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -34,7 +35,7 @@ for (const backend of BACKENDS) {
     }
 
     /** An answer to the visitor's challenge, for `user`'s credential, signed by no one. */
-    async function answer(at: Awaited<ReturnType<typeof visitor>>, user: User, credentialId: string): Promise<Response> {
+    async function answer(at: Awaited<ReturnType<typeof visitor>>, user: User, credentialId: string, path = '/login/passkey'): Promise<Response> {
       const response = {
         id: credentialId,
         rawId: credentialId,
@@ -47,7 +48,7 @@ for (const backend of BACKENDS) {
         },
         clientExtensionResults: {},
       };
-      const sent = await at.agent.fetch('/login/passkey', {
+      const sent = await at.agent.fetch(path, {
         method: 'POST',
         body: new URLSearchParams({ _csrf: at.csrf, response: JSON.stringify(response) }),
       });
@@ -106,6 +107,48 @@ for (const backend of BACKENDS) {
       assert.equal(statuses.filter((s) => s === 401).length, 3);
       assert.equal(statuses.filter((s) => s === 429).length, 9);
       assert.deepEqual(await server.store.db.selectFrom('sessions').selectAll().where('user_id', '=', user.id).execute(), []);
+    });
+
+    test("at the second step after a password, only the person's own passkey is taken", async () => {
+      const { user: dave, credentialId: davesKey } = await withPasskey('dave');
+      const { credentialId: erinsKey } = await withPasskey('erin');
+      const agent = new UserAgent(server.url);
+      const login = await agent.submit((await agent.visit('/login')).html, '/login', { username: 'dave', password: 'correct horse battery staple' });
+      // A passkey makes the password alone insufficient: the second step, offering the passkey.
+      assert.match(login.html, /Use a passkey/);
+      const csrf = /data-csrf="([^"]+)"/.exec(login.html)![1]!;
+      const options = await agent.fetch('/login/second-factor/passkey/options', { method: 'POST', body: new URLSearchParams({ _csrf: csrf }) });
+      const { challenge, allowCredentials } = (await options.json()) as { challenge: string; allowCredentials: Array<{ id: string }> };
+      assert.deepEqual(
+        allowCredentials.map((c) => c.id),
+        [davesKey],
+      );
+      const at = { agent, csrf, challenge };
+      const sent = await answer(at, dave, erinsKey, '/login/second-factor/passkey');
+      assert.equal(sent.status, 401);
+      const [refused] = await server.store.db
+        .selectFrom('audit_events')
+        .select('detail')
+        .where('type', '=', 'login_failed')
+        .where('user_id', '=', dave.id)
+        .execute();
+      assert.equal(JSON.parse(refused!.detail!).reason, 'unknown_credential');
+      // A login challenge of this same browser is not a second-step one.
+      const loginOptions = await agent.fetch('/login/passkey/options', { method: 'POST', body: new URLSearchParams({ _csrf: csrf }) });
+      const loginChallenge = ((await loginOptions.json()) as { challenge: string }).challenge;
+      assert.equal((await answer({ agent, csrf, challenge: loginChallenge }, dave, davesKey, '/login/second-factor/passkey')).status, 401);
+      const reasons = await server.store.db
+        .selectFrom('audit_events')
+        .select('detail')
+        .where('type', '=', 'login_failed')
+        .where('user_id', '=', dave.id)
+        .execute();
+      assert.deepEqual(
+        reasons.map((row) => JSON.parse(row.detail!).reason),
+        ['unknown_credential', 'unknown_challenge'],
+      );
+      assert.deepEqual(await server.store.db.selectFrom('sessions').selectAll().where('user_id', '=', dave.id).execute(), []);
+      assert.equal((await server.store.db.selectFrom('pending_logins').selectAll().where('user_id', '=', dave.id).execute()).length, 1);
     });
 
     test('a challenge five minutes old is refused, and the purge removes it', async () => {

@@ -142,4 +142,21 @@ describe('loadConfig', () => {
     refuses({ LOG_LEVEL: 'verbose' }, 'LOG_LEVEL');
     refuses({ LOG_LEVEL: 'INFO' }, 'LOG_LEVEL');
   });
+  test('WEBAUTHN_RP_ID: the host name of PUBLIC_URL by default, off on an IP address, a parent domain allowed', () => {
+    assert.deepEqual(loadConfig({}).webauthn, { rpId: 'localhost', origin: 'http://localhost:5000' });
+    assert.deepEqual(loadConfig({ PUBLIC_URL: 'https://Login.Example.com/gatehouse' }).webauthn, {
+      rpId: 'login.example.com',
+      origin: 'https://login.example.com',
+    });
+    assert.equal(loadConfig({ PUBLIC_URL: 'http://127.0.0.1:5000' }).webauthn, null);
+    assert.equal(loadConfig({ PUBLIC_URL: 'http://[::1]:5000' }).webauthn, null);
+    assert.deepEqual(loadConfig({ PUBLIC_URL: 'https://login.example.com', WEBAUTHN_RP_ID: 'example.com' }).webauthn, {
+      rpId: 'example.com',
+      origin: 'https://login.example.com',
+    });
+    refuses({ PUBLIC_URL: 'https://login.example.com', WEBAUTHN_RP_ID: 'other.example' }, 'WEBAUTHN_RP_ID');
+    refuses({ PUBLIC_URL: 'https://login.example.com', WEBAUTHN_RP_ID: 'ample.com' }, 'WEBAUTHN_RP_ID');
+    refuses({ PUBLIC_URL: 'http://127.0.0.1:5000', WEBAUTHN_RP_ID: '127.0.0.1' }, 'WEBAUTHN_RP_ID');
+    refuses({ WEBAUTHN_RP_ID: 'https://localhost' }, 'WEBAUTHN_RP_ID');
+  });
 });
