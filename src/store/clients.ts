@@ -8,7 +8,11 @@ import type { Client, Database, NewClient } from './schema.ts';
  * `client_confidential`: 1 when the client (joined as `clients`) has a secret, else 0. A
  * confidential client must authenticate wherever its tokens are presented.
  */
-export const clientConfidential = sql<number>`case when clients.secret_hash is null then 0 else 1 end`.as('client_confidential');
+// A jwt-bearer (publisher) client's tokens are refreshed and revoked by the page that holds them,
+// which does not hold the secret that signs grant tokens (SPEC §4.11, as in h): 0 for them too.
+export const clientConfidential = sql<number>`case when clients.secret_hash is null or clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer' then 0 else 1 end`.as(
+  'client_confidential',
+);
 
 export async function insertClient(db: Kysely<Database>, client: NewClient): Promise<void> {
   await db.insertInto('clients').values(client).execute();
