@@ -217,6 +217,8 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     blocked: 0,
     redirect_uris: JSON.stringify(input.redirectUris),
     secret_hash: secret?.hash ?? null,
+    jwks: null,
+    jwks_uri: null,
     trusted: input.trusted ? 1 : 0,
     require_pkce: input.requirePkce ? 1 : 0,
     scopes,

@@ -72,6 +72,8 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     grant_type: 'authorization_code',
     blocked: 0,
     secret_hash: null,
+    jwks: null,
+    jwks_uri: null,
     trusted: 0,
     require_pkce: 1,
     scopes: joinScopes(SCOPES),

@@ -41,6 +41,7 @@ import * as resourceTokenSettings from './migrations/20261126_004_resource_token
 import * as authTime from './migrations/20261126_005_auth_time.ts';
 import * as openid from './migrations/20261126_006_openid.ts';
 import * as backchannelLogout from './migrations/20261126_007_backchannel_logout.ts';
+import * as privateKeyJwt from './migrations/20261126_008_private_key_jwt.ts';
 import * as jwtGrants from './migrations/20261126_009_jwt_grants.ts';
 
 export interface Store {
@@ -73,6 +74,7 @@ export const migrations: Record<string, Migration> = {
   '20261126_005_auth_time': authTime,
   '20261126_006_openid': openid,
   '20261126_007_backchannel_logout': backchannelLogout,
+  '20261126_008_private_key_jwt': privateKeyJwt,
   '20261126_009_jwt_grants': jwtGrants,
 };
 

@@ -15,6 +15,7 @@ const EXPIRING: Record<string, string[]> = {
   setup_tokens: ['hash'],
   audit_events: ['id'],
   backchannel_logouts: ['sid', 'client_id'],
+  consumed_assertions: ['key'],
 };
 
 /**

@@ -50,6 +50,12 @@ export interface ClientsTable {
   backchannel_logout_uri: ColumnType<string | null, string | null | undefined, string | null>;
   /** The algorithm of its ID tokens and logout tokens (`id_token_signed_response_alg`). */
   id_token_alg: ColumnType<SigningAlg, SigningAlg | undefined, SigningAlg>;
+  /**
+   * `private_key_jwt` (SPEC §4.11): the client's public keys as a JWK Set (JSON text), or the
+   * https URL they are fetched from; at most one is set, and never with a secret.
+   */
+  jwks: ColumnType<string | null, string | null | undefined, string | null>;
+  jwks_uri: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 export type ClientKind = 'registered' | 'metadata_document' | 'dynamic';
@@ -285,6 +291,12 @@ export interface SigningKeysTable {
   retires_at: number | null;
 }
 
+/** An assertion accepted once (SPEC §4.11): SHA-256 of its issuer, NUL and id, kept until its `exp`. */
+export interface ConsumedAssertionsTable {
+  key: Immutable<string>;
+  expires_at: number;
+}
+
 /** The secret of a jwt-bearer (publisher) client, kept so it can verify the grant tokens it signs (SPEC §4.11). */
 export interface ClientGrantSecretsTable {
   client_id: Immutable<string>;
@@ -338,6 +350,7 @@ export interface Database {
   groups: GroupsTable;
   group_members: GroupMembersTable;
   backchannel_logouts: BackchannelLogoutsTable;
+  consumed_assertions: ConsumedAssertionsTable;
   client_grant_secrets: ClientGrantSecretsTable;
   trusted_issuers: TrustedIssuersTable;
 }
