@@ -12,6 +12,7 @@ import type { Config } from './config.ts';
 import type { BackchannelLogouts } from './identity/backchannel-logout.ts';
 import type { KeyRing } from './identity/keys.ts';
 import type { Metrics } from './metrics.ts';
+import type { RemoteKeys } from './oauth/assertions/remote-keys.ts';
 import type { ClientMetadataResolver } from './oauth/client-metadata.ts';
 import type { Services } from './services.ts';
 import type { Store } from './store/database.ts';
@@ -50,6 +51,8 @@ export interface AppContext {
   readonly metrics: Metrics;
   /** Client ID metadata documents (SPEC §4.8): fetched safely, validated and cached, one cache per process. */
   readonly clientMetadata: ClientMetadataResolver;
+  /** Others' public keys (SPEC §4.11): JWK Sets at URLs and discovered `jwks_uri`s, fetched safely and cached, one cache per process. */
+  readonly remoteKeys: RemoteKeys;
   /** The signing keys (SPEC §4.9): what signs and verifies JWTs, and the JWKS. */
   readonly keys: KeyRing;
   /** Back-channel logout deliveries (SPEC §4.10): woken when a session ends here; delivering on the server only. */

@@ -10,6 +10,7 @@ import type { ContextLogger, OpenContext } from './context.ts';
 import { backchannelLogouts } from './identity/backchannel-logout.ts';
 import { KeyRing } from './identity/keys.ts';
 import { createMetrics } from './metrics.ts';
+import { RemoteKeys } from './oauth/assertions/remote-keys.ts';
 import { createClientMetadataResolver } from './oauth/client-metadata.ts';
 import { openServices } from './services.ts';
 import { isClientBlocked } from './store/clients.ts';
@@ -47,6 +48,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     keys,
     backchannelLogouts: logouts,
     clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
+    remoteKeys: new RemoteKeys({ now, allowPrivateAddresses: config.clientMetadata.allowPrivateAddresses }),
     onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
       log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
       metrics.grantsRevoked(grantIds.length, reason);
