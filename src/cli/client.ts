@@ -2,16 +2,20 @@
 import { COMMAND_LINE } from '../audit.ts';
 import { PAGE_SIZE, blockClient, describeClient, lookupClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
+import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
 import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
 
 /** `--grant-type` values that stand for a longer registered name (SPEC §2). */
-const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([['device_code', DEVICE_CODE_GRANT_TYPE]]);
+const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([
+  ['device_code', DEVICE_CODE_GRANT_TYPE],
+  ['jwt_bearer', JWT_BEARER_GRANT_TYPE],
+]);
 
 const create = command({
   words: 'client create',
   usage: [
     '--name <n> --redirect-uri <url> [--redirect-uri <url2> …]',
-    '[--grant-type authorization_code|client_credentials|device_code]',
+    '[--grant-type authorization_code|client_credentials|device_code|jwt_bearer]',
     '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]',
     '[--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>] [--id-token-alg RS256|ES256]',
   ],
@@ -19,6 +23,9 @@ const create = command({
     'public clients require PKCE unless --no-require-pkce;',
     'device_code (urn:ietf:params:oauth:grant-type:device_code)',
     'and client_credentials clients need no --redirect-uri;',
+    'jwt_bearer (urn:ietf:params:oauth:grant-type:jwt-bearer) makes a',
+    "publisher client: confidential, its secret signs h's grant tokens,",
+    'no --redirect-uri;',
     'the OpenID Connect settings: where logout may return to (matched',
     'exactly), where back-channel logout tokens are posted, and how',
     'ID tokens are signed (RS256 by default)',
@@ -47,10 +54,11 @@ const create = command({
         name: options.name,
         grantType,
         redirectUris: options['redirect-uri'] ?? [],
-        confidential: options.confidential ?? false,
+        // A publisher client's secret signs its grant tokens (SPEC §2): always confidential.
+        confidential: (options.confidential ?? false) || grantType === JWT_BEARER_GRANT_TYPE,
         trusted: options.trusted ?? false,
         // Public clients prove themselves with PKCE unless asked otherwise (legacy clients, SPEC §2).
-        requirePkce: options['require-pkce'] ?? !(options.confidential ?? false),
+        requirePkce: options['require-pkce'] ?? !((options.confidential ?? false) || grantType === JWT_BEARER_GRANT_TYPE),
         scope: (options.scope ?? []).join(' '),
         postLogoutRedirectUris: options['post-logout-redirect-uri'] ?? [],
         backchannelLogoutUri: options['backchannel-logout-uri'] ?? null,

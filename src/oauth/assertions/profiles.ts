@@ -55,8 +55,8 @@ export interface VerifiedAssertion {
   /** Its `sub`, for the audit trail. */
   readonly subject: string;
   readonly jti: string | null;
-  /** What single use is recorded under: the `jti`, or the assertion's hash when it has none. */
-  readonly replayId: string;
+  /** What single use is recorded under: the `jti`, or the assertion's hash when it has none; null: not single use (a workload's token without `jti`). */
+  readonly replayId: string | null;
   /** Until when (epoch ms) a replay is refused. */
   readonly replayUntil: number;
   /** The trusted issuer, for ID-JAGs and workloads. */
