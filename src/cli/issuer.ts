@@ -90,7 +90,7 @@ const list = command({
 const remove: Command = command({
   words: 'issuer delete',
   usage: '<url>',
-  help: "stop trusting the issuer: its assertions are refused from now on",
+  help: 'stop trusting the issuer: its assertions are refused from now on',
   async run(ctx, args, _options, print) {
     const issuer = oneArgument(remove, args);
     if (!(await removeIssuer(ctx, issuer, COMMAND_LINE))) throw new UsageError(`${issuer} is not a trusted issuer`);

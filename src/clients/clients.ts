@@ -115,7 +115,8 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   if (!(CLIENT_GRANT_TYPES as readonly string[]).includes(input.grantType)) problems.grant_type = `Grant type must be one of ${CLIENT_GRANT_TYPES.join(', ')}`;
   if (input.grantType === 'client_credentials' && !input.confidential) problems.client_type = 'A client_credentials client must be confidential';
   // Its secret signs its grant tokens (SPEC §4.11): a publisher client without one could not use its grant.
-  if (input.grantType === JWT_BEARER_GRANT_TYPE && !input.confidential) problems.client_type = 'A jwt-bearer client must be confidential: its secret signs its grant tokens';
+  if (input.grantType === JWT_BEARER_GRANT_TYPE && !input.confidential)
+    problems.client_type = 'A jwt-bearer client must be confidential: its secret signs its grant tokens';
   const redirectProblem = redirectUrisProblem(input.redirectUris, input.grantType === 'authorization_code');
   if (redirectProblem) problems.redirect_uri = redirectProblem;
   const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));

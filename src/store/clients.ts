@@ -10,9 +10,10 @@ import type { Client, Database, NewClient } from './schema.ts';
  */
 // A jwt-bearer (publisher) client's tokens are refreshed and revoked by the page that holds them,
 // which does not hold the secret that signs grant tokens (SPEC §4.11, as in h): 0 for them too.
-export const clientConfidential = sql<number>`case when clients.secret_hash is null or clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer' then 0 else 1 end`.as(
-  'client_confidential',
-);
+export const clientConfidential =
+  sql<number>`case when clients.secret_hash is null or clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer' then 0 else 1 end`.as(
+    'client_confidential',
+  );
 
 export async function insertClient(db: Kysely<Database>, client: NewClient): Promise<void> {
   await db.insertInto('clients').values(client).execute();

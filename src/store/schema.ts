@@ -27,11 +27,7 @@ export interface UsersTable {
 export interface ClientsTable {
   id: Immutable<string>;
   name: string;
-  grant_type:
-    | 'authorization_code'
-    | 'client_credentials'
-    | 'urn:ietf:params:oauth:grant-type:device_code'
-    | 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+  grant_type: 'authorization_code' | 'client_credentials' | 'urn:ietf:params:oauth:grant-type:device_code' | 'urn:ietf:params:oauth:grant-type:jwt-bearer';
   /** Who made it known: an administrator, its metadata document (its id is the document's URL), or dynamic registration. */
   kind: ColumnType<ClientKind, ClientKind | undefined, ClientKind>;
   /** 1 when an administrator blocked it (kinds other than 'registered' only). */

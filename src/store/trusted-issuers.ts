@@ -9,7 +9,11 @@ export function findTrustedIssuer(db: Kysely<Database>, issuer: string): Promise
 
 /** False when an issuer with that URL exists already. */
 export async function insertTrustedIssuer(db: Kysely<Database>, row: Insertable<TrustedIssuersTable>): Promise<boolean> {
-  const inserted = await db.insertInto('trusted_issuers').values(row).onConflict((oc) => oc.column('issuer').doNothing()).executeTakeFirst();
+  const inserted = await db
+    .insertInto('trusted_issuers')
+    .values(row)
+    .onConflict((oc) => oc.column('issuer').doNothing())
+    .executeTakeFirst();
   return Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0;
 }
 

@@ -30,7 +30,11 @@ export async function verifyIdJag(read: ReadAssertion, trusted: TrustedIssuer, c
   if (client === null || !isConfidential(client)) throw secretRequired();
   const named = JSON.parse(trusted.clients) as string[];
   if (named.length > 0 && !named.includes(client.id)) {
-    throw new OAuthError('unauthorized_client', "this client may not present this issuer's identity assertions", `client ${client.id} not named for ${trusted.issuer}`);
+    throw new OAuthError(
+      'unauthorized_client',
+      "this client may not present this issuer's identity assertions",
+      `client ${client.id} not named for ${trusted.issuer}`,
+    );
   }
   const typ = typeof read.header.typ === 'string' ? read.header.typ.toLowerCase().replace(/^application\//, '') : undefined;
   if (typ !== ID_JAG_TYPE) throw refused(`the assertion's type (typ) must be ${ID_JAG_TYPE}`);

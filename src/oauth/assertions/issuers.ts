@@ -68,22 +68,26 @@ export async function createIssuer(ctx: AppContext, input: IssuerInput, actor: A
   const issuer = input.issuer.trim();
   const issuerProblem = httpsUrlProblem(issuer);
   if (issuerProblem) throw new IssuerInputError('issuer', `Issuer ${issuerProblem}`);
-  if (!(ISSUER_PROFILES as readonly string[]).includes(input.profile)) throw new IssuerInputError('profile', `Profile must be one of ${ISSUER_PROFILES.join(', ')}`);
+  if (!(ISSUER_PROFILES as readonly string[]).includes(input.profile))
+    throw new IssuerInputError('profile', `Profile must be one of ${ISSUER_PROFILES.join(', ')}`);
   const profile = input.profile as TrustedIssuerProfile;
   const jwksUri = input.jwksUri?.trim() || null;
   const jwksProblem = jwksUri === null ? null : httpsUrlProblem(jwksUri);
   if (jwksProblem) throw new IssuerInputError('jwks_uri', `JWKS URL ${jwksProblem}`);
   const subjectClaim = input.subjectClaim?.trim() || 'sub';
   if (!(SUBJECT_CLAIMS as readonly string[]).includes(subjectClaim)) throw new IssuerInputError('subject_claim', 'Subject claim must be sub or email');
-  if (profile === 'workload' && subjectClaim !== 'sub') throw new IssuerInputError('subject_claim', "A workload issuer's subject is its sub: it names no person");
+  if (profile === 'workload' && subjectClaim !== 'sub')
+    throw new IssuerInputError('subject_claim', "A workload issuer's subject is its sub: it names no person");
   const subject = input.subject?.trim() || null;
   if (subject !== null && profile !== 'workload') throw new IssuerInputError('subject', 'An exact subject is for workload issuers only');
-  if (subject !== null && (subject.length > 1000 || !isLookupSafe(subject))) throw new IssuerInputError('subject', 'Subject must be at most 1000 characters, without control characters');
+  if (subject !== null && (subject.length > 1000 || !isLookupSafe(subject)))
+    throw new IssuerInputError('subject', 'Subject must be at most 1000 characters, without control characters');
   const clients = [...new Set((input.clients ?? []).map((c) => c.trim()).filter((c) => c !== ''))];
   for (const clientId of clients) {
     if (!(await lookupClient(ctx.db, clientId))) throw new IssuerInputError('clients', `There is no client ${clientId.slice(0, 100)}`);
   }
-  if (profile === 'workload' && clients.length !== 1) throw new IssuerInputError('clients', "A workload issuer needs exactly one client: the one its workloads act as");
+  if (profile === 'workload' && clients.length !== 1)
+    throw new IssuerInputError('clients', 'A workload issuer needs exactly one client: the one its workloads act as');
   const requested = (input.scope ?? '').split(/\s+/).filter((s) => s !== '');
   const malformed = requested.filter((s) => !isScopeToken(s));
   if (malformed.length > 0) throw new IssuerInputError('scope', `Unknown scope ${malformed.join(', ').slice(0, 100)}`);
@@ -92,7 +96,7 @@ export async function createIssuer(ctx: AppContext, input: IssuerInput, actor: A
   if (unknown.length > 0) throw new IssuerInputError('scope', `Unknown scope ${unknown.join(', ')}: see gatehouse scope list`);
   let resource = input.resource?.trim() || null;
   if (resource !== null) {
-    if (profile !== 'workload') throw new IssuerInputError('resource', "An ID-JAG names its resource itself: a configured resource is for workload issuers");
+    if (profile !== 'workload') throw new IssuerInputError('resource', 'An ID-JAG names its resource itself: a configured resource is for workload issuers');
     try {
       resource = (await requestedAudience(ctx, resource)).uri;
     } catch (error) {

@@ -34,7 +34,7 @@ export function checkTimes(read: ReadAssertion, ctx: AppContext): { exp: number;
   const exp = numericDate(read.claims, 'exp');
   const iat = numericDate(read.claims, 'iat');
   const nbf = numericDate(read.claims, 'nbf');
-  if (exp === undefined) throw refused("the assertion has no expiry (exp)");
+  if (exp === undefined) throw refused('the assertion has no expiry (exp)');
   if (exp === null || iat === null || nbf === null) throw refused('the assertion has a time claim (exp, iat, nbf) that is not a number');
   if (exp <= now - ISSUER_LEEWAY_SECONDS) throw refused('the assertion has expired');
   if (iat !== undefined && iat > now + ISSUER_LEEWAY_SECONDS) throw refused('the assertion was issued in the future (iat)');

@@ -99,7 +99,15 @@ async function issueFor(verified: VerifiedAssertion, params: Params, ctx: AppCon
   const subject = { clientId: client.id, userId: user?.id ?? null, username: user?.username ?? null, login: null };
   const pair = await mintTokenResponse(ctx, audience.tokens, subject, scopes, withRefresh);
   const now = ctx.now();
-  const grant = { id: timeOrderedUuid(now), clientId: client.id, userId: subject.userId, resourceId: audience.id, scopes: joinScopes(scopes), clientScopes: client.scopes, login: null };
+  const grant = {
+    id: timeOrderedUuid(now),
+    clientId: client.id,
+    userId: subject.userId,
+    resourceId: audience.id,
+    scopes: joinScopes(scopes),
+    clientScopes: client.scopes,
+    login: null,
+  };
   const issued = ctx.audit.pending({
     type: 'token_issued',
     clientId: client.id,
@@ -155,7 +163,11 @@ function scopesOf(verified: VerifiedAssertion, params: Params, audience: Audienc
   let scopes = allowedScopes(verified.client, audience);
   // Identity scopes are never implied, as elsewhere (scopes.ts `grantableScopes`); a workload has no person to name.
   if (params.scope === undefined || !person) scopes = scopes.filter((s) => !isIdentityScope(s));
-  const limits = [params.scope === undefined ? null : parseScope(params.scope), verified.assertedScopes, verified.trusted?.scopes == null ? null : splitScopes(verified.trusted.scopes)];
+  const limits = [
+    params.scope === undefined ? null : parseScope(params.scope),
+    verified.assertedScopes,
+    verified.trusted?.scopes == null ? null : splitScopes(verified.trusted.scopes),
+  ];
   for (const limit of limits) if (limit !== null) scopes = scopes.filter((s) => limit.includes(s));
   if (scopes.length === 0) throw new OAuthError('invalid_scope', "no scope is left: the requested, asserted, client's and issuer's scopes have none in common");
   return normalizeScopes(scopes);

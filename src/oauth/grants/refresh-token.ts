@@ -52,7 +52,12 @@ async function load(params: Params, client: Client | null, ctx: AppContext): Pro
 async function issue(token: RefreshTokenInfo, params: Params, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   const now = ctx.now();
   // The grants that give refresh tokens: their clients refresh.
-  if (client !== null && client.grant_type !== 'authorization_code' && client.grant_type !== DEVICE_CODE_GRANT_TYPE && client.grant_type !== JWT_BEARER_GRANT_TYPE) {
+  if (
+    client !== null &&
+    client.grant_type !== 'authorization_code' &&
+    client.grant_type !== DEVICE_CODE_GRANT_TYPE &&
+    client.grant_type !== JWT_BEARER_GRANT_TYPE
+  ) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
   }
   // Before anything is rotated or revoked: a request refused with invalid_target changes nothing.
