@@ -1,4 +1,5 @@
 /** `gatehouse client …`: register, list, delete, block and unblock OAuth clients. */
+import { readFileSync } from 'node:fs';
 import { COMMAND_LINE } from '../audit.ts';
 import { PAGE_SIZE, blockClient, describeClient, lookupClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
@@ -18,6 +19,7 @@ const create = command({
     '[--grant-type authorization_code|client_credentials|device_code|jwt_bearer]',
     '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]',
     '[--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>] [--id-token-alg RS256|ES256]',
+    '[--jwks-uri <url> | --jwks-file <path>]',
   ],
   help: [
     'public clients require PKCE unless --no-require-pkce;',
@@ -28,7 +30,10 @@ const create = command({
     'no --redirect-uri;',
     'the OpenID Connect settings: where logout may return to (matched',
     'exactly), where back-channel logout tokens are posted, and how',
-    'ID tokens are signed (RS256 by default)',
+    'ID tokens are signed (RS256 by default);',
+    '--jwks-uri (https) or --jwks-file (a JWK Set of public keys:',
+    'RS256, PS256, ES256 or EdDSA) make a confidential client without',
+    'a secret that authenticates with private_key_jwt',
   ],
   options: {
     name: { type: 'string' },
@@ -41,12 +46,27 @@ const create = command({
     'post-logout-redirect-uri': { type: 'string', multiple: true },
     'backchannel-logout-uri': { type: 'string' },
     'id-token-alg': { type: 'string' },
+    'jwks-uri': { type: 'string' },
+    'jwks-file': { type: 'string' },
   },
   async run(ctx, args, options, print) {
     noArguments(args);
     if (options.name === undefined) throw new UsageError('--name is required');
+    if (options['jwks-uri'] !== undefined && options['jwks-file'] !== undefined) throw new UsageError('--jwks-uri and --jwks-file: give one or the other');
+    let jwks: string | null = null;
+    if (options['jwks-file'] !== undefined) {
+      try {
+        jwks = readFileSync(options['jwks-file'], 'utf8');
+      } catch (error) {
+        throw new UsageError(`--jwks-file: cannot read ${options['jwks-file']} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+      }
+    }
+    const keyed = jwks !== null || options['jwks-uri'] !== undefined;
+    // Keys make a confidential client (private_key_jwt), with no secret.
     const given = options['grant-type'] ?? 'authorization_code';
     const grantType = GRANT_TYPE_SHORT_FORMS.get(given) ?? given;
+    // A publisher client's secret signs its grant tokens (SPEC §2): always confidential.
+    const confidential = (options.confidential ?? false) || keyed || grantType === JWT_BEARER_GRANT_TYPE;
     if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
     const { client, secret } = await registerClient(
       ctx,
@@ -54,15 +74,16 @@ const create = command({
         name: options.name,
         grantType,
         redirectUris: options['redirect-uri'] ?? [],
-        // A publisher client's secret signs its grant tokens (SPEC §2): always confidential.
-        confidential: (options.confidential ?? false) || grantType === JWT_BEARER_GRANT_TYPE,
+        confidential,
         trusted: options.trusted ?? false,
         // Public clients prove themselves with PKCE unless asked otherwise (legacy clients, SPEC §2).
-        requirePkce: options['require-pkce'] ?? !((options.confidential ?? false) || grantType === JWT_BEARER_GRANT_TYPE),
+        requirePkce: options['require-pkce'] ?? !confidential,
         scope: (options.scope ?? []).join(' '),
         postLogoutRedirectUris: options['post-logout-redirect-uri'] ?? [],
         backchannelLogoutUri: options['backchannel-logout-uri'] ?? null,
         idTokenAlg: options['id-token-alg'] ?? 'RS256',
+        jwks,
+        jwksUri: options['jwks-uri'] ?? null,
       },
       COMMAND_LINE,
     );

@@ -10,6 +10,7 @@ import { madeBy, type Actor } from '../audit.ts';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { isClientId } from '../oauth/client-auth.ts';
+import { authMethodOf, isConfidential, jwksProblem, jwksShapeProblem, jwksUriProblem } from '../oauth/assertions/client-keys.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
 import { storeGrantSecret } from './grant-secrets.ts';
@@ -65,6 +66,52 @@ export interface ClientInput {
   backchannelLogoutUri?: string | null;
   /** `id_token_signed_response_alg`: RS256 (the default) or ES256. */
   idTokenAlg?: string;
+  /**
+   * `private_key_jwt` (SPEC §4.11): the client's public keys, as a JWK Set in JSON text, or the
+   * https URL of one — at most one of them. Either makes a confidential client without a
+   * secret. Absent: as it was (a change), or none (a registration).
+   */
+  jwks?: string | null;
+  jwksUri?: string | null;
+}
+
+/** The keys as stored, from what was asked for: absent ones stay as they are (`current`). */
+function keySettings(input: Pick<ClientInput, 'jwks' | 'jwksUri'>, current?: Pick<Client, 'jwks' | 'jwks_uri'>) {
+  const jwks = input.jwks === undefined ? (current?.jwks ?? null) : input.jwks === null ? null : JSON.stringify(JSON.parse(input.jwks));
+  const jwksUri = input.jwksUri === undefined ? (current?.jwks_uri ?? null) : input.jwksUri;
+  return { jwks, jwks_uri: jwksUri };
+}
+
+/** Whether the input registers keys (private_key_jwt). */
+const hasKeys = (input: Pick<ClientInput, 'jwks' | 'jwksUri'>) => (input.jwks ?? null) !== null || (input.jwksUri ?? null) !== null;
+
+/** The problems of the keys asked for, synchronously (the shape; clientKeysProblem also imports them). */
+function keyProblems(input: Pick<ClientInput, 'jwks' | 'jwksUri'>): Record<string, string> {
+  const jwks = input.jwks ?? null;
+  const jwksUri = input.jwksUri ?? null;
+  if (jwks !== null && jwksUri !== null) return { jwks: 'Give a JWKS URL or a JWKS, not both' };
+  if (jwksUri !== null) {
+    const problem = jwksUriProblem(jwksUri);
+    return problem === null ? {} : { jwks_uri: `JWKS URL ${problem}` };
+  }
+  if (jwks !== null) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(jwks);
+    } catch {
+      return { jwks: 'JWKS is not JSON' };
+    }
+    const problem = jwksShapeProblem(parsed);
+    return problem === null ? {} : { jwks: `JWKS ${problem}` };
+  }
+  return {};
+}
+
+/** Throws a ClientInputError when an inline JWKS holds a key jose cannot import. */
+async function requireImportableKeys(input: Pick<ClientInput, 'jwks'>): Promise<void> {
+  if (input.jwks === undefined || input.jwks === null) return;
+  const problem = await jwksProblem(JSON.parse(input.jwks));
+  if (problem !== null) throw new ClientInputError('jwks', `JWKS ${problem}`);
 }
 
 /** The OIDC settings as stored, from what was asked for: absent ones stay as they are (`current`), or take their defaults. */
@@ -95,11 +142,13 @@ export function describeClient(client: Client) {
     kind: client.kind,
     blocked: client.blocked === 1,
     redirect_uris: redirectUrisOf(client),
-    confidential: client.secret_hash !== null,
+    confidential: isConfidential(client),
     trusted: client.trusted === 1,
     require_pkce: client.require_pkce === 1,
     scopes: splitScopes(client.scopes),
-    token_endpoint_auth_method: client.secret_hash === null ? 'none' : 'client_secret_basic',
+    token_endpoint_auth_method: authMethodOf(client),
+    ...(client.jwks_uri === null ? {} : { jwks_uri: client.jwks_uri }),
+    ...(client.jwks === null ? {} : { jwks: JSON.parse(client.jwks) as unknown }),
     post_logout_redirect_uris: postLogoutRedirectUrisOf(client),
     backchannel_logout_uri: client.backchannel_logout_uri,
     id_token_signed_response_alg: client.id_token_alg,
@@ -113,10 +162,12 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   const name = input.name.trim();
   if (name === '' || name.length > 100) problems.name = 'Name must be 1-100 characters';
   if (!(CLIENT_GRANT_TYPES as readonly string[]).includes(input.grantType)) problems.grant_type = `Grant type must be one of ${CLIENT_GRANT_TYPES.join(', ')}`;
-  if (input.grantType === 'client_credentials' && !input.confidential) problems.client_type = 'A client_credentials client must be confidential';
+  Object.assign(problems, keyProblems(input));
+  if (input.grantType === 'client_credentials' && !input.confidential && !hasKeys(input))
+    problems.client_type = 'A client_credentials client must be confidential';
   // Its secret signs its grant tokens (SPEC §4.11): a publisher client without one could not use its grant.
-  if (input.grantType === JWT_BEARER_GRANT_TYPE && !input.confidential)
-    problems.client_type = 'A jwt-bearer client must be confidential: its secret signs its grant tokens';
+  if (input.grantType === JWT_BEARER_GRANT_TYPE && (!input.confidential || hasKeys(input)))
+    problems.client_type = 'A jwt-bearer client must be confidential with a secret: its secret signs its grant tokens';
   const redirectProblem = redirectUrisProblem(input.redirectUris, input.grantType === 'authorization_code');
   if (redirectProblem) problems.redirect_uri = redirectProblem;
   const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));
@@ -195,8 +246,13 @@ export async function listClients(ctx: AppContext, cursor: PageCursor, limit: nu
 /** Registers the client (a ClientInputError names the field at fault) and records who did. */
 export async function registerClient(ctx: AppContext, input: ClientInput, actor: Actor): Promise<RegisteredClient> {
   const registered = await createClient(ctx.db, input, ctx.now(), ctx.config.keys.secret);
-  const { client, secret } = registered;
-  await ctx.audit({ type: 'client_created', ...madeBy(actor), clientId: client.id, detail: { grant_type: client.grant_type, confidential: secret !== null } });
+  const { client } = registered;
+  await ctx.audit({
+    type: 'client_created',
+    ...madeBy(actor),
+    clientId: client.id,
+    detail: { grant_type: client.grant_type, confidential: isConfidential(client), token_endpoint_auth_method: authMethodOf(client) },
+  });
   return registered;
 }
 
@@ -208,8 +264,10 @@ export async function registerClient(ctx: AppContext, input: ClientInput, actor:
 export async function createClient(db: Kysely<Database>, input: ClientInput, now: number, keysSecret: string | null = null): Promise<RegisteredClient> {
   const problem = firstProblem(clientInputProblems(input));
   if (problem) throw problem;
+  await requireImportableKeys(input);
   const scopes = await existingScopes(db, input.scope);
-  const secret = input.confidential ? mintToken('clientSecret') : null;
+  // Registered keys replace the secret: a private_key_jwt client has none (SPEC §4.11).
+  const secret = input.confidential && !hasKeys(input) ? mintToken('clientSecret') : null;
   const client: Client = {
     id: randomUUID(),
     name: input.name.trim(),
@@ -218,8 +276,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     blocked: 0,
     redirect_uris: JSON.stringify(input.redirectUris),
     secret_hash: secret?.hash ?? null,
-    jwks: null,
-    jwks_uri: null,
+    ...keySettings(input),
     trusted: input.trusted ? 1 : 0,
     require_pkce: input.requirePkce ? 1 : 0,
     scopes,
@@ -234,12 +291,18 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
 /** What an administrator may change after registration: not the grant type nor the client type. */
 export type ClientChanges = Pick<
   ClientInput,
-  'name' | 'redirectUris' | 'trusted' | 'requirePkce' | 'scope' | 'postLogoutRedirectUris' | 'backchannelLogoutUri' | 'idTokenAlg'
+  'name' | 'redirectUris' | 'trusted' | 'requirePkce' | 'scope' | 'postLogoutRedirectUris' | 'backchannelLogoutUri' | 'idTokenAlg' | 'jwks' | 'jwksUri'
 >;
 
 /** Validates the changes against the client's own grant and client type; every problem by field. */
 export function clientChangeProblems(client: Client, changes: ClientChanges): Record<string, string> {
-  return clientInputProblems({ ...changes, grantType: client.grant_type, confidential: client.secret_hash !== null });
+  const problems = clientInputProblems({ ...changes, grantType: client.grant_type, confidential: isConfidential(client) });
+  // The method stays as registered: a private_key_jwt client keeps keys (new ones, to rotate), others get none.
+  const keys = keySettings(changes, client);
+  const keyed = keys.jwks !== null || keys.jwks_uri !== null;
+  if (authMethodOf(client) === 'private_key_jwt' && !keyed) problems.jwks ??= 'A private_key_jwt client needs a JWKS URL or a JWKS';
+  if (authMethodOf(client) !== 'private_key_jwt' && keyed) problems.jwks ??= 'Only a client registered with keys (private_key_jwt) can have them';
+  return problems;
 }
 
 /**
@@ -254,8 +317,10 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
   if (client.kind !== 'registered') throw new ClientInputError('client', 'only clients an administrator registered can be edited: block this one instead');
   const problem = firstProblem(clientChangeProblems(client, changes));
   if (problem) throw problem;
+  await requireImportableKeys(changes);
   const scopes = await existingScopes(ctx.db, changes.scope);
   await updateClient(ctx.db, client.id, {
+    ...keySettings(changes, client),
     name: changes.name.trim(),
     redirect_uris: JSON.stringify(changes.redirectUris),
     trusted: changes.trusted ? 1 : 0,
@@ -278,7 +343,11 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
 
 /** Replaces a confidential client's secret and returns the new one; the old one stops working at once. */
 export async function rotateClientSecret(ctx: AppContext, client: Client, actor: Actor): Promise<string> {
-  if (client.secret_hash === null) throw new OAuthError('invalid_request', 'This is a public client: it has no secret.');
+  if (client.secret_hash === null)
+    throw new OAuthError(
+      'invalid_request',
+      isConfidential(client) ? 'This client authenticates with its keys (private_key_jwt): it has no secret.' : 'This is a public client: it has no secret.',
+    );
   const secret = mintToken('clientSecret');
   await updateClient(ctx.db, client.id, { secret_hash: secret.hash });
   if (client.grant_type === JWT_BEARER_GRANT_TYPE) await storeGrantSecret(ctx.db, client.id, secret.token, ctx.config.keys.secret);

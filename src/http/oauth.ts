@@ -9,6 +9,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authorize, type Arrival, type NextStep } from '../oauth/authorize.ts';
+import { clientAssertionCheck } from '../oauth/assertions/client-assertion.ts';
 import { authenticateClient } from '../oauth/client-auth.ts';
 import { requestDeviceAuthorization } from '../oauth/device.ts';
 import type { AppContext } from '../context.ts';
@@ -115,7 +116,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/oauth/revoke', { schema: revokeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const params = requireFormBody(request);
-    const client = await authenticateClient(ctx.clients, request.headers.authorization, params);
+    const client = await authenticateClient(ctx.clients, request.headers.authorization, params, clientAssertionCheck(ctx, '/oauth/revoke', request.ip));
     await revokeToken(params, client, ctx, request.ip);
     return {};
   });
@@ -123,7 +124,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/oauth/introspect', { schema: introspectSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const params = requireFormBody(request);
-    const client = await authenticateClient(ctx.clients, request.headers.authorization, params);
+    const client = await authenticateClient(ctx.clients, request.headers.authorization, params, clientAssertionCheck(ctx, '/oauth/introspect', request.ip));
     return introspect(params, client, ctx);
   });
 

@@ -1,10 +1,14 @@
 /**
- * Client identification and authentication at the token, revocation and introspection
- * endpoints: `client_secret_basic`, `client_secret_post`, or `none` (a public client that
- * sends only `client_id`). @see RFC 6749 §2.3.1, §3.2.1
+ * Client identification and authentication at the token, revocation, introspection and
+ * device authorization endpoints: `client_secret_basic`, `client_secret_post`,
+ * `private_key_jwt` (a client assertion, SPEC §4.11), or `none` (a public client that sends
+ * only `client_id`). A client uses exactly its registered method. @see RFC 6749 §2.3.1,
+ * §3.2.1; RFC 7523 §2.2, §3
  */
 import type { Client } from '../store/schema.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
+import { CLIENT_ASSERTION_TYPE, ClientAssertionRefused, assertedClientId, type ClientAssertionCheck } from './assertions/client-assertion.ts';
+import { authMethodOf } from './assertions/client-keys.ts';
 import { isMetadataDocumentUrl } from './client-metadata.ts';
 import { OAuthError, invalidRequest } from './errors.ts';
 import { single, type RawParams } from './params.ts';
@@ -48,13 +52,30 @@ export function secretRequired(usedBasic = false): InvalidClient {
 interface Credentials {
   clientId: string;
   secret: string | undefined;
+  /** A client assertion (private_key_jwt), not yet verified. */
+  assertion?: string;
   usedBasic: boolean;
 }
+
+/** The one answer to every refused client assertion: which check failed goes to the log only. */
+const assertionRefused = (detail: string) => new InvalidClient('client authentication failed', false, detail);
 
 /** Reads the client's credentials from the Authorization header or the body; null when none are sent. */
 function readCredentials(authorization: string | undefined, params: RawParams): Credentials | null {
   const bodyId = single(params, 'client_id');
   const bodySecret = single(params, 'client_secret');
+  const assertionType = single(params, 'client_assertion_type');
+  const assertion = single(params, 'client_assertion');
+  if (assertionType !== undefined || assertion !== undefined) {
+    const basic = authorization !== undefined && /^basic /i.test(authorization);
+    if (basic || bodySecret !== undefined) throw invalidRequest('use one client authentication method, not a client assertion and a secret');
+    if (assertionType !== CLIENT_ASSERTION_TYPE) throw invalidRequest(`"client_assertion_type" must be ${CLIENT_ASSERTION_TYPE}`);
+    if (assertion === undefined) throw invalidRequest('the "client_assertion" parameter is missing');
+    const clientId = assertedClientId(assertion);
+    if (clientId === null) throw assertionRefused('the client assertion is not a JWT whose iss and sub are one client ID');
+    if (bodyId !== undefined && bodyId !== clientId) throw assertionRefused('"client_id" is not the client assertion\'s iss and sub');
+    return { clientId, secret: undefined, assertion, usedBasic: false };
+  }
   if (authorization !== undefined && /^basic /i.test(authorization)) {
     if (bodySecret !== undefined) throw invalidRequest('use one client authentication method, not both HTTP Basic and "client_secret"');
     const decoded = Buffer.from(authorization.slice(6).trim(), 'base64').toString('utf8');
@@ -96,16 +117,40 @@ export interface ClientLookup {
  * without a secret may be answered from the copy: the writes that issue tokens check the
  * client again themselves (store/grants.ts).
  */
-export async function authenticateClient(clients: ClientLookup, authorization: string | undefined, params: RawParams): Promise<Client | null> {
+export async function authenticateClient(
+  clients: ClientLookup,
+  authorization: string | undefined,
+  params: RawParams,
+  checkAssertion?: ClientAssertionCheck,
+): Promise<Client | null> {
   const credentials = readCredentials(authorization, params);
   if (credentials === null) return null;
-  const { clientId, secret, usedBasic } = credentials;
-  const findClient = secret === undefined || secret === '' ? clients.find : clients.findStored;
+  const { clientId, secret, assertion, usedBasic } = credentials;
+  // Credentials are checked against the stored row (see above); so are registered keys.
+  const findClient = (secret === undefined || secret === '') && assertion === undefined ? clients.find : clients.findStored;
   const client = isClientId(clientId) ? await findClient(clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
   // A blocked client is unknown (SPEC §4.8), and is refused as such before its grant is looked
   // at: whatever the request carries, the answer is the one a client that does not exist gets.
   if (client.blocked === 1) throw new InvalidClient('unknown client', usedBasic, `blocked client ${client.id}`);
+  const method = authMethodOf(client);
+  if (assertion !== undefined) {
+    // A client uses exactly its registered method: a client with a secret cannot switch to an assertion.
+    if (method !== 'private_key_jwt') throw assertionRefused(`client ${client.id} does not authenticate with private_key_jwt (${method})`);
+    if (!checkAssertion) throw assertionRefused('client assertions are not accepted here');
+    try {
+      await checkAssertion(client, assertion);
+    } catch (error) {
+      if (error instanceof ClientAssertionRefused) throw assertionRefused(`client ${client.id}: ${error.detail}`);
+      throw error;
+    }
+    return client;
+  }
+  if (method === 'private_key_jwt') {
+    if (secret !== undefined && secret !== '')
+      throw new InvalidClient('this client authenticates with a client assertion (private_key_jwt), not a secret', usedBasic);
+    throw new InvalidClient('this client must authenticate with a client assertion (private_key_jwt)', usedBasic);
+  }
   if (client.secret_hash === null) {
     if (secret !== undefined && secret !== '') throw new InvalidClient('this is a public client: it has no secret to send', usedBasic);
     return client;

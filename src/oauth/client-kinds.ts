@@ -62,6 +62,8 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     post_logout_redirect_uris: JSON.stringify(document.postLogoutRedirectUris),
     backchannel_logout_uri: document.backchannelLogoutUri,
     id_token_alg: document.idTokenAlg,
+    jwks: document.jwks,
+    jwks_uri: document.jwksUri,
   };
   const known = await findClient(ctx.db, url);
   if (known) return { ...known, ...described };
@@ -72,8 +74,6 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     grant_type: 'authorization_code',
     blocked: 0,
     secret_hash: null,
-    jwks: null,
-    jwks_uri: null,
     trusted: 0,
     require_pkce: 1,
     scopes: joinScopes(SCOPES),
@@ -96,11 +96,11 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
  */
 export async function recordClient(ctx: AppContext, client: Client, user: User, address: string): Promise<void> {
   if (client.kind !== 'metadata_document') return;
-  const { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg } = client;
+  const { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri } = client;
   const uris = (json: string) => (JSON.parse(json) as string[]).join(' ');
   const about = { userId: user.id, clientId: id, address };
   let pending: PendingAuditEvent | undefined;
-  const row = { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg };
+  const row = { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri };
   const written = await recordMetadataClient(ctx.db, row, (previous) => {
     pending =
       previous === undefined
@@ -115,7 +115,7 @@ export async function recordClient(ctx: AppContext, client: Client, user: User, 
 
 /** What changed between the recorded client and the document: the old and new value of each. */
 function changes(previous: Client, now: Client, uris: (json: string) => string): Record<string, string | null> {
-  const changed = (field: 'post_logout_redirect_uris' | 'backchannel_logout_uri' | 'id_token_alg', show: (value: string) => string) =>
+  const changed = (field: 'post_logout_redirect_uris' | 'backchannel_logout_uri' | 'id_token_alg' | 'jwks_uri', show: (value: string) => string) =>
     previous[field] === now[field] ? {} : { [`${field}_was`]: previous[field] && show(previous[field]), [field]: now[field] && show(now[field]) };
   return {
     ...(previous.name === now.name ? {} : { name_was: previous.name, name: now.name }),
@@ -123,6 +123,8 @@ function changes(previous: Client, now: Client, uris: (json: string) => string):
     ...changed('post_logout_redirect_uris', uris),
     ...changed('backchannel_logout_uri', (value) => value),
     ...changed('id_token_alg', (value) => value),
+    ...changed('jwks_uri', (value) => value),
+    ...(previous.jwks === now.jwks ? {} : { jwks: now.jwks === null ? 'removed' : 'changed' }),
   };
 }
 

@@ -18,6 +18,7 @@ import { redirectUriProblem } from './redirect-uri.ts';
 import { addressKey } from '../throttle.ts';
 import { BUSY, FetchSlots } from './fetch-slots.ts';
 import { safeFetch, type HostLookup } from './safe-fetch.ts';
+import { jwksShapeProblem, jwksUriProblem } from './assertions/client-keys.ts';
 
 export const METADATA_FETCH_TIMEOUT_MS = 5000;
 export const METADATA_MAX_BYTES = 5120;
@@ -70,6 +71,12 @@ export interface MetadataClient {
   readonly postLogoutRedirectUris: readonly string[];
   readonly backchannelLogoutUri: string | null;
   readonly idTokenAlg: SigningAlg;
+  /**
+   * `private_key_jwt` (SPEC §4.11): the document's `jwks` (as JSON text) or `jwks_uri`; both
+   * null for a public client. Such a client is confidential and authenticates with them.
+   */
+  readonly jwks: string | null;
+  readonly jwksUri: string | null;
   /** Epoch milliseconds. */
   readonly fetchedAt: number;
   readonly expiresAt: number;
@@ -194,8 +201,24 @@ export function validateMetadataDocument(url: string, body: string): Validation 
     if (fields[field] !== undefined && !isStringArray(fields[field])) return refuse(`has a ${field} that is not an array of strings`);
   }
   const authMethod = fields.token_endpoint_auth_method;
-  if (authMethod !== undefined && authMethod !== 'none')
-    return refuse('asks for a token_endpoint_auth_method other than none (only public clients are known this way)');
+  if (authMethod !== undefined && authMethod !== 'none' && authMethod !== 'private_key_jwt')
+    return refuse('asks for a token_endpoint_auth_method other than none or private_key_jwt');
+  let jwks: string | null = null;
+  let jwksUri: string | null = null;
+  if (authMethod === 'private_key_jwt') {
+    if (fields.jwks !== undefined && fields.jwks_uri !== undefined) return refuse('has both jwks and jwks_uri (RFC 7591 §2: one or the other)');
+    if (fields.jwks_uri !== undefined) {
+      const problem = typeof fields.jwks_uri === 'string' ? jwksUriProblem(fields.jwks_uri) : 'is not a string';
+      if (problem !== null) return refuse(`has a jwks_uri that ${problem}`);
+      jwksUri = fields.jwks_uri as string;
+    } else if (fields.jwks !== undefined) {
+      const problem = jwksShapeProblem(fields.jwks);
+      if (problem !== null) return refuse(`has a jwks that ${problem}`);
+      jwks = JSON.stringify(fields.jwks);
+    } else {
+      return refuse('asks for private_key_jwt without jwks or jwks_uri');
+    }
+  }
   if ('client_secret' in fields) return refuse('contains a client_secret');
   const scope = fields.scope;
   if (scope !== undefined && (typeof scope !== 'string' || !SCOPE.test(scope))) return refuse('has a scope that is not a list of scope names');
@@ -212,6 +235,8 @@ export function validateMetadataDocument(url: string, body: string): Validation 
       postLogoutRedirectUris,
       backchannelLogoutUri: backchannelLogoutUri.value,
       idTokenAlg: idTokenAlg as SigningAlg,
+      jwks,
+      jwksUri,
     },
   };
 }

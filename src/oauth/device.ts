@@ -20,6 +20,8 @@ import { decideDeviceCode, findByUserCode, insertDeviceCode } from '../store/dev
 import type { Client, DeviceCode, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
 import { mintToken, mintUserCode, readUserCode } from '../tokens.ts';
+import { clientAssertionCheck } from './assertions/client-assertion.ts';
+import { isConfidential } from './assertions/client-keys.ts';
 import { authenticateClient } from './client-auth.ts';
 import { OAuthError, invalidRequest } from './errors.ts';
 import { readParams, type RawParams } from './params.ts';
@@ -59,10 +61,11 @@ export async function requestDeviceAuthorization(
   // From the database, not the client cache, as at the authorization endpoint (client-kinds.ts
   // `requestingClient`): the row stored below refers to the client.
   const stored = (id: string) => findClient(ctx.db, id);
-  const client = await authenticateClient({ find: stored, findStored: stored }, authorization, raw);
+  const check = clientAssertionCheck(ctx, '/oauth/device_authorization', address);
+  const client = await authenticateClient({ find: stored, findStored: stored }, authorization, raw, check);
   const params = readParams(raw, client === null ? ['client_id'] : [], ['scope']);
   if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
-  if (client.secret_hash !== null) await throttle.tokenRequestOf(client.id);
+  if (isConfidential(client)) await throttle.tokenRequestOf(client.id);
   if (client.grant_type !== DEVICE_CODE_GRANT_TYPE) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the device authorization grant');
   }

@@ -15,6 +15,7 @@ import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed, hashToken } from '../tokens.ts';
 import { loginClaims, loginOf } from '../store/sessions.ts';
 import { JWT_ACCESS_TOKEN_TYPE } from './issue.ts';
+import { isConfidential } from './assertions/client-keys.ts';
 import { InvalidClient } from './client-auth.ts';
 import { BUILTIN_RESOURCE_ID, builtinResourceUri } from './resources.ts';
 import type { AppContext } from '../context.ts';
@@ -47,7 +48,7 @@ export interface Introspection {
  */
 export async function introspect(raw: RawParams, client: Client | null, ctx: AppContext): Promise<Introspection> {
   if (client === null) throw new InvalidClient('authenticate as a confidential client to introspect tokens', true);
-  if (client.secret_hash === null) throw new InvalidClient('only confidential clients may introspect tokens', true);
+  if (!isConfidential(client)) throw new InvalidClient('only confidential clients may introspect tokens', true);
   const params = readParams(raw, ['token'], ['token_type_hint']);
   const now = ctx.now();
   const lookups = {

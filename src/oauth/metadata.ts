@@ -7,6 +7,7 @@ import { ID_JAG_PROFILE } from './assertions/profiles.ts';
 import type { Config } from '../config.ts';
 import { DEFAULT_ID_TOKEN_ALG } from '../identity/id-tokens.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
+import { ASSERTION_ALGS } from './assertions/remote-keys.ts';
 import { PROMPTS, RESPONSE_MODES } from './authorize.ts';
 import { TOKEN_GRANT_TYPES } from './grants/index.ts';
 
@@ -63,10 +64,14 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
     response_types_supported: ['code'],
     response_modes_supported: [...RESPONSE_MODES],
     grant_types_supported: TOKEN_GRANT_TYPES,
-    token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
-    revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post'],
+    token_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+    // private_key_jwt's client assertions (SPEC §4.11): asymmetric algorithms only, never HS* or none.
+    token_endpoint_auth_signing_alg_values_supported: [...ASSERTION_ALGS],
+    revocation_endpoint_auth_methods_supported: ['none', 'client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+    revocation_endpoint_auth_signing_alg_values_supported: [...ASSERTION_ALGS],
     introspection_endpoint: `${base}/oauth/introspect`,
-    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post'],
+    introspection_endpoint_auth_methods_supported: ['client_secret_basic', 'client_secret_post', 'private_key_jwt'],
+    introspection_endpoint_auth_signing_alg_values_supported: [...ASSERTION_ALGS],
     code_challenge_methods_supported: ['S256'],
     scopes_supported: [...scopes],
     prompt_values_supported: [...PROMPTS],

@@ -5,13 +5,13 @@ import { prepare } from './prepared.ts';
 import type { Client, Database, NewClient } from './schema.ts';
 
 /**
- * `client_confidential`: 1 when the client (joined as `clients`) has a secret, else 0. A
- * confidential client must authenticate wherever its tokens are presented.
+ * `client_confidential`: 1 when the client must authenticate: it has a secret, or keys for private_key_jwt
+ * (oauth/assertions/client-keys.ts `isConfidential`). A jwt-bearer (publisher) client's tokens
+ * are refreshed and revoked by the page that holds them, which does not hold the secret that
+ * signs grant tokens (SPEC §4.11, as in h): 0 for them too.
  */
-// A jwt-bearer (publisher) client's tokens are refreshed and revoked by the page that holds them,
-// which does not hold the secret that signs grant tokens (SPEC §4.11, as in h): 0 for them too.
 export const clientConfidential =
-  sql<number>`case when clients.secret_hash is null or clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer' then 0 else 1 end`.as(
+  sql<number>`case when clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer' or (clients.secret_hash is null and clients.jwks is null and clients.jwks_uri is null) then 0 else 1 end`.as(
     'client_confidential',
   );
 
@@ -107,7 +107,17 @@ export async function updateClient(
   patch: Partial<
     Pick<
       Client,
-      'name' | 'redirect_uris' | 'secret_hash' | 'trusted' | 'require_pkce' | 'scopes' | 'post_logout_redirect_uris' | 'backchannel_logout_uri' | 'id_token_alg'
+      | 'name'
+      | 'redirect_uris'
+      | 'secret_hash'
+      | 'trusted'
+      | 'require_pkce'
+      | 'scopes'
+      | 'post_logout_redirect_uris'
+      | 'backchannel_logout_uri'
+      | 'id_token_alg'
+      | 'jwks'
+      | 'jwks_uri'
     >
   >,
 ): Promise<boolean> {
@@ -143,7 +153,7 @@ export async function deleteClient(db: Kysely<Database>, id: string): Promise<{ 
 export type MetadataClientRow = Pick<Client, 'id' | 'name' | 'redirect_uris' | 'scopes' | 'created_at' | DescribedColumn>;
 
 /** What a metadata document says besides the name, each updated when the document changes it. */
-const DESCRIBED = ['redirect_uris', 'post_logout_redirect_uris', 'backchannel_logout_uri', 'id_token_alg'] as const;
+const DESCRIBED = ['redirect_uris', 'post_logout_redirect_uris', 'backchannel_logout_uri', 'id_token_alg', 'jwks', 'jwks_uri'] as const;
 type DescribedColumn = (typeof DESCRIBED)[number];
 
 /** Whether the stored row says what the document says. */
@@ -187,10 +197,10 @@ export async function recordMetadataClient(
       .$if(onPostgres(db), (query) => query.forUpdate())
       .executeTakeFirst();
     if (!previous || describedAlike(previous, client)) return false;
-    const { name, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg } = client;
+    const { name, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri } = client;
     await trx
       .updateTable('clients')
-      .set({ name, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg })
+      .set({ name, redirect_uris, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri })
       .where('id', '=', client.id)
       .execute();
     await insertAuditEvent(db, event(previous), trx);

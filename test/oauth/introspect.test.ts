@@ -35,7 +35,7 @@ for (const backend of BACKENDS) {
 
     test('the metadata advertises the endpoint and its authentication methods', () => {
       assert.equal(resourceServer.as.introspection_endpoint, `${server.url}/oauth/introspect`);
-      assert.deepEqual(resourceServer.as.introspection_endpoint_auth_methods_supported, ['client_secret_basic', 'client_secret_post']);
+      assert.deepEqual(resourceServer.as.introspection_endpoint_auth_methods_supported, ['client_secret_basic', 'client_secret_post', 'private_key_jwt']);
     });
 
     test('a live access token is described: user, client, scopes, times, and how the person logged in', async () => {

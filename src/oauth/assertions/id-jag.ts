@@ -12,18 +12,13 @@ import { findUserByEmail, findUserByUsername } from '../../store/users.ts';
 import { secretRequired } from '../client-auth.ts';
 import { OAuthError } from '../errors.ts';
 import { parseScope } from '../scopes.ts';
+import { isConfidential } from './client-keys.ts';
 import { userOfSubject } from './publisher.ts';
 import { ID_JAG_TYPE, audiences, refused, type ReadAssertion, type VerifiedAssertion } from './profiles.ts';
 import { checkTimes, isLookupSafe, stringClaim, verifyIssuerSignature } from './trusted.ts';
 
 /** `exp − iat` at most this (SPEC §4.11): an ID-JAG is exchanged at once. */
 const MAX_LIFETIME_SECONDS = 300;
-
-/** Whether the client authenticated as a confidential client does (a secret, or private_key_jwt). */
-export function isConfidential(client: Client): boolean {
-  const keys = client as Client & { jwks?: string | null; jwks_uri?: string | null };
-  return client.secret_hash !== null || (keys.jwks ?? null) !== null || (keys.jwks_uri ?? null) !== null;
-}
 
 export async function verifyIdJag(read: ReadAssertion, trusted: TrustedIssuer, client: Client | null, ctx: AppContext): Promise<VerifiedAssertion> {
   // The client first: an ID-JAG is only good in the hands of the client it was issued to.

@@ -156,11 +156,14 @@ export function remoteKeySet(url: string, options: RemoteFetchOptions, settings:
     try {
       return await set.resolve(header, token);
     } catch (error) {
-      // A kid (or algorithm) the set does not hold: perhaps a key rotated in since. Fetched
+      if (!(error instanceof errors.JWKSNoMatchingKey)) throw error;
+      // A kid (or algorithm) the set does not hold: perhaps a key rotated in since. A fetch under
+      // way, or one that finished since this set was read, is used; otherwise the set is fetched
       // again at most once a minute, however many such JWSs arrive.
-      if (!(error instanceof errors.JWKSNoMatchingKey) || now() - lastFetchStarted < UNKNOWN_KID_REFETCH_MS) throw error;
-      const fresh = await (fetching ?? fetchSet());
-      return fresh.resolve(header, token);
+      if (fetching) return (await fetching).resolve(header, token);
+      if (cached && cached !== set) return cached.resolve(header, token);
+      if (now() - lastFetchStarted < UNKNOWN_KID_REFETCH_MS) throw error;
+      return (await fetchSet()).resolve(header, token);
     }
   }
 

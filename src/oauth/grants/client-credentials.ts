@@ -1,6 +1,7 @@
 /** `grant_type=client_credentials`, for confidential clients registered for it. @see RFC 6749 §4.4 */
 import { insertGrant } from '../../store/atomic-writes.ts';
 import type { Client } from '../../store/schema.ts';
+import { isConfidential } from '../assertions/client-keys.ts';
 import { InvalidClient } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { timeOrderedUuid } from '../../ids.ts';
@@ -22,7 +23,7 @@ type Params = ParamsOf<typeof parameters>;
 export const clientCredentials = defineGrant({ type: 'client_credentials', parameters, client: 'credentials', redeems: 'client secret', load, issue });
 
 async function load(_params: Params, client: Client, ctx: AppContext): Promise<Loaded<null>> {
-  if (client.secret_hash === null || client.grant_type !== 'client_credentials') {
+  if (!isConfidential(client) || client.grant_type !== 'client_credentials') {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the client_credentials grant');
   }
   // A resource server's own client exists only to introspect (SPEC §4.4).

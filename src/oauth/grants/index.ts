@@ -6,6 +6,8 @@
 import type { Client } from '../../store/schema.ts';
 import type { AppContext } from '../../context.ts';
 import type { Throttle } from '../../throttle.ts';
+import { clientAssertionCheck, type ClientAssertionCheck } from '../assertions/client-assertion.ts';
+import { isConfidential } from '../assertions/client-keys.ts';
 import { authenticateClient, secretRequired, type ClientLookup } from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
@@ -35,6 +37,8 @@ export interface Gate {
   clients: ClientLookup;
   /** Throws when the client may no longer obtain tokens (client-kinds.ts `requireStanding`). */
   standing(client: Client, address: string): Promise<void>;
+  /** Verifies a `private_key_jwt` client's assertion (assertions/client-assertion.ts); none: assertions are refused. */
+  checkAssertion?: ClientAssertionCheck;
 }
 
 export interface TokenRequest {
@@ -46,7 +50,12 @@ export interface TokenRequest {
 
 /** `POST /api/token`, with the server's grants and gate. */
 export function requestToken(params: RawParams, authorization: string | undefined, ctx: AppContext, address: string): Promise<TokenResponse> {
-  const gate: Gate = { throttle: ctx.services.throttle, clients: ctx.clients, standing: (client, address) => requireStanding(ctx, client, address) };
+  const gate: Gate = {
+    throttle: ctx.services.throttle,
+    clients: ctx.clients,
+    standing: (client, address) => requireStanding(ctx, client, address),
+    checkAssertion: clientAssertionCheck(ctx, '/api/token', address),
+  };
   return dispatchToken(GRANTS, gate, { params, authorization, address }, ctx);
 }
 
@@ -71,8 +80,8 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   const grant = grants.get(grantType);
   if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...grants.keys()].join(', ')}`);
   await gate.throttle.tokenRequestFrom(address);
-  const client = await authenticateClient(gate.clients, authorization, raw);
-  const authenticated = client !== null && client.secret_hash !== null;
+  const client = await authenticateClient(gate.clients, authorization, raw, gate.checkAssertion);
+  const authenticated = client !== null && isConfidential(client);
   if (authenticated) await admit(gate, client.id, client, address);
   const params = readGrantParams(grant, raw, client);
   // A missing client_id was reported with the missing parameters; credentials are asked for here.
