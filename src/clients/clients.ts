@@ -251,7 +251,12 @@ export async function registerClient(ctx: AppContext, input: ClientInput, actor:
     type: 'client_created',
     ...madeBy(actor),
     clientId: client.id,
-    detail: { grant_type: client.grant_type, confidential: isConfidential(client), token_endpoint_auth_method: authMethodOf(client) },
+    detail: {
+      grant_type: client.grant_type,
+      confidential: isConfidential(client),
+      // Named only when it is not what `confidential` already says (a secret, or none).
+      ...(authMethodOf(client) === 'private_key_jwt' ? { token_endpoint_auth_method: 'private_key_jwt' } : {}),
+    },
   });
   return registered;
 }

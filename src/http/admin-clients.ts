@@ -5,6 +5,7 @@
  * every form is CSRF-protected. The decisions and the audit are the domain's
  * (src/clients/clients.ts), shared with the CLI.
  */
+import { authMethodOf } from '../oauth/assertions/client-keys.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   PAGE_SIZE,
@@ -55,6 +56,9 @@ interface ClientFormValues {
   post_logout_redirect_uri: string;
   backchannel_logout_uri: string;
   id_token_alg: string;
+  /** private_key_jwt (client_type `private_key_jwt`): the URL of its JWK Set, or the set itself. */
+  jwks_uri: string;
+  jwks: string;
 }
 
 function clientFormValues(body: RawParams): ClientFormValues {
@@ -69,6 +73,8 @@ function clientFormValues(body: RawParams): ClientFormValues {
     post_logout_redirect_uri: field(body, 'post_logout_redirect_uri').trim(),
     backchannel_logout_uri: field(body, 'backchannel_logout_uri').trim(),
     id_token_alg: field(body, 'id_token_alg'),
+    jwks_uri: field(body, 'jwks_uri').trim(),
+    jwks: field(body, 'jwks').trim(),
   };
 }
 
@@ -91,15 +97,27 @@ function changesFrom(values: ClientFormValues): ClientChanges {
     backchannelLogoutUri: values.backchannel_logout_uri === '' ? null : values.backchannel_logout_uri,
     // Not chosen (a form of an older page): as it was, or the default.
     idTokenAlg: values.id_token_alg === '' ? undefined : values.id_token_alg,
+    // Keys only for a client that authenticates with them; others leave them as they are (none).
+    ...(values.client_type === 'private_key_jwt'
+      ? { jwksUri: values.jwks_uri === '' ? null : values.jwks_uri, jwks: values.jwks === '' ? null : values.jwks }
+      : {}),
   };
 }
 
 /** Problems the form adds to the registration rules: on a form, no scope ticked is a mistake, not "all". */
 function formProblems(values: ClientFormValues): Record<string, string> {
   const problems: Record<string, string> = {};
-  if (values.client_type !== 'public' && values.client_type !== 'confidential') problems.client_type = 'Choose public or confidential';
+  if (!['public', 'confidential', 'private_key_jwt'].includes(values.client_type)) problems.client_type = 'Choose public, confidential or private_key_jwt';
+  if (values.client_type === 'private_key_jwt' && values.jwks_uri === '' && values.jwks === '')
+    problems.jwks_uri = 'Give the URL of its JWKS, or paste the JWKS';
   if (values.scopes.length === 0) problems.scope = 'Choose at least one scope';
   return problems;
+}
+
+/** The form's client type: public, confidential (a secret) or private_key_jwt (keys). */
+function clientTypeOf(client: Client): string {
+  const method = authMethodOf(client);
+  return method === 'none' ? 'public' : method === 'private_key_jwt' ? 'private_key_jwt' : 'confidential';
 }
 
 function clientRow(client: Client) {
@@ -183,13 +201,15 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       post_logout_redirect_uri: '',
       backchannel_logout_uri: '',
       id_token_alg: 'RS256',
+      jwks_uri: '',
+      jwks: '',
     };
     return clientForm(reply, { client: null, values, errors: {} });
   });
 
   app.post('/admin/oauthclients', post, async (request, reply) => {
     const values = clientFormValues(requireFormBody(request));
-    const input: ClientInput = { ...changesFrom(values), grantType: values.grant_type, confidential: values.client_type === 'confidential' };
+    const input: ClientInput = { ...changesFrom(values), grantType: values.grant_type, confidential: values.client_type !== 'public' };
     const errors = { ...clientInputProblems(input), ...formProblems(values) };
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client: null, values, errors });
     let registered;
@@ -211,13 +231,15 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       name: client.name,
       grant_type: client.grant_type,
       redirect_uri: row.redirect_uris.join('\n'),
-      client_type: row.confidential ? 'confidential' : 'public',
+      client_type: clientTypeOf(client),
       trusted: row.trusted,
       require_pkce: row.require_pkce,
       scopes: row.scopes,
       post_logout_redirect_uri: row.post_logout_redirect_uris.join('\n'),
       backchannel_logout_uri: row.backchannel_logout_uri ?? '',
       id_token_alg: row.id_token_signed_response_alg,
+      jwks_uri: client.jwks_uri ?? '',
+      jwks: client.jwks === null ? '' : JSON.stringify(JSON.parse(client.jwks), null, 2),
     };
     return clientForm(reply, { client, values, errors: {}, notice: notice(request) });
   });
@@ -227,7 +249,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
     const values = {
       ...clientFormValues(requireFormBody(request)),
       grant_type: client.grant_type,
-      client_type: client.secret_hash === null ? 'public' : 'confidential',
+      client_type: clientTypeOf(client),
     };
     const errors = { ...clientChangeProblems(client, changesFrom(values)), ...formProblems(values) };
     if (Object.keys(errors).length > 0) return clientForm(reply.code(400), { client, values, errors });

@@ -48,9 +48,17 @@ export function oauthError(description: string, errors?: readonly OAuthErrorCode
 
 /** What a client-authenticating endpoint can be refused with, besides its own errors. */
 export const CLIENT_AUTH_ERRORS = {
-  401: oauthError('`invalid_client`: unknown client or wrong secret (with `WWW-Authenticate: Basic` when HTTP Basic was used)', ['invalid_client']),
+  401: oauthError('`invalid_client`: unknown client, wrong secret or refused client assertion (with `WWW-Authenticate: Basic` when HTTP Basic was used)', [
+    'invalid_client',
+  ]),
   429: oauthError('`temporarily_unavailable`: too many requests; `Retry-After` says when to try again', ['temporarily_unavailable']),
   503: oauthError('`temporarily_unavailable`: a service Gatehouse depends on is unreachable', ['temporarily_unavailable']),
+} as const;
+
+/** `private_key_jwt` (SPEC §4.11): a client assertion instead of a secret. */
+const CLIENT_ASSERTION_FIELDS = {
+  client_assertion_type: { type: 'string', description: 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer, for a private_key_jwt client' },
+  client_assertion: { type: 'string', description: "a private_key_jwt client's assertion: a JWT signed by one of its keys (RFC 7523 §2.2)" },
 } as const;
 
 /** Client authentication: HTTP Basic (`client_secret_basic`), or `client_id` (+ `client_secret`) in the body. */
@@ -169,6 +177,7 @@ export const tokenSchema = {
       ...grantParameters(),
       client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
       client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
+      ...CLIENT_ASSERTION_FIELDS,
     },
     ['grant_type'],
   ),
@@ -200,6 +209,7 @@ export const deviceAuthorizationSchema = {
   body: formBody({
     client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
     client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
+    ...CLIENT_ASSERTION_FIELDS,
     scope: { type: 'string', description: 'space-separated scopes; default: all the client may have' },
     resource: { type: 'string', description: 'the resource server the tokens are for (RFC 8707); default: the built-in one' },
   }),
@@ -232,6 +242,7 @@ export const revokeSchema = {
       token_type_hint: { type: 'string', description: '`access_token` or `refresh_token`; only decides which is looked up first' },
       client_id: { type: 'string' },
       client_secret: { type: 'string' },
+      ...CLIENT_ASSERTION_FIELDS,
     },
     ['token'],
   ),
@@ -276,6 +287,7 @@ export const introspectSchema = {
       token_type_hint: { type: 'string' },
       client_id: { type: 'string', description: 'with client_secret, when not using HTTP Basic' },
       client_secret: { type: 'string' },
+      ...CLIENT_ASSERTION_FIELDS,
     },
     ['token'],
   ),

@@ -14,6 +14,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as fc from 'fast-check';
+import { SignJWT, UnsecuredJWT } from 'jose';
 import { sql } from 'kysely';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { AUTHORIZATION_PARAMETERS } from '../../src/oauth/authorize.ts';
@@ -21,6 +22,7 @@ import { COMMAND_LINE } from '../../src/audit.ts';
 import { createIssuer } from '../../src/oauth/assertions/issuers.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { openIdLogin } from '../support/backchannel.ts';
+import { jwksOf, signingKey } from '../support/jwks-server.ts';
 import { discover } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -85,6 +87,9 @@ interface World {
   trustedIssuer: string;
   /** A real ID token, of bob's: a logout hint naming someone other than whoever is logged in. */
   bobsIdToken: string;
+  /** A private_key_jwt client (inline JWKS), and client assertions for it that must all be refused: signed by another key, unsigned, HS256. */
+  keyedClient: string;
+  forgedAssertions: string[];
   /** Cookies and CSRF tokens of an anonymous visitor, alice (logged in), and an administrator. */
   anonymous: { cookie: string; csrf: string };
   alice: { cookie: string; csrf: string };
@@ -127,6 +132,9 @@ function values(world: World): fc.Arbitrary<string> {
         // A real ID token, whole, cut short, with its signature altered, or made huge.
         world.bobsIdToken,
         world.bobsIdToken.slice(0, -10),
+        world.keyedClient,
+        ...world.forgedAssertions,
+        'urn:ietf:params:oauth:client-assertion-type:jwt-bearer',
         `${world.bobsIdToken.slice(0, -4)}AAAA`,
         `${world.bobsIdToken}${'A'.repeat(9000)}`,
         ...SCOPES,
@@ -329,7 +337,23 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
       arbitrary: fc
         .tuple(
           method('POST'),
-          body(params(['grant_type', 'code', 'redirect_uri', 'code_verifier', 'client_id', 'client_secret', 'refresh_token', 'scope'], value)),
+          body(
+            params(
+              [
+                'grant_type',
+                'code',
+                'redirect_uri',
+                'code_verifier',
+                'client_id',
+                'client_secret',
+                'refresh_token',
+                'scope',
+                'client_assertion_type',
+                'client_assertion',
+              ],
+              value,
+            ),
+          ),
           tokenBasic,
         )
         .map(([m, b, header]) => request('token', m, '/api/token', b, authorization(header), [])),
@@ -357,7 +381,11 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
       name: 'POST /oauth/revoke',
       runs: 400,
       arbitrary: fc
-        .tuple(method('POST'), body(params(['token', 'token_type_hint', 'client_id', 'client_secret'], value)), basic)
+        .tuple(
+          method('POST'),
+          body(params(['token', 'token_type_hint', 'client_id', 'client_secret', 'client_assertion_type', 'client_assertion'], value)),
+          basic,
+        )
         .map(([m, b, header]) => request('revoke', m, '/oauth/revoke', b, authorization(header), [200])),
     },
     {
@@ -365,7 +393,11 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
       name: 'POST /oauth/introspect',
       runs: 400,
       arbitrary: fc
-        .tuple(method('POST'), body(params(['token', 'token_type_hint', 'client_id', 'client_secret'], value)), basic)
+        .tuple(
+          method('POST'),
+          body(params(['token', 'token_type_hint', 'client_id', 'client_secret', 'client_assertion_type', 'client_assertion'], value)),
+          basic,
+        )
         .map(([m, b, header]) => request('introspect', m, '/oauth/introspect', b, authorization(header), [200])),
     },
     {
@@ -586,6 +618,16 @@ for (const backend of BACKENDS) {
       // Its keys would come from a private address it may not use: every fetch is refused before connecting.
       const trustedIssuer = 'https://idp.fuzz.example';
       await createIssuer(server.app.gatehouse, { issuer: trustedIssuer, profile: 'id-jag', jwksUri: 'https://127.0.0.1:1/jwks' }, COMMAND_LINE);
+      const registeredKey = await signingKey('ES256', 'k1');
+      const keyed = await server.createClient({
+        name: 'Keyed job',
+        grantType: 'client_credentials',
+        redirectUris: [],
+        confidential: true,
+        jwks: JSON.stringify(jwksOf(registeredKey)),
+      });
+      const claims = { iss: keyed.client.id, sub: keyed.client.id, aud: server.url, jti: 'fuzz', exp: Math.floor(Date.now() / 1000) + 3000 };
+      const otherKey = await signingKey('ES256', 'k1');
       const session = async (username: string | null, page: string) => {
         const agent = new UserAgent(server.url);
         if (username) await agent.login(username);
@@ -601,6 +643,13 @@ for (const backend of BACKENDS) {
         adminUser: admin.id,
         publisherClient: publisher.client.id,
         trustedIssuer,
+        keyedClient: keyed.client.id,
+        // None of these may authenticate: the fuzz run must change nothing (a good assertion would issue a token).
+        forgedAssertions: [
+          await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid: 'k1' }).sign(otherKey.privateKey),
+          new UnsecuredJWT(claims).encode(),
+          await new SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid: 'k1' }).sign(new TextEncoder().encode(JSON.stringify(registeredKey.publicJwk))),
+        ],
         bobsIdToken: (await openIdLogin(await discover(server, publicClient), new UserAgent(server.url), 'bob')).idToken,
         anonymous: await session(null, '/login'),
         alice: await session('alice', '/'),

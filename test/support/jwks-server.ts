@@ -34,6 +34,8 @@ export interface JwksServer {
   url(name: string): string;
   /** Serves `keys` as the set `name` from now on. */
   publish(name: string, keys: SigningKey[], cacheControl?: string): void;
+  /** Serves `json` at `path` (say, a discovery document under /.well-known/). */
+  serve(path: string, json: unknown, cacheControl?: string): void;
   /** How many requests `path` got. */
   requests(path: string): number;
   close(): void;
@@ -41,6 +43,7 @@ export interface JwksServer {
 
 export async function startJwksServer(): Promise<JwksServer> {
   const sets = new Map<string, { body: string; cacheControl?: string }>();
+  const documents = new Map<string, { body: string; cacheControl?: string }>();
   const counts = new Map<string, number>();
   const hanging = new Set<import('node:http').ServerResponse>();
   const server = createServer(serverCertificate(['127.0.0.1']), (request, response) => {
@@ -56,7 +59,7 @@ export async function startJwksServer(): Promise<JwksServer> {
       return void response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [], padding }));
     }
     if (path === '/redirect') return void response.writeHead(302, { location: `${origin}/jwks/main` }).end();
-    const set = path.startsWith('/jwks/') ? sets.get(path.slice('/jwks/'.length)) : undefined;
+    const set = path.startsWith('/jwks/') ? sets.get(path.slice('/jwks/'.length)) : documents.get(path);
     if (!set) return void response.writeHead(404).end();
     response.writeHead(200, { 'content-type': 'application/jwk-set+json', ...(set.cacheControl ? { 'cache-control': set.cacheControl } : {}) }).end(set.body);
   });
@@ -66,6 +69,7 @@ export async function startJwksServer(): Promise<JwksServer> {
     origin,
     url: (name) => `${origin}/jwks/${name}`,
     publish: (name, keys, cacheControl) => void sets.set(name, { body: JSON.stringify(jwksOf(...keys)), cacheControl }),
+    serve: (path, json, cacheControl) => void documents.set(path, { body: JSON.stringify(json), cacheControl }),
     requests: (path) => counts.get(path) ?? 0,
     close() {
       for (const response of hanging) response.destroy();

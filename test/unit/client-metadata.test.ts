@@ -170,6 +170,8 @@ describe('document validation', () => {
         postLogoutRedirectUris: ['https://app.example/logged-out'],
         backchannelLogoutUri: 'https://app.example/backchannel-logout',
         idTokenAlg: 'ES256',
+        jwks: null,
+        jwksUri: null,
       },
     });
   });
@@ -188,6 +190,8 @@ describe('document validation', () => {
         postLogoutRedirectUris: [],
         backchannelLogoutUri: null,
         idTokenAlg: 'RS256',
+        jwks: null,
+        jwksUri: null,
       },
     });
   });
@@ -219,7 +223,11 @@ describe('document validation', () => {
       [{ ...valid, grant_types: 'authorization_code' }, /grant_types/],
       [{ ...valid, response_types: [1] }, /response_types/],
       [{ ...valid, token_endpoint_auth_method: 'client_secret_basic' }, /token_endpoint_auth_method/],
-      [{ ...valid, token_endpoint_auth_method: 'private_key_jwt' }, /token_endpoint_auth_method/],
+      [{ ...valid, token_endpoint_auth_method: 'private_key_jwt' }, /private_key_jwt without jwks or jwks_uri/],
+      [{ ...valid, token_endpoint_auth_method: 'client_secret_post' }, /token_endpoint_auth_method/],
+      [{ ...valid, token_endpoint_auth_method: 'private_key_jwt', jwks_uri: 'http://app.example/jwks' }, /jwks_uri that is not an https URL/],
+      [{ ...valid, token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [{ kty: 'oct', k: 'c2VjcmV0' }] } }, /jwks that .*private member "k"/],
+      [{ ...valid, token_endpoint_auth_method: 'private_key_jwt', jwks: { keys: [] }, jwks_uri: 'https://app.example/jwks' }, /both jwks and jwks_uri/],
       [{ ...valid, client_secret: 's3cret' }, /client_secret/],
       [{ ...valid, scope: ['annotation:read'] }, /scope/],
       [{ ...valid, scope: 'two  spaces' }, /scope/],
