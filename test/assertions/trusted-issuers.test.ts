@@ -10,7 +10,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { SignJWT, base64url } from 'jose';
+import { SignJWT, base64url, exportJWK, generateKeyPair } from 'jose';
+import { createPrivateKeyJwtAuth } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { discoverAuthorizationServerMetadata, fetchToken } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import { COMMAND_LINE } from '../../src/audit.ts';
@@ -193,6 +194,35 @@ for (const backend of BACKENDS) {
       }
       return { introspector: introspectorCache };
     }
+
+    test("a private_key_jwt client presents its ID-JAG through the MCP SDK's createPrivateKeyJwtAuth", async () => {
+      const { publicKey, privateKey } = await generateKeyPair('ES256', { extractable: true });
+      const jwks = JSON.stringify({ keys: [{ ...(await exportJWK(publicKey)), kid: 'agent-key', alg: 'ES256', use: 'sig' }] });
+      const keyed = await server.createClient({ name: 'Keyed agent', confidential: true, jwks, scope: 'tools:read' });
+      assert.equal(keyed.secret, null);
+      // The e-mail issuer names no clients: any confidential client may present its ID-JAGs.
+      const assertion = await emailIdp.requestIdJag({
+        email: 'alice@example.com',
+        client_id: keyed.client.id,
+        aud: server.url,
+        resource: MCP,
+        scope: 'tools:read',
+      });
+      const metadata = await discoverAuthorizationServerMetadata(server.url);
+      const provider = {
+        ...idJagProvider(keyed.client.id, '', server.url, assertion),
+        clientInformation: () => ({ client_id: keyed.client.id, issuer: server.url }),
+        addClientAuthentication: createPrivateKeyJwtAuth({
+          issuer: keyed.client.id,
+          subject: keyed.client.id,
+          privateKey: await exportJWK(privateKey),
+          alg: 'ES256',
+        }),
+      } as OAuthClientProvider;
+      const tokens = await fetchToken(provider, server.url, { metadata, resource: new URL(MCP) });
+      assert.equal(tokens.scope, 'tools:read');
+      assert.equal(tokens.refresh_token, undefined);
+    });
 
     test('of 20 concurrent presentations of one ID-JAG exactly one gets a token', async () => {
       const assertion = await idJag();
