@@ -9,6 +9,7 @@ import type { BrowserContext, Page } from 'playwright-core';
 import { firstRunSetupLink } from '../src/accounts/setup.ts';
 import { COMMAND_LINE } from '../src/audit.ts';
 import { registerResource } from '../src/clients/resources.ts';
+import { createIssuer } from '../src/oauth/assertions/issuers.ts';
 import { sqlite } from './support/backends.ts';
 import { deviceApp, requestCodes } from './support/device.ts';
 import { launchBrowser, logIn, startClientSite } from './support/browser.ts';
@@ -134,11 +135,17 @@ try {
   const syncApp = await discover(server, sync.id, { redirectUri: site.redirectUri });
   await obtainTokens(syncApp, new UserAgent(server.url), 'alice', { scope: 'annotation:read' });
   await obtainTokens(syncApp, new UserAgent(server.url), 'alice', { resource: 'https://files.example.com/mcp' });
+  await createIssuer(
+    server.app.gatehouse,
+    { issuer: 'https://example.okta.com/oauth2/default', profile: 'id-jag', subjectClaim: 'email', clients: [sync.id], scope: 'files:read' },
+    COMMAND_LINE,
+  );
   for (const [path, name] of [
     ['/admin/oauthclients', 'admin-clients'],
     ['/admin/resources', 'admin-resources'],
     ['/admin/users', 'admin-users'],
     ['/admin/keys', 'admin-keys'],
+    ['/admin/issuers', 'admin-issuers'],
     ['/admin/audit', 'admin-audit'],
   ]) {
     await admin.goto(at(path!));

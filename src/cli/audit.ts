@@ -8,7 +8,8 @@ export const AUDIT = command({
   words: 'audit',
   usage: '[--user <username>] [--client <client_id>] [--type <event type>] [--limit <n>]',
   help: 'the newest security events (default 50, newest first)',
-  options: { user: { type: 'string' }, client: { type: 'string' }, type: { type: 'string' }, limit: { type: 'string' } },
+  // --client is repeatable for `issuer create`; options mean the same for every command (cli/index.ts), so here one is allowed.
+  options: { user: { type: 'string' }, client: { type: 'string', multiple: true }, type: { type: 'string' }, limit: { type: 'string' } },
   async run(ctx, args, options, print) {
     noArguments(args);
     const filter: AuditFilter = { limit: 50 };
@@ -25,10 +26,11 @@ export const AUDIT = command({
       if (!user) throw new UsageError(`no user named ${options.user}`);
       filter.userId = user.id;
     }
-    if (options.client !== undefined) {
-      if (!isClientId(options.client))
-        throw new UsageError(`${options.client} is not a client ID: give a UUID or the https URL of a client ID metadata document`);
-      filter.clientId = options.client;
+    const [client, ...more] = options.client ?? [];
+    if (more.length > 0) throw new UsageError('--client may be given once');
+    if (client !== undefined) {
+      if (!isClientId(client)) throw new UsageError(`${client} is not a client ID: give a UUID or the https URL of a client ID metadata document`);
+      filter.clientId = client;
     }
     const events = await listAuditEvents(ctx.db, filter);
     const json = events.map((e) => ({

@@ -3,16 +3,20 @@ import { readFileSync } from 'node:fs';
 import { COMMAND_LINE } from '../audit.ts';
 import { PAGE_SIZE, blockClient, describeClient, lookupClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
+import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
 import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
 
 /** `--grant-type` values that stand for a longer registered name (SPEC §2). */
-const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([['device_code', DEVICE_CODE_GRANT_TYPE]]);
+const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([
+  ['device_code', DEVICE_CODE_GRANT_TYPE],
+  ['jwt_bearer', JWT_BEARER_GRANT_TYPE],
+]);
 
 const create = command({
   words: 'client create',
   usage: [
     '--name <n> --redirect-uri <url> [--redirect-uri <url2> …]',
-    '[--grant-type authorization_code|client_credentials|device_code]',
+    '[--grant-type authorization_code|client_credentials|device_code|jwt_bearer]',
     '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]',
     '[--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>] [--id-token-alg RS256|ES256]',
     '[--jwks-uri <url> | --jwks-file <path>]',
@@ -21,6 +25,9 @@ const create = command({
     'public clients require PKCE unless --no-require-pkce;',
     'device_code (urn:ietf:params:oauth:grant-type:device_code)',
     'and client_credentials clients need no --redirect-uri;',
+    'jwt_bearer (urn:ietf:params:oauth:grant-type:jwt-bearer) makes a',
+    "publisher client: confidential, its secret signs h's grant tokens,",
+    'no --redirect-uri;',
     'the OpenID Connect settings: where logout may return to (matched',
     'exactly), where back-channel logout tokens are posted, and how',
     'ID tokens are signed (RS256 by default);',
@@ -56,9 +63,10 @@ const create = command({
     }
     const keyed = jwks !== null || options['jwks-uri'] !== undefined;
     // Keys make a confidential client (private_key_jwt), with no secret.
-    const confidential = (options.confidential ?? false) || keyed;
     const given = options['grant-type'] ?? 'authorization_code';
     const grantType = GRANT_TYPE_SHORT_FORMS.get(given) ?? given;
+    // A publisher client's secret signs its grant tokens (SPEC §2): always confidential.
+    const confidential = (options.confidential ?? false) || keyed || grantType === JWT_BEARER_GRANT_TYPE;
     if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
     const { client, secret } = await registerClient(
       ctx,

@@ -14,6 +14,7 @@ import { UsageError, closest, noArguments, type Command, type HelpEntry } from '
 import { MIGRATE, PURGE } from './database.ts';
 import { GROUP_COMMANDS } from './group.ts';
 import { commandHelp, helpText, nounHelp } from './help.ts';
+import { ISSUER_COMMANDS } from './issuer.ts';
 import { KEYS_COMMANDS } from './keys.ts';
 import { RESOURCE_COMMANDS } from './resource.ts';
 import { SCOPE_COMMANDS } from './scope.ts';
@@ -29,6 +30,7 @@ const COMMANDS: readonly Command[] = [
   ...RESOURCE_COMMANDS,
   ...SCOPE_COMMANDS,
   ...KEYS_COMMANDS,
+  ...ISSUER_COMMANDS,
   PURGE,
   AUDIT,
 ];

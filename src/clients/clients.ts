@@ -12,6 +12,8 @@ import type { AppContext } from '../context.ts';
 import { isClientId } from '../oauth/client-auth.ts';
 import { authMethodOf, isConfidential, jwksProblem, jwksShapeProblem, jwksUriProblem } from '../oauth/assertions/client-keys.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
+import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
+import { storeGrantSecret } from './grant-secrets.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
 import { postLogoutRedirectUrisOf, redirectUriProblem, redirectUrisOf } from '../oauth/redirect-uri.ts';
@@ -40,7 +42,7 @@ export { PAGE_SIZE };
 export type { Client, Page, PageCursor };
 
 /** The grants an administrator may register a client for (the token endpoint also takes refresh_token: oauth/grants `TOKEN_GRANT_TYPES`). */
-export const CLIENT_GRANT_TYPES = ['authorization_code', 'client_credentials', DEVICE_CODE_GRANT_TYPE] as const;
+export const CLIENT_GRANT_TYPES = ['authorization_code', 'client_credentials', DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE] as const;
 export type GrantType = (typeof CLIENT_GRANT_TYPES)[number];
 
 /** A problem with what was asked for, naming the field at fault. */
@@ -163,6 +165,9 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   Object.assign(problems, keyProblems(input));
   if (input.grantType === 'client_credentials' && !input.confidential && !hasKeys(input))
     problems.client_type = 'A client_credentials client must be confidential';
+  // Its secret signs its grant tokens (SPEC §4.11): a publisher client without one could not use its grant.
+  if (input.grantType === JWT_BEARER_GRANT_TYPE && (!input.confidential || hasKeys(input)))
+    problems.client_type = 'A jwt-bearer client must be confidential with a secret: its secret signs its grant tokens';
   const redirectProblem = redirectUrisProblem(input.redirectUris, input.grantType === 'authorization_code');
   if (redirectProblem) problems.redirect_uri = redirectProblem;
   const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));
@@ -240,7 +245,7 @@ export async function listClients(ctx: AppContext, cursor: PageCursor, limit: nu
 
 /** Registers the client (a ClientInputError names the field at fault) and records who did. */
 export async function registerClient(ctx: AppContext, input: ClientInput, actor: Actor): Promise<RegisteredClient> {
-  const registered = await createClient(ctx.db, input, ctx.now());
+  const registered = await createClient(ctx.db, input, ctx.now(), ctx.config.keys.secret);
   const { client } = registered;
   await ctx.audit({
     type: 'client_created',
@@ -256,8 +261,12 @@ export async function registerClient(ctx: AppContext, input: ClientInput, actor:
   return registered;
 }
 
-/** Validates and stores a new client, recording nothing: for test fixtures. Everyone else calls `registerClient`. */
-export async function createClient(db: Kysely<Database>, input: ClientInput, now: number): Promise<RegisteredClient> {
+/**
+ * Validates and stores a new client, recording nothing: for test fixtures. Everyone else calls
+ * `registerClient`. A jwt-bearer client's secret is also kept readable, sealed under
+ * `keysSecret` (KEYS_SECRET) when set (grant-secrets.ts).
+ */
+export async function createClient(db: Kysely<Database>, input: ClientInput, now: number, keysSecret: string | null = null): Promise<RegisteredClient> {
   const problem = firstProblem(clientInputProblems(input));
   if (problem) throw problem;
   await requireImportableKeys(input);
@@ -280,6 +289,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     ...oidcSettings(input),
   };
   await insertClient(db, client);
+  if (client.grant_type === JWT_BEARER_GRANT_TYPE && secret) await storeGrantSecret(db, client.id, secret.token, keysSecret);
   return { client, secret: secret?.token ?? null };
 }
 
@@ -345,6 +355,7 @@ export async function rotateClientSecret(ctx: AppContext, client: Client, actor:
     );
   const secret = mintToken('clientSecret');
   await updateClient(ctx.db, client.id, { secret_hash: secret.hash });
+  if (client.grant_type === JWT_BEARER_GRANT_TYPE) await storeGrantSecret(ctx.db, client.id, secret.token, ctx.config.keys.secret);
   ctx.onClientsChanged([client.id]);
   await ctx.audit({ type: 'client_secret_rotated', ...madeBy(actor), clientId: client.id });
   return secret.token;

@@ -1,6 +1,6 @@
 /**
  * The admin console (SPEC §4.5): OAuth clients (admin-clients.ts), resource servers
- * (admin-resources.ts), users (admin-users.ts), signing keys (admin-keys.ts) and the audit trail (admin-audit.ts). Every route
+ * (admin-resources.ts), users (admin-users.ts), signing keys (admin-keys.ts), trusted issuers (admin-issuers.ts) and the audit trail (admin-audit.ts). Every route
  * here is for enabled administrators only — the guard below runs before anything else, so a form
  * posted by anyone else changes nothing — and every form is CSRF-protected. Pages are `no-store`:
  * some show a client secret, which must not outlive the page in a cache.
@@ -11,6 +11,7 @@ import type { Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import auditRoutes from './admin-audit.ts';
 import clientRoutes from './admin-clients.ts';
+import issuerRoutes from './admin-issuers.ts';
 import keyRoutes from './admin-keys.ts';
 import resourceRoutes from './admin-resources.ts';
 import userRoutes from './admin-users.ts';
@@ -58,4 +59,5 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   await app.register(clientRoutes, { ctx, admin, actor });
   await app.register(userRoutes, { ctx, admin, actor });
   await app.register(keyRoutes, { ctx, actor });
+  await app.register(issuerRoutes, { ctx, actor });
 }

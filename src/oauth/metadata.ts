@@ -3,6 +3,7 @@
  * support; the same document is the OpenID Provider configuration.
  * @see RFC 8414 §2, RFC 9207 §3, OpenID Connect Discovery 1.0 §3
  */
+import { ID_JAG_PROFILE } from './assertions/profiles.ts';
 import type { Config } from '../config.ts';
 import { DEFAULT_ID_TOKEN_ALG } from '../identity/id-tokens.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
@@ -88,5 +89,7 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
     backchannel_logout_session_supported: true,
     request_parameter_supported: false,
     request_uri_parameter_supported: false,
+    // The jwt-bearer grant takes identity assertions (ID-JAG) from trusted issuers (SPEC §4.11).
+    authorization_grant_profiles_supported: [ID_JAG_PROFILE],
   };
 }

@@ -161,11 +161,33 @@ const issueClientGrantStatement = prepare((db, p: GrantRow & TokenRows & AuditAr
 const insertClientGrantAlone = prepare(insertClientGrant);
 
 /**
- * A grant with its first token and the audit event `issued`, for grants that start without
- * a code (client_credentials), all or nothing; false, and nothing stored, when the client
+ * The same for a grant with a user and no code (a jwt-bearer assertion, SPEC §4.11): the
+ * grant from its parties, then its tokens and audit row — with a refresh token (h's publisher
+ * grant tokens) or without (an ID-JAG).
+ */
+const issueUserGrantWithRefresh = prepare((db, p: UserGrantRow & TokenRows & AuditArgs) =>
+  db
+    .with('new_grant', () => db.insertInto('grants').columns(USER_GRANT_COLUMNS).expression(userGrantParties(db, p)).returning('id'))
+    .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'new_grant')))
+    .with('refresh', (steps) => insertRefreshTokenRow(db, p, after(steps, 'new_grant')))
+    .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'new_grant')))
+    .selectNoFrom((eb) => rowCounts(eb, ['new_grant'])),
+);
+const issueUserGrantAlone = prepare((db, p: UserGrantRow & TokenRows & AuditArgs) =>
+  db
+    .with('new_grant', () => db.insertInto('grants').columns(USER_GRANT_COLUMNS).expression(userGrantParties(db, p)).returning('id'))
+    .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'new_grant')))
+    .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'new_grant')))
+    .selectNoFrom((eb) => rowCounts(eb, ['new_grant'])),
+);
+
+/**
+ * A grant with its first token(s) and the audit event `issued`, for grants that start without
+ * a code (client_credentials; a jwt-bearer assertion, with or without a user), all or nothing; false, and nothing stored, when the client
  * was deleted, blocked or its scopes changed meanwhile.
  */
 export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<boolean> {
+  if (grant.userId !== null) return insertUserGrantWithTokens(db, userGrantRow(grant, tokens, now, grant.userId), tokens, now, issued);
   const row = grantRow(grant, tokens, now);
   const rows = tokenRows(grant.id, tokens, now);
   const outcome = await writeTogether(db, 'issued', {
@@ -173,6 +195,21 @@ export async function insertGrant(db: Kysely<Database>, grant: NewGrant, tokens:
     statement: () => issueClientGrantStatement.first(db, { ...row, ...rows, ...auditArgs(issued) }),
     steps: [
       { write: (trx) => insertClientGrantAlone.affected(db, row, trx), decides: 'new_grant' },
+      (trx) => insertTokens(db, trx, rows),
+      (trx) => insertAuditEvent(db, issued, trx),
+    ],
+  });
+  return outcome === 'issued';
+}
+
+/** `insertGrant` for a grant with a user (its user still enabled, as for a code exchange). */
+async function insertUserGrantWithTokens(db: Kysely<Database>, row: UserGrantRow, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<boolean> {
+  const rows = tokenRows(row.id, tokens, now);
+  const outcome = await writeTogether(db, 'issued', {
+    decidedBy: { new_grant: 'parties_changed' },
+    statement: () => (rows.refreshHash === null ? issueUserGrantAlone : issueUserGrantWithRefresh).first(db, { ...row, ...rows, ...auditArgs(issued) }),
+    steps: [
+      { write: (trx) => insertUserGrant.affected(db, row, trx), decides: 'new_grant' },
       (trx) => insertTokens(db, trx, rows),
       (trx) => insertAuditEvent(db, issued, trx),
     ],

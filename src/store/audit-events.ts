@@ -59,6 +59,9 @@ export const AUDIT_EVENT_TYPES = [
   'key_activated',
   'key_removed',
   'key_revoked',
+  'assertion_refused',
+  'issuer_created',
+  'issuer_deleted',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -5,13 +5,15 @@ import { prepare } from './prepared.ts';
 import type { Client, Database, NewClient } from './schema.ts';
 
 /**
- * `client_confidential`: 1 when the client (joined as `clients`) has a secret, else 0. A
- * confidential client must authenticate wherever its tokens are presented.
+ * `client_confidential`: 1 when the client must authenticate: it has a secret, or keys for private_key_jwt
+ * (oauth/assertions/client-keys.ts `isConfidential`). A jwt-bearer (publisher) client's tokens
+ * are refreshed and revoked by the page that holds them, which does not hold the secret that
+ * signs grant tokens (SPEC §4.11, as in h): 0 for them too.
  */
-/** 1 when the client must authenticate: it has a secret, or keys for private_key_jwt (oauth/assertions/client-keys.ts `isConfidential`). */
-export const clientConfidential = sql<number>`case when clients.secret_hash is null and clients.jwks is null and clients.jwks_uri is null then 0 else 1 end`.as(
-  'client_confidential',
-);
+export const clientConfidential =
+  sql<number>`case when clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer' or (clients.secret_hash is null and clients.jwks is null and clients.jwks_uri is null) then 0 else 1 end`.as(
+    'client_confidential',
+  );
 
 export async function insertClient(db: Kysely<Database>, client: NewClient): Promise<void> {
   await db.insertInto('clients').values(client).execute();

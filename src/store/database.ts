@@ -45,6 +45,7 @@ import * as backchannelLogout from './migrations/20261126_007_backchannel_logout
 import * as privateKeyJwt from './migrations/20261126_008_private_key_jwt.ts';
 import * as passkeys from './migrations/20261126_010_passkeys.ts';
 import * as secondFactors from './migrations/20261126_011_second_factors.ts';
+import * as jwtGrants from './migrations/20261126_009_jwt_grants.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -79,6 +80,7 @@ export const migrations: Record<string, Migration> = {
   '20261126_008_private_key_jwt': privateKeyJwt,
   '20261126_010_passkeys': passkeys,
   '20261126_011_second_factors': secondFactors,
+  '20261126_009_jwt_grants': jwtGrants,
 };
 
 /**

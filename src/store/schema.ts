@@ -27,7 +27,7 @@ export interface UsersTable {
 export interface ClientsTable {
   id: Immutable<string>;
   name: string;
-  grant_type: 'authorization_code' | 'client_credentials' | 'urn:ietf:params:oauth:grant-type:device_code';
+  grant_type: 'authorization_code' | 'client_credentials' | 'urn:ietf:params:oauth:grant-type:device_code' | 'urn:ietf:params:oauth:grant-type:jwt-bearer';
   /** Who made it known: an administrator, its metadata document (its id is the document's URL), or dynamic registration. */
   kind: ColumnType<ClientKind, ClientKind | undefined, ClientKind>;
   /** 1 when an administrator blocked it (kinds other than 'registered' only). */
@@ -358,6 +358,40 @@ export interface WebauthnChallengesTable {
   expires_at: Immutable<number>;
 }
 
+/** The secret of a jwt-bearer (publisher) client, kept so it can verify the grant tokens it signs (SPEC §4.11). */
+export interface ClientGrantSecretsTable {
+  client_id: Immutable<string>;
+  /** The secret: a compact JWE under the key derived from KEYS_SECRET (encrypted = 1), or the secret itself. */
+  secret: string;
+  encrypted: number;
+}
+
+export type TrustedIssuerProfile = 'id-jag' | 'workload';
+
+/** An external issuer whose signed assertions the jwt-bearer grant accepts (SPEC §3, §4.11). */
+export interface TrustedIssuersTable {
+  /** Its `iss`, exactly as its assertions carry it. */
+  issuer: Immutable<string>;
+  profile: TrustedIssuerProfile;
+  /** Where its keys are; null: discovered from its metadata. */
+  jwks_uri: string | null;
+  /** 1: its keys may be fetched from loopback and private addresses. */
+  allow_private_address: number;
+  /** Which claim names the user (id-jag): `sub` or `email` (verified e-mail only). */
+  subject_claim: 'sub' | 'email';
+  /** The exact `sub` a workload's token must carry; null: any. */
+  subject: string | null;
+  /** JSON array of client IDs: those that may present its ID-JAGs (empty: any confidential client), or the one its workloads act as. */
+  clients: string;
+  /** Space-separated scopes it may obtain at most; null: no restriction of its own. */
+  scopes: string | null;
+  /** The resource a workload's token is for when the request names none. */
+  resource: string | null;
+  created_at: Immutable<number>;
+}
+
+export type TrustedIssuer = Selectable<TrustedIssuersTable>;
+
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
@@ -383,6 +417,8 @@ export interface Database {
   pending_logins: PendingLoginsTable;
   passkeys: PasskeysTable;
   webauthn_challenges: WebauthnChallengesTable;
+  client_grant_secrets: ClientGrantSecretsTable;
+  trusted_issuers: TrustedIssuersTable;
 }
 
 export type User = Selectable<UsersTable>;

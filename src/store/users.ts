@@ -74,3 +74,8 @@ export async function updateUser(
   const result = await db.updateTable('users').set(patch).where('id', '=', id).executeTakeFirst();
   return result.numUpdatedRows > 0n;
 }
+
+/** The user with this e-mail address (compared as usernames are), whatever their state. */
+export async function findUserByEmail(db: Kysely<Database>, email: string): Promise<User | undefined> {
+  return db.selectFrom('users').selectAll().where('email_key', '=', lookupKey(email)).executeTakeFirst();
+}

@@ -8,11 +8,12 @@ import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { registerResource } from '../../src/clients/resources.ts';
+import { createIssuer } from '../../src/oauth/assertions/issuers.ts';
 import { sqlite } from '../support/backends.ts';
 import { browserOptions, launchBrowser, openAs, type TestBrowser } from '../support/browser.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 
-const LISTS = ['/admin/oauthclients', '/admin/resources', '/admin/users', '/admin/keys', '/admin/audit'];
+const LISTS = ['/admin/oauthclients', '/admin/resources', '/admin/users', '/admin/keys', '/admin/issuers', '/admin/audit'];
 
 interface Layout {
   scrollWidth: number;
@@ -52,6 +53,17 @@ describe('the admin lists at phone and desktop widths', browserOptions(), () => 
     await registerResource(
       server.app.gatehouse,
       { uri: 'https://files.example/mcp', name: 'Files', scopes: [{ name: 'files:read', description: 'Read your files' }] },
+      COMMAND_LINE,
+    );
+    const agent = await server.createClient({ name: 'Enterprise agent', confidential: true });
+    await createIssuer(
+      server.app.gatehouse,
+      {
+        issuer: 'https://login.enterprise-identity.example/oauth2/aus1a2b3c4d5e6f7g8h9',
+        profile: 'id-jag',
+        clients: [agent.client.id],
+        scope: 'annotation:read',
+      },
       COMMAND_LINE,
     );
     admin = await openAs(browser, new URL('/admin/oauthclients', server.url).href, 'root');

@@ -19,6 +19,8 @@ import { SignJWT, UnsecuredJWT } from 'jose';
 import { sql } from 'kysely';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { AUTHORIZATION_PARAMETERS } from '../../src/oauth/authorize.ts';
+import { COMMAND_LINE } from '../../src/audit.ts';
+import { createIssuer } from '../../src/oauth/assertions/issuers.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { openIdLogin } from '../support/backchannel.ts';
 import { jwksOf, signingKey } from '../support/jwks-server.ts';
@@ -48,6 +50,8 @@ const TABLES = [
   'authenticator_apps',
   'recovery_codes',
   'pending_logins',
+  'trusted_issuers',
+  'client_grant_secrets',
 ];
 const SCOPES = ['annotation:read', 'annotation:write'];
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
@@ -84,6 +88,9 @@ interface World {
   confidentialClient: string;
   resourceBasic: string;
   adminUser: string;
+  /** A jwt-bearer (publisher) client, and the URL of a trusted ID-JAG issuer: what an assertion's `iss` may name. */
+  publisherClient: string;
+  trustedIssuer: string;
   /** A real ID token, of bob's: a logout hint naming someone other than whoever is logged in. */
   bobsIdToken: string;
   /** A private_key_jwt client (inline JWKS), and client assertions for it that must all be refused: signed by another key, unsigned, HS256. */
@@ -209,6 +216,48 @@ const encode = (text: string) =>
     .replace(/../g, (byte) => `%${byte}`);
 
 /** Name/value pairs as a form: encoded, or with bytes that are not UTF-8, or raw. */
+/** An assertion-like value: a compact JWS of random header and claims (or not quite one), its `iss` one the server knows or not. */
+function assertion(world: World, value: fc.Arbitrary<string>): fc.Arbitrary<string> {
+  const b64 = (json: unknown) => Buffer.from(JSON.stringify(json)).toString('base64url');
+  const claimValue = fc.oneof(value, fc.integer(), fc.double(), fc.constant(null), fc.array(value, { maxLength: 3 }), fc.constant({}));
+  const iss = fc.oneof(fc.constantFrom(world.publisherClient, world.trustedIssuer), value, fc.integer());
+  const now = Math.floor(Date.now() / 1000);
+  const claims = fc.record(
+    {
+      iss,
+      sub: fc.oneof(fc.constantFrom('acct:alice@127.0.0.1', 'alice', 'acct:alice\u0000@127.0.0.1'), claimValue),
+      aud: fc.oneof(fc.constant(world.server.url), fc.constant('127.0.0.1'), claimValue),
+      exp: fc.oneof(fc.constant(now + 60), fc.integer({ min: -1e12, max: 1e12 }), claimValue),
+      nbf: fc.oneof(fc.constant(now), claimValue),
+      iat: fc.oneof(fc.constant(now), claimValue),
+      jti: claimValue,
+      client_id: fc.oneof(fc.constant(world.confidentialClient), claimValue),
+      email: claimValue,
+      scope: claimValue,
+      resource: claimValue,
+    },
+    { requiredKeys: [] },
+  );
+  const header = fc.record(
+    {
+      alg: fc.oneof(fc.constantFrom('HS256', 'none', 'RS256', 'ES256', 'PS256', 'EdDSA', 'HS512'), claimValue),
+      typ: fc.oneof(fc.constant('oauth-id-jag+jwt'), claimValue),
+      kid: claimValue,
+    },
+    { requiredKeys: [] },
+  );
+  const signature = fc.oneof(
+    fc.constant(''),
+    fc.base64String({ maxLength: 64 }).map((v) => v.replace(/[+/=]/g, 'A')),
+    value,
+  );
+  return fc.oneof(
+    { weight: 6, arbitrary: fc.tuple(header, claims, signature).map(([h, c, sig]) => `${b64(h)}.${b64(c)}.${sig}`) },
+    { weight: 1, arbitrary: fc.tuple(value, value, value).map((parts) => parts.join('.')) },
+    { weight: 1, arbitrary: value },
+  );
+}
+
 function form(pairs: Array<[string, string]>, style: 'encoded' | 'not-utf8' | 'raw'): string {
   return pairs
     .map(([name, value]) => {
@@ -365,6 +414,24 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
               ],
               value,
             ),
+          ),
+          tokenBasic,
+        )
+        .map(([m, b, header]) => request('token', m, '/api/token', b, authorization(header), [])),
+    },
+    {
+      // RFC 7523 assertions (SPEC §4.11): JWT-shaped or not, naming the publisher client, the
+      // trusted issuer or anything else, any algorithm, any claims — none is validly signed, so
+      // every one is refused, audited as refused, and consumes nothing.
+      name: 'POST /api/token (jwt-bearer assertions)',
+      runs: 400,
+      arbitrary: fc
+        .tuple(
+          method('POST'),
+          body(
+            fc
+              .tuple(params(['grant_type', 'assertion', 'scope', 'resource', 'client_id', 'client_secret'], value), assertion(world, value))
+              .map(([p, a]): Array<[string, string]> => [['grant_type', 'urn:ietf:params:oauth:grant-type:jwt-bearer'], ['assertion', a], ...p]),
           ),
           tokenBasic,
         )
@@ -693,6 +760,15 @@ for (const backend of BACKENDS) {
       const publicClient = (await server.createClient({ name: 'Annotator' })).client.id;
       const confidential = await server.createClient({ name: 'Backend', confidential: true });
       const resource = await server.createClient({ name: 'API', grantType: 'client_credentials', redirectUris: [], confidential: true });
+      const publisher = await server.createClient({
+        name: 'Publisher',
+        grantType: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
+        redirectUris: [],
+        confidential: true,
+      });
+      // Its keys would come from a private address it may not use: every fetch is refused before connecting.
+      const trustedIssuer = 'https://idp.fuzz.example';
+      await createIssuer(server.app.gatehouse, { issuer: trustedIssuer, profile: 'id-jag', jwksUri: 'https://127.0.0.1:1/jwks' }, COMMAND_LINE);
       const registeredKey = await signingKey('ES256', 'k1');
       const keyed = await server.createClient({
         name: 'Keyed job',
@@ -727,6 +803,8 @@ for (const backend of BACKENDS) {
         confidentialClient: confidential.client.id,
         resourceBasic: `Basic ${Buffer.from(`${resource.client.id}:${resource.secret}`).toString('base64')}`,
         adminUser: admin.id,
+        publisherClient: publisher.client.id,
+        trustedIssuer,
         keyedClient: keyed.client.id,
         // None of these may authenticate: the fuzz run must change nothing (a good assertion would issue a token).
         forgedAssertions: [
@@ -767,11 +845,11 @@ for (const backend of BACKENDS) {
       assert.ok(sent >= 2500);
     });
 
-    test('and changed nothing stored, except the audit trail of failed logins', async () => {
+    test('and changed nothing stored, except the audit trail of failed logins and refused assertions', async () => {
       assert.deepEqual(await snapshot(world.server), before_);
       const { rows } = await sql<{ type: string }>`select type from audit_events order by id`.execute(world.server.store.db);
       assert.deepEqual(
-        [...new Set(rows.slice(auditBefore).map((row) => row.type))].filter((type) => type !== 'login_failed'),
+        [...new Set(rows.slice(auditBefore).map((row) => row.type))].filter((type) => type !== 'login_failed' && type !== 'assertion_refused'),
         [],
       );
     });

@@ -69,8 +69,9 @@ for (const backend of BACKENDS) {
         'refresh_token',
         'client_credentials',
         'urn:ietf:params:oauth:grant-type:device_code',
+        'urn:ietf:params:oauth:grant-type:jwt-bearer',
       ]);
-      for (const name of ['code', 'redirect_uri', 'code_verifier', 'refresh_token', 'device_code', 'scope', 'client_id', 'client_secret'])
+      for (const name of ['code', 'redirect_uri', 'code_verifier', 'refresh_token', 'device_code', 'assertion', 'scope', 'client_id', 'client_secret'])
         assert.ok(body.properties![name], name);
       assert.deepEqual(Object.keys(token.responses!).toSorted(), ['200', '400', '401', '429', '503']);
       const tokens = (token.responses!['200'] as OpenAPIV3_1.ResponseObject).content!['application/json']!.schema as OpenAPIV3_1.SchemaObject;

@@ -107,7 +107,8 @@ for (const backend of BACKENDS) {
           title: 'an unsupported grant_type',
           body: () => 'grant_type=password&username=alice&password=x',
           error: 'unsupported_grant_type',
-          description: 'supported grant types are authorization_code, refresh_token, client_credentials, urn:ietf:params:oauth:grant-type:device_code',
+          description:
+            'supported grant types are authorization_code, refresh_token, client_credentials, urn:ietf:params:oauth:grant-type:device_code, urn:ietf:params:oauth:grant-type:jwt-bearer',
         },
         {
           title: 'several missing parameters',

@@ -82,6 +82,7 @@ export async function startServer(backend: Backend, env: Record<string, string> 
           ...input,
         },
         now(),
+        config.keys.secret,
       ),
     async close() {
       await app.close();

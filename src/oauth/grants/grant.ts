@@ -69,8 +69,8 @@ export interface GrantOf<P extends Parameters, C extends ClientPresence, T> {
   client: C;
   /** What it redeems as refusals name it: `the ${redeems} is invalid`. */
   redeems: string;
-  /** Finds what the request redeems and whose it is; changes nothing. */
-  load(params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext): Promise<Loaded<T>>;
+  /** Finds what the request redeems and whose it is; changes nothing (but the audit trail). `address` is the client's, for the audit trail. */
+  load(params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext, address: string): Promise<Loaded<T>>;
   /** Decides and writes, once the client is charged and checked. `address` is the client's, for the audit trail. */
   issue(redeemed: T, params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext, address: string): Promise<TokenResponse>;
 }

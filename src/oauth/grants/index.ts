@@ -17,11 +17,12 @@ import { authorizationCode } from './authorization-code.ts';
 import { clientCredentials } from './client-credentials.ts';
 import { deviceCode } from './device-code.ts';
 import { readGrantParams, type Grant } from './grant.ts';
+import { jwtBearer } from './jwt-bearer.ts';
 import { refreshToken } from './refresh-token.ts';
 
 export type { Grant } from './grant.ts';
 
-export const GRANTS: ReadonlyMap<string, Grant> = grantMap([authorizationCode, refreshToken, clientCredentials, deviceCode]);
+export const GRANTS: ReadonlyMap<string, Grant> = grantMap([authorizationCode, refreshToken, clientCredentials, deviceCode, jwtBearer]);
 
 /** The `grant_type` values the token endpoint accepts (not what a client may be registered for: clients/clients.ts `CLIENT_GRANT_TYPES`). */
 export const TOKEN_GRANT_TYPES: readonly string[] = [...GRANTS.keys()];
@@ -87,7 +88,7 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   if (client === null && grant.client !== 'optional')
     throw grant.client === 'credentials' ? secretRequired() : invalidRequest('the "client_id" parameter is missing');
 
-  const loaded = await grant.load(params, client, ctx);
+  const loaded = await grant.load(params, client, ctx, address);
   // The type says every load names its client; a grant that does not anyway issues nothing.
   if (typeof loaded.clientId !== 'string' || loaded.clientId === '') throw new Error(`the ${grant.type} grant did not say whose client it redeems for`);
   if (client !== null && loaded.clientId !== client.id) throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);

@@ -14,6 +14,7 @@ import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
+import { JWT_BEARER_GRANT_TYPE } from '../assertions/profiles.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { IDENTITY_SCOPE_NAMES, parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
@@ -42,7 +43,8 @@ async function load(params: Params, client: Client | null, ctx: AppContext): Pro
   const hash = hashIfWellFormed('refresh', params.refresh_token);
   const token = hash === null ? undefined : await findRefreshToken(ctx.db, hash);
   if (!token) throw invalidGrant('the refresh token is invalid', 'unknown refresh token');
-  // RFC 6749 §6: the refresh token of a confidential client is only good with its secret.
+  // RFC 6749 §6: the refresh token of a confidential client is only good with its secret
+  // (a jwt-bearer client's counts as public here: store/clients.ts `clientConfidential`).
   if (client === null && token.client_confidential === 1) throw secretRequired();
   return { clientId: token.client_id, redeemed: token };
 }
@@ -50,7 +52,12 @@ async function load(params: Params, client: Client | null, ctx: AppContext): Pro
 async function issue(token: RefreshTokenInfo, params: Params, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   const now = ctx.now();
   // The grants that give refresh tokens: their clients refresh.
-  if (client !== null && client.grant_type !== 'authorization_code' && client.grant_type !== DEVICE_CODE_GRANT_TYPE) {
+  if (
+    client !== null &&
+    client.grant_type !== 'authorization_code' &&
+    client.grant_type !== DEVICE_CODE_GRANT_TYPE &&
+    client.grant_type !== JWT_BEARER_GRANT_TYPE
+  ) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
   }
   // Before anything is rotated or revoked: a request refused with invalid_target changes nothing.

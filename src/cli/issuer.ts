@@ -1,0 +1,102 @@
+/** `gatehouse issuer …`: the trusted issuers whose signed assertions the jwt-bearer grant accepts (SPEC §2, §4.11). */
+import { COMMAND_LINE } from '../audit.ts';
+import { PAGE_SIZE } from '../clients/clients.ts';
+import { createIssuer, describeIssuer, listIssuers, removeIssuer } from '../oauth/assertions/issuers.ts';
+import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
+
+const create = command({
+  words: 'issuer create',
+  usage: [
+    '--issuer <url> --profile id-jag|workload [--jwks-uri <url>]',
+    '[--allow-private-address] [--subject-claim sub|email] [--subject <exact sub>]',
+    '[--client <client_id> …] [--scope "<s1 s2>"] [--resource <uri>]',
+  ],
+  help: [
+    'trust an issuer of signed assertions: an enterprise IdP (id-jag:',
+    'identity assertions its clients present) or a workload platform',
+    '(workload: CI or Kubernetes tokens); its keys come from --jwks-uri,',
+    'else from its discovery document (https; loopback and private',
+    'addresses only with --allow-private-address). id-jag: --subject-claim',
+    'says how users are found (sub: userid or username; email: a verified',
+    'e-mail address), --client names the clients that may present its',
+    'assertions (none: any confidential client). workload: --client is the',
+    'one client its workloads act as, --subject the exact sub they must',
+    'carry, --resource the resource their tokens are for by default.',
+    '--scope caps the scopes it may obtain (absent: no cap of its own)',
+  ],
+  options: {
+    issuer: { type: 'string' },
+    profile: { type: 'string' },
+    'jwks-uri': { type: 'string' },
+    'allow-private-address': { type: 'boolean' },
+    'subject-claim': { type: 'string' },
+    subject: { type: 'string' },
+    client: { type: 'string', multiple: true },
+    scope: { type: 'string', multiple: true },
+    resource: { type: 'string' },
+  },
+  async run(ctx, args, options, print) {
+    noArguments(args);
+    if (options.issuer === undefined) throw new UsageError('--issuer is required');
+    if (options.profile === undefined) throw new UsageError('--profile is required (id-jag or workload)');
+    const row = await createIssuer(
+      ctx,
+      {
+        issuer: options.issuer,
+        profile: options.profile,
+        jwksUri: options['jwks-uri'] ?? null,
+        allowPrivateAddress: options['allow-private-address'] ?? false,
+        subjectClaim: options['subject-claim'] ?? 'sub',
+        subject: options.subject ?? null,
+        clients: options.client ?? [],
+        scope: (options.scope ?? []).join(' '),
+        resource: options.resource ?? null,
+      },
+      COMMAND_LINE,
+    );
+    print(describeIssuer(row), `Trusted ${row.issuer} (${row.profile}).`);
+    return 0;
+  },
+});
+
+const list = command({
+  words: 'issuer list',
+  usage: '[--limit <n>] [--after <url>]',
+  help: ['the trusted issuers, by URL, 100 at a time (--limit: 1 to 1000);', '--after continues after that issuer'],
+  options: { limit: { type: 'string' }, after: { type: 'string' } },
+  async run(ctx, args, options, print) {
+    noArguments(args);
+    const limit = options.limit === undefined ? PAGE_SIZE : Number(options.limit);
+    if (!/^\d{1,4}$/.test(options.limit ?? '1') || limit < 1 || limit > 1000) throw new UsageError('--limit must be a whole number from 1 to 1000');
+    const page = await listIssuers(ctx, options.after === undefined ? {} : { after: options.after }, limit);
+    const issuers = page.rows.map(describeIssuer);
+    const line = (i: (typeof issuers)[number]) =>
+      [
+        i.issuer,
+        i.profile,
+        i.jwks_uri ?? 'discovered',
+        i.profile === 'id-jag' ? `subject: ${i.subject_claim}` : `subject: ${i.subject ?? 'any'}`,
+        `clients: ${i.clients.join(' ') || 'any confidential'}`,
+        `scopes: ${i.scopes?.join(' ') ?? 'any'}`,
+        ...(i.resource === null ? [] : [`resource: ${i.resource}`]),
+        ...(i.allow_private_address ? ['private addresses allowed'] : []),
+      ].join('\t');
+    const more = page.next ? `\nMore: gatehouse issuer list --after ${page.next.after}` : '';
+    print(issuers, (issuers.map(line).join('\n') || 'No trusted issuers.') + more);
+    return 0;
+  },
+});
+
+const remove: Command = command({
+  words: 'issuer delete',
+  usage: '<url>',
+  help: 'stop trusting the issuer: its assertions are refused from now on',
+  async run(ctx, args, _options, print) {
+    const issuer = oneArgument(remove, args);
+    if (!(await removeIssuer(ctx, issuer, COMMAND_LINE))) throw new UsageError(`${issuer} is not a trusted issuer`);
+    print({ issuer, deleted: true }, `${issuer} is no longer trusted.`);
+    return 0;
+  },
+});
+
+export const ISSUER_COMMANDS: readonly Command[] = [create, list, remove];
