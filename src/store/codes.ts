@@ -47,6 +47,8 @@ export interface JoinedTokenSettings {
   access_token_ttl: number | null;
   /** NULL for the built-in resource (its URI is PUBLIC_URL), and once the resource server is deleted. */
   resource_uri: string | null;
+  /** 1 when its tokens need a login with a second factor (SPEC §4.12); NULL once it is deleted. */
+  require_second_factor: number | null;
 }
 
 /**

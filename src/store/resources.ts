@@ -18,7 +18,13 @@ export const BUILTIN_RESOURCE_ID = 'builtin';
  * is exchanged for them (no query of its own). Left-joined, since a used code and a revoked
  * grant outlive their resource server: NULL once it is deleted.
  */
-export const tokenSettingsColumns = ['resources.token_format', 'resources.signing_alg', 'resources.access_token_ttl', 'resources.uri as resource_uri'] as const;
+export const tokenSettingsColumns = [
+  'resources.token_format',
+  'resources.signing_alg',
+  'resources.access_token_ttl',
+  'resources.uri as resource_uri',
+  'resources.require_second_factor',
+] as const;
 
 const resourceByUri = prepare((db, p: { uri: string }) => db.selectFrom('resources').selectAll().where('uri', '=', p.uri));
 const resourceById = prepare((db, p: { id: string }) => db.selectFrom('resources').selectAll().where('id', '=', p.id));

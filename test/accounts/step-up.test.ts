@@ -198,6 +198,35 @@ for (const backend of BACKENDS) {
       assert.ok(await signedIn(agent), 'the session the app was set up in was replaced by one that proved it');
     });
 
+    test('a code approved without a second factor is refused once its resource server comes to require one', async () => {
+      const created = printed(
+        await clocked.cli('resource', 'create', '--uri', 'https://ledger.example/', '--name', 'Ledger', '--scope', 'ledger:read=Read the ledger', '--json'),
+      );
+      const { client } = await server.createClient({ name: 'Ledger client', scope: 'ledger:read' });
+      const ledgerApp = await discover(server, client.id);
+      await server.createUser('gina');
+      const agent = new UserAgent(server.url);
+      await agent.login('gina');
+      const request = await authorizationUrl(ledgerApp, { scope: 'ledger:read', resource: created.uri as string });
+      const outcome = await agent.authorize(request.url);
+      assert.ok(outcome.redirect, 'a password login is enough while the ledger asks for nothing more');
+      const callback = oauth.validateAuthResponse(ledgerApp.as, ledgerApp.client, outcome.redirect, request.state);
+      assert.equal((await clocked.cli('resource', 'update', created.uri as string, '--require-second-factor')).code, 0);
+      const response = await oauth.authorizationCodeGrantRequest(
+        ledgerApp.as,
+        ledgerApp.client,
+        ledgerApp.auth,
+        callback,
+        ledgerApp.redirectUri,
+        request.verifier,
+        insecure,
+      );
+      assert.equal(response.status, 400);
+      const body = (await response.json()) as { error: string; error_description: string };
+      assert.equal(body.error, 'invalid_grant');
+      assert.match(body.error_description, /requires a login with a second factor/);
+    });
+
     test('device approval asks for the second factor before consent', async () => {
       const device = await deviceApp(server, { scope: 'vault:read' });
       const codes = await requestCodes(device, { resource: resource.uri });

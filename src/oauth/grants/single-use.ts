@@ -6,6 +6,7 @@
  * issued (RFC 6749 §4.1.2; RFC 8628 relies on the same rule).
  */
 import type { Kysely } from 'kysely';
+import { isMultiFactor } from '../../accounts/second-factors.ts';
 import type { AppContext } from '../../context.ts';
 import { timeOrderedUuid } from '../../ids.ts';
 import type { AuditEventRow } from '../../store/audit-events.ts';
@@ -75,6 +76,14 @@ export async function exchangeApproved(
   const audience = joinedAudience(code, ctx);
   if (audience === null) throw invalidGrant(invalid, `the resource server of the ${kind.noun} was deleted`);
   const login = loginOf(code);
+  // Step-up (SPEC §4.12): the resource server may have come to require a second factor after
+  // the person approved without one; its tokens are issued only to a login that had one.
+  if (code.require_second_factor === 1 && !isMultiFactor(login?.amr ?? '')) {
+    throw invalidGrant(
+      'the resource server requires a login with a second factor, and this one was approved without: ask the person again',
+      `${kind.noun} approved without a second factor`,
+    );
+  }
   const subject = { clientId: client.id, userId: code.user_id, username: code.username, login };
   const pair = await mintTokenResponse(ctx, audience, subject, scopes, true, code.nonce ?? null);
   const grant = {
