@@ -15,7 +15,11 @@ export const SCOPES = ['annotation:read', 'annotation:write'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 export type DatabaseLocation =
-  | { kind: 'sqlite'; path: string } // ':memory:' for throw-away runs
+  /**
+   * `groupCommit`: writes that arrive together share one transaction (store/group-commit.ts);
+   * false (SQLITE_GROUP_COMMIT=false) gives each its own, for measuring what batching buys.
+   */
+  | { kind: 'sqlite'; path: string; groupCommit: boolean } // ':memory:' for throw-away runs
   | { kind: 'postgres'; url: string };
 
 export interface Config {
@@ -127,6 +131,10 @@ function workers(env: Env): number {
   return integer(env, 'WORKERS', 1, 1, MAX_WORKERS);
 }
 
+function withGroupCommit(location: DatabaseLocation, groupCommit: boolean): DatabaseLocation {
+  return location.kind === 'sqlite' ? { ...location, groupCommit } : location;
+}
+
 function boolean(env: Env, name: string, fallback: boolean): boolean {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
@@ -148,7 +156,7 @@ export function parseDatabaseUrl(raw: string): DatabaseLocation {
   if (raw.startsWith('sqlite:')) {
     const path = raw.slice('sqlite:'.length);
     if (path === '') throw new ConfigError('DATABASE_URL "sqlite:" needs a path, e.g. sqlite:./data/gatehouse.db');
-    return { kind: 'sqlite', path };
+    return { kind: 'sqlite', path, groupCommit: true };
   }
   if (/^postgres(ql)?:\/\//.test(raw)) {
     try {
@@ -245,7 +253,7 @@ export function loadConfig(env: Env = process.env): Config {
     host: env.HOST || '127.0.0.1',
     workers: workers(env),
     publicUrl: issuer,
-    database: parseDatabaseUrl(env.DATABASE_URL || 'sqlite:./data/gatehouse.db'),
+    database: withGroupCommit(parseDatabaseUrl(env.DATABASE_URL || 'sqlite:./data/gatehouse.db'), boolean(env, 'SQLITE_GROUP_COMMIT', true)),
     redisUrl: redisUrl(env),
     trustProxy: trustProxy(env),
     accessTokenTtl: integer(env, 'ACCESS_TOKEN_TTL', 3600, 1),

@@ -25,6 +25,7 @@ import {
 } from 'kysely';
 import pg from 'pg';
 import type { DatabaseLocation } from '../config.ts';
+import { writeAlone } from './group-commit.ts';
 import { LATER, registerReadNow, statementName, type ReadNow } from './prepared.ts';
 import type { Database } from './schema.ts';
 import * as initial from './migrations/20261122_001_initial.ts';
@@ -271,6 +272,7 @@ export function openStore(location: DatabaseLocation): Store {
     const { database, readNow } = nodeSqlite(location.path, counter);
     const db = new Kysely<Database>({ dialect: new LockWaitingSqliteDialect(database) });
     registerReadNow(db, readNow);
+    if (!location.groupCommit) writeAlone(db);
     return { db, kind: location.kind, statements, close: () => db.destroy() };
   }
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url, counter) }) });

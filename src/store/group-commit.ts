@@ -47,6 +47,13 @@ interface Queue {
 
 const queues = new WeakMap<Kysely<Database>, Queue>();
 
+/** Databases opened with SQLITE_GROUP_COMMIT=false: each write its own transaction, as before batching (for measuring it). */
+const solo = new WeakSet<Kysely<Database>>();
+
+export function writeAlone(db: Kysely<Database>): void {
+  solo.add(db);
+}
+
 /**
  * Each batch once it has settled, for whoever subscribes (the tests, a profiler): how many
  * writes it carried, how many failed alone, and whether it committed. Silent unless subscribed.
@@ -69,8 +76,7 @@ const ROLLBACK_TO = CompiledQuery.raw('rollback to gatehouse_write');
  * or its error once that transaction has committed. SQLite only.
  */
 export function inGroupCommit<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
-  // A measurement switch, not a setting: GATEHOUSE_GROUP_COMMIT=0 gives every write its own transaction, as before (docs/performance.md, "Performance II").
-  if (process.env.GATEHOUSE_GROUP_COMMIT === '0') return db.transaction().execute(work);
+  if (solo.has(db)) return db.transaction().execute(work);
   if (db.isTransaction) return work(db as Transaction<Database>); // already inside a transaction: its commit is the one
   let queue = queues.get(db);
   if (!queue) queues.set(db, (queue = { pending: [], busy: false }));

@@ -40,13 +40,18 @@ describe('loadConfig', () => {
     assert.equal(config.port, 5000);
     assert.equal(config.host, '127.0.0.1');
     assert.equal(config.publicUrl, 'http://localhost:5000');
-    assert.deepEqual(config.database, { kind: 'sqlite', path: './data/gatehouse.db' });
+    assert.deepEqual(config.database, { kind: 'sqlite', path: './data/gatehouse.db', groupCommit: true });
     assert.equal(config.redisUrl, null);
     assert.equal(config.trustProxy, false);
     assert.equal(config.requirePkce, false);
     assert.equal(config.logLevel, 'info');
     assert.equal(config.jwtAccessTokenTtl, 300);
     assert.ok(Object.isFrozen(config) && Object.isFrozen(config.throttle));
+  });
+
+  test('SQLITE_GROUP_COMMIT=false gives each SQLite write its own transaction; PostgreSQL ignores it', () => {
+    assert.deepEqual(loadConfig({ SQLITE_GROUP_COMMIT: 'false' }).database, { kind: 'sqlite', path: './data/gatehouse.db', groupCommit: false });
+    assert.deepEqual(loadConfig({ SQLITE_GROUP_COMMIT: 'false', DATABASE_URL: 'postgres://db/x' }).database, { kind: 'postgres', url: 'postgres://db/x' });
   });
 
   test('an empty value means the default, not zero', () => {

@@ -46,7 +46,7 @@ describe('group commit (SQLite)', () => {
 
   before(async () => {
     directory = mkdtempSync(join(tmpdir(), 'gatehouse-group-commit-'));
-    store = openStore({ kind: 'sqlite', path: join(directory, 'gatehouse.db') });
+    store = openStore({ kind: 'sqlite', path: join(directory, 'gatehouse.db'), groupCommit: true });
     await migrate(store);
     observer = new DatabaseSync(join(directory, 'gatehouse.db'), { readOnly: true });
     subscribe('gatehouse:group-commit', report);

@@ -23,7 +23,7 @@ import { migrate, openStore } from '../../src/store/database.ts';
 import { prepare } from '../../src/store/prepared.ts';
 import type { Database } from '../../src/store/schema.ts';
 
-const store = openStore({ kind: 'sqlite', path: ':memory:' });
+const store = openStore({ kind: 'sqlite', path: ':memory:', groupCommit: true });
 await migrate(store);
 after(() => store.close());
 const { db } = store;
