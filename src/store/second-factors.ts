@@ -58,19 +58,22 @@ export async function confirmApp(
   audit: AuditEventRow[],
   then: ThenInTransaction = async () => true,
 ): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    const result = await trx
-      .updateTable('authenticator_apps')
-      .set({ confirmed_at: p.now, last_step: p.step, expires_at: null })
-      .where('user_id', '=', p.userId)
-      .where('secret', '=', p.secret)
-      .where('confirmed_at', 'is', null)
-      .where('expires_at', '>', p.now)
-      .executeTakeFirst();
-    if (Number(result.numUpdatedRows) !== 1) return false;
-    for (const row of audit) await insertAuditEvent(db, row, trx);
-    return then(trx);
-  });
+  return once(
+    db,
+    async (trx) =>
+      (
+        await trx
+          .updateTable('authenticator_apps')
+          .set({ confirmed_at: p.now, last_step: p.step, expires_at: null })
+          .where('user_id', '=', p.userId)
+          .where('secret', '=', p.secret)
+          .where('confirmed_at', 'is', null)
+          .where('expires_at', '>', p.now)
+          .executeTakeFirst()
+      ).numUpdatedRows,
+    audit,
+    then,
+  );
 }
 
 /** Accepts time step `step` of the confirmed app once: false when it (or a later one) was accepted already. */
@@ -80,18 +83,21 @@ export async function acceptStep(
   audit: AuditEventRow[],
   then: ThenInTransaction = async () => true,
 ): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    const result = await trx
-      .updateTable('authenticator_apps')
-      .set({ last_step: p.step })
-      .where('user_id', '=', p.userId)
-      .where('confirmed_at', 'is not', null)
-      .where((eb) => eb.or([eb('last_step', 'is', null), eb('last_step', '<', p.step)]))
-      .executeTakeFirst();
-    if (Number(result.numUpdatedRows) !== 1) return false;
-    for (const row of audit) await insertAuditEvent(db, row, trx);
-    return then(trx);
-  });
+  return once(
+    db,
+    async (trx) =>
+      (
+        await trx
+          .updateTable('authenticator_apps')
+          .set({ last_step: p.step })
+          .where('user_id', '=', p.userId)
+          .where('confirmed_at', 'is not', null)
+          .where((eb) => eb.or([eb('last_step', 'is', null), eb('last_step', '<', p.step)]))
+          .executeTakeFirst()
+      ).numUpdatedRows,
+    audit,
+    then,
+  );
 }
 
 /** Uses a recovery code once: false when it is not one of the person's, or was used already. */
@@ -101,9 +107,23 @@ export async function useRecoveryCode(
   audit: AuditEventRow[],
   then: ThenInTransaction = async () => true,
 ): Promise<boolean> {
+  return once(
+    db,
+    async (trx) =>
+      (await trx.deleteFrom('recovery_codes').where('user_id', '=', p.userId).where('code_hash', '=', p.codeHash).executeTakeFirst()).numDeletedRows,
+    audit,
+    then,
+  );
+}
+
+/**
+ * The shape of every single-use write here: one conditional write that must change exactly
+ * one row (else someone else used it first: false, nothing changes), then its audit rows and
+ * `then`, all in one transaction.
+ */
+function once(db: Kysely<Database>, write: (trx: Transaction<Database>) => Promise<bigint>, audit: AuditEventRow[], then: ThenInTransaction): Promise<boolean> {
   return inTransaction(db, async (trx) => {
-    const result = await trx.deleteFrom('recovery_codes').where('user_id', '=', p.userId).where('code_hash', '=', p.codeHash).executeTakeFirst();
-    if (Number(result.numDeletedRows) !== 1) return false;
+    if (Number(await write(trx)) !== 1) return false;
     for (const row of audit) await insertAuditEvent(db, row, trx);
     return then(trx);
   });
