@@ -143,6 +143,8 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     const next = nextOf(request.query as RawParams);
     const step = await secondStep(request);
     if (!step) return noStep(request, reply, next);
+    // A person with a second factor proves it here; setting one up is for those without (confirmAppSetup refuses it too).
+    if (await hasSecondFactor(ctx, step.user.id)) return reply.redirect(secondStepUrl('code', next), 303);
     const setup = await beginAppSetup(ctx, step.user);
     // Has a second factor already: the code, not a second app.
     if (!setup) return reply.redirect(secondStepUrl('code', next), 303);

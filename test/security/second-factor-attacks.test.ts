@@ -1,0 +1,72 @@
+/**
+ * Attacks on the second step of a login (SPEC §4.12), performed as an attacker would, over
+ * HTTP: someone who knows only the password must not reach a session of a person who has a
+ * second factor, whatever page of the second step they try.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { secretOnPage, totpCode } from '../support/second-factors.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+import { UserAgent, formFields } from '../support/user-agent.ts';
+import type { User } from '../../src/store/schema.ts';
+
+const base64url = (text: string) => Buffer.from(text).toString('base64url');
+
+for (const backend of BACKENDS) {
+  describe(`second-step attacks (${backend.name})`, backendOptions(backend), () => {
+    let server: TestServer;
+
+    before(async () => {
+      server = await startServer(backend, { LOG_LEVEL: 'warn' }, 'localhost');
+    });
+    after(async () => {
+      await server?.close();
+    });
+
+    /** A person whose only second factor is a passkey (its row as registration stores it). */
+    async function withPasskey(username: string): Promise<User> {
+      const user = await server.createUser(username);
+      await server.store.db
+        .insertInto('passkeys')
+        .values({
+          id: base64url(`credential of ${username}`),
+          user_id: user.id,
+          public_key: base64url('a key'),
+          sign_count: 0,
+          transports: '[]',
+          name: 'Key',
+          created_at: Date.now(),
+          last_used_at: null,
+        })
+        .execute();
+      return user;
+    }
+
+    const signedIn = async (agent: UserAgent) => (await agent.fetch('/account/applications')).status === 200;
+
+    test('a password alone cannot set up an authenticator app at the second step of a person with a passkey', async () => {
+      await withPasskey('pia');
+      const attacker = new UserAgent(server.url);
+      const login = await attacker.login('pia');
+      assert.match(login.response.url + login.html, /second-factor|passkey/i);
+      assert.ok(!(await signedIn(attacker)), 'the password alone opens nothing');
+      // The set-up page is for a person who must set up a first factor, not for one who has one.
+      const setup = await attacker.visit('/login/second-factor/set-up?next=/');
+      if (setup.html.includes('id="totp-secret"')) {
+        const secret = secretOnPage(setup.html);
+        await attacker.visit('/login/second-factor/set-up', {
+          method: 'POST',
+          body: (() => {
+            const fields = formFields(setup.html, '/login/second-factor/set-up');
+            fields.set('code', totpCode(secret));
+            return fields;
+          })(),
+        });
+      }
+      assert.ok(!(await signedIn(attacker)), 'an app of the attacker set up with the password alone logs in');
+      const apps = await server.store.db.selectFrom('authenticator_apps').selectAll().execute();
+      assert.equal(apps.filter((a) => a.confirmed_at !== null).length, 0, 'no app was added');
+    });
+  });
+}
