@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { secretOnPage, totpCode } from '../support/second-factors.ts';
+import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 import type { User } from '../../src/store/schema.ts';
@@ -67,6 +68,37 @@ for (const backend of BACKENDS) {
       assert.ok(!(await signedIn(attacker)), 'an app of the attacker set up with the password alone logs in');
       const apps = await server.store.db.selectFrom('authenticator_apps').selectAll().execute();
       assert.equal(apps.filter((a) => a.confirmed_at !== null).length, 0, 'no app was added');
+    });
+  });
+
+  describe(`a pending login after the password changes (${backend.name})`, backendOptions(backend), () => {
+    let server: TestServer;
+
+    before(async () => {
+      server = await startServer(backend, { LOG_LEVEL: 'warn', REQUIRE_SECOND_FACTOR: 'all' });
+    });
+    after(async () => {
+      await server?.close();
+    });
+
+    test('a set-up begun with the old password cannot complete once the password has changed', async () => {
+      await server.createUser('quinn');
+      // The attacker has the old password: it opens a pending login that must set up an app.
+      const attacker = new UserAgent(server.url);
+      const page = await attacker.login('quinn');
+      assert.ok(page.html.includes('id="totp-secret"'), 'at the set-up of the pending login');
+      // The person (or an administrator) changes the password: whoever knew the old one is out.
+      const changed = await gatehouse(
+        ['user', 'set-password', 'quinn', '--password-stdin'],
+        { DATABASE_URL: databaseUrl(server.config), PUBLIC_URL: server.url },
+        'a brand new passphrase for quinn\n',
+      );
+      assert.equal(changed.code, 0, changed.stderr);
+      const secret = secretOnPage(page.html);
+      await attacker.submit(page.html, '/login/second-factor/set-up', { code: totpCode(secret) });
+      assert.equal((await attacker.fetch('/account/applications')).status, 303, 'the old password still completed a login');
+      const apps = await server.store.db.selectFrom('authenticator_apps').selectAll().where('confirmed_at', 'is not', null).execute();
+      assert.equal(apps.length, 0, "the attacker's app was not added");
     });
   });
 }
