@@ -101,4 +101,32 @@ for (const backend of BACKENDS) {
       assert.equal(apps.length, 0, "the attacker's app was not added");
     });
   });
+
+  describe(`a stolen session setting up an app (${backend.name})`, backendOptions(backend), () => {
+    let server: TestServer;
+
+    before(async () => {
+      server = await startServer(backend, { LOG_LEVEL: 'warn' });
+    });
+    after(async () => {
+      await server?.close();
+    });
+
+    test("an old session without a second factor cannot enrol the attacker's app through the step-up set-up", async () => {
+      await server.createUser('rosa');
+      // Rosa logged in with her password long ago; her session cookie is the attacker's now.
+      const stolen = new UserAgent(server.url);
+      await stolen.login('rosa');
+      server.advance(30 * 60);
+      assert.equal((await stolen.fetch('/account/applications')).status, 200, 'the session still works');
+      // The security page's set-up needs a recent login; the step-up set-up must too.
+      const page = await stolen.visit('/login/second-factor/set-up?next=/');
+      if (page.html.includes('id="totp-secret"')) {
+        const secret = secretOnPage(page.html);
+        await stolen.submit(page.html, '/login/second-factor/set-up', { code: totpCode(secret, Date.now() + 30 * 60_000) });
+      }
+      const apps = await server.store.db.selectFrom('authenticator_apps').selectAll().where('confirmed_at', 'is not', null).execute();
+      assert.equal(apps.length, 0, 'a stale session added a second factor without logging in again');
+    });
+  });
 }
