@@ -50,5 +50,20 @@ for (const backend of BACKENDS) {
         assert.equal(body.error, 'invalid_grant');
       }
     });
+
+    test('a grant token whose exp has a fraction of a second (a NumericDate may) is a token, not a 500', async () => {
+      await server.createUser('tess');
+      const publisher = await server.createClient({ name: 'Fractions', grantType: JWT_BEARER, redirectUris: [], confidential: true });
+      const host = new URL(server.url).hostname;
+      const now = Math.floor(Date.now() / 1000);
+      const token = await new SignJWT({ iss: publisher.client.id, aud: host, sub: `acct:tess@${host}`, nbf: now, exp: now + 300.0001, jti: 'fraction' })
+        .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+        .sign(new TextEncoder().encode(publisher.secret!));
+      const first = await exchange(token);
+      assert.equal(first.status, 200, await first.text());
+      const again = await exchange(token);
+      assert.equal(again.status, 400, 'and it is still single use');
+      await again.arrayBuffer();
+    });
   });
 }
