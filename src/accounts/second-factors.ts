@@ -328,6 +328,10 @@ export async function confirmAppSetup(
   if (code.kind === 'malformed') return { ok: false, reason: 'malformed', problem: code.problem };
   if (code.kind !== 'totp') return { ok: false, reason: 'malformed', problem: 'Enter the 6-digit code your authenticator app shows for Gatehouse.' };
   const { user } = step;
+  // At a login's second step (a pending login, or a session without a second factor) the set-up
+  // is for a person who has none yet: one with a passkey proves it, or a password alone would
+  // enrol an attacker's app and complete the login with it.
+  if ((step.session === undefined || !isMultiFactor(step.amr)) && (await hasSecondFactor(ctx, user.id))) return { ok: false, reason: 'exists' };
   const now = ctx.now();
   const app = await findApp(ctx.db, user.id, now);
   if (!app) return { ok: false, reason: 'no_setup' };

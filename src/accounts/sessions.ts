@@ -6,6 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.ts';
 import { deleteSessions, findSessionUser, insertSession, type Login } from '../store/sessions.ts';
+import { deleteUserPendingLogins } from '../store/second-factors.ts';
 import type { User } from '../store/schema.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 
@@ -42,8 +43,12 @@ export async function endSession(ctx: AppContext, token: string | undefined): Pr
   if (hash !== null && (await deleteSessions(ctx.db, { idHash: hash }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
 }
 
-/** Ends every session of the user (a password change, an account disabled), with their back-channel logouts. */
+/**
+ * Ends every session of the user (a password change, an account disabled), with their
+ * back-channel logouts; and their pending logins, which a password before the change opened.
+ */
 export async function endUserSessions(ctx: AppContext, userId: string): Promise<void> {
+  await deleteUserPendingLogins(ctx.db, userId);
   if ((await deleteSessions(ctx.db, { userId }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
 }
 

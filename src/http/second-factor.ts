@@ -22,6 +22,7 @@ import {
   type SecondStep,
 } from '../accounts/second-factors.ts';
 import { canUsePasskey } from '../accounts/passkeys.ts';
+import { isRecentLogin, secondFactorsOf } from '../accounts/recent-login.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../oauth/params.ts';
 import { requireFormBody } from './helpers.ts';
@@ -61,6 +62,19 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
   async function noStep(request: FastifyRequest, reply: FastifyReply, next: string) {
     if (await currentLogin(request, ctx)) return reply.redirect(next, 303);
     return reply.redirect(`/login?${new URLSearchParams({ next })}`, 303);
+  }
+
+  /**
+   * Setting up a first factor from a session (step-up) adds a factor, so it needs what the
+   * security page needs: a recent login (accounts/recent-login.ts). Otherwise a stolen or
+   * forgotten session would enrol someone else's app and, with it, a fresh two-factor login.
+   * The answer when it is not recent: log in again, then back here.
+   */
+  async function staleSession(request: FastifyRequest, reply: FastifyReply, step: SecondStep, next: string) {
+    if (step.session === undefined) return null;
+    const signedIn = await currentLogin(request, ctx);
+    if (signedIn && isRecentLogin(ctx, signedIn, await secondFactorsOf(ctx, signedIn.user.id))) return null;
+    return reply.redirect(`/login?${new URLSearchParams({ switch: '1', reauth: '1', next: secondStepUrl('set_up', next) })}`, 303);
   }
 
   function nextOf(params: RawParams): string {
@@ -143,6 +157,10 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     const next = nextOf(request.query as RawParams);
     const step = await secondStep(request);
     if (!step) return noStep(request, reply, next);
+    // A person with a second factor proves it here; setting one up is for those without (confirmAppSetup refuses it too).
+    if (await hasSecondFactor(ctx, step.user.id)) return reply.redirect(secondStepUrl('code', next), 303);
+    const stale = await staleSession(request, reply, step, next);
+    if (stale) return stale;
     const setup = await beginAppSetup(ctx, step.user);
     // Has a second factor already: the code, not a second app.
     if (!setup) return reply.redirect(secondStepUrl('code', next), 303);
@@ -154,6 +172,8 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     const next = nextOf(body);
     const step = await secondStep(request);
     if (!step) return noStep(request, reply, next);
+    const stale = await staleSession(request, reply, step, next);
+    if (stale) return stale;
     const result = await confirmAppSetup(ctx, step, single(body, 'code') ?? '', request.ip, sessionToken(request, ctx));
     if (result.ok) {
       request.log.info({ event: 'second_factor_added', user: step.user.id }, 'authenticator app set up');

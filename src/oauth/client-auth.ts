@@ -136,7 +136,9 @@ export async function authenticateClient(
   const method = authMethodOf(client);
   if (assertion !== undefined) {
     // A client uses exactly its registered method: a client with a secret cannot switch to an assertion.
-    if (method !== 'private_key_jwt') throw assertionRefused(`client ${client.id} does not authenticate with private_key_jwt (${method})`);
+    // A metadata-document client's method is its document's now (its keys are read from it: client-assertion.ts).
+    if (method !== 'private_key_jwt' && client.kind !== 'metadata_document')
+      throw assertionRefused(`client ${client.id} does not authenticate with private_key_jwt (${method})`);
     if (!checkAssertion) throw assertionRefused('client assertions are not accepted here');
     try {
       await checkAssertion(client, assertion);

@@ -135,10 +135,16 @@ function changes(previous: Client, now: Client, uris: (json: string) => string):
  * document that cannot be fetched right now (no slot, no answer) is not a refusal: the last
  * good copy stands in; with none, 503.
  */
-export async function requireStanding(ctx: AppContext, client: Client, address: string): Promise<void> {
+export async function requireStanding(ctx: AppContext, client: Client, address: string, withAssertion = false): Promise<void> {
   if (client.blocked === 1) throw new InvalidClient('this client has been blocked', false, `blocked client ${client.id}`);
   if (client.kind !== 'metadata_document') return;
   const resolution = await ctx.clientMetadata.resolve(client.id, { address, lastGoodCopy: true });
   if (!resolution.ok && resolution.unavailable) throw new Throttled(resolution.unavailable.retryAfterMs, 503);
   if (!resolution.ok) throw new InvalidClient('unknown client: its client ID metadata document was refused', false, resolution.reason);
+  // The document says how the client authenticates now, whatever its row recorded when it was
+  // public: one that asks for private_key_jwt is refused a request without its assertion (a
+  // refresh token it got as a public client, in other hands).
+  if (!withAssertion && (resolution.client.jwks !== null || resolution.client.jwksUri !== null)) {
+    throw new InvalidClient('this client must authenticate with a client assertion (private_key_jwt)', false, 'its metadata document asks for private_key_jwt');
+  }
 }

@@ -67,9 +67,16 @@ export interface VerifiedAssertion {
   readonly assertedResource: string | null;
 }
 
-/** The assertion's hash: what a grant token without `jti` is recorded under. */
+/**
+ * The assertion's hash: what a grant token without `jti` is recorded under. Of its signing
+ * input (header and claims) only: the signature's base64url has spellings that decode alike
+ * (the last character's unused bits), so hashing it would let a replay pass as new. An HS256
+ * signature is a function of the signing input, so nothing else identifies the token.
+ */
 export function assertionHash(jws: string): string {
-  return createHash('sha256').update(jws).digest('base64url');
+  return createHash('sha256')
+    .update(jws.slice(0, jws.lastIndexOf('.')))
+    .digest('base64url');
 }
 
 /** A claim as the audit trail may keep it: a short string, or null. */

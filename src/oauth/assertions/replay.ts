@@ -44,5 +44,6 @@ export function assertionKey(issuer: string, id: string): string {
 export async function consumeAssertion(store: ReplayStore, use: AssertionUse): Promise<boolean> {
   // Issuers are client IDs and trusted issuers' URLs, already known to the caller: none holds NUL.
   if (use.issuer.includes('\0')) return false;
-  return recordConsumedAssertion(store.db, assertionKey(use.issuer, use.id), use.expiresAt, store.now());
+  // A NumericDate may have a fraction (RFC 7519 §2), and so may `exp` × 1000: the column is an integer (bigint).
+  return recordConsumedAssertion(store.db, assertionKey(use.issuer, use.id), Math.ceil(use.expiresAt), store.now());
 }

@@ -36,7 +36,8 @@ export interface Gate {
   throttle: Pick<Throttle, 'tokenRequestFrom' | 'tokenRequestOf'>;
   clients: ClientLookup;
   /** Throws when the client may no longer obtain tokens (client-kinds.ts `requireStanding`). */
-  standing(client: Client, address: string): Promise<void>;
+  /** `withAssertion`: the request authenticated with a client assertion (a metadata document may ask for one since its row was recorded). */
+  standing(client: Client, address: string, withAssertion?: boolean): Promise<void>;
   /** Verifies a `private_key_jwt` client's assertion (assertions/client-assertion.ts); none: assertions are refused. */
   checkAssertion?: ClientAssertionCheck;
 }
@@ -53,7 +54,7 @@ export function requestToken(params: RawParams, authorization: string | undefine
   const gate: Gate = {
     throttle: ctx.services.throttle,
     clients: ctx.clients,
-    standing: (client, address) => requireStanding(ctx, client, address),
+    standing: (client, address, withAssertion) => requireStanding(ctx, client, address, withAssertion),
     checkAssertion: clientAssertionCheck(ctx, '/api/token', address),
   };
   return dispatchToken(GRANTS, gate, { params, authorization, address }, ctx);
@@ -81,8 +82,10 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...grants.keys()].join(', ')}`);
   await gate.throttle.tokenRequestFrom(address);
   const client = await authenticateClient(gate.clients, authorization, raw, gate.checkAssertion);
-  const authenticated = client !== null && isConfidential(client);
-  if (authenticated) await admit(gate, client.id, client, address);
+  // A client assertion that got this far was verified (authenticateClient).
+  const withAssertion = client !== null && single(raw, 'client_assertion') !== undefined;
+  const authenticated = client !== null && (isConfidential(client) || withAssertion);
+  if (authenticated) await admit(gate, client.id, client, address, withAssertion);
   const params = readGrantParams(grant, raw, client);
   // A missing client_id was reported with the missing parameters; credentials are asked for here.
   if (client === null && grant.client !== 'optional')
@@ -97,7 +100,7 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
 }
 
 /** Charges the client's budget, throwing `Throttled` beyond it, and checks its standing. */
-async function admit(gate: Gate, clientId: string, client: Client | undefined, address: string): Promise<void> {
+async function admit(gate: Gate, clientId: string, client: Client | undefined, address: string, withAssertion = false): Promise<void> {
   await gate.throttle.tokenRequestOf(clientId);
-  if (client) await gate.standing(client, address);
+  if (client) await gate.standing(client, address, withAssertion);
 }
