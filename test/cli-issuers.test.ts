@@ -102,6 +102,12 @@ for (const backend of BACKENDS) {
       );
       assert.equal(idp.code, 0, idp.stderr);
       assert.match(idp.stdout, /Trusted https:\/\/example\.okta\.com \(id-jag\)\./);
+      assert.doesNotMatch(idp.stdout, /Warning/);
+      // A workload issuer with no exact subject: any workload it signs for acts as the client, and the command says so.
+      const unpinned = await cli('issuer', 'create', '--issuer', 'https://ci.example', '--profile', 'workload', '--client', client.client_id);
+      assert.equal(unpinned.code, 0, unpinned.stderr);
+      assert.match(unpinned.stdout, /Warning: no --subject, so any workload this issuer signs a token for acts as the client/);
+      assert.equal((await cli('issuer', 'delete', 'https://ci.example')).code, 0);
       const list = printed(await cli('issuer', 'list', '--json')) as Array<{ issuer: string }>;
       assert.deepEqual(
         list.map((i) => i.issuer),
@@ -138,7 +144,7 @@ for (const backend of BACKENDS) {
       assert.deepEqual(deleted, { issuer: 'https://example.okta.com', deleted: true });
       refused(await cli('issuer', 'delete', 'https://example.okta.com'), /is not a trusted issuer/);
       const audit = await server.store.db.selectFrom('audit_events').select('type').where('type', 'in', ['issuer_created', 'issuer_deleted']).execute();
-      assert.deepEqual(audit.map((row) => row.type).sort(), ['issuer_created', 'issuer_created', 'issuer_deleted']);
+      assert.deepEqual(audit.map((row) => row.type).sort(), ['issuer_created', 'issuer_created', 'issuer_created', 'issuer_deleted', 'issuer_deleted']);
     });
 
     test('issuer create --help says what the options do', async () => {

@@ -267,6 +267,14 @@ for (const backend of BACKENDS) {
           "the assertion's audience (aud) must be this authorization server's issuer",
         ],
         [
+          'aud naming this issuer among others',
+          () => signed({}, { aud: [server.url, 'https://other.example'] }),
+          asAgent,
+          400,
+          'invalid_grant',
+          "the assertion's audience (aud) must be this authorization server's issuer",
+        ],
+        [
           'client_id of another client',
           () => signed({}, { client_id: other.id }),
           asAgent,

@@ -36,7 +36,9 @@ export async function verifyIdJag(read: ReadAssertion, trusted: TrustedIssuer, c
   await verifyIssuerSignature(read, trusted, ctx);
   const claims = read.claims as Record<string, unknown>;
   const aud = audiences(read.claims);
-  if (aud === null || !aud.includes(ctx.config.publicUrl)) throw refused("the assertion's audience (aud) must be this authorization server's issuer");
+  // Exactly this issuer (SPEC §4.11): an assertion also meant for others could be presented there too.
+  if (aud === null || aud.length !== 1 || aud[0] !== ctx.config.publicUrl)
+    throw refused("the assertion's audience (aud) must be this authorization server's issuer");
   if (claims.client_id !== client.id) throw refused("the assertion's client_id is not the authenticated client");
   const { exp, iat } = checkTimes(read, ctx);
   if (iat === undefined) throw refused('the assertion has no issue time (iat)');
