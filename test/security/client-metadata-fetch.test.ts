@@ -87,6 +87,8 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
       postLogoutRedirectUris: [],
       backchannelLogoutUri: null,
       idTokenAlg: 'RS256',
+      jwks: null,
+      jwksUri: null,
       fetchedAt: clock,
       expiresAt: clock + 3600_000,
     });
