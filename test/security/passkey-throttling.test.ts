@@ -12,6 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
+import { userWithStoredPasskey } from '../support/webauthn.ts';
 import { purgeOnce } from '../../src/store/purge.ts';
 import type { User } from '../../src/store/schema.ts';
 import { hashToken } from '../../src/tokens.ts';
@@ -56,24 +57,7 @@ for (const backend of BACKENDS) {
       return sent;
     }
 
-    async function withPasskey(username: string): Promise<{ user: User; credentialId: string }> {
-      const user = await server.createUser(username);
-      const credentialId = base64url(`credential of ${username}`);
-      await server.store.db
-        .insertInto('passkeys')
-        .values({
-          id: credentialId,
-          user_id: user.id,
-          public_key: base64url('a key'),
-          sign_count: 0,
-          transports: '[]',
-          name: 'Key',
-          created_at: Date.now(),
-          last_used_at: null,
-        })
-        .execute();
-      return { user, credentialId };
-    }
+    const withPasskey = (username: string) => userWithStoredPasskey(server, username);
 
     before(async () => {
       server = await startServer(backend, { LOGIN_FAILURES_PER_ACCOUNT: '3', LOGIN_FAILURES_PER_ADDRESS: '0' }, 'localhost');

@@ -10,9 +10,7 @@ import { secretOnPage, totpCode } from '../support/second-factors.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
-import type { User } from '../../src/store/schema.ts';
-
-const base64url = (text: string) => Buffer.from(text).toString('base64url');
+import { userWithStoredPasskey } from '../support/webauthn.ts';
 
 for (const backend of BACKENDS) {
   describe(`second-step attacks (${backend.name})`, backendOptions(backend), () => {
@@ -26,23 +24,7 @@ for (const backend of BACKENDS) {
     });
 
     /** A person whose only second factor is a passkey (its row as registration stores it). */
-    async function withPasskey(username: string): Promise<User> {
-      const user = await server.createUser(username);
-      await server.store.db
-        .insertInto('passkeys')
-        .values({
-          id: base64url(`credential of ${username}`),
-          user_id: user.id,
-          public_key: base64url('a key'),
-          sign_count: 0,
-          transports: '[]',
-          name: 'Key',
-          created_at: Date.now(),
-          last_used_at: null,
-        })
-        .execute();
-      return user;
-    }
+    const withPasskey = async (username: string) => (await userWithStoredPasskey(server, username)).user;
 
     const signedIn = async (agent: UserAgent) => (await agent.fetch('/account/applications')).status === 200;
 

@@ -4,7 +4,9 @@
  * discoverable credentials and verifies its user — or fails to, when told.
  */
 import type { BrowserContext, CDPSession, Page } from 'playwright-core';
+import type { User } from '../../src/store/schema.ts';
 import type { TestBrowser } from './browser.ts';
+import type { TestServer } from './server.ts';
 
 export interface VirtualCredential {
   credentialId: string;
@@ -58,4 +60,27 @@ export async function withoutAutofill(browser: TestBrowser): Promise<BrowserCont
   const context = await browser.newContext();
   await context.addInitScript({ content: "Object.defineProperty(PublicKeyCredential, 'isConditionalMediationAvailable', { value: async () => false });" });
   return context;
+}
+
+/**
+ * A new user with a passkey row as registration stores it, but no real key behind it: for
+ * tests of what happens before any signature is checked (throttles, the second step offered).
+ */
+export async function userWithStoredPasskey(server: TestServer, username: string): Promise<{ user: User; credentialId: string }> {
+  const user = await server.createUser(username);
+  const credentialId = Buffer.from(`credential of ${username}`).toString('base64url');
+  await server.store.db
+    .insertInto('passkeys')
+    .values({
+      id: credentialId,
+      user_id: user.id,
+      public_key: Buffer.from('a key').toString('base64url'),
+      sign_count: 0,
+      transports: '[]',
+      name: 'Key',
+      created_at: Date.now(),
+      last_used_at: null,
+    })
+    .execute();
+  return { user, credentialId };
 }
