@@ -16,8 +16,6 @@ export const JWT_BEARER_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:jwt-beare
 export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
 /** The `typ` an ID-JAG's header carries (draft-ietf-oauth-identity-assertion-authz-grant). */
 export const ID_JAG_TYPE = 'oauth-id-jag+jwt';
-/** The algorithms a trusted issuer may sign with: asymmetric only, never HS*, never `none`. */
-export const ISSUER_ALGORITHMS = ['RS256', 'PS256', 'ES256', 'EdDSA'] as const;
 /** The most characters of an issuer, subject or jti the audit trail keeps: they come from outside. */
 const AUDITED_LENGTH = 200;
 

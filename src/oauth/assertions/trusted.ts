@@ -7,8 +7,8 @@
 import { compactVerify } from 'jose';
 import type { AppContext } from '../../context.ts';
 import type { TrustedIssuer } from '../../store/schema.ts';
-import { RemoteKeysUnavailable } from './remote-keys.ts';
-import { ISSUER_ALGORITHMS, numericDate, refused, type ReadAssertion } from './profiles.ts';
+import { ASSERTION_ALGS, RemoteKeysUnavailable } from './remote-keys.ts';
+import { numericDate, refused, type ReadAssertion } from './profiles.ts';
 
 /** Clock skew allowed on each time claim of a trusted issuer's assertion. */
 export const ISSUER_LEEWAY_SECONDS = 30;
@@ -16,12 +16,12 @@ export const ISSUER_LEEWAY_SECONDS = 30;
 /** Checks the assertion's signature with the issuer's keys; an unreachable or hostile key set refuses it. */
 export async function verifyIssuerSignature(read: ReadAssertion, trusted: TrustedIssuer, ctx: AppContext): Promise<void> {
   const alg = read.header.alg;
-  if (typeof alg !== 'string' || !(ISSUER_ALGORITHMS as readonly string[]).includes(alg)) {
-    throw refused(`the assertion's algorithm must be one of ${ISSUER_ALGORITHMS.join(', ')}`, `alg ${String(alg).slice(0, 20)} from a trusted issuer`);
+  if (typeof alg !== 'string' || !(ASSERTION_ALGS as readonly string[]).includes(alg)) {
+    throw refused(`the assertion's algorithm must be one of ${ASSERTION_ALGS.join(', ')}`, `alg ${String(alg).slice(0, 20)} from a trusted issuer`);
   }
   try {
     const keys = await ctx.remoteKeys.issuerKeySet(trusted.issuer, trusted.jwks_uri, { allowPrivateAddress: trusted.allow_private_address === 1 });
-    await compactVerify(read.jws, keys.getKey, { algorithms: [...ISSUER_ALGORITHMS] });
+    await compactVerify(read.jws, keys.getKey, { algorithms: [...ASSERTION_ALGS] });
   } catch (error) {
     if (error instanceof RemoteKeysUnavailable) throw refused("the issuer's keys could not be obtained", error.reason);
     throw refused("the assertion's signature is invalid", error instanceof Error ? error.name : undefined);
