@@ -9,7 +9,7 @@
  *   over wall time: the share of one core it used;
  * - with BENCH_TIMELINE=1, a timeline: garbage collections (PerformanceObserver 'gc'),
  *   Gatehouse's checkpoints and purge runs (the diagnostics channels `gatehouse:checkpoint`
- *   and `gatehouse:purge`, src/store/database.ts and src/store/purge.ts) and the event loop's
+ *   and `gatehouse:purge`, src/store/checkpointer.ts and src/store/purge.ts) and the event loop's
  *   worst delay per 100 ms, each with its time since the epoch (ms).
  *
  * SIGUSR2 (SIGUSR1 is the inspector's) closes a window: one JSON line with the window's
@@ -21,10 +21,13 @@ import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { subscribe } from 'node:diagnostics_channel';
 import { constants, monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
+import { isMainThread } from 'node:worker_threads';
 
 const directory = process.env.BENCH_PROBE_DIR;
 
-if (directory) {
+// The main thread only: NODE_OPTIONS loads this into worker threads too (the checkpointer's),
+// whose figures the process's CPU time already counts.
+if (directory && isMainThread) {
   const now = () => performance.timeOrigin + performance.now();
   /** A histogram's nanoseconds as milliseconds, to 0.01. */
   const ms = (nanoseconds: number) => Math.round((nanoseconds / 1e6) * 100) / 100;

@@ -7,14 +7,15 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { bearerToken } from '../oauth/bearer.ts';
 import { OAuthError } from '../oauth/errors.ts';
-import { checkpoint, databaseAnswers, purge } from '../maintenance.ts';
+import { databaseAnswers, purge } from '../maintenance.ts';
+import { startCheckpointer, type Checkpointer } from '../store/checkpointer.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { rejectOtherMethods } from './helpers.ts';
 import { TAGS, oauthError } from './schemas.ts';
 
 /** Table sizes are counted at start and then at most this often (SPEC §4.6: at most once a minute). */
 const TABLE_COUNT_INTERVAL_MS = 60_000;
-/** How often the purging process checkpoints SQLite's WAL (src/store/database.ts, WAL_AUTOCHECKPOINT_PAGES). */
+/** How often the purging process checkpoints SQLite's WAL (src/store/checkpointer.ts; the bound: WAL_AUTOCHECKPOINT_PAGES in src/store/database.ts). */
 const CHECKPOINT_INTERVAL_MS = 1000;
 
 const statusSchema = {
@@ -57,7 +58,8 @@ export default async function opsRoutes(app: FastifyInstance, { ctx, purges }: {
   rejectOtherMethods(app, ['/_status', '/metrics'], 'GET');
 
   if (purges) schedulePurge(app, ctx);
-  if (purges && ctx.store.kind === 'sqlite') scheduleCheckpoints(app, ctx);
+  const { database } = ctx.config;
+  if (purges && database.kind === 'sqlite' && database.path !== ':memory:') scheduleCheckpoints(app, database.path);
   inBackground(app, TABLE_COUNT_INTERVAL_MS, true, async () => {
     try {
       await ctx.metrics.countTables();
@@ -105,18 +107,19 @@ function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
 }
 
 /**
- * SQLite: the WAL is copied back into the database file on this timer, between requests,
- * rather than by whichever request's commit fills it. A checkpoint covers the whole file,
- * so one process does it: the one that purges (of WORKERS=n, one worker).
+ * SQLite: the WAL is copied back into the database file on this timer, by a thread of its own
+ * (src/store/checkpointer.ts), rather than by whichever request's commit fills it. A
+ * checkpoint covers the whole file, so one process does it: the one that purges (of
+ * WORKERS=n, one worker). An in-memory database has no WAL.
  */
-function scheduleCheckpoints(app: FastifyInstance, ctx: AppContext): void {
-  inBackground(app, CHECKPOINT_INTERVAL_MS, false, async () => {
-    try {
-      await checkpoint(ctx);
-    } catch (error) {
-      app.log.warn({ err: error }, 'checkpoint failed; the next commit past the WAL limit will do it');
-    }
+function scheduleCheckpoints(app: FastifyInstance, path: string): void {
+  let checkpointer: Checkpointer | undefined;
+  app.addHook('onReady', async () => {
+    checkpointer = startCheckpointer({ path, intervalMs: CHECKPOINT_INTERVAL_MS }, (message) =>
+      app.log.warn({ error: message }, 'checkpoint failed; the next commit past the WAL limit will do it'),
+    );
   });
+  app.addHook('onClose', async () => checkpointer?.stop());
 }
 
 /**

@@ -2,7 +2,6 @@
  * Opens the configured database as one `Kysely<Database>` for both backends and applies
  * migrations. SQLite comes from `node:sqlite` (no native add-on), PostgreSQL from `pg`.
  */
-import { channel } from 'node:diagnostics_channel';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { DatabaseSync, type StatementSync } from 'node:sqlite';
@@ -89,8 +88,8 @@ export const migrations: Record<string, Migration> = {
  * database file (SQLite's default is 1,000; 10,000 pages of 4 KiB is 40 MiB). Copying a page
  * modified by many commits costs once per checkpoint, so fewer, larger checkpoints copy less
  * per request: measured (bench/wal-pages.ts), a refresh's share fell from 5.1 pages at 1,000
- * to 1.4 at 10,000. The serving process checkpoints on a timer (`checkpoint`), between
- * requests, so that this bound is reached only under heavy write load or if the timer is late.
+ * to 1.4 at 10,000. The serving process checkpoints on a timer, on a thread of its own
+ * (checkpointer.ts), so that this bound is reached only under heavy write load or if that thread is late.
  */
 const WAL_AUTOCHECKPOINT_PAGES = 10_000;
 
@@ -286,29 +285,6 @@ export async function migrate(store: Store): Promise<string[]> {
   if (error) throw error;
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }
-
-/**
- * Copies the pages the WAL holds back into the SQLite database file, as far as no reader
- * needs them (PASSIVE: never waits, never makes others wait), queued on the connection like
- * any statement, so never inside a request's transaction. Nothing to do on PostgreSQL.
- */
-export async function checkpoint(store: Store): Promise<void> {
-  if (store.kind !== 'sqlite') return;
-  if (!checkpoints.hasSubscribers) {
-    await sql`pragma wal_checkpoint(passive)`.execute(store.db);
-    return;
-  }
-  const started = performance.now();
-  const { rows } = await sql<{ busy: number; log: number; checkpointed: number }>`pragma wal_checkpoint(passive)`.execute(store.db);
-  checkpoints.publish({ ms: performance.now() - started, walPages: rows[0]?.log, copied: rows[0]?.checkpointed });
-}
-
-/**
- * Each checkpoint's duration (ms, the wait for the connection included) and pages (in the WAL,
- * copied back), for whoever subscribes: the bench's timeline (bench/probe.ts). Nothing is
- * measured while nobody listens.
- */
-const checkpoints = channel('gatehouse:checkpoint');
 
 /** True when the database answers a trivial query. */
 export async function isHealthy(store: Store): Promise<boolean> {
