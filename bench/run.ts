@@ -62,12 +62,15 @@ const PHASES = [
   'exchange-es256',
   'exchange-rs256',
   'exchange-oidc',
+  'exchange-confidential',
   'refresh',
   'refresh-es256',
+  'refresh-confidential',
   'profile',
   'introspect',
   'ws',
   'revoke',
+  'revoke-confidential',
   'device',
 ] as const;
 type Phase = (typeof PHASES)[number];
@@ -82,12 +85,15 @@ const LABELS: Record<Phase | Ceiling, string> = {
   'exchange-es256': 'code exchange, ES256 JWT access token',
   'exchange-rs256': 'code exchange, RS256 JWT access token',
   'exchange-oidc': 'code exchange with an RS256 ID token (scope openid profile email)',
+  'exchange-confidential': 'code exchange (confidential: client_secret_basic + PKCE)',
   refresh: 'refresh with rotation',
   'refresh-es256': 'refresh, ES256 JWT access token',
+  'refresh-confidential': 'refresh with rotation (confidential)',
   profile: 'bearer GET /api/profile',
   introspect: 'introspection',
   ws: 'WebSocket connect',
   revoke: 'revocation',
+  'revoke-confidential': 'revocation (confidential)',
   device: 'device-code exchange',
 };
 
@@ -197,6 +203,8 @@ const OPENID_SCOPE = `openid profile email ${SCOPE}`;
 type Asked = JwtAlg | 'openid';
 /** The phases that ask for more (Gatehouse's alone), and what. */
 const ASKED: Partial<Record<Phase, Asked>> = { 'exchange-es256': 'ES256', 'exchange-rs256': 'RS256', 'exchange-oidc': 'openid', 'refresh-es256': 'ES256' };
+/** The phases whose client is the confidential one (HTTP Basic with its secret) rather than the public one. */
+const CONFIDENTIAL: ReadonlySet<Phase> = new Set(['exchange-confidential', 'refresh-confidential', 'revoke-confidential']);
 const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 /** RFC 8628's default polling interval, which Gatehouse also applies before the first poll. */
 const DEVICE_INTERVAL_MS = 5_000;
@@ -348,6 +356,8 @@ interface Target {
   name: ServerName;
   server: ServerProcess;
   clientId: string;
+  /** A confidential client consented once like the public one, and its Authorization header (client_secret_basic). */
+  confidential: { clientId: string; authorization: string };
   /** What its authorization endpoint answers a consented session with (Gatehouse 302, oidc-provider 303). */
   authorizeStatus: number;
   /** The logged-in user's session cookie(s). */
@@ -540,7 +550,8 @@ interface Sink {
 const UNRECORDED: Sink = { record: null, round: 0 };
 
 /** `n` authorizations with the consented session: the codes, each with its PKCE verifier. */
-async function authorize(target: Target, n: number, sink = UNRECORDED, asked?: Asked): Promise<Array<{ code: string; verifier: string }>> {
+async function authorize(target: Target, n: number, sink = UNRECORDED, asked?: Asked, confidential = false): Promise<Array<{ code: string; verifier: string }>> {
+  const clientId = confidential ? target.confidential.clientId : target.clientId;
   const requests = Array.from({ length: n }, () => ({ state: randomBytes(12).toString('base64url'), ...pkce() }));
   const verifiers = new Map(requests.map((r) => [r.state, r.verifier]));
   const codes: Array<{ code: string; verifier: string }> = [];
@@ -552,7 +563,7 @@ async function authorize(target: Target, n: number, sink = UNRECORDED, asked?: A
       expect: target.authorizeStatus,
       next: () => {
         const request = take(requests, { state: 'exhausted', verifier: '', challenge: 'exhausted' });
-        return { path: authorizePath(target.clientId, request.state, request.challenge, asked), headers: { cookie: target.cookie } };
+        return { path: authorizePath(clientId, request.state, request.challenge, asked), headers: { cookie: target.cookie } };
       },
       check: (_body, headers) => {
         const location = new URL(header(headers, 'location') ?? '', 'http://invalid');
@@ -567,8 +578,14 @@ async function authorize(target: Target, n: number, sink = UNRECORDED, asked?: A
   return codes;
 }
 
-/** A load of token requests, each answered with a fresh pair; the pairs. */
+/** How a request names its client: the public one by client_id in the form, the confidential one by HTTP Basic with its secret. */
+function asClient(target: Target, confidential: boolean): { form: Record<string, string>; headers: Record<string, string> } {
+  return confidential ? { form: {}, headers: { authorization: target.confidential.authorization } } : { form: { client_id: target.clientId }, headers: {} };
+}
+
+/** A load of token requests by the phase's client, each answered with a fresh pair; the pairs. */
 async function tokenRequests(target: Target, phase: Phase, n: number, form: () => Record<string, string>, sink: Sink): Promise<Pair[]> {
+  const client = asClient(target, CONFIDENTIAL.has(phase));
   const issued: Pair[] = [];
   await load(target, phase, sink.record, sink.round, () =>
     runLoad({
@@ -576,7 +593,7 @@ async function tokenRequests(target: Target, phase: Phase, n: number, form: () =
       connections: target.connections,
       ...size(n, sink),
       expect: 200,
-      next: () => ({ method: 'POST', path: '/api/token', form: form() }),
+      next: () => ({ method: 'POST', path: '/api/token', headers: client.headers, form: { ...form(), ...client.form } }),
       check: (body) => {
         const pair = tokensOf(body);
         if (pair) issued.push(pair);
@@ -594,7 +611,7 @@ function exchange(target: Target, codes: Array<{ code: string; verifier: string 
     n,
     () => {
       const { code, verifier } = take(codes, { code: 'exhausted', verifier: 'exhausted' });
-      return { grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, client_id: target.clientId, code_verifier: verifier };
+      return { grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, code_verifier: verifier };
     },
     sink,
   );
@@ -605,14 +622,15 @@ function refresh(target: Target, pairs: Pair[], n: number, sink = UNRECORDED, ph
     target,
     phase,
     n,
-    () => ({ grant_type: 'refresh_token', refresh_token: take(pairs, { access: '', refresh: 'exhausted' }).refresh, client_id: target.clientId }),
+    () => ({ grant_type: 'refresh_token', refresh_token: take(pairs, { access: '', refresh: 'exhausted' }).refresh }),
     sink,
   );
 }
 
-/** `n` fresh token pairs (for the JWT resource server of `alg`, when given): authorizations, then their exchanges. */
-async function freshPairs(target: Target, n: number, asked?: Asked): Promise<Pair[]> {
-  return exchange(target, await authorize(target, n, UNRECORDED, asked), n);
+/** `n` fresh token pairs (for the JWT resource server of `alg`, when given), of the public client or the confidential one: authorizations, then their exchanges. */
+async function freshPairs(target: Target, n: number, asked?: Asked, confidential = false): Promise<Pair[]> {
+  const codes = await authorize(target, n, UNRECORDED, asked, confidential);
+  return exchange(target, codes, n, UNRECORDED, confidential ? 'exchange-confidential' : 'exchange');
 }
 
 async function bearer(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<void> {
@@ -648,8 +666,9 @@ async function introspect(target: Target, pairs: Pair[], n: number, sink = UNREC
   );
 }
 
-async function revoke(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<void> {
-  await load(target, 'revoke', sink.record, sink.round, () =>
+async function revoke(target: Target, pairs: Pair[], n: number, sink = UNRECORDED, phase: Phase = 'revoke'): Promise<void> {
+  const client = asClient(target, CONFIDENTIAL.has(phase));
+  await load(target, phase, sink.record, sink.round, () =>
     runLoad({
       url: target.server.url,
       connections: target.connections,
@@ -658,7 +677,8 @@ async function revoke(target: Target, pairs: Pair[], n: number, sink = UNRECORDE
       next: () => ({
         method: 'POST',
         path: '/oauth/revoke',
-        form: { token: take(pairs, { access: '', refresh: 'exhausted' }).refresh, token_type_hint: 'refresh_token', client_id: target.clientId },
+        headers: client.headers,
+        form: { token: take(pairs, { access: '', refresh: 'exhausted' }).refresh, token_type_hint: 'refresh_token', ...client.form },
       }),
     }),
   );
@@ -726,8 +746,15 @@ async function runPhase(target: Target, phase: Phase, n: number, warm: number, s
       await exchange(target, codes, n, sink, phase);
       return;
     }
-    case 'refresh-es256': {
-      const pairs = await freshPairs(target, warm + n, ASKED[phase]);
+    case 'exchange-confidential': {
+      const codes = await authorize(target, warm + n, UNRECORDED, undefined, true);
+      await exchange(target, codes, warm, UNRECORDED, phase);
+      await exchange(target, codes, n, sink, phase);
+      return;
+    }
+    case 'refresh-es256':
+    case 'refresh-confidential': {
+      const pairs = await freshPairs(target, warm + n, ASKED[phase], CONFIDENTIAL.has(phase));
       await refresh(target, pairs, warm, UNRECORDED, phase);
       await refresh(target, pairs, n, sink, phase);
       return;
@@ -750,10 +777,11 @@ async function runPhase(target: Target, phase: Phase, n: number, warm: number, s
       await load(target, 'ws', sink.record, sink.round, () => websocketConnects(target.server.url, tokens, n, target.connections));
       return;
     }
-    case 'revoke': {
-      const pairs = await freshPairs(target, warm + n);
-      await revoke(target, pairs, warm);
-      await revoke(target, pairs, n, sink);
+    case 'revoke':
+    case 'revoke-confidential': {
+      const pairs = await freshPairs(target, warm + n, undefined, CONFIDENTIAL.has(phase));
+      await revoke(target, pairs, warm, UNRECORDED, phase);
+      await revoke(target, pairs, n, sink, phase);
       return;
     }
     case 'device': {
@@ -919,6 +947,7 @@ async function startGatehouseTarget(backend: BackendName, workers: number, optio
     const clientScopes = [hasOpenId ? OPENID_SCOPE : SCOPE, ...Object.values(JWT_RESOURCES).map((r) => r.scope)];
     const clientScope = hasJwtResources ? ['--scope', clientScopes.join(' ')] : [];
     const { client_id: clientId } = await created(['--name', 'Bench client', '--redirect-uri', REDIRECT_URI, ...clientScope]);
+    const confidentialClient = await created(['--name', 'Bench confidential client', '--redirect-uri', REDIRECT_URI, '--confidential']);
     server = await startGatehouse(database.url, {
       inspect: options.cpuProfileDir !== null,
       logLevel: options.logLevel,
@@ -935,6 +964,9 @@ async function startGatehouseTarget(backend: BackendName, workers: number, optio
     if (outcome.redirect?.searchParams.get('code') == null) {
       throw new Error(`logging in and approving the client did not end in a redirect with a code (status ${outcome.response.status})`);
     }
+    const confidentialConsent = await agent.authorize(authorizePath(confidentialClient.client_id, 'consent', pkce().challenge), { decision: 'approve' });
+    if (confidentialConsent.redirect?.searchParams.get('code') == null)
+      throw new Error(`approving the confidential client did not end in a code (status ${confidentialConsent.response.status})`);
     const moreAsked: Asked[] = [...(hasJwtResources ? (Object.keys(JWT_RESOURCES) as JwtAlg[]) : []), ...(hasOpenId ? (['openid'] as const) : [])];
     for (const asked of moreAsked) {
       const consented = await agent.authorize(authorizePath(clientId, 'consent', pkce().challenge, asked), { decision: 'approve' });
@@ -972,6 +1004,7 @@ async function startGatehouseTarget(backend: BackendName, workers: number, optio
       name: workers === 1 ? `gatehouse-${backend}` : `gatehouse-${backend}-w${workers}`,
       server,
       clientId,
+      confidential: { clientId: confidentialClient.client_id, authorization: basic(confidentialClient.client_id, confidentialClient.client_secret!) },
       authorizeStatus: 302,
       cookie,
       introspector,
@@ -1006,14 +1039,17 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
   try {
     server = await startPeer(adapter, directory.path, { inspect: options.cpuProfileDir !== null, probe: probeOf(options) });
     const agent = new UserAgent(server.url);
-    const outcome = await agent.visit(authorizePath(PEER_CLIENTS.public, 'consent', pkce().challenge));
-    if (outcome.redirect?.searchParams.get('code') == null)
-      throw new Error(`the first authorization did not end in a redirect with a code (status ${outcome.response.status})`);
+    for (const client of [PEER_CLIENTS.public, PEER_CLIENTS.confidential]) {
+      const outcome = await agent.visit(authorizePath(client, 'consent', pkce().challenge));
+      if (outcome.redirect?.searchParams.get('code') == null)
+        throw new Error(`the first authorization of ${client} did not end in a redirect with a code (status ${outcome.response.status})`);
+    }
     profiler = await attachProfiler(server, options);
     return {
       name: `peer-${adapter}`,
       server,
       clientId: PEER_CLIENTS.public,
+      confidential: { clientId: PEER_CLIENTS.confidential, authorization: basic(PEER_CLIENTS.confidential, PEER_CLIENTS.confidentialSecret) },
       authorizeStatus: 303,
       cookie: cookieHeader(agent),
       introspector: basic(PEER_CLIENTS.resourceServer, PEER_CLIENTS.resourceServerSecret),

@@ -11,7 +11,8 @@
  * - Gatehouse's built-in resource (its URI is the issuer, scopes annotation:read and
  *   annotation:write) is the default resource: every access token is opaque, for it.
  * - Refresh tokens for every client allowed the grant (no offline_access scope), rotated on
- *   every use (the default for public clients); tokens do not end with the session.
+ *   every use (the default for public clients only; Gatehouse rotates every client's);
+ *   tokens do not end with the session.
  * - One grant per authorization, as Gatehouse has one per code: the consented grant is
  *   copied for each request, so revoking a refresh token revokes one token family, not
  *   every token of the session (which would make all later revocations no-ops).
@@ -60,6 +61,14 @@ const provider = new Provider(issuer, {
     {
       client_id: PEER_CLIENTS.public,
       token_endpoint_auth_method: 'none',
+      redirect_uris: [PEER_REDIRECT_URI],
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+    },
+    {
+      client_id: PEER_CLIENTS.confidential,
+      client_secret: PEER_CLIENTS.confidentialSecret,
+      token_endpoint_auth_method: 'client_secret_basic',
       redirect_uris: [PEER_REDIRECT_URI],
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
@@ -117,6 +126,7 @@ const provider = new Provider(issuer, {
     RefreshToken: 30 * 24 * 3600,
     Session: 14 * 24 * 3600,
   },
+  rotateRefreshToken: () => true,
   issueRefreshToken: async (_ctx: unknown, client: { grantTypeAllowed(type: string): boolean }) => client.grantTypeAllowed('refresh_token'),
   expiresWithSession: async () => false,
   loadExistingGrant: async (ctx: KoaContextWithOIDC) => {
