@@ -550,7 +550,13 @@ interface Sink {
 const UNRECORDED: Sink = { record: null, round: 0 };
 
 /** `n` authorizations with the consented session: the codes, each with its PKCE verifier. */
-async function authorize(target: Target, n: number, sink = UNRECORDED, asked?: Asked, confidential = false): Promise<Array<{ code: string; verifier: string }>> {
+async function authorize(
+  target: Target,
+  n: number,
+  sink = UNRECORDED,
+  asked?: Asked,
+  confidential = false,
+): Promise<Array<{ code: string; verifier: string }>> {
   const clientId = confidential ? target.confidential.clientId : target.clientId;
   const requests = Array.from({ length: n }, () => ({ state: randomBytes(12).toString('base64url'), ...pkce() }));
   const verifiers = new Map(requests.map((r) => [r.state, r.verifier]));
