@@ -12,9 +12,9 @@
 import { accountUri } from '../config.ts';
 import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
-import { hashIfWellFormed, hashToken } from '../tokens.ts';
+import { hashIfWellFormed } from '../tokens.ts';
 import { loginClaims, loginOf } from '../store/sessions.ts';
-import { JWT_ACCESS_TOKEN_TYPE } from './issue.ts';
+import { readJwtAccessToken } from '../identity/jwt-access-tokens.ts';
 import { isConfidential } from './assertions/client-keys.ts';
 import { InvalidClient } from './client-auth.ts';
 import { BUILTIN_RESOURCE_ID, builtinResourceUri } from './resources.ts';
@@ -53,8 +53,8 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: App
   const now = ctx.now();
   const lookups = {
     access_token: async () => {
-      const jwt = await jwtAccessToken(params.token, ctx);
-      const hash = jwt === null ? hashIfWellFormed('access', params.token) : hashToken(jwt.jti);
+      const jwt = await readJwtAccessToken(ctx, params.token, { acceptExpired: false });
+      const hash = jwt === null ? hashIfWellFormed('access', params.token) : jwt.hash;
       const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, now);
       // Anyone else learns exactly what an unknown token would tell them (SPEC §4.4).
       const mayLearn = info && (info.client_id === client.id || info.resource_id === BUILTIN_RESOURCE_ID || info.resource_client_id === client.id);
@@ -75,18 +75,6 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: App
     if (found) return found;
   }
   return { active: false };
-}
-
-/**
- * The `jti` of a JWT access token this server signed (with a key it still publishes: a
- * revoked key's tokens are unknown), not expired; null for anything else, opaque tokens
- * included. The JWT is then looked up by its `jti`, as an opaque token by itself, so that
- * revoking its grant reaches it.
- */
-async function jwtAccessToken(token: string, ctx: AppContext): Promise<{ jti: string } | null> {
-  if (token.split('.').length !== 3) return null;
-  const claims = await ctx.keys.verifyJwt(token, { typ: JWT_ACCESS_TOKEN_TYPE });
-  return claims !== null && claims.iss === ctx.config.publicUrl && typeof claims.jti === 'string' ? { jti: claims.jti } : null;
 }
 
 function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', ctx: AppContext): Introspection {

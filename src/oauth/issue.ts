@@ -1,11 +1,11 @@
 /** Minting the tokens of a token response. @see RFC 6749 §5.1 */
-import { randomBytes } from 'node:crypto';
 import { accountUri } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { loginClaims, type Login } from '../store/sessions.ts';
+import type { Login } from '../store/sessions.ts';
 import type { IssuedTokens } from '../store/tokens.ts';
-import { hashToken, mintToken } from '../tokens.ts';
+import { mintToken } from '../tokens.ts';
 import { OPENID_SCOPE, identityClaims, mintIdToken } from '../identity/id-tokens.ts';
+import { signJwtAccessToken, type JwtAccessTokenClaims } from '../identity/jwt-access-tokens.ts';
 import { invalidGrant } from './errors.ts';
 import { accessTokenTtl, mayAskAnyScope, type TokenAudience } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
@@ -36,9 +36,6 @@ export interface TokenSubject {
   login: Login | null;
 }
 
-/** The `typ` of a JWT access token's header (RFC 9068 §2.1). */
-export const JWT_ACCESS_TOKEN_TYPE = 'at+jwt';
-
 /**
  * New tokens for one token response: an access token for `audience`, made as its resource
  * server says — opaque, or a JWT signed with the active key of its algorithm (RFC 9068) —
@@ -46,10 +43,7 @@ export const JWT_ACCESS_TOKEN_TYPE = 'at+jwt';
  * and a person's ID token when the scopes hold `openid` (SPEC §4.10: `nonce` only on the code
  * exchange). Every grant mints its tokens here, so every grant that may carry `openid` —
  * code, device code, refresh — answers with an ID token.
- *
- * A JWT's `jti` is stored hashed where an opaque token's hash would be, so that revoking the
- * grant reaches the JWT at introspection like any access token; offline verifiers cannot
- * know of a revocation, which is why a JWT's lifetime is short (ACCESS_TOKEN_TTL_RANGE).
+ * JWT access tokens are made and read in identity/jwt-access-tokens.ts.
  */
 export async function mintTokenResponse(
   ctx: AppContext,
@@ -62,7 +56,10 @@ export async function mintTokenResponse(
   const now = ctx.now();
   const lifetime = accessTokenTtl(audience, ctx.config);
   const scope = joinScopes(scopes);
-  const access = audience.token_format === 'jwt' ? await signedAccessToken(ctx, audience, subject, scope, now, lifetime) : mintToken('access');
+  const access =
+    audience.token_format === 'jwt'
+      ? await signJwtAccessToken(ctx, audience.signing_alg, jwtClaims(ctx, audience, subject, scope), now, lifetime)
+      : mintToken('access');
   const refresh = withRefresh ? mintToken('refresh') : null;
   const stored: IssuedTokens = {
     accessHash: access.hash,
@@ -100,26 +97,10 @@ async function personsIdToken(
   return mintIdToken(ctx, { clientId: client.id, alg: client.id_token_alg, identity, login: subject.login, nonce }, accessToken, now);
 }
 
-/**
- * A JWT access token (RFC 9068 §2.2): who it speaks for, for which resource server, and
- * nothing about the person beyond their userid; `jti` is 256 random bits. Its hash is the
- * hash of its `jti`.
- */
-async function signedAccessToken(ctx: AppContext, audience: TokenAudience, subject: TokenSubject, scope: string, now: number, lifetime: number) {
-  const jti = randomBytes(32).toString('base64url');
-  const iat = Math.floor(now / 1000);
-  const claims = {
-    iss: ctx.config.publicUrl,
-    sub: subject.username === null ? subject.clientId : accountUri(subject.username, ctx.config),
-    aud: audience.uri,
-    client_id: subject.clientId,
-    scope,
-    jti,
-    iat,
-    exp: iat + lifetime,
-    ...loginClaims(subject.login),
-  };
-  return { token: await ctx.keys.signJwt(audience.signing_alg, { typ: JWT_ACCESS_TOKEN_TYPE }, claims), hash: hashToken(jti) };
+/** A JWT access token's claims: `sub` is the userid, or for a client acting as itself its client ID. */
+function jwtClaims(ctx: AppContext, audience: TokenAudience, subject: TokenSubject, scope: string): JwtAccessTokenClaims {
+  const sub = subject.username === null ? subject.clientId : accountUri(subject.username, ctx.config);
+  return { sub, aud: audience.uri, clientId: subject.clientId, scope, login: subject.login };
 }
 
 /** Whole seconds left until `expiresAt`, never negative: `expires_in` is an integer. */

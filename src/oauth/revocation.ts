@@ -8,6 +8,7 @@ import type { GrantsToRevoke } from '../store/grants.ts';
 import { findTokenOwner, type TokenOwner } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
+import { readJwtAccessToken } from '../identity/jwt-access-tokens.ts';
 import { secretRequired } from './client-auth.ts';
 import type { AppContext, RevocationReason } from '../context.ts';
 import { OAuthError } from './errors.ts';
@@ -52,17 +53,21 @@ export async function revokeToken(raw: RawParams, client: Client | null, ctx: Ap
   });
 }
 
-/** The live grant a token belongs to, looked up by its kind (the hint only picks which kind first). */
+/**
+ * The live grant a token belongs to, looked up by its kind (the hint only picks which kind
+ * first). A JWT access token this server signed is found by its `jti`, as introspection finds
+ * it, so that a client that logs out by revoking its JWT leaves nothing alive (SPEC §4.3).
+ */
 async function findTokenGrant(ctx: AppContext, token: string, hint: string | undefined): Promise<TokenOwner | null> {
   const kinds = [
-    { kind: 'access', table: 'access_tokens' },
-    { kind: 'refresh', table: 'refresh_tokens' },
+    { table: 'access_tokens', hash: async () => (await readJwtAccessToken(ctx, token, { acceptExpired: true }))?.hash ?? hashIfWellFormed('access', token) },
+    { table: 'refresh_tokens', hash: async () => hashIfWellFormed('refresh', token) },
   ] as const;
   // RFC 7009 §2.1: a wrong or unknown hint still finds the token. An expired access token
   // still revokes its grant, whose refresh token may live on.
-  for (const { kind, table } of hint === 'refresh_token' ? [...kinds].reverse() : kinds) {
-    const hash = hashIfWellFormed(kind, token);
-    const owner = hash === null ? undefined : await findTokenOwner(ctx.db, table, hash);
+  for (const { table, hash } of hint === 'refresh_token' ? [...kinds].reverse() : kinds) {
+    const tokenHash = await hash();
+    const owner = tokenHash === null ? undefined : await findTokenOwner(ctx.db, table, tokenHash);
     if (owner) return owner.revoked_at === null ? owner : null;
   }
   return null;

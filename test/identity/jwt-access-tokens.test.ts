@@ -11,14 +11,27 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import express from 'express';
 import { auth } from 'express-oauth2-jwt-bearer';
-import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify } from 'jose';
+import { SignJWT, createRemoteJWKSet, decodeProtectedHeader, generateKeyPair, jwtVerify } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
 import { revokeKey } from '../../src/identity/keys.ts';
+import { listAuditEvents } from '../../src/store/audit-events.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { answerAtDevicePage, deviceApp, poll, requestCodes } from '../support/device.ts';
-import { clientCredentialsTokens, discover, insecure, obtainTokens, profile, refresh, revokeToken, type App } from '../support/oauth-client.ts';
+import {
+  clientCredentialsTokens,
+  discover,
+  insecure,
+  obtainTokens,
+  postForm,
+  profile,
+  refresh,
+  refreshRequest,
+  revokeToken,
+  type App,
+} from '../support/oauth-client.ts';
+import { assertOAuthError } from '../support/responses.ts';
 import { registerResourceServer, type ResourceServer } from '../support/resources.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -145,6 +158,58 @@ for (const backend of BACKENDS) {
       assert.equal(live.sub, 'acct:alice@127.0.0.1');
       await revokeToken(app, tokens.refresh_token!);
       assert.deepEqual(await introspect(tokens.access_token), { active: false });
+    });
+
+    describe('revoking a JWT access token revokes its grant (SPEC §4.3)', () => {
+      const revokedGrants = async () =>
+        (await listAuditEvents(server.app.gatehouse.db, { clientId: app.client.client_id, type: 'token_revoked', limit: 1000 })).map(
+          (event) => event.detail?.grant_id,
+        );
+
+      for (const hint of [undefined, 'access_token', 'refresh_token'] as const) {
+        test(`with ${hint ? `token_type_hint=${hint}` : 'no hint'}: the JWT introspects inactive, the refresh token fails, audited`, async () => {
+          const tokens = await obtainTokens(app, new UserAgent(server.url), 'alice', { resource: FILES, scope: 'files:read' });
+          const before = await revokedGrants();
+          const response = await postForm(server, '/oauth/revoke', {
+            token: tokens.access_token,
+            client_id: app.client.client_id,
+            ...(hint ? { token_type_hint: hint } : {}),
+          });
+          assert.equal(response.status, 200);
+          assert.deepEqual(await response.json(), {});
+          assert.deepEqual(await introspect(tokens.access_token), { active: false });
+          await assertOAuthError(await refreshRequest(app, tokens.refresh_token!), 400, 'invalid_grant', 'the refresh token has been revoked');
+          assert.equal((await revokedGrants()).length, before.length + 1, 'one token_revoked event');
+        });
+      }
+
+      test('an expired JWT still revokes its grant, whose refresh token lives on', async () => {
+        const tokens = await obtainTokens(app, new UserAgent(server.url), 'alice', { resource: FILES, scope: 'files:read' });
+        server.advance(server.config.jwtAccessTokenTtl + 60);
+        await revokeToken(app, tokens.access_token);
+        await assertOAuthError(await refreshRequest(app, tokens.refresh_token!), 400, 'invalid_grant', 'the refresh token has been revoked');
+      });
+
+      test('another client’s JWT is refused, and its grant stays alive', async () => {
+        const tokens = await obtainTokens(app, new UserAgent(server.url), 'alice', { resource: FILES, scope: 'files:read' });
+        const { client } = await server.createClient({ name: 'Intruder' });
+        const intruder = await discover(server, client.id);
+        const refused = await oauth.revocationRequest(intruder.as, intruder.client, intruder.auth, tokens.access_token, insecure);
+        await assertOAuthError(refused, 400, 'unauthorized_client', 'the token was not issued to this client');
+        assert.equal((await introspect(tokens.access_token)).active, true);
+        assert.ok((await refresh(app, tokens.refresh_token!)).access_token);
+      });
+
+      test('a JWT signed by a key this server does not publish revokes nothing', async () => {
+        const tokens = await obtainTokens(app, new UserAgent(server.url), 'alice', { resource: FILES, scope: 'files:read' });
+        const [header, payload] = tokens.access_token.split('.');
+        const { privateKey } = await generateKeyPair('ES256');
+        const forged = await new SignJWT(JSON.parse(Buffer.from(payload!, 'base64url').toString()))
+          .setProtectedHeader(JSON.parse(Buffer.from(header!, 'base64url').toString()))
+          .sign(privateKey);
+        await revokeToken(app, forged);
+        assert.equal((await introspect(tokens.access_token)).active, true);
+      });
     });
 
     /** The server's clock, in the claims' epoch seconds. */
