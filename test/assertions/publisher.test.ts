@@ -12,6 +12,8 @@ import { after, before, describe, test } from 'node:test';
 import { SignJWT, UnsecuredJWT, base64url, exportSPKI, generateKeyPair } from 'jose';
 import { registerClient, rotateClientSecret } from '../../src/clients/clients.ts';
 import { COMMAND_LINE } from '../../src/audit.ts';
+import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
+import { builtinResourceUri } from '../../src/oauth/resources.ts';
 import { openContext } from '../../src/open-context.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { assertNoSecretsLogged, assertNoStore, assertOAuthError } from '../support/responses.ts';
@@ -188,6 +190,24 @@ for (const backend of BACKENDS) {
       // Nothing was consumed: the token refused for its resource is good without it.
       assert.equal((await exchangeGrantToken(server, await sign({ jti: 'for-a-resource' }))).status, 200);
       await assertOAuthError(await hClientPost(`${server.url}/api/token`, { grant_type: JWT_BEARER }), 400, 'invalid_request', 'Missing assertion.');
+    });
+
+    test('the built-in resource requiring a second factor gets no token for a grant token (step-up), and consumes nothing', async () => {
+      const ctx = server.app.gatehouse;
+      const builtin = async () => (await findResourceNamed(ctx, builtinResourceUri(ctx)))!;
+      await changeTokenSettings(ctx, await builtin(), { requireSecondFactor: true }, COMMAND_LINE);
+      const token = await grantToken(server, clientId, secret, { jti: 'step-up' });
+      try {
+        await assertOAuthError(
+          await exchangeGrantToken(server, token),
+          400,
+          'invalid_grant',
+          'the resource server requires a login with a second factor, which an assertion cannot prove',
+        );
+      } finally {
+        await changeTokenSettings(ctx, await builtin(), { requireSecondFactor: false }, COMMAND_LINE);
+      }
+      assert.equal((await exchangeGrantToken(server, token)).status, 200, 'not consumed by the refusal');
     });
 
     test('a disabled user gets no tokens; the aud may be the issuer or the token endpoint; scope narrows', async () => {

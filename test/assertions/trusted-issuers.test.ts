@@ -15,6 +15,7 @@ import { createPrivateKeyJwtAuth } from '@modelcontextprotocol/sdk/client/auth-e
 import { discoverAuthorizationServerMetadata, fetchToken } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
 import { COMMAND_LINE } from '../../src/audit.ts';
+import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
 import { createIssuer } from '../../src/oauth/assertions/issuers.ts';
 import { disableUser, findUserNamed, updateProfile } from '../../src/accounts/users.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
@@ -413,6 +414,28 @@ for (const backend of BACKENDS) {
         );
       }
       assert.equal(await consumedCount(server), before);
+    });
+
+    test('a resource server that requires a second factor gets no token for an ID-JAG (step-up); refused, audited, nothing consumed', async () => {
+      const ctx = server.app.gatehouse;
+      const mcp = (await findResourceNamed(ctx, MCP))!;
+      await changeTokenSettings(ctx, mcp, { requireSecondFactor: true }, COMMAND_LINE);
+      try {
+        // Even one that claims a second factor at the IdP: its amr is the IdP's word, in its own vocabulary.
+        const now = Math.floor(Date.now() / 1000);
+        const claims = { iss: idp.issuer, sub: 'alice', client_id: agent.id, aud: server.url, resource: MCP, scope: 'tools:read', iat: now, exp: now + 120 };
+        const assertion = await idp.sign({ typ: 'oauth-id-jag+jwt' }, { ...claims, jti: 'step-up-jti', amr: ['pwd', 'otp', 'mfa'] });
+        const consumed = await consumedCount(server);
+        const refused = await tokenRequest(server, { grant_type: JWT_BEARER, assertion }, basic(agent.id, agent.secret));
+        await assertOAuthError(refused, 400, 'invalid_grant', 'the resource server requires a login with a second factor, which an assertion cannot prove');
+        assert.equal(await consumedCount(server), consumed, 'a refused assertion consumes nothing');
+        const audited = await server.store.db.selectFrom('audit_events').select(['type', 'detail']).where('type', '=', 'assertion_refused').execute();
+        assert.ok(audited.some((row) => String(row.detail).includes('step-up-jti')));
+      } finally {
+        await changeTokenSettings(ctx, (await findResourceNamed(ctx, MCP))!, { requireSecondFactor: false }, COMMAND_LINE);
+      }
+      const granted = await tokenRequest(server, { grant_type: JWT_BEARER, assertion: await idJag() }, basic(agent.id, agent.secret));
+      assert.equal(granted.status, 200, 'the same request once the resource server no longer requires one');
     });
 
     test('every accepted or refused assertion is audited by issuer, subject and jti, never the assertion', async () => {

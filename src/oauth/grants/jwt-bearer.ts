@@ -89,6 +89,15 @@ async function issue(redeemed: Redeemed, params: Params, _client: Client | null,
 async function issueFor(verified: VerifiedAssertion, params: Params, ctx: AppContext, address: string): Promise<TokenResponse> {
   const { client, user } = verified;
   const audience = await audienceOf(verified, params, ctx);
+  // Step-up (SPEC §4.12): a resource server that requires a second factor gets a person's
+  // tokens only for a login that proved one. An assertion is no login here, and says nothing
+  // Gatehouse can hold the issuer to about how the person authenticated there (a publisher's
+  // grant token has no such claim; an IdP's amr and acr values are its own vocabulary), so a
+  // person's tokens for such a resource server are never issued for an assertion. A workload
+  // acts as its client, as client_credentials does, and no person is vouched for.
+  if (audience.requireSecondFactor && user !== null) {
+    throw refused('the resource server requires a login with a second factor, which an assertion cannot prove', 'step-up resource for an assertion');
+  }
   const scopes = scopesOf(verified, params, audience);
   // Last of all, so that a refused request consumes nothing.
   if (verified.replayId !== null && !(await consumeAssertion(ctx, { issuer: verified.issuer, id: verified.replayId, expiresAt: verified.replayUntil }))) {
