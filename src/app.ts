@@ -39,6 +39,7 @@ import secondFactorRoutes from './http/second-factor.ts';
 import accountFactorRoutes from './http/account-factors.ts';
 import openapi from './http/openapi.ts';
 import { cookieOptions, csrfCookieName, isHttps } from './http/session.ts';
+import { warnOfSecretsInClear } from './secrets-at-rest.ts';
 import setupRoutes from './http/setup.ts';
 import wsRoutes from './http/ws.ts';
 
@@ -195,8 +196,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   });
   const ctx = await openContext(config, store, app.log, options.now);
   app.addHook('onClose', () => ctx.close());
-  if (config.keys.secret === null && config.database.kind === 'postgres')
-    app.log.warn({ setting: 'KEYS_SECRET' }, 'KEYS_SECRET is not set: the private signing keys are stored in the database unencrypted');
+  if (config.keys.secret === null && config.database.kind === 'postgres') await warnOfSecretsInClear(store.db, app.log);
   const { metrics } = ctx;
   // Every answer gets nosniff and, behind https, HSTS; helmet's browser headers come from a
   // table made once, set on the pages and on a path nothing is routed to (a 404). On the bearer

@@ -12,6 +12,7 @@ import { KeyRing } from './identity/keys.ts';
 import { createMetrics } from './metrics.ts';
 import { RemoteKeys } from './oauth/assertions/remote-keys.ts';
 import { createClientMetadataResolver } from './oauth/client-metadata.ts';
+import { sealStoredSecrets } from './secrets-at-rest.ts';
 import { openServices } from './services.ts';
 import { isClientBlocked } from './store/clients.ts';
 import type { Store } from './store/database.ts';
@@ -24,6 +25,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
   const audit = auditTrail(store.db, config, now, log, metrics.event);
   let keys: KeyRing;
   try {
+    await sealStoredSecrets(store.db, config.keys.secret, log);
     keys = await KeyRing.open({ config, store, now, audit, services }, log);
   } catch (error) {
     await services.close(); // a KEYS_SECRET that does not open the keys stops start-up: nothing is left open

@@ -20,13 +20,13 @@
  * attempt back without clearing them: knowing the password must not reset the count of
  * wrong codes.
  */
-import { hkdfSync, randomInt } from 'node:crypto';
-import { compactDecrypt, CompactEncrypt } from 'jose';
+import { randomInt } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
 import QRCode from 'qrcode';
 import { madeBy, type Actor } from '../audit.ts';
-import { ConfigError, type Config } from '../config.ts';
+import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
+import { open, seal } from '../protocol/seal.ts';
 import type { AuditEvent, AuditEventRow } from '../store/audit-events.ts';
 import type { User } from '../store/schema.ts';
 import {
@@ -97,39 +97,16 @@ export async function factorNamesOf(ctx: AppContext, userIds: readonly string[])
   return factors;
 }
 
-// The secret at rest: as signing keys are (identity/keys.ts), a JWE under a key derived from KEYS_SECRET.
+// The secret at rest: sealed under KEYS_SECRET when it is set (protocol/seal.ts), owned by the
+// person, so one row's ciphertext cannot pass for another's.
 
-const SECRET_KEY_INFO = 'gatehouse totp secret v1';
-
-function encryptionKey(secret: string): Uint8Array {
-  return new Uint8Array(hkdfSync('sha256', secret, new Uint8Array(0), SECRET_KEY_INFO, 32));
+async function sealAppSecret(base32: string, userId: string, keysSecret: string | null): Promise<{ secret: string; encrypted: number }> {
+  const sealed = await seal('authenticator_apps', userId, base32, keysSecret);
+  return { secret: sealed.value, encrypted: sealed.encrypted };
 }
 
-/** The secret as stored; the person's id in the protected header, so one row's ciphertext cannot pass for another's. */
-async function seal(base32: string, userId: string, keysSecret: string | null): Promise<{ secret: string; encrypted: number }> {
-  if (keysSecret === null) return { secret: base32, encrypted: 0 };
-  const jwe = await new CompactEncrypt(new TextEncoder().encode(base32))
-    .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: userId })
-    .encrypt(encryptionKey(keysSecret));
-  return { secret: jwe, encrypted: 1 };
-}
-
-async function unseal(row: StoredApp, userId: string, keysSecret: string | null): Promise<string> {
-  if (row.encrypted !== 1) return row.secret;
-  if (keysSecret === null)
-    throw new ConfigError('KEYS_SECRET is not set, but authenticator app secrets in the database are encrypted: set the KEYS_SECRET they were stored with');
-  try {
-    const { plaintext, protectedHeader } = await compactDecrypt(row.secret, encryptionKey(keysSecret), {
-      keyManagementAlgorithms: ['dir'],
-      contentEncryptionAlgorithms: ['A256GCM'],
-    });
-    if (protectedHeader.kid !== userId) throw new Error('another person’s secret');
-    return new TextDecoder().decode(plaintext);
-  } catch {
-    throw new ConfigError(
-      'KEYS_SECRET does not decrypt the authenticator app secrets in the database: every instance needs the KEYS_SECRET they were stored with',
-    );
-  }
+function openAppSecret(row: StoredApp, userId: string, keysSecret: string | null): Promise<string> {
+  return open('authenticator_apps', userId, { value: row.secret, encrypted: row.encrypted }, keysSecret);
 }
 
 function totp(base32: string, user: Pick<User, 'username'>, config: Pick<Config, 'publicUrl'>): TOTP {
@@ -244,7 +221,7 @@ export async function submitCode(ctx: AppContext, step: SecondStep, typed: strin
   let reason = 'wrong_code';
   if (code.kind === 'totp') {
     const app = await findApp(ctx.db, userId, ctx.now());
-    const step_ = app?.confirmed_at != null ? stepOf(code.code, await unseal(app, userId, ctx.config.keys.secret), ctx.now()) : null;
+    const step_ = app?.confirmed_at != null ? stepOf(code.code, await openAppSecret(app, userId, ctx.config.keys.secret), ctx.now()) : null;
     if (step_ !== null) {
       accepted = await acceptStep(ctx.db, { userId, step: step_ }, used({ factor: 'app' }), completing(ctx, step));
       if (!accepted) reason = 'code_reused';
@@ -289,7 +266,7 @@ export async function beginAppSetup(ctx: AppContext, user: User): Promise<AppSet
   const existing = await findApp(ctx.db, user.id, now);
   if (existing?.confirmed_at != null) return null;
   const secret = new Secret({ size: 20 }).base32;
-  const sealed = await seal(secret, user.id, ctx.config.keys.secret);
+  const sealed = await sealAppSecret(secret, user.id, ctx.config.keys.secret);
   if (!(await putUnconfirmedApp(ctx.db, { userId: user.id, ...sealed, now, expiresAt: now + APP_SETUP_TTL_MS }))) return null;
   return appSetup(ctx, user, secret);
 }
@@ -298,7 +275,7 @@ export async function beginAppSetup(ctx: AppContext, user: User): Promise<AppSet
 export async function currentAppSetup(ctx: AppContext, user: User): Promise<AppSetup | null> {
   const existing = await findApp(ctx.db, user.id, ctx.now());
   if (!existing || existing.confirmed_at !== null) return null;
-  return appSetup(ctx, user, await unseal(existing, user.id, ctx.config.keys.secret));
+  return appSetup(ctx, user, await openAppSecret(existing, user.id, ctx.config.keys.secret));
 }
 
 async function appSetup(ctx: AppContext, user: User, secret: string): Promise<AppSetup> {
@@ -336,7 +313,7 @@ export async function confirmAppSetup(
   const app = await findApp(ctx.db, user.id, now);
   if (!app) return { ok: false, reason: 'no_setup' };
   if (app.confirmed_at !== null) return { ok: false, reason: 'exists' };
-  const timeStep = stepOf(code.code, await unseal(app, user.id, ctx.config.keys.secret), now);
+  const timeStep = stepOf(code.code, await openAppSecret(app, user.id, ctx.config.keys.secret), now);
   if (timeStep === null) return { ok: false, reason: 'wrong_code' };
   const added = ctx.audit.pending({ type: 'second_factor_added', userId: user.id, address, detail: { factor: 'app' } });
   if (!(await confirmApp(ctx.db, { userId: user.id, secret: app.secret, step: timeStep, now }, [added.row], completing(ctx, step)))) {

@@ -17,34 +17,20 @@
  * anyway). Each process's ring re-reads the keys every minute — and at once when the fan-out
  * says they changed — and runs the scheduled step on the same timer; any instance may.
  *
- * Private keys: stored as JWK, encrypted (JWE, `dir` + A256GCM) under a key derived from
- * KEYS_SECRET with HKDF-SHA256 when it is set. They are never logged, printed or audited: the
- * audit trail and the CLI name keys by kid and algorithm only.
+ * Private keys: stored as JWK, sealed under KEYS_SECRET when it is set (protocol/seal.ts). They
+ * are never logged, printed or audited: the audit trail and the CLI name keys by kid and algorithm only.
  */
-import { hkdfSync } from 'node:crypto';
-import {
-  CompactEncrypt,
-  SignJWT,
-  calculateJwkThumbprint,
-  compactDecrypt,
-  errors,
-  exportJWK,
-  generateKeyPair,
-  importJWK,
-  jwtVerify,
-  type CryptoKey,
-  type JWK,
-  type JWTPayload,
-} from 'jose';
+import { SignJWT, calculateJwkThumbprint, errors, exportJWK, generateKeyPair, importJWK, jwtVerify, type CryptoKey, type JWK, type JWTPayload } from 'jose';
 import type { Kysely } from 'kysely';
 import { madeBy, type Actor, type Audit } from '../audit.ts';
-import { ACCESS_TOKEN_TTL_RANGE, ConfigError, type Config } from '../config.ts';
+import { ACCESS_TOKEN_TTL_RANGE, type Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { FanOut } from '../events/fan-out.ts';
 import { InputError } from '../input-error.ts';
 import type { Store } from '../store/database.ts';
 import type { Database, SigningAlg, SigningKeyRow } from '../store/schema.ts';
-import { deleteSigningKey, insertSigningKey, listSigningKeys, setPrivateJwk, setSigningKeyState, withKeysLocked } from '../store/signing-keys.ts';
+import { open, seal } from '../protocol/seal.ts';
+import { deleteSigningKey, insertSigningKey, listSigningKeys, setSigningKeyState, withKeysLocked } from '../store/signing-keys.ts';
 
 export const SIGNING_ALGS: readonly SigningAlg[] = ['ES256', 'RS256'];
 export type { SigningAlg };
@@ -61,8 +47,6 @@ export const REFRESH_INTERVAL_MS = 60_000;
  * old key for up to REFRESH_INTERVAL_MS after another activated its successor, and clocks differ.
  */
 const RETIREMENT_MARGIN_MS = 10 * 60_000;
-/** The HKDF `info` of the key that encrypts private keys: derived from KEYS_SECRET for this purpose only. */
-const ENCRYPTION_KEY_INFO = 'gatehouse: signing keys at rest (A256GCM)';
 
 /** A key as `keys list` and the admin page show it: no private material. */
 export interface KeyView {
@@ -94,36 +78,15 @@ export function retirementTailMs(config: Config): number {
 // ---------------------------------------------------------------------------------------------
 // Private keys at rest
 
-function encryptionKey(secret: string): Uint8Array {
-  // No salt: the secret is meant to be random already (32 characters or more); the info binds the key to this use.
-  return new Uint8Array(hkdfSync('sha256', secret, new Uint8Array(0), ENCRYPTION_KEY_INFO, 32));
-}
-
-/** The private JWK as stored: a JWE (its protected header names the kid, so a row's ciphertext cannot pass for another's) or JSON. */
-async function seal(privateJwk: JWK, kid: string, secret: string | null): Promise<{ private_jwk: string; encrypted: number }> {
-  const plaintext = JSON.stringify(privateJwk);
-  if (secret === null) return { private_jwk: plaintext, encrypted: 0 };
-  const jwe = await new CompactEncrypt(new TextEncoder().encode(plaintext))
-    .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid })
-    .encrypt(encryptionKey(secret));
-  return { private_jwk: jwe, encrypted: 1 };
+/** The private JWK as a row stores it, sealed under KEYS_SECRET when it is set (protocol/seal.ts). */
+async function sealPrivateJwk(privateJwk: JWK, kid: string, secret: string | null): Promise<{ private_jwk: string; encrypted: number }> {
+  const sealed = await seal('signing_keys', kid, JSON.stringify(privateJwk), secret);
+  return { private_jwk: sealed.value, encrypted: sealed.encrypted };
 }
 
 /** The stored private JWK; a ConfigError naming KEYS_SECRET when it cannot be read. */
-async function unseal(row: SigningKeyRow, secret: string | null): Promise<JWK> {
-  if (row.encrypted !== 1) return JSON.parse(row.private_jwk) as JWK;
-  if (secret === null)
-    throw new ConfigError('KEYS_SECRET is not set, but the signing keys in the database are encrypted: set the KEYS_SECRET they were stored with');
-  try {
-    const { plaintext, protectedHeader } = await compactDecrypt(row.private_jwk, encryptionKey(secret), {
-      keyManagementAlgorithms: ['dir'],
-      contentEncryptionAlgorithms: ['A256GCM'],
-    });
-    if (protectedHeader.kid !== row.kid) throw new Error('another key’s ciphertext');
-    return JSON.parse(new TextDecoder().decode(plaintext)) as JWK;
-  } catch {
-    throw new ConfigError('KEYS_SECRET does not decrypt the signing keys in the database: every instance needs the KEYS_SECRET they were stored with');
-  }
+async function openPrivateJwk(row: SigningKeyRow, secret: string | null): Promise<JWK> {
+  return JSON.parse(await open('signing_keys', row.kid, { value: row.private_jwk, encrypted: row.encrypted }, secret)) as JWK;
 }
 
 /** The public parameters of a key type, the only ones a published JWK carries. */
@@ -139,7 +102,7 @@ async function makeKey(alg: SigningAlg, secret: string | null) {
     alg,
     use: 'sig',
   };
-  return { kid, public_jwk: JSON.stringify(publicJwk), ...(await seal(await exportJWK(privateKey), kid, secret)) };
+  return { kid, public_jwk: JSON.stringify(publicJwk), ...(await sealPrivateJwk(await exportJWK(privateKey), kid, secret)) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -253,20 +216,6 @@ async function settle(deps: KeyDeps, ring: KeyRing | null): Promise<void> {
   });
 }
 
-/** Keys stored unencrypted before KEYS_SECRET was set are encrypted under it (once, by whichever instance gets there first). */
-async function encryptStoredKeys(deps: KeyDeps): Promise<number> {
-  const secret = deps.config.keys.secret;
-  if (secret === null || !(await listSigningKeys(deps.store.db)).some((row) => row.encrypted === 0)) return 0;
-  return withKeysLocked(deps.store, async (trx) => {
-    const plain = (await listSigningKeys(trx)).filter((row) => row.encrypted === 0);
-    for (const row of plain) {
-      const sealed = await seal(await unseal(row, null), row.kid, secret);
-      await setPrivateJwk(trx, row.kid, sealed.private_jwk, sealed.encrypted);
-    }
-    return plain.length;
-  });
-}
-
 const view = (row: SigningKeyRow): KeyView => ({
   kid: row.kid,
   alg: row.alg,
@@ -344,14 +293,11 @@ export class KeyRing {
   }
 
   /**
-   * Makes the first keys if there are none, encrypts keys stored before KEYS_SECRET was set,
-   * and loads them; a KEYS_SECRET that does not decrypt them is a ConfigError naming it. From
-   * then on, re-reads them on a timer (which does not keep the process alive) and on the fan-out's word.
+   * Makes the first keys if there are none and loads them; a KEYS_SECRET that does not decrypt
+   * them is a ConfigError naming it. From then on, re-reads them on a timer (which does not keep the process alive) and on the fan-out's word.
    */
   static async open(deps: KeyDeps, log: KeyRingLogger): Promise<KeyRing> {
     const ring = new KeyRing(deps);
-    const encrypted = await encryptStoredKeys(deps);
-    if (encrypted > 0) log.info({ event: 'keys_encrypted', keys: encrypted }, 'signing keys stored unencrypted are now encrypted under KEYS_SECRET');
     await settle(deps, null);
     await ring.reload();
     deps.services.bus.subscribeKeyChanges(
@@ -397,7 +343,7 @@ export class KeyRing {
         continue;
       }
       // Every key's private half is opened once, the first time it is loaded: a wrong KEYS_SECRET shows at start.
-      const privateJwk = await unseal(row, this.#deps.config.keys.secret);
+      const privateJwk = await openPrivateJwk(row, this.#deps.config.keys.secret);
       const publicJwk = JSON.parse(row.public_jwk) as JWK;
       keys.set(row.kid, {
         kid: row.kid,

@@ -35,10 +35,6 @@ export async function setSigningKeyState(
   await db.updateTable('signing_keys').set(change).where('kid', '=', kid).execute();
 }
 
-export async function setPrivateJwk(db: Kysely<Database>, kid: string, privateJwk: string, encrypted: number): Promise<void> {
-  await db.updateTable('signing_keys').set({ private_jwk: privateJwk, encrypted }).where('kid', '=', kid).execute();
-}
-
 export async function deleteSigningKey(db: Kysely<Database>, kid: string): Promise<void> {
   await db.deleteFrom('signing_keys').where('kid', '=', kid).execute();
 }

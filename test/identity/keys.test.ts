@@ -9,12 +9,15 @@ import { after, before, describe, test } from 'node:test';
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, SignJWT, generateKeyPair, exportJWK, UnsecuredJWT } from 'jose';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { ConfigError, loadConfig } from '../../src/config.ts';
+import { beginAppSetup, currentAppSetup } from '../../src/accounts/second-factors.ts';
+import { findUserNamed } from '../../src/accounts/users.ts';
 import { KeyInputError, PUBLICATION_LEAD_MS, listKeys, retirementTailMs, revokeKey, rotateKeys } from '../../src/identity/keys.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 
 const SECRET = 'k'.repeat(40);
+const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const PRIVATE_PARAMETERS = ['d', 'p', 'q', 'dp', 'dq', 'qi'];
 
 const jwks = async (server: TestServer) => {
@@ -236,6 +239,63 @@ for (const backend of BACKENDS) {
         await server.close();
       }
     });
+
+    test('every kind of secret stored before KEYS_SECRET is sealed at the next start, and still works', async () => {
+      const plain = await startServer(backend);
+      const url = databaseUrl(plain.config);
+      let sealed: TestServer | undefined;
+      try {
+        const alice = await plain.createUser('alice');
+        const publisher = await plain.createClient({ name: 'Publisher', grantType: JWT_BEARER, redirectUris: [], confidential: true });
+        const app = await beginAppSetup(plain.app.gatehouse, alice);
+        const appSecret = app!.secret.replace(/ /g, '');
+        const inClear = [publisher.secret!, appSecret, ...(await privateValues(plain))];
+        const stored = async () => [
+          ...(await plain.store.db.selectFrom('signing_keys').select(['private_jwk as value', 'encrypted']).execute()),
+          ...(await plain.store.db.selectFrom('client_grant_secrets').select(['secret as value', 'encrypted']).execute()),
+          ...(await plain.store.db.selectFrom('authenticator_apps').select(['secret as value', 'encrypted']).execute()),
+        ];
+        assert.equal((await stored()).filter((row) => row.encrypted === 0).length, 4, 'two keys, a grant secret, an app secret');
+
+        const run = await gatehouse(['keys', 'list'], { DATABASE_URL: url, KEYS_SECRET: SECRET });
+        assert.equal(run.code, 0, run.stderr);
+        const rows = await stored();
+        assert.equal(rows.length, 4);
+        for (const row of rows) {
+          assert.equal(row.encrypted, 1);
+          assert.equal(row.value.split('.').length, 5, 'a compact JWE');
+          assert.ok(!inClear.some((secret) => row.value.includes(secret)));
+        }
+
+        sealed = await startServer(backend, { DATABASE_URL: url, KEYS_SECRET: SECRET });
+        const ctx = sealed.app.gatehouse;
+        assert.equal((await currentAppSetup(ctx, (await findUserNamed(ctx, 'alice'))!))!.secret.replace(/ /g, ''), appSecret);
+        const now = Math.floor(Date.now() / 1000);
+        const grantToken = await new SignJWT({ sub: `acct:alice@${new URL(sealed.url).hostname}`, aud: sealed.url, nbf: now, exp: now + 60 })
+          .setProtectedHeader({ alg: 'HS256' })
+          .setIssuer(publisher.client.id)
+          .sign(new TextEncoder().encode(publisher.secret!));
+        const body = new URLSearchParams({ grant_type: JWT_BEARER, assertion: grantToken });
+        const exchanged = await fetch(`${sealed.url}/api/token`, { method: 'POST', body });
+        assert.equal(exchanged.status, 200, await exchanged.text());
+      } finally {
+        await sealed?.close();
+        await plain.close();
+      }
+    });
+
+    if (backend.name === 'postgres') {
+      test('without it, the start-up warning names every kind of secret the database keeps in clear', async () => {
+        const server = await startServer(backend);
+        try {
+          const warning = server.logs.find((line) => line.includes('KEYS_SECRET is not set'));
+          assert.ok(warning, 'a warning');
+          assert.match(JSON.parse(warning).msg, /signing keys \(2\), publishers' grant secrets \(0\), authenticator app secrets \(0\)/);
+        } finally {
+          await server.close();
+        }
+      });
+    }
 
     test('keys stored unencrypted are encrypted once KEYS_SECRET is set', async () => {
       const plain = await startServer(backend);

@@ -46,7 +46,7 @@ export async function verifyPublisherToken(read: ReadAssertion, client: Client, 
   if (exp - nbf > MAX_LIFETIME_SECONDS) throw refused('Grant token lifetime is too long.');
   if (read.header.alg !== 'HS256') throw refused('Invalid grant token signature algorithm.', `alg ${String(read.header.alg).slice(0, 20)}`);
   const secret = await readGrantSecret(ctx.db, client.id, ctx.config.keys.secret);
-  // h answers a client without a secret "Client is invalid."; here: one stored before KEYS_SECRET changed.
+  // h answers a client without a secret "Client is invalid.".
   if (secret === null) throw new InvalidClient('Client is invalid.', false, `no readable grant secret for client ${client.id}`);
   try {
     await compactVerify(read.jws, new TextEncoder().encode(secret), { algorithms: ['HS256'] });
