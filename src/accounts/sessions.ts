@@ -9,6 +9,7 @@ import { deleteSessions, findSessionUser, insertSession, type Login } from '../s
 import { deleteUserPendingLogins } from '../store/second-factors.ts';
 import type { User } from '../store/schema.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
+import { isMultiFactor, mustHaveSecondFactor } from './second-factors.ts';
 
 export type { Login };
 
@@ -61,12 +62,24 @@ export async function endOtherSessions(ctx: AppContext, userId: string, current:
   if ((await deleteSessions(ctx.db, { userId, except }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
 }
 
-/** The person of a live session and their login; null when the token is unknown, expired, or its user disabled. */
+/**
+ * The person of a live session and their login; null when the token is unknown, expired, or
+ * its user disabled — or when REQUIRE_SECOND_FACTOR now covers the person and the login proved
+ * no second factor. Such a session (from before the setting, or before the person became an
+ * administrator under `admins`) ends at its next request, with its back-channel logouts: the
+ * person logs in again, and the login asks for the set-up a covered person needs. Ending it,
+ * rather than sending it to the set-up, holds the rule that a stale session may not enrol a
+ * factor (the set-up from a session needs a recent login).
+ */
 export async function sessionLogin(ctx: AppContext, token: string | undefined): Promise<SignedIn | null> {
   const hash = token === undefined ? null : hashIfWellFormed('session', token);
   const found = hash === null ? undefined : await findSessionUser(ctx.db, hash, ctx.now());
   if (found === undefined) return null;
   const { auth_time: authTime, session_amr: amr, session_sid: sid, ...user } = found;
+  if (mustHaveSecondFactor(ctx.config, user) && !isMultiFactor(amr)) {
+    await endSession(ctx, token);
+    return null;
+  }
   return { user, login: { authTime, amr, sid } };
 }
 

@@ -105,6 +105,37 @@ for (const backend of BACKENDS) {
       assert.match(await remove.text(), /must have a second factor/);
     });
 
+    test('a stricter setting ends, at their next request, the password-only sessions it now covers; the login then asks for the set-up', async () => {
+      const { server: before } = await clockedServer(backend);
+      const url = databaseUrl(before.config);
+      await before.createUser('root', { admin: true });
+      await before.createUser('user');
+      const then = { admin: new UserAgent(before.url), person: new UserAgent(before.url) };
+      await then.admin.login('root');
+      await then.person.login('user');
+      assert.ok((await signedIn(then.admin)) && (await signedIn(then.person)));
+
+      // The same database (kept by the first server, which drops it on close), served with
+      // REQUIRE_SECOND_FACTOR=admins; the browsers keep their session cookies.
+      const { server, now } = await clockedServer(backend, { DATABASE_URL: url, REQUIRE_SECOND_FACTOR: 'admins' });
+      servers.unshift(server);
+      servers.push(before);
+      const [admin, person] = [then.admin, then.person].map((agent) => {
+        const moved = new UserAgent(server.url);
+        for (const [name, value] of agent.cookies) moved.cookies.set(name, value);
+        return moved;
+      }) as [UserAgent, UserAgent];
+      assert.ok(await signedIn(person), 'a person the setting does not cover keeps their session');
+      assert.equal((await admin.fetch('/admin/users')).status, 303, 'the administrator’s password-only session no longer works');
+      assert.ok(!(await signedIn(admin)));
+      const sessions = await server.store.db.selectFrom('sessions').select('user_id').execute();
+      assert.equal(sessions.length, 1, 'the session ended: its row is gone');
+      const page = await admin.login('root');
+      assert.ok(page.html.includes(`action="${SET_UP}"`), 'the login asks for the set-up');
+      await admin.submit(page.html, SET_UP, { code: totpCode(secretOnPage(page.html), now()) });
+      assert.ok(await signedIn(admin), 'with a second factor, the session lives');
+    });
+
     test('an invalid value stops start-up with one clear line', async () => {
       const run = await gatehouse(['user', 'list'], { DATABASE_URL: 'sqlite::memory:', REQUIRE_SECOND_FACTOR: 'sometimes' });
       assert.notEqual(run.code, 0);
