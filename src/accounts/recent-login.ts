@@ -79,10 +79,10 @@ export interface NewFactorProof {
  * verification, or an app confirmed by a current code, proves the factor as a login with it
  * would. The caller has checked that the session's login is recent (isRecentLogin), and
  * `record` checks it again as it writes. Then a login that proved no second factor becomes one
- * that did (`amr` added to its own) at the time of the proof — as a second step completes a
- * login after its password — in the same transaction as the factor, under a new token.
+ * that did (`factorAmr` added to its own) at the time of the proof — as a second step completes
+ * a login after its password — in the same transaction as the factor, under a new token.
  *
- * Why this is safe. Only a session that could add the factor anyway gains, once: its password
+ * Why this is safe. Only a session that could add the factor anyway gains, once: its login
  * was at most RECENT_LOGIN_MS old when the factor was proven, and a login with `mfa` gains
  * nothing more (null), so adding factor after factor never stretches the window past five
  * minutes after the first one. A stale session cannot add a factor to begin with. The person's
