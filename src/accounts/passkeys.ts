@@ -47,8 +47,8 @@ import { findUserById } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
 import type { SessionLoginResult } from './login.ts';
-import { mustKeepSecondFactor } from './recent-login.ts';
-import { endOtherSessions, PASSKEY_LOGIN_AMR, startSession } from './sessions.ts';
+import { mustKeepSecondFactor, NOT_RECENT, provingNewFactor } from './recent-login.ts';
+import { endOtherSessions, PASSKEY_LOGIN_AMR, startSession, type SignedIn } from './sessions.ts';
 
 /** How long a challenge may be answered. */
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
@@ -179,18 +179,22 @@ function transportsOf(row: PasskeyRow): string[] {
 
 /**
  * Verifies the browser's answer to a registration challenge and stores the passkey. The
- * caller has checked that the login is recent (recent-login.ts).
+ * caller has checked that the login is recent (recent-login.ts). A registration with user
+ * verification proves the passkey as a login with it would: with it, a session that had proved
+ * no second factor is replaced, in the same transaction, by one that has (provingNewFactor);
+ * `session` is then its token (null: the session stays).
  */
 export async function addPasskey(
   ctx: AppContext,
-  p: { user: User; binding: string | undefined; response: string; name: string; address: string },
-): Promise<PasskeyView> {
+  p: { signedIn: SignedIn; session: string | undefined; binding: string | undefined; response: string; name: string; address: string },
+): Promise<{ added: PasskeyView; session: string | null }> {
+  const { user } = p.signedIn;
   const { rpId, origin } = passkeyConfig(ctx);
   const name = passkeyName(p.name);
   const parsed = parseResponse<RegistrationResponseJSON>(p.response);
   if (parsed === undefined) throw refused('The passkey could not be read. Try again.', 'malformed registration response');
   const challenge = await takeChallenge(ctx, parsed.challenge, p.binding, 'register');
-  if (challenge === undefined || challenge.userId !== p.user.id) {
+  if (challenge === undefined || challenge.userId !== user.id) {
     throw refused(
       'This passkey request has expired or was not made here. Try again.',
       'registration challenge unknown, used, expired, or of another browser or user',
@@ -212,12 +216,19 @@ export async function addPasskey(
   if (!verified.verified) throw refused('The passkey could not be verified. Try again.', 'registration not verified');
   const { credential } = verified.registrationInfo;
   const now = ctx.now();
-  const audit = ctx.audit.pending({ type: 'passkey_added', userId: p.user.id, address: p.address, detail: { name, credential: credential.id.slice(0, 16) } });
+  const proof = provingNewFactor(ctx, { user, session: p.session, amr: p.signedIn.login.amr }, PASSKEY_LOGIN_AMR);
+  const audit = ctx.audit.pending({
+    type: 'passkey_added',
+    userId: user.id,
+    address: p.address,
+    // The session counts as a login with the passkey from now on: the trail says so.
+    detail: { name, credential: credential.id.slice(0, 16), ...(proof && { session_upgraded: true }) },
+  });
   const stored = await insertPasskey(
     ctx.db,
     {
       id: credential.id,
-      userId: p.user.id,
+      userId: user.id,
       publicKey: isoBase64URL.fromBuffer(credential.publicKey),
       signCount: credential.counter,
       transports: JSON.stringify(credential.transports ?? []),
@@ -225,10 +236,12 @@ export async function addPasskey(
       now,
     },
     audit.row,
+    proof?.record,
   );
-  if (!stored) throw refused('This passkey is already registered.', 'credential id already stored', 409);
+  if (stored === 'duplicate') throw refused('This passkey is already registered.', 'credential id already stored', 409);
+  if (stored === 'refused') throw new OAuthError('access_denied', NOT_RECENT, 'session ended or went stale while adding a passkey', 403);
   audit.committed();
-  return { id: credential.id, name, createdAt: now, lastUsedAt: null };
+  return { added: { id: credential.id, name, createdAt: now, lastUsedAt: null }, session: proof?.session ?? null };
 }
 
 export async function renameUserPasskey(ctx: AppContext, p: { user: User; id: string; name: string; address: string }): Promise<boolean> {

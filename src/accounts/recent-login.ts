@@ -8,14 +8,24 @@
  * "Every factor the person has": a person with a second factor (a passkey or an
  * authenticator app) must have logged in with two factors (`mfa` in the session's `amr`: a
  * passkey, or a password and a second step); a person with none, with their password.
+ *
+ * Adding a factor counts as using it: the session that adds a person's first second factor
+ * becomes a login with it (provingNewFactor), so it may go on changing factors without logging in again.
  */
 import type { AppContext } from '../context.ts';
 import { countPasskeys } from '../store/passkeys.ts';
-import { usersWithSecondFactor as usersWithApp } from '../store/second-factors.ts';
+import { usersWithSecondFactor as usersWithApp, type ThenInTransaction } from '../store/second-factors.ts';
+import { upgradeSession } from '../store/sessions.ts';
+import { hashIfWellFormed, mintToken } from '../tokens.ts';
+import type { User } from '../store/schema.ts';
 import type { SignedIn } from './sessions.ts';
 
 /** How recent a login must be for a change to the person's factors. */
 export const RECENT_LOGIN_MS = 5 * 60 * 1000;
+
+/** The refusal of a change without a recent login. */
+export const NOT_RECENT =
+  'To change how you log in, log in again first: ' + `it must be within the last ${RECENT_LOGIN_MS / 60_000} minutes, with every factor you have.`;
 
 /** The second factors a person has. */
 export interface SecondFactors {
@@ -40,7 +50,11 @@ export function hasSecondFactor(factors: SecondFactors): boolean {
  */
 export function isRecentLogin(ctx: AppContext, signedIn: SignedIn, factors: SecondFactors): boolean {
   if (ctx.now() - signedIn.login.authTime > RECENT_LOGIN_MS) return false;
-  return !hasSecondFactor(factors) || signedIn.login.amr.split(' ').includes('mfa');
+  return !hasSecondFactor(factors) || provedTwoFactors(signedIn.login.amr);
+}
+
+function provedTwoFactors(amr: string): boolean {
+  return amr.split(' ').includes('mfa');
 }
 
 /**
@@ -50,4 +64,52 @@ export function isRecentLogin(ctx: AppContext, signedIn: SignedIn, factors: Seco
 export function mustKeepSecondFactor(ctx: AppContext, user: { is_admin: number }): boolean {
   const rule = ctx.config.requireSecondFactor;
   return rule === 'all' || (rule === 'admins' && user.is_admin === 1);
+}
+
+/** What adding a factor does to the session that adds it: `record` runs in the transaction that adds the factor. */
+export interface NewFactorProof {
+  /** The token of the session that replaces the one that added the factor (for the cookie). */
+  session: string;
+  /** Replaces the session; false, and the factor is not added, when it ended or went stale meanwhile. */
+  record: ThenInTransaction;
+}
+
+/**
+ * Adding a factor counts as using it (SPEC §4.12): a WebAuthn registration with user
+ * verification, or an app confirmed by a current code, proves the factor as a login with it
+ * would. The caller has checked that the session's login is recent (isRecentLogin), and
+ * `record` checks it again as it writes. Then a login that proved no second factor becomes one
+ * that did (`factorAmr` added to its own) at the time of the proof — as a second step completes
+ * a login after its password — in the same transaction as the factor, under a new token.
+ *
+ * Why this is safe. Only a session that could add the factor anyway gains, once: its login
+ * was at most RECENT_LOGIN_MS old when the factor was proven, and a login with `mfa` gains
+ * nothing more (null), so adding factor after factor never stretches the window past five
+ * minutes after the first one. A stale session cannot add a factor to begin with. The person's
+ * other sessions gain nothing: without `mfa` they are not recent for a person with a second
+ * factor. Null too without a session to replace.
+ */
+export function provingNewFactor(
+  ctx: AppContext,
+  adding: { user: Pick<User, 'id'>; /** Its token. */ session: string | undefined; /** How it logged in. */ amr: string },
+  factorAmr: string,
+): NewFactorProof | null {
+  if (provedTwoFactors(adding.amr)) return null;
+  const idHash = adding.session === undefined ? null : hashIfWellFormed('session', adding.session);
+  if (idHash === null) return null;
+  const next = mintToken('session');
+  const now = ctx.now();
+  return {
+    session: next.token,
+    record: (trx) =>
+      upgradeSession(trx, {
+        idHash,
+        newIdHash: next.hash,
+        userId: adding.user.id,
+        amr: factorAmr,
+        now,
+        expiresAt: now + ctx.config.sessionTtl * 1000,
+        recentSince: now - RECENT_LOGIN_MS,
+      }),
+  };
 }

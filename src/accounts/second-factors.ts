@@ -49,7 +49,7 @@ import {
 } from '../store/second-factors.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
-import { hasSecondFactor as hasAny, secondFactorsOf } from './recent-login.ts';
+import { hasSecondFactor as hasAny, provingNewFactor, secondFactorsOf } from './recent-login.ts';
 import { endOtherSessions, endUserSessions, PASSWORD_LOGIN_AMR, startSession } from './sessions.ts';
 
 /** RFC 8176: a password, then an app or recovery code. */
@@ -315,18 +315,27 @@ export async function confirmAppSetup(
   if (app.confirmed_at !== null) return { ok: false, reason: 'exists' };
   const timeStep = stepOf(code.code, await openAppSecret(app, user.id, ctx.config.keys.secret), now);
   if (timeStep === null) return { ok: false, reason: 'wrong_code' };
-  const added = ctx.audit.pending({ type: 'second_factor_added', userId: user.id, address, detail: { factor: 'app' } });
-  if (!(await confirmApp(ctx.db, { userId: user.id, secret: app.secret, step: timeStep, now }, [added.row], completing(ctx, step)))) {
+  // From a session, confirming the app counts as using it: a login without a second factor becomes
+  // one with the app, in the transaction that confirms it (accounts/recent-login.ts).
+  const proof = step.session === undefined ? null : provingNewFactor(ctx, step, OTP_LOGIN_AMR);
+  const added = ctx.audit.pending({
+    type: 'second_factor_added',
+    userId: user.id,
+    address,
+    detail: { factor: 'app', ...(proof && { session_upgraded: true }) },
+  });
+  if (!(await confirmApp(ctx.db, { userId: user.id, secret: app.secret, step: timeStep, now }, [added.row], proof?.record ?? completing(ctx, step)))) {
     const again = await findApp(ctx.db, user.id, ctx.now());
     return { ok: false, reason: again?.confirmed_at != null ? 'exists' : 'no_setup' };
   }
   added.committed();
-  if (step.session !== undefined && isMultiFactor(step.amr)) {
-    // A login with a second factor already (at /account/security): it stays, the others end.
-    await endOtherSessions(ctx, user.id, step.session);
-    return { ok: true, session: step.session };
+  if (step.session !== undefined) {
+    // The session stays (it proved a second factor already) or was replaced; the person's others end.
+    const session = proof?.session ?? step.session;
+    await endOtherSessions(ctx, user.id, session);
+    return { ok: true, session };
   }
-  // The login counts as one with the app from now on: a new session replaces the person's, and the others end.
+  // The pending login counts as one with the app from now on: a session starts, and the person's others end.
   await endUserSessions(ctx, user.id);
   return { ok: true, session: await finish(ctx, step, previousSession, address) };
 }

@@ -113,7 +113,10 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
     requireFormBody(request);
     const signedIn = await recentLogin(request);
     const codes = await generateRecoveryCodes(ctx, signedIn.user, sessionToken(request, ctx), request.ip);
-    if (!codes) return problemPage(request, reply, signedIn, 409, 'Recovery codes are for a person with a passkey or an authenticator app: add one first.');
+    if (!codes) {
+      const factors = ctx.config.webauthn === null ? 'an authenticator app: set one up first' : 'a passkey or an authenticator app: add one first';
+      return problemPage(request, reply, signedIn, 409, `Recovery codes are for a person with ${factors}.`);
+    }
     request.log.info({ event: 'recovery_codes_generated', user: signedIn.user.id }, 'recovery codes generated');
     reply.header('Cache-Control', 'no-store');
     navigation(request, reply, signedIn.user);

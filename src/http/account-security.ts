@@ -10,14 +10,23 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addPasskey, bindingFor, passkeysOf, registrationOptions, removeUserPasskey, renameUserPasskey } from '../accounts/passkeys.ts';
-import { isRecentLogin, RECENT_LOGIN_MS, secondFactorsOf } from '../accounts/recent-login.ts';
+import { isRecentLogin, NOT_RECENT, secondFactorsOf } from '../accounts/recent-login.ts';
 import { factorsSection } from './account-factors.ts';
 import type { SignedIn } from '../accounts/sessions.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../oauth/errors.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, toLogin } from './pages.ts';
-import { cookieOptions, currentLogin, formToken, securityNoticeCookieName, sessionToken, webauthnCookieName } from './session.ts';
+import {
+  cookieOptions,
+  currentLogin,
+  formToken,
+  renewCsrfSecret,
+  securityNoticeCookieName,
+  sessionToken,
+  setSessionCookie,
+  webauthnCookieName,
+} from './session.ts';
 
 const PATH = '/account/security';
 /** How long the notice of a change waits for the page it is shown on. */
@@ -39,12 +48,7 @@ export async function recentLoginOrRefuse(request: FastifyRequest, ctx: AppConte
   const signedIn = await currentLogin(request, ctx);
   if (!signedIn) throw new OAuthError('access_denied', 'You are not logged in. Log in and try again.', 'no session', 401);
   if (!isRecentLogin(ctx, signedIn, await secondFactorsOf(ctx, signedIn.user.id))) {
-    throw new OAuthError(
-      'access_denied',
-      `To change how you log in, log in again first: it must be within the last ${RECENT_LOGIN_MS / 60_000} minutes, with every factor you have.`,
-      'login not recent',
-      403,
-    );
+    throw new OAuthError('access_denied', NOT_RECENT, 'login not recent', 403);
   }
   return signedIn;
 }
@@ -99,16 +103,23 @@ export default async function accountSecurityRoutes(app: FastifyInstance, { ctx 
   });
 
   app.post(`${PATH}/passkeys`, { preHandler: app.csrfProtection }, async (request, reply) => {
-    const { user } = await recentLoginOrRefuse(request, ctx);
+    const signedIn = await recentLoginOrRefuse(request, ctx);
+    const { user } = signedIn;
     const body = requireFormBody(request);
-    const added = await addPasskey(ctx, {
-      user,
+    const { added, session } = await addPasskey(ctx, {
+      signedIn,
+      session: sessionToken(request, ctx),
       binding: request.cookies[webauthnCookieName(ctx)],
       response: field(body, 'response'),
       name: field(body, 'name'),
       address: request.ip,
     });
     request.log.info({ event: 'passkey_added', user: user.id }, 'passkey added');
+    // The session now counts as a login with the passkey, under a new token (accounts/recent-login.ts).
+    if (session !== null) {
+      setSessionCookie(reply, ctx, session);
+      renewCsrfSecret(reply, ctx);
+    }
     notify(reply, ctx, user.id, 'passkey-added');
     return reply.header('Cache-Control', 'no-store').send({ added: { name: added.name }, redirect: PATH });
   });

@@ -6,6 +6,7 @@
 import { sql, type Kysely } from 'kysely';
 import type { ChallengePurpose, Database, PasskeyRow } from './schema.ts';
 import { insertAuditRowQuery, type AuditEventRow } from './audit-events.ts';
+import type { ThenInTransaction } from './second-factors.ts';
 
 export async function insertChallenge(
   db: Kysely<Database>,
@@ -53,34 +54,43 @@ export async function findPasskey(db: Kysely<Database>, id: string): Promise<Pas
 }
 
 /**
- * Stores a new passkey with its audit row, in one transaction; false (nothing written) when
- * a passkey with that credential ID is already stored — this person's or anyone's.
+ * Stores a new passkey with its audit row and `then` (the adding session's record of it), in one
+ * transaction. Nothing is written when a passkey with that credential ID is already stored —
+ * this person's or anyone's (`duplicate`) — or when `then` says no (`refused`).
  */
 export async function insertPasskey(
   db: Kysely<Database>,
   row: { id: string; userId: string; publicKey: string; signCount: number; transports: string; name: string; now: number },
   audit: AuditEventRow,
-): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
-    const inserted = await trx
-      .insertInto('passkeys')
-      .values({
-        id: row.id,
-        user_id: row.userId,
-        public_key: row.publicKey,
-        sign_count: row.signCount,
-        transports: row.transports,
-        name: row.name,
-        created_at: row.now,
-        last_used_at: null,
-      })
-      .onConflict((oc) => oc.column('id').doNothing())
-      .returning('id')
-      .executeTakeFirst();
-    if (inserted === undefined) return false;
-    await insertAuditRowQuery(trx, audit).execute();
-    return true;
-  });
+  then: ThenInTransaction = async () => true,
+): Promise<'stored' | 'duplicate' | 'refused'> {
+  const refused = new Error('refused');
+  try {
+    return await db.transaction().execute(async (trx) => {
+      const inserted = await trx
+        .insertInto('passkeys')
+        .values({
+          id: row.id,
+          user_id: row.userId,
+          public_key: row.publicKey,
+          sign_count: row.signCount,
+          transports: row.transports,
+          name: row.name,
+          created_at: row.now,
+          last_used_at: null,
+        })
+        .onConflict((oc) => oc.column('id').doNothing())
+        .returning('id')
+        .executeTakeFirst();
+      if (inserted === undefined) return 'duplicate';
+      await insertAuditRowQuery(trx, audit).execute();
+      if (!(await then(trx))) throw refused;
+      return 'stored';
+    });
+  } catch (error) {
+    if (error === refused) return 'refused';
+    throw error;
+  }
 }
 
 /**

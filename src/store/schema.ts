@@ -66,7 +66,11 @@ export interface SessionsTable {
   /** SHA-256 of the session token; the token itself lives only in the user's cookie. */
   id_hash: Immutable<string>;
   user_id: Immutable<string>;
-  /** When the person logged in: every login starts a new session. */
+  /**
+   * When the person logged in: every login starts a new session. A session that added the
+   * person's first second factor is replaced by one from when that factor was proven
+   * (store/sessions.ts upgradeSession).
+   */
   created_at: Immutable<number>;
   expires_at: number;
   /** How they logged in: RFC 8176 `amr` values, space-separated (SPEC §4.12). */

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { queueBackchannelLogouts } from './backchannel-logouts.ts';
 import { prepare } from './prepared.ts';
 import type { Database, User } from './schema.ts';
@@ -36,6 +36,33 @@ export async function insertSession(
     .insertInto('sessions')
     .values({ id_hash: session.idHash, user_id: session.userId, created_at: session.now, expires_at: session.expiresAt, amr: session.amr, sid: session.sid })
     .execute();
+}
+
+/**
+ * In the transaction that adds a factor (SPEC §4.12: adding a factor counts as using it), replaces
+ * session `idHash` by one under `newIdHash` whose login also proved `amr` (RFC 8176 values, added to
+ * the login's own), at `now`. Only a live session of `userId` whose login is at or after `recentSince`
+ * is replaced: one that ended or went stale since the request was checked gains nothing (false,
+ * nothing changed). The token changes, as at every login, so a copy of the old cookie gains nothing
+ * either; the `sid` stays — the same login, with one more factor proven — so the clients that got ID
+ * tokens in it are not logged out.
+ */
+export async function upgradeSession(
+  trx: Transaction<Database>,
+  p: { idHash: string; newIdHash: string; userId: string; amr: string; now: number; expiresAt: number; recentSince: number },
+): Promise<boolean> {
+  const old = await trx
+    .deleteFrom('sessions')
+    .where('id_hash', '=', p.idHash)
+    .where('user_id', '=', p.userId)
+    .where('expires_at', '>', p.now)
+    .where('created_at', '>=', p.recentSince)
+    .returning(['amr', 'sid'])
+    .executeTakeFirst();
+  if (old === undefined) return false;
+  const amr = [...new Set([...old.amr.split(' '), ...p.amr.split(' ')])].join(' ');
+  await trx.insertInto('sessions').values({ id_hash: p.newIdHash, user_id: p.userId, created_at: p.now, expires_at: p.expiresAt, amr, sid: old.sid }).execute();
+  return true;
 }
 
 const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
