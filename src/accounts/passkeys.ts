@@ -31,7 +31,7 @@ import {
 } from '@simplewebauthn/server';
 import { decodeClientDataJSON, isoBase64URL } from '@simplewebauthn/server/helpers';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import {
   consumeChallenge,
   deletePasskey,

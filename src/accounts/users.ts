@@ -8,7 +8,7 @@ import type { Kysely } from 'kysely';
 import { madeBy, type Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { isUuid } from '../oauth/client-auth.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { normalizeClientName } from '../oauth/client-names.ts';
 import { PAGE_SIZE, type Page, type PageCursor } from '../store/clients.ts';

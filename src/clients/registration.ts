@@ -9,7 +9,7 @@ import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { SCOPE, isStringArray, optionalHttpsUrl } from '../oauth/client-metadata.ts';
 import { isAdministratorsClientName, normalizeClientName } from '../oauth/client-names.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { joinScopes } from '../oauth/scopes.ts';
 import { insertClient } from '../store/clients.ts';
 import { redirectUrisProblem } from './clients.ts';

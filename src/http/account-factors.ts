@@ -18,7 +18,7 @@ import {
 } from '../accounts/second-factors.ts';
 import type { SignedIn } from '../accounts/sessions.ts';
 import type { AppContext } from '../context.ts';
-import { single } from '../oauth/params.ts';
+import { single } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { formatTime, navigation, page } from './pages.ts';
 import { notify, recentLoginOrRefuse } from './account-security.ts';

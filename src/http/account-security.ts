@@ -14,7 +14,7 @@ import { isRecentLogin, NOT_RECENT, secondFactorsOf } from '../accounts/recent-l
 import { factorsSection } from './account-factors.ts';
 import type { SignedIn } from '../accounts/sessions.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, toLogin } from './pages.ts';
 import {

@@ -7,7 +7,7 @@ import { authorizedApplications, removeAccess } from '../clients/access.ts';
 import { listResources, type ResourceView } from '../clients/resources.ts';
 import { lookupClient } from '../clients/clients.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, toLogin } from './pages.ts';

@@ -9,7 +9,7 @@ import { PAGE_SIZE } from '../clients/clients.ts';
 import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { isClientId } from '../oauth/client-auth.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import { formatTime, page } from './pages.ts';
 
 export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {

@@ -29,8 +29,8 @@ import {
 import { SCOPES } from '../config.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
 import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
-import { OAuthError } from '../oauth/errors.ts';
-import type { RawParams } from '../oauth/params.ts';
+import { OAuthError } from '../protocol/errors.ts';
+import type { RawParams } from '../protocol/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
 import type { AdminRoomOptions } from './admin.ts';
 import { requireFormBody } from './helpers.ts';

@@ -10,7 +10,7 @@ import type { Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { PAGE_SIZE } from '../clients/clients.ts';
 import { IssuerInputError, ISSUER_PROFILES, createIssuer, describeIssuer, listIssuers, removeIssuer } from '../oauth/assertions/issuers.ts';
-import type { RawParams } from '../oauth/params.ts';
+import type { RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, page, pageCursor, ticked } from './pages.ts';
 import { formToken } from './session.ts';

@@ -9,7 +9,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { listKeys, rotateKeys } from '../identity/keys.ts';
-import type { RawParams } from '../oauth/params.ts';
+import type { RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, page } from './pages.ts';
 import { formToken } from './session.ts';

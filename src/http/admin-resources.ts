@@ -26,8 +26,8 @@ import {
   type TokenSettingsInput,
 } from '../clients/resources.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../oauth/errors.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { OAuthError } from '../protocol/errors.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { PAGE_SIZE } from '../clients/clients.ts';
 import { field, page, pageCursor, ticked } from './pages.ts';

@@ -9,7 +9,7 @@ import fp from 'fastify-plugin';
 import { InsufficientScope, NoBearerToken } from '../oauth/bearer.ts';
 import { InvalidClient } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { ThrottleUnavailable, Throttled } from '../throttle.ts';
 
 declare module 'fastify' {

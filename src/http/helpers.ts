@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyRequest, HTTPMethods } from 'fastify';
-import { OAuthError, invalidRequest } from '../oauth/errors.ts';
-import type { RawParams } from '../oauth/params.ts';
+import { OAuthError, invalidRequest } from '../protocol/errors.ts';
+import type { RawParams } from '../protocol/params.ts';
 
 /** The form body; `invalid_request` when the request did not send one. */
 export function requireFormBody(request: FastifyRequest): RawParams {

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { logIn, logOut } from '../accounts/login.ts';
 import type { AppContext } from '../context.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';

@@ -6,7 +6,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { bearerToken } from '../oauth/bearer.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { databaseAnswers, purge } from '../maintenance.ts';
 import { startCheckpointer, type Checkpointer } from '../store/checkpointer.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';

@@ -1,7 +1,7 @@
 /** Small pieces shared by the people's pages: the admin console, the account pages and setup. */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { User } from '../accounts/users.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import type { PageCursor } from '../clients/clients.ts';
 import { formToken } from './session.ts';
 

@@ -13,7 +13,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticationOptions, canUsePasskey, logInWithPasskey } from '../accounts/passkeys.ts';
 import { consumePendingLogin } from '../store/second-factors.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { webauthnBinding } from './account-security.ts';
 import { field } from './pages.ts';
 import { requireFormBody } from './helpers.ts';

@@ -7,7 +7,7 @@
 import type { FastifyInstance } from 'fastify';
 import { registerDynamicClient } from '../clients/registration.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../oauth/errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { rejectOtherMethods } from './helpers.ts';
 
 /** A registration is a few hundred bytes; this leaves room for long redirect URL lists. */

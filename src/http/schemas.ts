@@ -8,7 +8,7 @@
  * never what a request is refused for.
  */
 import { MAX_NONCE_LENGTH, PROMPTS, RESPONSE_MODES } from '../oauth/authorize.ts';
-import type { OAuthErrorCode } from '../oauth/errors.ts';
+import type { OAuthErrorCode } from '../protocol/errors.ts';
 import { GRANTS, TOKEN_GRANT_TYPES } from '../oauth/grants/index.ts';
 
 export const TAGS = {

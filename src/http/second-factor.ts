@@ -24,7 +24,7 @@ import {
 import { canUsePasskey } from '../accounts/passkeys.ts';
 import { isRecentLogin, secondFactorsOf } from '../accounts/recent-login.ts';
 import type { AppContext } from '../context.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { safeNext } from './next.ts';
 import { page } from './pages.ts';

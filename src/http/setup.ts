@@ -8,7 +8,7 @@ import { PASSWORD_LOGIN_AMR, startSession } from '../accounts/sessions.ts';
 import { SetupLinkInvalid, checkSetupToken, createFirstAdministrator } from '../accounts/setup.ts';
 import { AccountError } from '../accounts/users.ts';
 import type { AppContext } from '../context.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, page, sentence } from './pages.ts';
 import { formToken, sessionToken, setSessionCookie } from './session.ts';

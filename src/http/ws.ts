@@ -12,8 +12,8 @@ import type { WebSocket } from 'ws';
 import { accountUri } from '../config.ts';
 import { authenticateAccessToken, bearerToken, liveAccessTokens } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError, invalidRequest } from '../oauth/errors.ts';
-import { single, type RawParams } from '../oauth/params.ts';
+import { OAuthError, invalidRequest } from '../protocol/errors.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import { hashToken } from '../tokens.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './schemas.ts';
 /** Close code for "your token is no longer valid": the client should refresh and reconnect. */

@@ -20,7 +20,7 @@ import { randomUUID } from 'node:crypto';
 import type { Audit } from '../audit.ts';
 import { accountUri, type Config } from '../config.ts';
 import type { ContextLogger } from '../context.ts';
-import { safeFetch } from '../oauth/safe-fetch.ts';
+import { safeFetch } from '../protocol/safe-fetch.ts';
 import {
   claimBackchannelLogout,
   dueBackchannelLogouts,

@@ -9,9 +9,9 @@
 import { lookupClient } from '../clients/clients.ts';
 import { accountUri, type Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { invalidRequest } from '../oauth/errors.ts';
-import { readParams, type RawParams } from '../oauth/params.ts';
-import { postLogoutRedirectUrisOf } from '../oauth/redirect-uri.ts';
+import { invalidRequest } from '../protocol/errors.ts';
+import { readParams, type RawParams } from '../protocol/params.ts';
+import { postLogoutRedirectUrisOf } from '../protocol/redirect-uri.ts';
 import type { SignedIn } from '../accounts/sessions.ts';
 import { readIdTokenHint, type IdTokenHint } from './id-tokens.ts';
 

@@ -20,10 +20,10 @@ import type { Client, User } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
 import { recordClient, requestingClient } from './client-kinds.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError, invalidRequest, type OAuthErrorCode } from './errors.ts';
-import { readParams, single, type RawParams } from './params.ts';
+import { OAuthError, invalidRequest, type OAuthErrorCode } from '../protocol/errors.ts';
+import { readParams, single, type RawParams } from '../protocol/params.ts';
 import { checkChallenge } from './pkce.ts';
-import { consentOrigin, originOf, redirectUriMatches, redirectUrisOf } from './redirect-uri.ts';
+import { consentOrigin, originOf, redirectUriMatches, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { requestScopes, requestedAudience, resourceDetail, type Audience } from './resources.ts';
 import { isSubset, joinScopes, splitScopes } from './scopes.ts';
 

@@ -3,7 +3,7 @@ import { liveAccessTokenHashes } from '../store/liveness.ts';
 import { findLiveBearerToken, type BearerTokenInfo } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from './errors.ts';
+import { OAuthError } from '../protocol/errors.ts';
 import { BUILTIN_RESOURCE_ID } from './resources.ts';
 
 export type { BearerTokenInfo };

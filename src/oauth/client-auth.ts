@@ -10,8 +10,8 @@ import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { CLIENT_ASSERTION_TYPE, ClientAssertionRefused, assertedClientId, type ClientAssertionCheck } from './assertions/client-assertion.ts';
 import { authMethodOf } from './assertions/client-keys.ts';
 import { isMetadataDocumentUrl } from './client-metadata.ts';
-import { OAuthError, invalidRequest } from './errors.ts';
-import { single, type RawParams } from './params.ts';
+import { OAuthError, invalidRequest } from '../protocol/errors.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 

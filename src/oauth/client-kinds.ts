@@ -15,7 +15,7 @@ import type { Client, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
 import { InvalidClient, isUuid } from './client-auth.ts';
 import { isAdministratorsClientName } from './client-names.ts';
-import { invalidRequest } from './errors.ts';
+import { invalidRequest } from '../protocol/errors.ts';
 import { joinScopes } from './scopes.ts';
 
 /**

@@ -14,19 +14,14 @@ import type { Config } from '../config.ts';
 import { normalizeClientName } from './client-names.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
 import type { SigningAlg } from '../store/schema.ts';
-import { redirectUriProblem } from './redirect-uri.ts';
+import { redirectUriProblem } from '../protocol/redirect-uri.ts';
 import { addressKey } from '../throttle.ts';
 import { BUSY, FetchSlots } from './fetch-slots.ts';
-import { safeFetch, type HostLookup } from './safe-fetch.ts';
+import { cacheLifetimeSeconds, safeFetch, type HostLookup } from '../protocol/safe-fetch.ts';
 import { jwksShapeProblem, jwksUriProblem } from './assertions/client-keys.ts';
 
 export const METADATA_FETCH_TIMEOUT_MS = 5000;
 export const METADATA_MAX_BYTES = 5120;
-/** Bounds on how long a fetched document is trusted, whatever its Cache-Control says; seconds. */
-export const METADATA_CACHE_MIN_SECONDS = 300;
-export const METADATA_CACHE_MAX_SECONDS = 86_400;
-/** Without a max-age. */
-export const METADATA_CACHE_DEFAULT_SECONDS = 3600;
 /** A refused URL is not fetched again for this long, so a hostile one cannot make us fetch on every request. */
 export const METADATA_REFUSAL_CACHE_SECONDS = 60;
 /**
@@ -130,21 +125,6 @@ export function hostAllowed(hostname: string, allowedHosts: readonly string[]): 
   if (allowedHosts.length === 0) return true;
   const host = hostname.toLowerCase().replace(/\.$/, '');
   return allowedHosts.some((entry) => (entry.startsWith('*.') ? host.endsWith(entry.slice(1)) : host === entry));
-}
-
-/**
- * How long a document may be cached, in seconds: its `Cache-Control: max-age` (`no-store`
- * and `no-cache` count as 0), bounded to [5 min, 24 h]; 1 h without either.
- */
-export function cacheLifetimeSeconds(cacheControl: string | undefined): number {
-  const directives = (cacheControl ?? '')
-    .toLowerCase()
-    .split(',')
-    .map((directive) => directive.trim());
-  const maxAge = directives.map((directive) => /^max-age\s*=\s*"?(\d+)"?$/.exec(directive)?.[1]).find((value) => value !== undefined);
-  const seconds =
-    directives.includes('no-store') || directives.includes('no-cache') ? 0 : maxAge !== undefined ? Number(maxAge) : METADATA_CACHE_DEFAULT_SECONDS;
-  return Math.min(METADATA_CACHE_MAX_SECONDS, Math.max(METADATA_CACHE_MIN_SECONDS, seconds));
 }
 
 export const isStringArray = (value: unknown): value is string[] => Array.isArray(value) && value.every((item) => typeof item === 'string');

@@ -24,8 +24,8 @@ import { mintToken, mintUserCode, readUserCode } from '../tokens.ts';
 import { clientAssertionCheck } from './assertions/client-assertion.ts';
 import { isConfidential } from './assertions/client-keys.ts';
 import { authenticateClient } from './client-auth.ts';
-import { OAuthError, invalidRequest } from './errors.ts';
-import { readParams, type RawParams } from './params.ts';
+import { OAuthError, invalidRequest } from '../protocol/errors.ts';
+import { readParams, type RawParams } from '../protocol/params.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 import { requestScopes, audienceById, requestedAudience, resourceDetail, type Audience } from './resources.ts';
 

@@ -19,7 +19,7 @@ import { isConfidential } from './assertions/client-keys.ts';
 import { InvalidClient } from './client-auth.ts';
 import { BUILTIN_RESOURCE_ID, builtinResourceUri } from './resources.ts';
 import type { AppContext } from '../context.ts';
-import { readParams, type RawParams } from './params.ts';
+import { readParams, type RawParams } from '../protocol/params.ts';
 
 export interface Introspection {
   active: boolean;

@@ -6,7 +6,7 @@ import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import { OPENID_SCOPE, identityClaims, mintIdToken } from '../identity/id-tokens.ts';
 import { signJwtAccessToken, type JwtAccessTokenClaims } from '../identity/jwt-access-tokens.ts';
-import { invalidGrant } from './errors.ts';
+import { invalidGrant } from '../protocol/errors.ts';
 import { accessTokenTtl, mayAskAnyScope, type TokenAudience } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 

@@ -8,9 +8,9 @@ import type { AppContext } from '../context.ts';
 import type { Client } from '../store/schema.ts';
 import { popupCancel, resolveTarget, type PopupCancel } from './authorize.ts';
 import { ThrottleUnavailable, Throttled } from '../throttle.ts';
-import { OAuthError } from './errors.ts';
-import { parseForm } from './params.ts';
-import { redirectDestinations, redirectUrisOf } from './redirect-uri.ts';
+import { OAuthError } from '../protocol/errors.ts';
+import { parseForm } from '../protocol/params.ts';
+import { redirectDestinations, redirectUrisOf } from '../protocol/redirect-uri.ts';
 
 export interface PendingAuthorization {
   clientName: string;

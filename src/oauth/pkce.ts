@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { constantTimeEqual } from '../tokens.ts';
-import { invalidGrant, invalidRequest } from './errors.ts';
+import { invalidGrant, invalidRequest } from '../protocol/errors.ts';
 
 /** @see RFC 7636 §4.1: 43–128 characters of [A-Z] / [a-z] / [0-9] / "-" / "." / "_" / "~" */
 const VERIFIER = /^[A-Za-z0-9\-._~]{43,128}$/;

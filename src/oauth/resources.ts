@@ -11,7 +11,7 @@ import type { AppContext } from '../context.ts';
 import type { JoinedTokenSettings } from '../store/codes.ts';
 import { BUILTIN_RESOURCE_ID, findResourceById, findResourceByUri, listScopes, scopesOfResource } from '../store/resources.ts';
 import type { Resource, ScopeRow } from '../store/schema.ts';
-import { OAuthError, invalidScope } from './errors.ts';
+import { OAuthError, invalidScope } from '../protocol/errors.ts';
 import { IDENTITY_SCOPES, IDENTITY_SCOPE_NAMES, grantableScopes, splitScopes } from './scopes.ts';
 
 export { BUILTIN_RESOURCE_ID };

@@ -11,8 +11,8 @@ import { hashIfWellFormed } from '../tokens.ts';
 import { readJwtAccessToken } from '../identity/jwt-access-tokens.ts';
 import { secretRequired } from './client-auth.ts';
 import type { AppContext, RevocationReason } from '../context.ts';
-import { OAuthError } from './errors.ts';
-import { readParams, type RawParams } from './params.ts';
+import { OAuthError } from '../protocol/errors.ts';
+import { readParams, type RawParams } from '../protocol/params.ts';
 
 /**
  * Revokes the grants matched by `where` and tells the listeners. `recorded`: the audit event

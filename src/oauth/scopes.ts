@@ -3,7 +3,7 @@
  * data (each belongs to a resource server, store/resources.ts); this module parses and
  * compares lists and decides what a request gets from what is allowed.
  */
-import { invalidScope } from './errors.ts';
+import { invalidScope } from '../protocol/errors.ts';
 
 /**
  * The identity scopes (SPEC §3, OIDC Core §5.4): they belong to no resource server, may

@@ -178,7 +178,7 @@ export interface ConsentsTable {
   user_id: Immutable<string>;
   client_id: Immutable<string>;
   resource_id: Immutable<string>;
-  /** '' for an administrator's client (one consent for all its redirect URLs); else the origin approved (oauth/redirect-uri.ts `consentOrigin`). */
+  /** '' for an administrator's client (one consent for all its redirect URLs); else the origin approved (protocol/redirect-uri.ts `consentOrigin`). */
   redirect_origin: Immutable<string>;
   scopes: string;
   created_at: number;

@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
 import { createClientMetadataResolver, type ClientMetadataOptions, type MetadataResolution } from '../../src/oauth/client-metadata.ts';
-import { dnsHostLookup, type HostLookup } from '../../src/oauth/safe-fetch.ts';
+import { dnsHostLookup, type HostLookup } from '../../src/protocol/safe-fetch.ts';
 import { serverCertificate, testCaProblem } from '../support/tls.ts';
 
 type Handler = (req: IncomingMessage, res: ServerResponse, url: string) => void;

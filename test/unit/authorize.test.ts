@@ -13,7 +13,7 @@ import { loadConfig } from '../../src/config.ts';
 import { type OpenContext } from '../../src/context.ts';
 import { openContext } from '../../src/open-context.ts';
 import { authorize, type Arrival, type NextStep } from '../../src/oauth/authorize.ts';
-import { OAuthError } from '../../src/oauth/errors.ts';
+import { OAuthError } from '../../src/protocol/errors.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import type { Client } from '../../src/store/schema.ts';
 

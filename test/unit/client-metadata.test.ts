@@ -5,8 +5,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { cacheLifetimeSeconds, hostAllowed, isMetadataDocumentUrl, metadataUrlProblem, validateMetadataDocument } from '../../src/oauth/client-metadata.ts';
-import { nonPublicRange } from '../../src/oauth/safe-fetch.ts';
+import { hostAllowed, isMetadataDocumentUrl, metadataUrlProblem, validateMetadataDocument } from '../../src/oauth/client-metadata.ts';
+import { cacheLifetimeSeconds } from '../../src/protocol/safe-fetch.ts';
+import { nonPublicRange } from '../../src/protocol/safe-fetch.ts';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 
 describe('metadata document URLs', () => {

@@ -1,7 +1,7 @@
-/** Reading protocol parameters (src/oauth/params.ts): missing, repeated and empty parameters. */
+/** Reading protocol parameters (src/protocol/params.ts): missing, repeated and empty parameters. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { parseForm, readParams, single } from '../../src/oauth/params.ts';
+import { parseForm, readParams, single } from '../../src/protocol/params.ts';
 
 describe('readParams', () => {
   test('returns the named parameters that are present, and ignores unknown ones', () => {

@@ -1,7 +1,7 @@
-/** Redirect URLs (src/oauth/redirect-uri.ts): what may be registered, and which requested URL matches it. */
+/** Redirect URLs (src/protocol/redirect-uri.ts): what may be registered, and which requested URL matches it. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { consentOrigin, originOf, redirectDestinations, redirectUriMatches, redirectUriProblem } from '../../src/oauth/redirect-uri.ts';
+import { consentOrigin, originOf, redirectDestinations, redirectUriMatches, redirectUriProblem } from '../../src/protocol/redirect-uri.ts';
 
 describe('redirectUriProblem (registration)', () => {
   test('https URLs, with a path and query, may be registered', () => {

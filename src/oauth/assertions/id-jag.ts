@@ -10,7 +10,7 @@ import type { AppContext } from '../../context.ts';
 import type { Client, TrustedIssuer, User } from '../../store/schema.ts';
 import { findUserByEmail, findUserByUsername } from '../../store/users.ts';
 import { secretRequired } from '../client-auth.ts';
-import { OAuthError } from '../errors.ts';
+import { OAuthError } from '../../protocol/errors.ts';
 import { parseScope } from '../scopes.ts';
 import { isConfidential } from './client-keys.ts';
 import { userOfSubject } from './publisher.ts';

@@ -14,7 +14,7 @@ import type { TrustedIssuer, TrustedIssuerProfile } from '../../store/schema.ts'
 import { deleteTrustedIssuer, insertTrustedIssuer, listTrustedIssuers } from '../../store/trusted-issuers.ts';
 import { requestedAudience } from '../resources.ts';
 import { IDENTITY_SCOPE_NAMES, isScopeToken, joinScopes } from '../scopes.ts';
-import { OAuthError } from '../errors.ts';
+import { OAuthError } from '../../protocol/errors.ts';
 import { isLookupSafe } from './trusted.ts';
 
 export const ISSUER_PROFILES: readonly TrustedIssuerProfile[] = ['id-jag', 'workload'];

@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
 import type { Client, TrustedIssuer, User } from '../../store/schema.ts';
-import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
+import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
 
 export const JWT_BEARER_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** The ID-JAG profile's name in `authorization_grant_profiles_supported`. */

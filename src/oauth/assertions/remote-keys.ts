@@ -16,8 +16,7 @@
  */
 import { createLocalJWKSet, errors, type JSONWebKeySet, type CompactJWSHeaderParameters, type FlattenedJWSInput, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
-import { cacheLifetimeSeconds } from '../client-metadata.ts';
-import { safeFetch, type HostLookup } from '../safe-fetch.ts';
+import { cacheLifetimeSeconds, safeFetch, type HostLookup } from '../../protocol/safe-fetch.ts';
 
 /** The only algorithms an assertion from others may be signed with: asymmetric ones, never HS*, never `none`. */
 export const ASSERTION_ALGS = ['RS256', 'PS256', 'ES256', 'EdDSA'] as const;

@@ -6,7 +6,7 @@ import { findCode } from '../../store/codes.ts';
 import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
-import { OAuthError, invalidGrant } from '../errors.ts';
+import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
 import type { TokenResponse } from '../issue.ts';
 import { checkVerifier } from '../pkce.ts';
 import { checkSameAudience } from '../resources.ts';

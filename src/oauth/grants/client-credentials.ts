@@ -5,7 +5,7 @@ import { isConfidential } from '../assertions/client-keys.ts';
 import { InvalidClient } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { timeOrderedUuid } from '../../ids.ts';
-import { OAuthError } from '../errors.ts';
+import { OAuthError } from '../../protocol/errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { isResourceServerClient } from '../../store/resources.ts';
 import { requestScopes, requestedAudience, resourceDetail } from '../resources.ts';

@@ -9,7 +9,7 @@
 import type { AppContext } from '../../context.ts';
 import type { Client } from '../../store/schema.ts';
 import type { TokenResponse } from '../issue.ts';
-import { readParams, type RawParams } from '../params.ts';
+import { readParams, type RawParams } from '../../protocol/params.ts';
 
 /** One token request parameter a grant reads (besides `grant_type` and client authentication). */
 export type Parameter =

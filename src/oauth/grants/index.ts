@@ -10,9 +10,9 @@ import { clientAssertionCheck, type ClientAssertionCheck } from '../assertions/c
 import { isConfidential } from '../assertions/client-keys.ts';
 import { authenticateClient, secretRequired, type ClientLookup } from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
-import { OAuthError, invalidGrant, invalidRequest } from '../errors.ts';
+import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
 import type { TokenResponse } from '../issue.ts';
-import { single, type RawParams } from '../params.ts';
+import { single, type RawParams } from '../../protocol/params.ts';
 import { authorizationCode } from './authorization-code.ts';
 import { clientCredentials } from './client-credentials.ts';
 import { deviceCode } from './device-code.ts';

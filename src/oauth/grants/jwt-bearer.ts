@@ -19,7 +19,7 @@ import { insertGrant } from '../../store/atomic-writes.ts';
 import type { Client } from '../../store/schema.ts';
 import { findTrustedIssuer } from '../../store/trusted-issuers.ts';
 import { InvalidClient, isUuid } from '../client-auth.ts';
-import { OAuthError, invalidRequest } from '../errors.ts';
+import { OAuthError, invalidRequest } from '../../protocol/errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { allowedScopes, invalidTarget, requestScopes, requestedAudience, resourceDetail, type Audience } from '../resources.ts';
 import { joinScopes, normalizeScopes, parseScope, splitScopes, isIdentityScope } from '../scopes.ts';

@@ -15,7 +15,7 @@ import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
 import { JWT_BEARER_GRANT_TYPE } from '../assertions/profiles.ts';
-import { OAuthError, invalidGrant, invalidScope } from '../errors.ts';
+import { OAuthError, invalidGrant, invalidScope } from '../../protocol/errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { IDENTITY_SCOPE_NAMES, parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
 import { scopesOfResource } from '../../store/resources.ts';

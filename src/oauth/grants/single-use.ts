@@ -16,7 +16,7 @@ import type { JoinedTokenSettings } from '../../store/codes.ts';
 import type { Client, Database } from '../../store/schema.ts';
 import { loginOf } from '../../store/sessions.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';
-import { invalidGrant } from '../errors.ts';
+import { invalidGrant } from '../../protocol/errors.ts';
 import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
 import { joinedAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';

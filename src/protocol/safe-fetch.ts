@@ -228,3 +228,29 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
     req.end(body);
   });
 }
+
+/**
+ * Bounds on how long a fetched document — a client ID metadata document, a trusted issuer's
+ * or client's key set or discovery document — is trusted, whatever its Cache-Control says;
+ * seconds (SPEC §4.8, §4.11: between 5 minutes and 24 hours, an hour without a max-age).
+ */
+export const FETCHED_CACHE_MIN_SECONDS = 300;
+export const FETCHED_CACHE_MAX_SECONDS = 86_400;
+/** Without a max-age. */
+export const FETCHED_CACHE_DEFAULT_SECONDS = 3600;
+
+/**
+ * How long a fetched document may be cached, in seconds: its `Cache-Control: max-age`
+ * (`no-store` and `no-cache` count as 0), bounded to [FETCHED_CACHE_MIN_SECONDS,
+ * FETCHED_CACHE_MAX_SECONDS]; FETCHED_CACHE_DEFAULT_SECONDS without either.
+ */
+export function cacheLifetimeSeconds(cacheControl: string | undefined): number {
+  const directives = (cacheControl ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((directive) => directive.trim());
+  const maxAge = directives.map((directive) => /^max-age\s*=\s*"?(\d+)"?$/.exec(directive)?.[1]).find((value) => value !== undefined);
+  const seconds =
+    directives.includes('no-store') || directives.includes('no-cache') ? 0 : maxAge !== undefined ? Number(maxAge) : FETCHED_CACHE_DEFAULT_SECONDS;
+  return Math.min(FETCHED_CACHE_MAX_SECONDS, Math.max(FETCHED_CACHE_MIN_SECONDS, seconds));
+}
