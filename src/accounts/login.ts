@@ -11,8 +11,9 @@ import type { AppContext } from '../context.ts';
 import { findUserByLogin } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { DECOY_HASH, verifyPassword } from './passwords.ts';
-import { endSession, PASSWORD_LOGIN_AMR, sessionUser, startSession } from './sessions.ts';
-import { hasSecondFactor, mustHaveSecondFactor, startPendingLogin } from './second-factors.ts';
+import { endSession, sessionUser, startSession } from './sessions.ts';
+import { mustHaveSecondFactor, PASSWORD_LOGIN_AMR } from '../login.ts';
+import { hasSecondFactor, startPendingLogin } from './second-factors.ts';
 import type { PasskeyFailure } from './passkeys.ts';
 import type { User } from './users.ts';
 

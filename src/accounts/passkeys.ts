@@ -47,8 +47,9 @@ import { findUserById } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
 import type { SessionLoginResult } from './login.ts';
-import { mustKeepSecondFactor, NOT_RECENT, provingNewFactor } from './recent-login.ts';
-import { endOtherSessions, PASSKEY_LOGIN_AMR, startSession, type SignedIn } from './sessions.ts';
+import { NOT_RECENT, provingNewFactor } from './recent-login.ts';
+import { endOtherSessions, startSession } from './sessions.ts';
+import { amrUnion, mustHaveSecondFactor, PASSKEY_LOGIN_AMR, type SignedIn } from '../login.ts';
 
 /** How long a challenge may be answered. */
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
@@ -260,7 +261,7 @@ export async function renameUserPasskey(ctx: AppContext, p: { user: User; id: st
 export async function removeUserPasskey(ctx: AppContext, p: { user: User; id: string; session: string | undefined; address: string }): Promise<boolean> {
   const passkey = await findPasskey(ctx.db, p.id);
   if (passkey === undefined || passkey.user_id !== p.user.id) return false;
-  const keep = mustKeepSecondFactor(ctx, p.user);
+  const keep = mustHaveSecondFactor(ctx.config, p.user);
   const audit = ctx.audit.pending({
     type: 'passkey_removed',
     userId: p.user.id,
@@ -387,7 +388,7 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
   if (step && !(await step.complete())) return fail('second_step_ended', user.id);
   await throttle.loginSucceeded(account, attempt.address);
   // After a password: `pwd hwk user mfa` (SPEC §4.12).
-  const amr = step ? [...new Set([...step.amr.split(' '), ...PASSKEY_LOGIN_AMR.split(' ')])].join(' ') : PASSKEY_LOGIN_AMR;
+  const amr = step ? amrUnion(step.amr, PASSKEY_LOGIN_AMR) : PASSKEY_LOGIN_AMR;
   const session = await startSession(ctx, user.id, attempt.session, amr);
   await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr } });
   return { ok: true, user, session };

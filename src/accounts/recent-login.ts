@@ -18,7 +18,7 @@ import { usersWithSecondFactor as usersWithApp, type ThenInTransaction } from '.
 import { upgradeSession } from '../store/sessions.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 import type { User } from '../store/schema.ts';
-import type { SignedIn } from './sessions.ts';
+import { isMultiFactor, type SignedIn } from '../login.ts';
 
 /** How recent a login must be for a change to the person's factors. */
 export const RECENT_LOGIN_MS = 5 * 60 * 1000;
@@ -50,20 +50,7 @@ export function hasSecondFactor(factors: SecondFactors): boolean {
  */
 export function isRecentLogin(ctx: AppContext, signedIn: SignedIn, factors: SecondFactors): boolean {
   if (ctx.now() - signedIn.login.authTime > RECENT_LOGIN_MS) return false;
-  return !hasSecondFactor(factors) || provedTwoFactors(signedIn.login.amr);
-}
-
-function provedTwoFactors(amr: string): boolean {
-  return amr.split(' ').includes('mfa');
-}
-
-/**
- * Whether REQUIRE_SECOND_FACTOR (`admins` or `all`) requires the person to keep one: then
- * removing their last second factor is refused.
- */
-export function mustKeepSecondFactor(ctx: AppContext, user: { is_admin: number }): boolean {
-  const rule = ctx.config.requireSecondFactor;
-  return rule === 'all' || (rule === 'admins' && user.is_admin === 1);
+  return !hasSecondFactor(factors) || isMultiFactor(signedIn.login.amr);
 }
 
 /** What adding a factor does to the session that adds it: `record` runs in the transaction that adds the factor. */
@@ -94,7 +81,7 @@ export function provingNewFactor(
   adding: { user: Pick<User, 'id'>; /** Its token. */ session: string | undefined; /** How it logged in. */ amr: string },
   factorAmr: string,
 ): NewFactorProof | null {
-  if (provedTwoFactors(adding.amr)) return null;
+  if (isMultiFactor(adding.amr)) return null;
   const idHash = adding.session === undefined ? null : hashIfWellFormed('session', adding.session);
   if (idHash === null) return null;
   const next = mintToken('session');

@@ -29,6 +29,7 @@ import type { AppContext } from '../context.ts';
 import { open, seal } from '../protocol/seal.ts';
 import type { AuditEvent, AuditEventRow } from '../store/audit-events.ts';
 import type { User } from '../store/schema.ts';
+import { isMultiFactor, mustHaveSecondFactor, OTP_LOGIN_AMR, PASSWORD_LOGIN_AMR } from '../login.ts';
 import {
   acceptStep,
   confirmApp,
@@ -50,10 +51,9 @@ import {
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { hasSecondFactor as hasAny, provingNewFactor, secondFactorsOf } from './recent-login.ts';
-import { endOtherSessions, endUserSessions, PASSWORD_LOGIN_AMR, startSession } from './sessions.ts';
+import { endOtherSessions, endUserSessions, startSession } from './sessions.ts';
 
 /** RFC 8176: a password, then an app or recovery code. */
-export const OTP_LOGIN_AMR = 'pwd otp mfa';
 
 /** How long a pending login waits for its second step. */
 export const PENDING_LOGIN_TTL_MS = 10 * 60 * 1000;
@@ -70,16 +70,6 @@ const TOTP_WINDOW = 1;
 export const RECOVERY_CODE_COUNT = 10;
 const RECOVERY_ALPHABET = 'abcdefghjkmnpqrstuvwxyz23456789';
 const RECOVERY_LENGTH = 10;
-
-/** Whether the login (its `amr`) proved a second factor. */
-export function isMultiFactor(amr: string): boolean {
-  return amr.split(' ').includes('mfa');
-}
-
-/** Whether REQUIRE_SECOND_FACTOR asks this person to have one. */
-export function mustHaveSecondFactor(config: Pick<Config, 'requireSecondFactor'>, user: Pick<User, 'is_admin'>): boolean {
-  return config.requireSecondFactor === 'all' || (config.requireSecondFactor === 'admins' && user.is_admin === 1);
-}
 
 /** Whether the person has a second factor: a passkey or an authenticator app (recovery codes alone are not one). */
 export async function hasSecondFactor(ctx: AppContext, userId: string): Promise<boolean> {

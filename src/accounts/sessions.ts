@@ -5,25 +5,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.ts';
-import { deleteSessions, findSessionUser, insertSession, type Login } from '../store/sessions.ts';
+import { deleteSessions, findSessionUser, insertSession } from '../store/sessions.ts';
 import { deleteUserPendingLogins } from '../store/second-factors.ts';
 import type { User } from '../store/schema.ts';
+import { isMultiFactor, mustHaveSecondFactor, type SignedIn } from '../login.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
-import { isMultiFactor, mustHaveSecondFactor } from './second-factors.ts';
-
-export type { Login };
-
-/** The `amr` of a login with a password alone (RFC 8176 §2). */
-export const PASSWORD_LOGIN_AMR = 'pwd';
-
-/** The `amr` of a login with a passkey (SPEC §4.12): a hardware-bound key, verified user, two factors. */
-export const PASSKEY_LOGIN_AMR = 'hwk user mfa';
-
-/** A person in a live session, and the login that started it. */
-export interface SignedIn {
-  user: User;
-  login: Login;
-}
 
 /**
  * Starts a session for the user, logged in by `amr`, and returns its token. The session the

@@ -4,6 +4,7 @@
  * recovery codes (ten, shown once). Each change needs a recent login, is CSRF-protected and
  * audited (accounts/second-factors.ts), and ends the person's other sessions.
  */
+import { type SignedIn } from '../login.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   beginAppSetup,
@@ -16,7 +17,6 @@ import {
   removeApp,
   type AppSetup,
 } from '../accounts/second-factors.ts';
-import type { SignedIn } from '../accounts/sessions.ts';
 import type { AppContext } from '../context.ts';
 import { single } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';

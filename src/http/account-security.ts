@@ -8,11 +8,11 @@
  * `/account/security/passkeys/options` for the options, lets the browser make the passkey,
  * and posts the result to `/account/security/passkeys`; both answer JSON.
  */
+import { type SignedIn } from '../login.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addPasskey, bindingFor, passkeysOf, registrationOptions, removeUserPasskey, renameUserPasskey } from '../accounts/passkeys.ts';
 import { isRecentLogin, NOT_RECENT, secondFactorsOf } from '../accounts/recent-login.ts';
 import { factorsSection } from './account-factors.ts';
-import type { SignedIn } from '../accounts/sessions.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { requireFormBody } from './helpers.ts';

@@ -14,7 +14,6 @@ import {
   factorSummary,
   findPending,
   hasSecondFactor,
-  isMultiFactor,
   MAX_CODE_LENGTH,
   PENDING_LOGIN_TTL_MS,
   submitCode,
@@ -22,6 +21,7 @@ import {
   type SecondStep,
 } from '../accounts/second-factors.ts';
 import { canUsePasskey } from '../accounts/passkeys.ts';
+import { isMultiFactor } from '../login.ts';
 import { isRecentLogin, secondFactorsOf } from '../accounts/recent-login.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../protocol/params.ts';

@@ -4,8 +4,9 @@
  * prefixed behind https. The CSRF secret's cookie (@fastify/csrf-protection, registered in
  * app.ts) is named and set the same way, and is renewed at login and logout.
  */
+import { type SignedIn } from '../login.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { sessionLogin, type SignedIn } from '../accounts/sessions.ts';
+import { sessionLogin } from '../accounts/sessions.ts';
 import type { User } from '../accounts/users.ts';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';

@@ -4,7 +4,8 @@
  * See accounts/setup.ts for the link's rules.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { PASSWORD_LOGIN_AMR, startSession } from '../accounts/sessions.ts';
+import { startSession } from '../accounts/sessions.ts';
+import { PASSWORD_LOGIN_AMR } from '../login.ts';
 import { SetupLinkInvalid, checkSetupToken, createFirstAdministrator } from '../accounts/setup.ts';
 import { AccountError } from '../accounts/users.ts';
 import type { AppContext } from '../context.ts';

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { accountUri } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { userGroups } from '../store/groups.ts';
-import { loginClaims, type Login } from '../store/sessions.ts';
+import { loginClaims, type Login } from '../login.ts';
 import type { SigningAlg } from '../store/schema.ts';
 import { findUserById } from '../store/users.ts';
 

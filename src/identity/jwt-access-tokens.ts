@@ -9,7 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.ts';
-import { loginClaims, type Login } from '../store/sessions.ts';
+import { loginClaims, type Login } from '../login.ts';
 import { hashToken } from '../tokens.ts';
 import type { SigningAlg } from './keys.ts';
 

@@ -6,13 +6,13 @@
  * The session ends at once only when a valid hint names the person logged in; otherwise they
  * confirm with a CSRF-protected form, so that a cross-site link alone logs nobody out.
  */
+import { type SignedIn } from '../login.ts';
 import { lookupClient } from '../clients/clients.ts';
 import { accountUri, type Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { invalidRequest } from '../protocol/errors.ts';
 import { readParams, type RawParams } from '../protocol/params.ts';
 import { postLogoutRedirectUrisOf } from '../protocol/redirect-uri.ts';
-import type { SignedIn } from '../accounts/sessions.ts';
 import { readIdTokenHint, type IdTokenHint } from './id-tokens.ts';
 
 /** The parameters read (RP-Initiated Logout 1.0 §2); `logout_hint` and `ui_locales` are accepted and ignored. */

@@ -10,8 +10,7 @@
  *
  * @see RFC 6749 §4.1.1, RFC 7636 §4.3, RFC 9207
  */
-import { isMultiFactor } from '../accounts/second-factors.ts';
-import type { SignedIn } from '../accounts/sessions.ts';
+import { isMultiFactor, type SignedIn } from '../login.ts';
 import { accountUri, type Config } from '../config.ts';
 import { readIdTokenHint } from '../identity/id-tokens.ts';
 import { insertCode } from '../store/atomic-writes.ts';

@@ -13,8 +13,7 @@
  *
  * @see RFC 8628 §3.1–3.3, §5.1 (user code brute force), §5.4 (remote phishing)
  */
-import { isMultiFactor } from '../accounts/second-factors.ts';
-import type { SignedIn } from '../accounts/sessions.ts';
+import { isMultiFactor, type SignedIn } from '../login.ts';
 import type { AppContext } from '../context.ts';
 import { findClient } from '../store/clients.ts';
 import { decideDeviceCode, findByUserCode, insertDeviceCode } from '../store/device-codes.ts';

@@ -13,7 +13,7 @@ import { accountUri } from '../config.ts';
 import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from '../store/tokens.ts';
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
-import { loginClaims, loginOf } from '../store/sessions.ts';
+import { loginClaims, loginOf } from '../login.ts';
 import { readJwtAccessToken } from '../identity/jwt-access-tokens.ts';
 import { isConfidential } from './assertions/client-keys.ts';
 import { InvalidClient } from './client-auth.ts';

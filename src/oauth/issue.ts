@@ -1,7 +1,7 @@
 /** Minting the tokens of a token response. @see RFC 6749 §5.1 */
 import { accountUri } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import type { Login } from '../store/sessions.ts';
+import type { Login } from '../login.ts';
 import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import { OPENID_SCOPE, identityClaims, mintIdToken } from '../identity/id-tokens.ts';

@@ -11,7 +11,7 @@ import type { Consume, JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import type { Database, DeviceCode } from './schema.ts';
-import type { Login } from './sessions.ts';
+import type { Login } from '../login.ts';
 
 export type NewDeviceCode = Pick<
   DeviceCode,

@@ -7,7 +7,7 @@ import type { ExpressionBuilder, Kysely } from 'kysely';
 import { bigint } from './chained-writes.ts';
 import { lockedForShare, prepare } from './prepared.ts';
 import type { Database } from './schema.ts';
-import type { Login } from './sessions.ts';
+import type { Login } from '../login.ts';
 import type { IssuedTokens } from './tokens.ts';
 
 export interface NewGrant {

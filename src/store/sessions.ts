@@ -2,31 +2,7 @@ import type { Kysely, Transaction } from 'kysely';
 import { queueBackchannelLogouts } from './backchannel-logouts.ts';
 import { prepare } from './prepared.ts';
 import type { Database, User } from './schema.ts';
-
-/**
- * A login (SPEC §4.9, §4.12): when (`authTime`, epoch ms; the claim `auth_time` is in
- * seconds) and how (`amr`: RFC 8176 values, space-separated, as stored). The codes and device
- * approvals a session makes carry it into their grants, whose refreshes keep it.
- */
-export interface Login {
-  authTime: number;
-  amr: string;
-  /** The session's public identifier (OIDC `sid`); null on rows made before it was recorded. */
-  sid: string | null;
-}
-
-/** The login recorded on a code or grant row; null for none (a client acting as itself, a row older than the record). */
-export function loginOf(row: { auth_time: number | null; amr: string | null; sid: string | null }): Login | null {
-  return row.auth_time === null || row.amr === null ? null : { authTime: row.auth_time, amr: row.amr, sid: row.sid };
-}
-
-/**
- * `auth_time` (epoch seconds) and `amr` (RFC 8176) of a person's token (SPEC §4.9, §4.10,
- * §4.12), in JWT access tokens, ID tokens and introspection alike; nothing when no login is recorded.
- */
-export function loginClaims(login: Login | null): { auth_time?: number; amr?: string[] } {
-  return login === null ? {} : { auth_time: Math.floor(login.authTime / 1000), amr: login.amr.split(' ') };
-}
+import { amrUnion } from '../login.ts';
 
 export async function insertSession(
   db: Kysely<Database>,
@@ -60,7 +36,7 @@ export async function upgradeSession(
     .returning(['amr', 'sid'])
     .executeTakeFirst();
   if (old === undefined) return false;
-  const amr = [...new Set([...old.amr.split(' '), ...p.amr.split(' ')])].join(' ');
+  const amr = amrUnion(old.amr, p.amr);
   await trx.insertInto('sessions').values({ id_hash: p.newIdHash, user_id: p.userId, created_at: p.now, expires_at: p.expiresAt, amr, sid: old.sid }).execute();
   return true;
 }

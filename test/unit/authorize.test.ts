@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { PASSWORD_LOGIN_AMR, type SignedIn } from '../../src/accounts/sessions.ts';
+import { PASSWORD_LOGIN_AMR, type SignedIn } from '../../src/login.ts';
 import { createAccount } from '../../src/accounts/users.ts';
 import { createClient } from '../../src/clients/clients.ts';
 import { loadConfig } from '../../src/config.ts';

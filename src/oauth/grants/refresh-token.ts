@@ -8,7 +8,7 @@
  */
 import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
 import { rotateRefreshToken } from '../../store/atomic-writes.ts';
-import { loginOf } from '../../store/sessions.ts';
+import { loginOf } from '../../login.ts';
 import { findRefreshToken, refreshRotatedAt, type RefreshTokenInfo } from '../../store/tokens.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';

@@ -6,7 +6,6 @@
  * issued (RFC 6749 §4.1.2; RFC 8628 relies on the same rule).
  */
 import type { Kysely } from 'kysely';
-import { isMultiFactor } from '../../accounts/second-factors.ts';
 import type { AppContext } from '../../context.ts';
 import { timeOrderedUuid } from '../../ids.ts';
 import type { AuditEventRow } from '../../store/audit-events.ts';
@@ -14,7 +13,7 @@ import type { Exchange } from '../../store/atomic-writes.ts';
 import type { NewGrant } from '../../store/grants.ts';
 import type { JoinedTokenSettings } from '../../store/codes.ts';
 import type { Client, Database } from '../../store/schema.ts';
-import { loginOf } from '../../store/sessions.ts';
+import { isMultiFactor, loginOf } from '../../login.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';
 import { invalidGrant } from '../../protocol/errors.ts';
 import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
