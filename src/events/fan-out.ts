@@ -215,15 +215,20 @@ async function databaseTransport(db: Kysely<Database>, receive: (payload: string
   let seen = await latestFanOutMessage(db);
   let timer: NodeJS.Timeout | null = null;
   let reading: Promise<void> | null = null;
+  let failing = false; // one log line per outage, not two a second
   const read = async () => {
     for (const message of await fanOutMessagesAfter(db, seen)) {
       seen = message.id;
       if (message.origin !== origin) receive(message.payload);
     }
+    failing = false;
   };
   const poll = () =>
     void (reading ??= read()
-      .catch((error: Error) => log.warn({ err: error.message }, 'could not read the fan-out messages; trying again shortly'))
+      .catch((error: Error) => {
+        if (!failing) log.warn({ err: error.message }, 'could not read the fan-out messages from the database; trying again twice a second');
+        failing = true;
+      })
       .finally(() => (reading = null)));
   return {
     carriesGrants: false,
