@@ -207,7 +207,8 @@ async function redisTransport(
  * Revoked grants do not travel on it. A revocation is on the path of requests (revocation,
  * logout, refresh reuse), where an extra write would cost every one of them, and nothing of
  * a grant is held in memory: bearer checks read the database, and open WebSockets are
- * re-checked every second. Clients, keys and scopes change by an administrator's hand.
+ * re-checked every second. Clients, keys and scopes change rarely: by an administrator's hand,
+ * or when a client's metadata document is first recorded or changes.
  */
 async function databaseTransport(db: Kysely<Database>, receive: (payload: string) => void, log: BusLogger): Promise<Transport> {
   const origin = randomUUID();
