@@ -195,6 +195,8 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
     },
   });
   const ctx = await openContext(config, store, app.log, options.now);
+  // A serving process hears what the others change (on SQLite, by reading the database: events/fan-out.ts); ctx.close() stops it.
+  app.addHook('onReady', async () => ctx.services.bus.listen());
   app.addHook('onClose', () => ctx.close());
   if (config.keys.secret === null && config.database.kind === 'postgres') await warnOfSecretsInClear(store.db, app.log);
   const { metrics } = ctx;

@@ -41,6 +41,12 @@ export interface AppContext {
    */
   readonly onClientsChanged: (clientIds: readonly string[]) => void;
   /**
+   * Told, once it is committed, about every change to the scopes (a resource server or a scope
+   * created or deleted): the metadata's `scopes_supported` is read again, here at once and on
+   * every other instance when the fan-out's message arrives.
+   */
+  readonly onScopesChanged: () => void;
+  /**
    * Records a security event in the audit trail, after the change it describes (never
    * throws), or with `audit.pending` inside the change's own transaction. The event names
    * users and clients by id: never a token, code, secret or password.

@@ -12,6 +12,7 @@ import { KeyRing } from './identity/keys.ts';
 import { createMetrics } from './metrics.ts';
 import { RemoteKeys } from './oauth/assertions/remote-keys.ts';
 import { createClientMetadataResolver } from './oauth/client-metadata.ts';
+import { forgetScopeCatalogue } from './oauth/resources.ts';
 import { sealStoredSecrets } from './secrets-at-rest.ts';
 import { openServices } from './services.ts';
 import { isClientBlocked } from './store/clients.ts';
@@ -22,6 +23,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
   const services = await openServices(config, store, log);
   const clients = createClientCache(store.db);
   services.bus.subscribeClientChanges((clientIds) => clients.forget(clientIds));
+  services.bus.subscribeChanges('scopes', () => forgetScopeCatalogue(store.db));
   const audit = auditTrail(store.db, config, now, log, metrics.event);
   let keys: KeyRing;
   try {
@@ -57,8 +59,9 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
       track(services.bus.publish(grantIds, sentByDatabase), 'revocation');
     },
     clients,
-    // The bus delivers to this instance's subscriber (above) before the message leaves.
+    // The bus delivers to this instance's subscribers (above) before the message leaves.
     onClientsChanged: (clientIds) => track(services.bus.publishClientChanges(clientIds), 'client change'),
+    onScopesChanged: () => track(services.bus.publishChange('scopes'), 'scope change'),
     async close() {
       await logouts.close();
       keys.close();

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { madeBy, type Actor } from '../audit.ts';
 import { ACCESS_TOKEN_TTL_RANGE, SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { BUILTIN_RESOURCE_ID, accessTokenTtl, builtinResourceUri, forgetScopeCatalogue, normalizeResourceUri } from '../oauth/resources.ts';
+import { BUILTIN_RESOURCE_ID, accessTokenTtl, builtinResourceUri, normalizeResourceUri } from '../oauth/resources.ts';
 import { isIdentityScope, isScopeToken } from '../oauth/scopes.ts';
 import {
   deleteResource,
@@ -244,7 +244,7 @@ export async function registerResource(ctx: AppContext, input: ResourceInput, ac
   };
   const resource: Resource = { id: randomUUID(), uri, name, client_id: client.id, created_at: now, ...settings };
   await insertResource(ctx.db, resource, client, input.scopes);
-  forgetScopeCatalogue(ctx);
+  ctx.onScopesChanged();
   await ctx.audit({
     type: 'resource_created',
     ...madeBy(actor),
@@ -289,7 +289,7 @@ export async function changeTokenSettings(ctx: AppContext, resource: ResourceVie
 export async function removeResource(ctx: AppContext, resource: ResourceView, actor: Actor): Promise<void> {
   if (resource.builtin) throw new ResourceInputError('uri', 'the built-in resource cannot be deleted');
   const { deleted, grantIds, clientIds } = await deleteResource(ctx.db, resource.id, ctx.now());
-  forgetScopeCatalogue(ctx);
+  ctx.onScopesChanged();
   ctx.onClientsChanged(clientIds);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'revoked');
   if (deleted) await ctx.audit({ type: 'resource_deleted', ...madeBy(actor), detail: { resource: resource.uri, grants_revoked: grantIds.length } });
@@ -299,7 +299,7 @@ export async function removeResource(ctx: AppContext, resource: ResourceView, ac
 export async function createScope(ctx: AppContext, resource: ResourceView, scope: ScopeInput, actor: Actor): Promise<void> {
   await checkNewScopes(ctx, [scope]);
   await insertScope(ctx.db, { name: scope.name, resource_id: resource.id, description: scope.description, created_at: ctx.now() });
-  forgetScopeCatalogue(ctx);
+  ctx.onScopesChanged();
   await ctx.audit({ type: 'scope_created', ...madeBy(actor), detail: { scope: scope.name, resource: resource.uri } });
 }
 
@@ -318,7 +318,7 @@ export async function removeScope(ctx: AppContext, name: string, actor: Actor): 
   const scope = await findScope(ctx.db, name);
   if (!scope) throw new ResourceInputError('scopes', `there is no scope named ${name}`);
   const { grantIds, clientIds } = await deleteScope(ctx.db, name, ctx.now());
-  forgetScopeCatalogue(ctx);
+  ctx.onScopesChanged();
   ctx.onClientsChanged(clientIds);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'revoked');
   await ctx.audit({ type: 'scope_deleted', ...madeBy(actor), detail: { scope: name, grants_revoked: grantIds.length } });

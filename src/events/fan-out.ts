@@ -2,21 +2,33 @@
  * The fan-out: when grants stop being valid on one instance, every instance learns
  * it at once, so live WebSockets using them close (SPEC §4.4). Carried by an existing
  * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY, whose message
- * a revocation sends from its own statement (`databaseChannel`). With SQLite there is one
- * instance, and delivery stays in the process. The same channel carries a second kind of
- * message: clients whose rows changed, which every instance forgets from its client cache
- * (client-cache.ts); and a third: the signing keys changed (`{"keys":true}`), which every
- * instance reloads at once rather than at its next minute's re-read (identity/keys.ts).
+ * a revocation sends from its own statement (`databaseChannel`). The same channel carries
+ * other kinds of message: clients whose rows changed, which every instance forgets from its
+ * client cache (client-cache.ts); the signing keys changed (`{"keys":true}`), which every
+ * instance reloads at once rather than at its next minute's re-read (identity/keys.ts); and
+ * the scopes changed (`{"scopes":true}`), which every instance drops from the metadata's
+ * catalogue (oauth/resources.ts).
+ *
+ * On SQLite without Redis, the processes that share the file — the server, its workers
+ * (WORKERS=n) and the command line — pass the same messages through a table of the database
+ * itself (`databaseTransport`), which each serving process reads twice a second: a key
+ * revoked from the command line after a compromise leaves the JWKS and stops signing within
+ * that, not at the next minute's re-read.
  *
  * The database remains the source of truth: bearer checks read it on every request, and the
  * WebSocket route re-checks the tokens of its open sockets every second (src/http/ws.ts), so
- * a lost message — or a revocation by another process, such as the CLI on SQLite — delays a
- * socket's close by at most that second, and never makes a revoked token work.
+ * a lost message — or a revocation by another process on SQLite, which does not travel through
+ * the database (`databaseTransport` says why) — delays a socket's close by at most that second,
+ * and never makes a revoked token work.
  */
+import { randomUUID } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import type { Kysely } from 'kysely';
 import { redisNamespace, type Config } from '../config.ts';
 import type { Store } from '../store/database.ts';
+import { appendFanOutMessage, fanOutMessagesAfter, latestFanOutMessage } from '../store/fan-out-messages.ts';
 import { listenPostgres } from '../store/notify.ts';
+import type { Database } from '../store/schema.ts';
 
 /** The PostgreSQL channel (a database is one deployment's); on Redis the channel is namespaced by issuer. */
 const CHANNEL = 'gatehouse_revocations';
@@ -25,9 +37,20 @@ const CHANNEL = 'gatehouse_revocations';
  * up to a 2000-character URL) are sent in chunks of at most this many bytes of JSON.
  */
 const MAX_MESSAGE_BYTES = 7000;
+/**
+ * How often a serving process on SQLite reads the messages other processes left in the
+ * database: twice a second, so that a change is acted on within a second even when it lands
+ * just after a read. One read of the table's primary key past the last id seen, usually
+ * empty; on a timer of its own, never on a request's path.
+ */
+const DATABASE_POLL_MS = 500;
+/** How long a message stays in the database: far longer than any reader takes to read it (a minute's re-read of the keys covers the rest). */
+const DATABASE_KEEP_MS = 60_000;
 
 export type RevocationListener = (grantIds: readonly string[]) => void;
 export type ClientChangeListener = (clientIds: readonly string[]) => void;
+/** What changed as a whole, with no ids: the signing keys, or the scopes of the resource servers. */
+export type Change = 'keys' | 'scopes';
 
 export interface FanOut {
   /**
@@ -46,15 +69,25 @@ export interface FanOut {
   /** Tells every instance, this one included (at once), that these clients' rows changed. */
   publishClientChanges(clientIds: readonly string[]): Promise<void>;
   subscribeClientChanges(listener: ClientChangeListener): void;
-  /** Tells every instance, this one included (at once), that the signing keys changed. */
-  publishKeyChanges(): Promise<void>;
-  subscribeKeyChanges(listener: () => void): void;
+  /** Tells every instance, this one included (at once), that the signing keys, or the scopes, changed. */
+  publishChange(change: Change): Promise<void>;
+  subscribeChanges(change: Change, listener: () => void): void;
+  /**
+   * Starts hearing the other processes where that costs a timer: on SQLite, reading the
+   * database's messages (`databaseTransport`). A serving process calls it once it is ready
+   * (app.ts); the command line, which only sends, never does. Redis and PostgreSQL deliver
+   * from the start.
+   */
+  listen(): void;
   close(): Promise<void>;
 }
 
-/** The wire forms: revoked grants as a bare array of ids (as before clients were cached), changed clients as `{"clients":[…]}`, changed keys as `{"keys":true}`. */
+/**
+ * The wire forms: revoked grants as a bare array of ids (as before clients were cached), changed
+ * clients as `{"clients":[…]}`, changed keys as `{"keys":true}`, changed scopes as `{"scopes":true}`.
+ */
 const encode = { grants: (ids: readonly string[]) => JSON.stringify(ids), clients: (ids: readonly string[]) => JSON.stringify({ clients: ids }) };
-const KEYS_CHANGED = JSON.stringify({ keys: true });
+const CHANGES: readonly Change[] = ['keys', 'scopes'];
 
 const isIds = (value: unknown): value is string[] => Array.isArray(value) && value.every((id) => typeof id === 'string');
 
@@ -76,7 +109,11 @@ function* chunks(ids: readonly string[]): Generator<string[]> {
 }
 
 interface Transport {
+  /** Whether revoked grants travel on it: not through the database on SQLite (`databaseTransport` says why). */
+  readonly carriesGrants: boolean;
   send(payload: string): Promise<void>;
+  /** Starts receiving, where that is not done from the start. */
+  listen?(): void;
   close(): Promise<void>;
 }
 
@@ -86,8 +123,8 @@ export interface BusLogger {
 
 export async function openFanOut(config: Config, store: Store, redis: { publisher: Redis; subscriber: Redis } | null, log: BusLogger): Promise<FanOut> {
   const listeners = { grants: new Set<RevocationListener>(), clients: new Set<ClientChangeListener>() };
-  const keyListeners = new Set<() => void>();
-  const keysChanged = () => keyListeners.forEach((listener) => listener());
+  const changeListeners = new Map(CHANGES.map((change) => [change, new Set<() => void>()]));
+  const changed = (change: Change) => changeListeners.get(change)!.forEach((listener) => listener());
   const deliver = (kind: keyof typeof listeners, ids: readonly string[]) => listeners[kind].forEach((listener) => listener(ids));
   const receive = (payload: string) => {
     let message: unknown = null;
@@ -97,9 +134,10 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
       // malformed: reported below
     }
     const clients = (message as { clients?: unknown } | null)?.clients;
+    const change = CHANGES.find((candidate) => (message as Record<string, unknown> | null)?.[candidate] === true);
     if (isIds(message)) deliver('grants', message);
     else if (isIds(clients)) deliver('clients', clients);
-    else if ((message as { keys?: unknown } | null)?.keys === true) keysChanged();
+    else if (change) changed(change);
     else log.warn({ channel: CHANNEL }, 'ignored a malformed revocation message');
   };
 
@@ -107,15 +145,15 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
   let databaseChannel: string | null = null;
   if (redis) transport = await redisTransport(redis, `${redisNamespace(config)}:revocations`, receive);
   else if (config.database.kind === 'postgres') {
-    transport = await listenPostgres(config.database.url, store.db, CHANNEL, receive, log);
+    transport = { carriesGrants: true, ...(await listenPostgres(config.database.url, store.db, CHANNEL, receive, log)) };
     databaseChannel = CHANNEL;
-  }
+  } else if (config.database.path !== ':memory:') transport = await databaseTransport(store.db, receive, log); // no other process opens a database in memory
 
   /** `sentByDatabase`: the change's own statement sent the message (a revocation on PostgreSQL without Redis). */
   const publish = async (kind: keyof typeof listeners, ids: readonly string[], sentByDatabase = false) => {
     if (ids.length === 0) return;
     deliver(kind, ids);
-    if (!transport || sentByDatabase) return;
+    if (!transport || sentByDatabase || (kind === 'grants' && !transport.carriesGrants)) return;
     for (const chunk of chunks(ids)) await transport.send(encode[kind](chunk));
   };
 
@@ -125,15 +163,16 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
     subscribe: (listener) => void listeners.grants.add(listener),
     publishClientChanges: (clientIds) => publish('clients', clientIds),
     subscribeClientChanges: (listener) => void listeners.clients.add(listener),
-    publishKeyChanges: async () => {
-      keysChanged();
-      await transport?.send(KEYS_CHANGED);
+    publishChange: async (change) => {
+      changed(change);
+      await transport?.send(JSON.stringify({ [change]: true }));
     },
-    subscribeKeyChanges: (listener) => void keyListeners.add(listener),
+    subscribeChanges: (change, listener) => void changeListeners.get(change)!.add(listener),
+    listen: () => transport?.listen?.(),
     close: async () => {
       listeners.grants.clear();
       listeners.clients.clear();
-      keyListeners.clear();
+      changeListeners.forEach((set) => set.clear());
       await transport?.close();
     },
   };
@@ -148,9 +187,63 @@ async function redisTransport(
   subscriber.on('message', onMessage);
   await subscriber.subscribe(channel); // and ioredis subscribes again after each reconnection
   return {
+    carriesGrants: true,
     // Fails at once while Redis is unreachable; the caller logs it (context.ts).
     send: async (payload) => void (await publisher.publish(channel, payload)),
     // No UNSUBSCRIBE, which would fail with Redis down: closing the connection (services.ts) ends the subscription.
     close: async () => void subscriber.off('message', onMessage),
+  };
+}
+
+/**
+ * The messages between the processes that share one SQLite file, through the file itself
+ * (`fan_out_messages`, store/fan-out-messages.ts): a sender adds a row; each serving process
+ * reads the rows past the last one it saw every DATABASE_POLL_MS and hands the others'
+ * payloads to `receive`, as Redis or LISTEN/NOTIFY would. A table, not `PRAGMA data_version`
+ * (which also moves on every commit of another connection: another worker's every token
+ * would wake every process to reload everything), and not a bare counter per kind (which
+ * would lose which clients changed): the same messages, over another wire.
+ *
+ * Revoked grants do not travel on it. A revocation is on the path of requests (revocation,
+ * logout, refresh reuse), where an extra write would cost every one of them, and nothing of
+ * a grant is held in memory: bearer checks read the database, and open WebSockets are
+ * re-checked every second. Clients, keys and scopes change rarely: by an administrator's hand,
+ * or when a client's metadata document is first recorded or changes.
+ */
+async function databaseTransport(db: Kysely<Database>, receive: (payload: string) => void, log: BusLogger): Promise<Transport> {
+  const origin = randomUUID();
+  // Only what comes after this process opened: everything before, it reads when it loads.
+  let seen = await latestFanOutMessage(db);
+  let timer: NodeJS.Timeout | null = null;
+  let reading: Promise<void> | null = null;
+  let failing = false; // one log line per outage, not two a second
+  const read = async () => {
+    for (const message of await fanOutMessagesAfter(db, seen)) {
+      seen = message.id;
+      if (message.origin !== origin) receive(message.payload);
+    }
+    failing = false;
+  };
+  const poll = () =>
+    void (reading ??= read()
+      .catch((error: Error) => {
+        if (!failing) log.warn({ err: error.message }, 'could not read the fan-out messages from the database; trying again twice a second');
+        failing = true;
+      })
+      .finally(() => (reading = null)));
+  return {
+    carriesGrants: false,
+    send: async (payload) => {
+      const sentAt = Date.now();
+      await appendFanOutMessage(db, { origin, payload, sentAt }, sentAt - DATABASE_KEEP_MS);
+    },
+    listen() {
+      timer ??= setInterval(poll, DATABASE_POLL_MS).unref();
+    },
+    close: async () => {
+      if (timer) clearInterval(timer);
+      timer = null;
+      await reading; // the store closes after this: no read is left running on it
+    },
   };
 }

@@ -15,7 +15,8 @@
  * (store/signing-keys.ts `withKeysLocked`) and re-reads the keys inside it, so instances that
  * start or rotate at once end with one active key per algorithm (the database refuses two
  * anyway). Each process's ring re-reads the keys every minute — and at once when the fan-out
- * says they changed — and runs the scheduled step on the same timer; any instance may.
+ * says they changed (on SQLite too: the command line and the workers pass the word through the
+ * database, events/fan-out.ts) — and runs the scheduled step on the same timer; any instance may.
  *
  * Private keys: stored as JWK, sealed under KEYS_SECRET when it is set (protocol/seal.ts). They
  * are never logged, printed or audited: the audit trail and the CLI name keys by kid and algorithm only.
@@ -40,7 +41,10 @@ export type KeyState = SigningKeyRow['state'];
 export const JWKS_MAX_AGE = 600;
 /** How long a next key is published before it signs: six times the JWKS max-age (SPEC §4.9). */
 export const PUBLICATION_LEAD_MS = 6 * JWKS_MAX_AGE * 1000;
-/** How often each process re-reads the keys and runs the scheduled step: every instance sees a change within a minute. */
+/**
+ * How often each process re-reads the keys and runs the scheduled step. The fan-out tells every
+ * process of a change at once; this re-read is for a message lost on the way (Redis reconnecting).
+ */
 export const REFRESH_INTERVAL_MS = 60_000;
 /**
  * Added to a retiring key's tail: an instance that has not re-read the keys yet signs with the
@@ -175,7 +179,7 @@ async function changeKeys<T>(deps: KeyDeps, ring: KeyRing | null, actor: Actor |
   if (changes.length > 0) {
     for (const change of changes) await deps.audit({ type: change.type, ...(actor ? madeBy(actor) : {}), detail: { kid: change.kid, alg: change.alg } });
     await ring?.reload();
-    await deps.services.bus.publishKeyChanges();
+    await deps.services.bus.publishChange('keys');
   }
   return result;
 }
@@ -300,7 +304,8 @@ export class KeyRing {
     const ring = new KeyRing(deps);
     await settle(deps, null);
     await ring.reload();
-    deps.services.bus.subscribeKeyChanges(
+    deps.services.bus.subscribeChanges(
+      'keys',
       () => void ring.reload().catch((error: Error) => log.error({ err: error.message }, 'could not reload the signing keys')),
     );
     ring.#timer = setInterval(

@@ -192,7 +192,10 @@ export async function scopeDescriptions(ctx: AppContext): Promise<Map<string, st
   return new Map([...(await listScopes(ctx.db)).map((row): [string, string] => [row.name, row.description]), ...IDENTITY_SCOPES]);
 }
 
-/** Every scope of every resource server, as the metadata lists them; cached briefly, dropped on change. */
+/**
+ * Every scope of every resource server, as the metadata lists them; cached briefly, dropped on
+ * change (a change no fan-out message reached is seen within CATALOGUE_TTL_MS).
+ */
 const catalogues = new WeakMap<object, { names: Promise<string[]>; until: number }>();
 const CATALOGUE_TTL_MS = 10_000;
 
@@ -206,7 +209,7 @@ export function scopesSupported(ctx: AppContext): Promise<string[]> {
   return names;
 }
 
-/** After a change of scopes on this instance; other instances see it within CATALOGUE_TTL_MS. */
-export function forgetScopeCatalogue(ctx: AppContext): void {
-  catalogues.delete(ctx.db);
+/** After a change of scopes, here or (told by the fan-out) on another instance: AppContext `onScopesChanged`. */
+export function forgetScopeCatalogue(db: AppContext['db']): void {
+  catalogues.delete(db);
 }

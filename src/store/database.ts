@@ -46,6 +46,7 @@ import * as privateKeyJwt from './migrations/20261126_008_private_key_jwt.ts';
 import * as passkeys from './migrations/20261126_010_passkeys.ts';
 import * as secondFactors from './migrations/20261126_011_second_factors.ts';
 import * as jwtGrants from './migrations/20261126_009_jwt_grants.ts';
+import * as fanOutMessages from './migrations/20261127_001_fan_out_messages.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -81,6 +82,7 @@ export const migrations: Record<string, Migration> = {
   '20261126_010_passkeys': passkeys,
   '20261126_011_second_factors': secondFactors,
   '20261126_009_jwt_grants': jwtGrants,
+  '20261127_001_fan_out_messages': fanOutMessages,
 };
 
 /**

@@ -396,6 +396,17 @@ export interface TrustedIssuersTable {
 
 export type TrustedIssuer = Selectable<TrustedIssuersTable>;
 
+/** A fan-out message between processes sharing one SQLite file (events/fan-out.ts); empty on PostgreSQL. */
+export interface FanOutMessagesTable {
+  id: ColumnType<number, never, never>;
+  /** The sending process: random per process, so that it skips its own messages. */
+  origin: Immutable<string>;
+  /** The message, as Redis or PostgreSQL NOTIFY would carry it. */
+  payload: Immutable<string>;
+  /** Epoch milliseconds; rows older than a minute are deleted by the next sender. */
+  sent_at: Immutable<number>;
+}
+
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
@@ -423,6 +434,7 @@ export interface Database {
   webauthn_challenges: WebauthnChallengesTable;
   client_grant_secrets: ClientGrantSecretsTable;
   trusted_issuers: TrustedIssuersTable;
+  fan_out_messages: FanOutMessagesTable;
 }
 
 export type User = Selectable<UsersTable>;
