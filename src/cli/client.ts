@@ -1,7 +1,8 @@
 /** `gatehouse client …`: register, list, delete, block and unblock OAuth clients. */
 import { readFileSync } from 'node:fs';
 import { COMMAND_LINE } from '../audit.ts';
-import { PAGE_SIZE, blockClient, describeClient, lookupClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
+import { PAGE_SIZE, blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
+import { lookupClient } from '../oauth/client-auth.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
 import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';

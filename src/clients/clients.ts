@@ -9,11 +9,11 @@ import type { Kysely } from 'kysely';
 import { madeBy, type Actor } from '../audit.ts';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { isClientId } from '../oauth/client-auth.ts';
+import { lookupClient } from '../oauth/client-auth.ts';
 import { authMethodOf, isConfidential, jwksProblem, jwksShapeProblem, jwksUriProblem } from '../oauth/assertions/client-keys.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
-import { storeGrantSecret } from './grant-secrets.ts';
+import { storeGrantSecret } from '../oauth/assertions/grant-secrets.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
 import { postLogoutRedirectUrisOf, redirectUriProblem, redirectUrisOf } from '../protocol/redirect-uri.ts';
@@ -24,7 +24,6 @@ import { takenScopeNames } from '../store/resources.ts';
 import {
   deleteClient,
   deleteClientBlock,
-  findClient as findClientById,
   insertClient,
   insertClientBlock,
   listClients as listClientPage,
@@ -228,14 +227,6 @@ export function redirectUrisProblem(uris: readonly string[], required: boolean, 
 function firstProblem(problems: Record<string, string>): ClientInputError | null {
   const [field, message] = Object.entries(problems)[0] ?? [];
   return field === undefined || message === undefined ? null : new ClientInputError(field, message);
-}
-
-/**
- * The client with an id a person typed or a form sent (a UUID, or a metadata document's
- * URL); undefined for an unknown or malformed one, which is never looked up.
- */
-export async function lookupClient(db: Kysely<Database>, id: string): Promise<Client | undefined> {
-  return isClientId(id) ? findClientById(db, id) : undefined;
 }
 
 /** A page of at most `limit` clients of every kind, oldest first (SPEC §4.5: admin lists are paginated). */

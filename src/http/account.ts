@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { authorizedApplications, removeAccess } from '../clients/access.ts';
 import { listResources, type ResourceView } from '../clients/resources.ts';
-import { lookupClient } from '../clients/clients.ts';
+import { lookupClient } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { splitScopes } from '../oauth/scopes.ts';

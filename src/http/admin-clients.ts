@@ -16,7 +16,6 @@ import {
   clientChangeProblems,
   clientInputProblems,
   describeClient,
-  lookupClient,
   listClients,
   registerClient,
   removeClient,
@@ -26,6 +25,7 @@ import {
   type ClientChanges,
   type ClientInput,
 } from '../clients/clients.ts';
+import { lookupClient } from '../oauth/client-auth.ts';
 import { SCOPES } from '../config.ts';
 import { SIGNING_ALGS } from '../identity/keys.ts';
 import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';

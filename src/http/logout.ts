@@ -6,7 +6,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { logOut } from '../accounts/login.ts';
 import type { AppContext } from '../context.ts';
-import { logoutDecision, readLogoutRequest, type LogoutRequest } from '../identity/logout.ts';
+import { logoutDecision, readLogoutRequest, type LogoutRequest } from '../oauth/logout.ts';
 import type { RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { page } from './pages.ts';

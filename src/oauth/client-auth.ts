@@ -5,7 +5,9 @@
  * only `client_id`). A client uses exactly its registered method. @see RFC 6749 §2.3.1,
  * §3.2.1; RFC 7523 §2.2, §3
  */
-import type { Client } from '../store/schema.ts';
+import type { Kysely } from 'kysely';
+import { findClient as findClientById } from '../store/clients.ts';
+import type { Client, Database } from '../store/schema.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { CLIENT_ASSERTION_TYPE, ClientAssertionRefused, assertedClientId, type ClientAssertionCheck } from './assertions/client-assertion.ts';
 import { authMethodOf } from './assertions/client-keys.ts';
@@ -30,6 +32,14 @@ export function isUuid(value: string): boolean {
  */
 export function isClientId(value: string): boolean {
   return isUuid(value) || isMetadataDocumentUrl(value);
+}
+
+/**
+ * The client with an id a person typed or a form sent (a UUID, or a metadata document's
+ * URL); undefined for an unknown or malformed one, which is never looked up.
+ */
+export async function lookupClient(db: Kysely<Database>, id: string): Promise<Client | undefined> {
+  return isClientId(id) ? findClientById(db, id) : undefined;
 }
 
 /** `invalid_client`, with a flag telling the route to answer 401 with a Basic challenge. */

@@ -7,7 +7,7 @@
 import type { AppContext } from '../../context.ts';
 import { madeBy, type Actor } from '../../audit.ts';
 import { InputError } from '../../input-error.ts';
-import { lookupClient } from '../../clients/clients.ts';
+import { lookupClient } from '../../oauth/client-auth.ts';
 import { takenScopeNames } from '../../store/resources.ts';
 import type { PageCursor, Page } from '../../store/clients.ts';
 import type { TrustedIssuer, TrustedIssuerProfile } from '../../store/schema.ts';

@@ -12,7 +12,7 @@
 import { compactVerify } from 'jose';
 import { authority } from '../../config.ts';
 import type { AppContext } from '../../context.ts';
-import { readGrantSecret } from '../../clients/grant-secrets.ts';
+import { readGrantSecret } from './grant-secrets.ts';
 import { findUserByUsername } from '../../store/users.ts';
 import type { Client, User } from '../../store/schema.ts';
 import { InvalidClient } from '../client-auth.ts';

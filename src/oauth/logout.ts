@@ -7,13 +7,13 @@
  * confirm with a CSRF-protected form, so that a cross-site link alone logs nobody out.
  */
 import { type SignedIn } from '../login.ts';
-import { lookupClient } from '../clients/clients.ts';
+import { lookupClient } from '../oauth/client-auth.ts';
 import { accountUri, type Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { invalidRequest } from '../protocol/errors.ts';
 import { readParams, type RawParams } from '../protocol/params.ts';
 import { postLogoutRedirectUrisOf } from '../protocol/redirect-uri.ts';
-import { readIdTokenHint, type IdTokenHint } from './id-tokens.ts';
+import { readIdTokenHint, type IdTokenHint } from '../identity/id-tokens.ts';
 
 /** The parameters read (RP-Initiated Logout 1.0 §2); `logout_hint` and `ui_locales` are accepted and ignored. */
 const PARAMETERS = ['id_token_hint', 'client_id', 'post_logout_redirect_uri', 'state', 'logout_hint', 'ui_locales'] as const;

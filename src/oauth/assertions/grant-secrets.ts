@@ -7,9 +7,9 @@
  * printed after creation or audited.
  */
 import type { Kysely } from 'kysely';
-import { open, seal } from '../protocol/seal.ts';
-import type { Database } from '../store/schema.ts';
-import { findClientGrantSecret, putClientGrantSecret } from '../store/trusted-issuers.ts';
+import { open, seal } from '../../protocol/seal.ts';
+import type { Database } from '../../store/schema.ts';
+import { findClientGrantSecret, putClientGrantSecret } from '../../store/trusted-issuers.ts';
 
 /** Stores the client's secret, sealed under KEYS_SECRET when it is set. */
 export async function storeGrantSecret(db: Kysely<Database>, clientId: string, secret: string, keysSecret: string | null): Promise<void> {
