@@ -1,6 +1,6 @@
 /**
  * `GET` and `POST /oauth/logout` (SPEC §4.10, the `end_session_endpoint`): RP-initiated
- * logout, decided in src/identity/logout.ts. Also starts this instance's back-channel logout
+ * logout, decided in src/oauth/logout.ts. Also starts this instance's back-channel logout
  * deliveries (src/identity/backchannel-logout.ts), which run on the server only.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
