@@ -7,7 +7,7 @@
 import { madeBy, type Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { isScopeToken } from '../oauth/scopes.ts';
-import { deleteGroup, deleteMember, groupExists, insertGroup, insertMember, listGroups, type GroupWithMembers } from '../store/groups.ts';
+import { deleteGroup, deleteMember, groupExists, insertGroup, insertMember, listGroups, userGroups, type GroupWithMembers } from '../store/groups.ts';
 import { AccountError, type User } from './users.ts';
 
 export type { GroupWithMembers };
@@ -21,6 +21,11 @@ export function groupNameProblem(name: string): string | null {
 }
 
 /** Every group in name order, with its members in username order. */
+/** The names of the groups the user is in. */
+export function groupsOf(ctx: AppContext, userId: string): Promise<string[]> {
+  return userGroups(ctx.db, userId);
+}
+
 export function allGroups(ctx: AppContext): Promise<GroupWithMembers[]> {
   return listGroups(ctx.db);
 }

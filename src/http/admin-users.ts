@@ -7,11 +7,10 @@
  */
 import { factorNamesOf } from '../accounts/second-factors.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { addMember, allGroups, createGroup, removeGroup, removeMember } from '../accounts/groups.ts';
+import { addMember, allGroups, createGroup, groupsOf, removeGroup, removeMember } from '../accounts/groups.ts';
 import { AccountError, createUser, disableUser, findUser, findUserNamed, findUsers, promoteUser, updateProfile, type User } from '../accounts/users.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { single, type RawParams } from '../protocol/params.ts';
-import { userGroups } from '../store/groups.ts';
 import type { AdminRoomOptions } from './admin.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, page, pageCursor, sentence, ticked } from './pages.ts';
@@ -186,7 +185,7 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
   async function profileForm(reply: FastifyReply, user: User, form: { notice: string | null; values: ProfileValues; errors: Errors }) {
     return reply.view('admin-user-form.eta', {
       title: `Edit ${user.username}`,
-      user: { id: user.id, username: user.username, groups: await userGroups(ctx.db, user.id) },
+      user: { id: user.id, username: user.username, groups: await groupsOf(ctx, user.id) },
       csrfToken: formToken(reply),
       ...form,
     });

@@ -7,16 +7,13 @@ import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
 import { bearerToken } from '../oauth/bearer.ts';
 import { OAuthError } from '../protocol/errors.ts';
-import { databaseAnswers, purge } from '../maintenance.ts';
-import { startCheckpointer, type Checkpointer } from '../store/checkpointer.ts';
+import { databaseAnswers, purge, startCheckpoints, type Checkpoints } from '../maintenance.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { rejectOtherMethods } from './helpers.ts';
 import { TAGS, oauthError } from './schemas.ts';
 
 /** Table sizes are counted at start and then at most this often (SPEC §4.6: at most once a minute). */
 const TABLE_COUNT_INTERVAL_MS = 60_000;
-/** How often the purging process checkpoints SQLite's WAL (src/store/checkpointer.ts; the bound: WAL_AUTOCHECKPOINT_PAGES in src/store/database.ts). */
-const CHECKPOINT_INTERVAL_MS = 1000;
 
 const statusSchema = {
   tags: [TAGS.operations],
@@ -113,11 +110,9 @@ function schedulePurge(app: FastifyInstance, ctx: AppContext): void {
  * WORKERS=n, one worker). An in-memory database has no WAL.
  */
 function scheduleCheckpoints(app: FastifyInstance, path: string): void {
-  let checkpointer: Checkpointer | undefined;
+  let checkpointer: Checkpoints | undefined;
   app.addHook('onReady', async () => {
-    checkpointer = startCheckpointer({ path, intervalMs: CHECKPOINT_INTERVAL_MS }, (message) =>
-      app.log.warn({ error: message }, 'checkpoint failed; the next commit past the WAL limit will do it'),
-    );
+    checkpointer = startCheckpoints(path, (message) => app.log.warn({ error: message }, 'checkpoint failed; the next commit past the WAL limit will do it'));
   });
   app.addHook('onClose', async () => checkpointer?.stop());
 }
