@@ -1,12 +1,11 @@
 /** The resource side: the bearer-authenticated profile, OpenID Connect userinfo, and endpoint discovery. */
 import type { FastifyInstance } from 'fastify';
 import { accountUri, type Config } from '../config.ts';
-import { identityClaims, OPENID_SCOPE } from '../identity/id-tokens.ts';
-import { InsufficientScope, authenticateAccessToken, authenticateBearer, bearerToken, requireScope } from '../oauth/bearer.ts';
+import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bearer.ts';
 import { USERINFO_PATH } from '../oauth/metadata.ts';
-import { single, type RawParams } from '../protocol/params.ts';
+import { userinfo } from '../oauth/userinfo.ts';
+import type { RawParams } from '../protocol/params.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../protocol/errors.ts';
 import { splitScopes } from '../oauth/scopes.ts';
 import { rejectOtherMethods } from './helpers.ts';
 import { formBody, TAGS, oauthError } from './schemas.ts';
@@ -90,25 +89,9 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
     };
   });
 
-  /**
-   * The token comes in the `Authorization` header, or (POST) as `access_token` in a form body
-   * (RFC 6750 §2.2); it must be for the built-in resource and hold `openid`.
-   */
-  async function userinfo(authorization: string | undefined, form: RawParams | null) {
-    const inBody = form === null ? undefined : single(form, 'access_token');
-    if (inBody !== undefined && authorization !== undefined)
-      throw new OAuthError('invalid_request', 'send the access token once: in the header or in the body');
-    const token = await authenticateBearer(ctx, inBody ?? bearerToken(authorization));
-    requireScope(splitScopes(token.scopes), OPENID_SCOPE);
-    // A client acting as itself is never granted openid (resources.ts `requestScopes`).
-    const claims = token.user_id === null ? null : await identityClaims(ctx, token.user_id, splitScopes(token.scopes));
-    if (claims === null) throw new InsufficientScope(OPENID_SCOPE);
-    return claims;
-  }
-
   app.get(USERINFO_PATH, { schema: userinfoSchema }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
-    return userinfo(request.headers.authorization, null);
+    return userinfo(ctx, request.headers.authorization, null);
   });
 
   app.post(
@@ -117,7 +100,7 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
     async (request, reply) => {
       reply.header('Cache-Control', 'no-store');
       const form = typeof request.body === 'object' && request.body !== null ? (request.body as RawParams) : null;
-      return userinfo(request.headers.authorization, form);
+      return userinfo(ctx, request.headers.authorization, form);
     },
   );
 
