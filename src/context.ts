@@ -5,18 +5,17 @@
  * (open-context.ts, beside app.ts) builds it. Routes receive it as their plugin option
  * `ctx`, and in no other way.
  */
+import type { JWK, JWTPayload } from 'jose';
 import type { Kysely } from 'kysely';
 import type { Audit } from './audit.ts';
 import type { ClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
-import type { BackchannelLogouts } from './identity/backchannel-logout.ts';
-import type { KeyRing } from './identity/keys.ts';
 import type { Metrics } from './metrics.ts';
 import type { RemoteKeys } from './oauth/assertions/remote-keys.ts';
 import type { ClientMetadataResolver } from './oauth/client-metadata.ts';
 import type { Services } from './services.ts';
 import type { Store } from './store/database.ts';
-import type { Database } from './store/schema.ts';
+import type { Database, SigningAlg } from './store/schema.ts';
 
 export interface AppContext {
   readonly config: Config;
@@ -60,9 +59,36 @@ export interface AppContext {
   /** Others' public keys (SPEC §4.11): JWK Sets at URLs and discovered `jwks_uri`s, fetched safely and cached, one cache per process. */
   readonly remoteKeys: RemoteKeys;
   /** The signing keys (SPEC §4.9): what signs and verifies JWTs, and the JWKS. */
-  readonly keys: KeyRing;
+  readonly keys: SigningKeys;
   /** Back-channel logout deliveries (SPEC §4.10): woken when a session ends here; delivering on the server only. */
   readonly backchannelLogouts: BackchannelLogouts;
+}
+
+/** What signs and verifies Gatehouse's own JWTs and publishes the JWKS: this process's key ring (identity/keys.ts). */
+export interface SigningKeys {
+  /** The public JWK of every next, active and retiring key: the JWKS document. */
+  jwks(): { readonly keys: readonly JWK[] };
+  /** A compact JWS of `claims` (given whole), signed by the active key of `alg`, its kid in the header. */
+  signJwt(alg: SigningAlg, header: { readonly typ: string }, claims: JWTPayload): Promise<string>;
+  /** The claims of a JWT this server signed with a key it still publishes, of the `typ` given, unexpired unless `ignoreExpiry`; null for anything else. */
+  verifyJwt(
+    token: string,
+    options: { readonly typ: string; readonly algorithms?: readonly SigningAlg[]; readonly ignoreExpiry?: boolean },
+  ): Promise<JWTPayload | null>;
+  /** Re-reads the keys: after a change this process made. */
+  reload(): Promise<void>;
+  /** Runs the scheduled step (rotation, activation, removal) if something is due, then re-reads the keys: what the ring's timer does. */
+  refresh(): Promise<void>;
+}
+
+/** Back-channel logout deliveries (identity/backchannel-logout.ts). */
+export interface BackchannelLogouts {
+  /** Delivers what is due now, in the background (after a session ended here). Does nothing until started. */
+  wake(): void;
+  /** Starts delivering on this instance (the server; not the command line). */
+  start(): void;
+  /** Stops, waiting for the deliveries under way. */
+  close(): Promise<void>;
 }
 
 export type RevocationReason = 'revoked' | 'refresh_reuse' | 'code_replay' | 'user_disabled' | 'client_deleted' | 'client_blocked' | 'access_removed';

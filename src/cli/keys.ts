@@ -1,6 +1,6 @@
 /** `gatehouse keys …`: list, rotate and revoke the signing keys (SPEC §2, §4.9). Kid, algorithm, state and dates only: never private material. */
 import { COMMAND_LINE } from '../audit.ts';
-import { listKeys, revokeKey, rotateKeys, type KeyView } from '../identity/keys.ts';
+import { listKeys, revokeKey, rotateKeys, type KeyView } from '../identity/key-schedule.ts';
 import { command, noArguments, oneArgument, type Command } from './command.ts';
 
 const iso = (at: number | null) => (at === null ? null : new Date(at).toISOString());

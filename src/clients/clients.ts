@@ -15,7 +15,7 @@ import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
 import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
 import { storeGrantSecret } from '../oauth/assertions/grant-secrets.ts';
 import { OAuthError } from '../protocol/errors.ts';
-import { SIGNING_ALGS } from '../identity/keys.ts';
+import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { postLogoutRedirectUrisOf, redirectUriProblem, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { IDENTITY_SCOPE_NAMES, isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';

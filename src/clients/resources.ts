@@ -28,7 +28,7 @@ import {
 } from '../store/resources.ts';
 import type { Page, PageCursor } from '../store/clients.ts';
 import type { Resource, ScopeRow, SigningAlg, TokenFormat } from '../store/schema.ts';
-import { SIGNING_ALGS } from '../identity/keys.ts';
+import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { mintToken } from '../tokens.ts';
 
 /** A problem with what was asked for, naming the field at fault. */

@@ -27,7 +27,7 @@ import {
 } from '../clients/clients.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
 import { SCOPES } from '../config.ts';
-import { SIGNING_ALGS } from '../identity/keys.ts';
+import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import type { RawParams } from '../protocol/params.ts';

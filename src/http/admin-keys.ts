@@ -9,7 +9,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
-import { KeyInputError, listKeys, revokeKey, rotateKeys, type KeyView } from '../identity/keys.ts';
+import { KeyInputError, listKeys, revokeKey, rotateKeys, type KeyView } from '../identity/key-schedule.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import type { RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';

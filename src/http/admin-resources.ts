@@ -7,7 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Actor } from '../audit.ts';
 import { ACCESS_TOKEN_TTL_RANGE } from '../config.ts';
-import { SIGNING_ALGS } from '../identity/keys.ts';
+import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import {
   ResourceInputError,
   TOKEN_FORMATS,

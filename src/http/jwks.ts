@@ -6,7 +6,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { AppContext } from '../context.ts';
-import { JWKS_MAX_AGE } from '../identity/keys.ts';
+import { JWKS_MAX_AGE } from '../identity/key-schedule.ts';
 import { rejectOtherMethods } from './helpers.ts';
 import { TAGS } from './schemas.ts';
 

@@ -19,7 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Audit } from '../audit.ts';
 import { accountUri, type Config } from '../config.ts';
-import type { ContextLogger } from '../context.ts';
+import type { ContextLogger, BackchannelLogouts } from '../context.ts';
 import { safeFetch } from '../protocol/safe-fetch.ts';
 import {
   claimBackchannelLogout,
@@ -60,15 +60,6 @@ export interface BackchannelLogoutDeps {
   readonly audit: Audit;
   readonly now: () => number;
   readonly log: ContextLogger;
-}
-
-export interface BackchannelLogouts {
-  /** Delivers what is due now, in the background (after a session ended here). Does nothing until started. */
-  wake(): void;
-  /** Starts delivering on this instance (the server; not the command line). */
-  start(): void;
-  /** Stops, waiting for the deliveries under way. */
-  close(): Promise<void>;
 }
 
 /** The logout token for `client` about the session `sid` of `sub`, signed like its ID tokens. */

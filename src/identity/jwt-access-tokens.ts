@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.ts';
 import { loginClaims, type Login } from '../login.ts';
 import { hashToken } from '../tokens.ts';
-import type { SigningAlg } from './keys.ts';
+import type { SigningAlg } from './key-schedule.ts';
 
 /** The `typ` of a JWT access token's header (RFC 9068 §2.1). */
 export const JWT_ACCESS_TOKEN_TYPE = 'at+jwt';

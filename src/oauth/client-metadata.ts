@@ -12,7 +12,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import { normalizeClientName } from './client-names.ts';
-import { SIGNING_ALGS } from '../identity/keys.ts';
+import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import type { SigningAlg } from '../store/schema.ts';
 import { redirectUriProblem } from '../protocol/redirect-uri.ts';
 import { addressKey } from '../throttle.ts';

@@ -6,7 +6,7 @@
 import { ID_JAG_PROFILE } from './assertions/profiles.ts';
 import type { Config } from '../config.ts';
 import { DEFAULT_ID_TOKEN_ALG } from '../identity/id-tokens.ts';
-import { SIGNING_ALGS } from '../identity/keys.ts';
+import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { ASSERTION_ALGS } from './assertions/remote-keys.ts';
 import { PROMPTS, RESPONSE_MODES } from './authorize.ts';
 import { TOKEN_GRANT_TYPES } from './grants/index.ts';

@@ -15,7 +15,7 @@ import { SignJWT, createRemoteJWKSet, decodeProtectedHeader, generateKeyPair, jw
 import * as oauth from 'oauth4webapi';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
-import { revokeKey } from '../../src/identity/keys.ts';
+import { revokeKey } from '../../src/identity/key-schedule.ts';
 import { listAuditEvents } from '../../src/store/audit-events.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { answerAtDevicePage, deviceApp, poll, requestCodes } from '../support/device.ts';

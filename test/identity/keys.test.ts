@@ -11,7 +11,7 @@ import { COMMAND_LINE } from '../../src/audit.ts';
 import { ConfigError, loadConfig } from '../../src/config.ts';
 import { beginAppSetup, currentAppSetup } from '../../src/accounts/second-factors.ts';
 import { findUserNamed } from '../../src/accounts/users.ts';
-import { KeyInputError, PUBLICATION_LEAD_MS, listKeys, retirementTailMs, revokeKey, rotateKeys } from '../../src/identity/keys.ts';
+import { KeyInputError, PUBLICATION_LEAD_MS, listKeys, retirementTailMs, revokeKey, rotateKeys } from '../../src/identity/key-schedule.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
