@@ -32,6 +32,7 @@ import {
 import { decodeClientDataJSON, isoBase64URL } from '@simplewebauthn/server/helpers';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
+import { holdsNul } from '../protocol/params.ts';
 import {
   consumeChallenge,
   deletePasskey,
@@ -95,13 +96,16 @@ function refused(description: string, detail: string, status = 400): OAuthError 
 
 /**
  * The response as the browser library sent it (JSON text in a form field), with the
- * challenge its client data names; undefined when it is not shaped like one.
+ * challenge its client data names; undefined when it is not shaped like one. The form field
+ * cannot hold NUL (params.ts), but its JSON can (`\u0000`), in the credential ID looked up
+ * by a login: such a response is malformed, as anything holding NUL is (holdsNul).
  */
 function parseResponse<T extends RegistrationResponseJSON | AuthenticationResponseJSON>(text: string): { response: T; challenge: string } | undefined {
   if (text.length === 0 || text.length > RESPONSE_MAX) return undefined;
   try {
     const response = JSON.parse(text) as T;
     if (
+      holdsNul(response) ||
       typeof response !== 'object' ||
       response === null ||
       typeof response.id !== 'string' ||

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { registerDynamicClient } from '../clients/registration.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
+import { holdsNul } from '../protocol/params.ts';
 import { rejectOtherMethods } from './helpers.ts';
 
 /** A registration is a few hundred bytes; this leaves room for long redirect URL lists. */
@@ -31,6 +32,8 @@ export default async function registrationRoutes(app: FastifyInstance, { ctx }: 
     } catch {
       throw new OAuthError('invalid_client_metadata', 'the body is not valid JSON');
     }
+    // Refused whole, whichever member holds it (protocol/params.ts holdsNul): none is stored with NUL.
+    if (holdsNul(metadata)) throw new OAuthError('invalid_client_metadata', 'the client metadata contains a NUL character');
     return reply.code(201).send(await registerDynamicClient(ctx, metadata, request.ip));
   });
   rejectOtherMethods(app, ['/oauth/register'], 'POST');

@@ -12,6 +12,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Config } from '../config.ts';
 import { normalizeClientName } from './client-names.ts';
+import { holdsNul } from '../protocol/params.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import type { SigningAlg } from '../store/schema.ts';
 import { redirectUriProblem } from '../protocol/redirect-uri.ts';
@@ -151,6 +152,8 @@ export function validateMetadataDocument(url: string, body: string): Validation 
     return refuse('is not JSON');
   }
   if (typeof document !== 'object' || document === null || Array.isArray(document)) return refuse('is not a JSON object');
+  // Its URLs are stored as written (a URL parser percent-encodes NUL but accepts it): refused whole (params.ts holdsNul).
+  if (holdsNul(document)) return refuse('contains a NUL character');
   const fields = document as Record<string, unknown>;
 
   if (fields.client_id !== url) return refuse('has a client_id other than its own URL');

@@ -25,10 +25,33 @@ export function parseForm(text: string): RawParams {
 }
 
 /**
- * U+FFFD stands where the request had bytes that are not UTF-8 (see parseForm). NUL is valid
- * UTF-8 but never part of a parameter, and PostgreSQL refuses it in text: refused here, it
- * cannot turn a search or a lookup into a server error.
+ * Whether text from outside — a string, or JSON parsed from one (a WebAuthn response, a
+ * registration, a fetched metadata document), keys included — holds NUL. NUL is valid UTF-8
+ * but never part of anything Gatehouse reads, and PostgreSQL's text type cannot hold it (the
+ * driver throws: a 500) while SQLite stores it: whatever holds one is refused where it enters,
+ * so that both backends give the same 4xx and no lookup or write ever sees it. Query strings
+ * and form fields are checked by the readers below, path parameters by app.ts, JSON where it
+ * is parsed; the claims of others' JWTs are looked up only once their shape is checked
+ * (oauth/assertions: `isClientId`, `isLookupSafe`, `userOfSubject`). Iterative: a deeply
+ * nested document cannot exhaust the stack.
  */
+export function holdsNul(value: unknown): boolean {
+  const pending = [value];
+  while (pending.length > 0) {
+    const item = pending.pop();
+    if (typeof item === 'string') {
+      if (item.includes('\0')) return true;
+    } else if (typeof item === 'object' && item !== null) {
+      for (const [key, member] of Object.entries(item)) {
+        if (key.includes('\0')) return true;
+        pending.push(member);
+      }
+    }
+  }
+  return false;
+}
+
+/** U+FFFD stands where the request had bytes that are not UTF-8 (see parseForm); NUL: see holdsNul. */
 function checkEncoding(name: string, value: string): string {
   if (value.includes('\uFFFD')) throw invalidRequest(`the "${name}" parameter is not valid UTF-8`);
   if (value.includes('\0')) throw invalidRequest(`the "${name}" parameter contains a NUL character`);

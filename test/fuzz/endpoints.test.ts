@@ -3,11 +3,12 @@
  * authorization endpoint and its consent form, the token, revocation and introspection
  * endpoints, userinfo, RP-initiated logout, the login form, passkey logins, the second step
  * of a login and the security forms, and the admin forms. Requests are random, oversized, repeated,
- * not UTF-8, injection-shaped, sent with the wrong method or content type — and built so
- * that none of them is a request that should succeed. Each must get a documented answer
- * (a 4xx, or the redirect or `200` the RFCs prescribe for that case), never a 5xx; HTML
- * must not echo markup; redirects must stay on Gatehouse or go to the registered URL; and
- * no table may change, except the audit trail recording failed logins.
+ * not UTF-8, holding NUL (in every field: PostgreSQL's text cannot), injection-shaped, sent
+ * with the wrong method or content type — and built so that none of them is a request that
+ * should succeed. Each must get a documented answer (a 4xx, or the redirect or `200` the
+ * RFCs prescribe for that case), never a 5xx; HTML must not echo markup; redirects must stay
+ * on Gatehouse or go to the registered URL; and no table may change, except the audit trail
+ * recording failed logins.
  *
  * Seeded: the seed is printed; `FUZZ_SEED=<n> npm test` replays the same requests.
  * Requests go through `app.inject()`: the whole Fastify stack, without sockets.
@@ -111,55 +112,60 @@ const base64url = (text: string) => Buffer.from(text).toString('base64url');
 /**
  * What a browser's WebAuthn library might post as `response`: anything, or JSON shaped like
  * a credential whose parts are fuzzed — with client data naming a real challenge of this
- * visitor's, or another; none is signed by any credential Gatehouse knows.
+ * visitor's, or another; none is signed by any credential Gatehouse knows. Half of the
+ * credentials have every member, so that their fuzzed values (NUL included) get past the
+ * shape checks to the lookups; the other half, any of them.
  */
 function webauthnResponses(world: World, value: fc.Arbitrary<string>): fc.Arbitrary<string> {
-  const clientData = fc
-    .record(
-      {
-        type: fc.constantFrom('webauthn.get', 'webauthn.create', 'x'),
-        challenge: fc.oneof(fc.constant(world.passkey.challenge), value),
-        origin: fc.constantFrom(world.server.url, 'http://evil.example', ''),
-        crossOrigin: fc.boolean(),
-      },
-      { requiredKeys: [] },
-    )
-    .map((data) => base64url(JSON.stringify(data)));
   const encoded = fc.oneof(value, value.map(base64url));
-  return fc.oneof(
-    { weight: 1, arbitrary: value },
-    {
-      weight: 4,
-      arbitrary: fc
-        .record(
-          {
-            id: encoded,
-            rawId: encoded,
-            type: fc.constantFrom('public-key', 'password', ''),
-            response: fc.record(
-              {
-                clientDataJSON: fc.oneof(clientData, encoded),
-                authenticatorData: encoded,
-                signature: encoded,
-                userHandle: encoded,
-                attestationObject: encoded,
-                transports: fc.array(value, { maxLength: 3 }),
-              },
-              { requiredKeys: [] },
-            ),
-            clientExtensionResults: fc.constant({}),
-            authenticatorAttachment: fc.constantFrom('platform', 'cross-platform'),
-          },
-          { requiredKeys: [] },
-        )
-        .map((credential) => JSON.stringify(credential)),
-    },
-  );
+  const credential = (complete: boolean) => {
+    const members = complete ? {} : { requiredKeys: [] };
+    const clientData = fc
+      .record(
+        {
+          type: fc.constantFrom('webauthn.get', 'webauthn.create', 'x'),
+          challenge: fc.oneof(fc.constant(world.passkey.challenge), value),
+          origin: fc.constantFrom(world.server.url, 'http://evil.example', ''),
+          crossOrigin: fc.boolean(),
+        },
+        members,
+      )
+      .map((data) => base64url(JSON.stringify(data)));
+    return fc
+      .record(
+        {
+          id: encoded,
+          rawId: encoded,
+          type: fc.constantFrom('public-key', 'password', ''),
+          response: fc.record(
+            {
+              clientDataJSON: complete ? clientData : fc.oneof(clientData, encoded),
+              authenticatorData: encoded,
+              signature: encoded,
+              userHandle: encoded,
+              attestationObject: encoded,
+              transports: fc.array(value, { maxLength: 3 }),
+            },
+            members,
+          ),
+          clientExtensionResults: fc.constant({}),
+          authenticatorAttachment: fc.constantFrom('platform', 'cross-platform'),
+        },
+        members,
+      )
+      .map((c) => JSON.stringify(c));
+  };
+  return fc.oneof({ weight: 1, arbitrary: value }, { weight: 2, arbitrary: credential(true) }, { weight: 2, arbitrary: credential(false) });
 }
 
-/** A value a parameter might carry: random text of any kind, near-valid values, attacks, and huge ones. */
+/**
+ * A value a parameter might carry: random text of any kind, near-valid values, attacks, and
+ * huge ones — any of them with a NUL put in somewhere. PostgreSQL's text refuses NUL, so a
+ * NUL that reached a query anywhere would be a 500 there (SQLite stores it): every field,
+ * the JSON and JWT claims built from these values included, must refuse it first.
+ */
 function values(world: World): fc.Arbitrary<string> {
-  return fc.oneof(
+  const plain = fc.oneof(
     { weight: 3, arbitrary: fc.string({ maxLength: 40 }) },
     { weight: 2, arbitrary: fc.string({ unit: 'binary', maxLength: 40 }) },
     { weight: 3, arbitrary: fc.constantFrom(...INJECTIONS) },
@@ -207,6 +213,8 @@ function values(world: World): fc.Arbitrary<string> {
     },
     { weight: 1, arbitrary: fc.integer({ min: 1000, max: 12_000 }).map((n) => 'A'.repeat(n)) },
   );
+  const withNul = fc.tuple(plain, fc.nat()).map(([v, at]) => `${v.slice(0, at % (v.length + 1))}\u0000${v.slice(at % (v.length + 1))}`);
+  return fc.oneof({ weight: 2, arbitrary: plain }, { weight: 1, arbitrary: withNul });
 }
 
 /** Percent-encodes every byte of the UTF-8 encoding (lone surrogates become U+FFFD). */
@@ -365,6 +373,16 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
   const sessionForm = (session: { csrf: string }, pairs: fc.Arbitrary<Array<[string, string]>>) =>
     fc.tuple(csrfOf(session), pairs).map(([csrf, p]): Array<[string, string]> => [['_csrf', csrf], ...p]);
   const notOneOf = (valid: readonly string[]) => value.filter((v) => !valid.includes(v));
+  /** A passkey answer's fields: any, or one response (and maybe `next`), so that most responses get as far as their lookups. */
+  const passkeyAnswer = fc.oneof(
+    { weight: 1, arbitrary: params(['response', 'next'], fc.oneof(webauthnResponses(world, value), value)) },
+    {
+      weight: 3,
+      arbitrary: fc
+        .tuple(webauthnResponses(world, value), fc.array(fc.tuple(fc.constant('next'), value), { maxLength: 1 }))
+        .map(([response, next]): Array<[string, string]> => [['response', response], ...next]),
+    },
+  );
 
   return [
     {
@@ -502,13 +520,16 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
         .map(([m, b]) => request('login', m, '/login', b, { cookie: world.anonymous.cookie }, [])),
     },
     {
-      // Passkey logins: options (a challenge for this browser, 200), then answers no credential signed.
-      name: 'POST /login/passkey and /login/passkey/options',
-      runs: 250,
+      // Passkey logins: options (a challenge for this browser, 200), then answers no credential
+      // signed — as carol's second step too: she has no passkey, so none of them can be hers.
+      name: 'POST /login/passkey, /login/second-factor/passkey and /login/passkey/options',
+      runs: 500,
       arbitrary: fc.oneof(
         fc
-          .tuple(method('POST'), body(sessionForm(world.passkey, params(['response', 'next'], fc.oneof(webauthnResponses(world, value), value)))))
-          .map(([m, b]) => request('passkey', m, '/login/passkey', b, { cookie: world.passkey.cookie }, [])),
+          .tuple(fc.constantFrom(['/login/passkey', world.passkey] as const, ['/login/second-factor/passkey', world.carol] as const), method('POST'))
+          .chain(([[path, session], m]) =>
+            body(sessionForm(session, passkeyAnswer)).map((b) => request('passkey', m, path, b, { cookie: session.cookie }, [])),
+          ),
         fc
           .tuple(method('POST'), body(sessionForm(world.passkey, params(['x'], value))), fc.constantFrom(world.passkey, world.anonymous))
           .map(([m, b, session]) => request('passkey', m, '/login/passkey/options', b, { cookie: session.cookie }, [200])),
@@ -667,10 +688,16 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
           ),
         fc
           .tuple(
-            fc.constantFrom('/admin/oauthclients/%s/secret', '/admin/oauthclients/%s/delete', '/admin/users/%s/disable', '/admin/users/%s/promote'),
+            fc.constantFrom(
+              '/admin/oauthclients/%s/secret',
+              '/admin/oauthclients/%s/delete',
+              '/admin/users/%s/disable',
+              '/admin/users/%s/promote',
+              '/admin/resources/%s/delete',
+            ),
             fc.oneof(
               // Every real id the values may hold is left out: with the right CSRF token, acting on it would succeed.
-              notOneOf([world.publicClient, world.confidentialClient, world.keyedClient, world.publisherClient, world.adminUser]).map((id) => ({
+              notOneOf([world.publicClient, world.confidentialClient, world.keyedClient, world.publisherClient, world.adminUser, 'builtin']).map((id) => ({
                 id: encode(id),
                 csrf: world.admin.csrf,
               })),

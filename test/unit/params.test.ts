@@ -1,7 +1,7 @@
 /** Reading protocol parameters (src/protocol/params.ts): missing, repeated and empty parameters. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { parseForm, readParams, single } from '../../src/protocol/params.ts';
+import { holdsNul, parseForm, readParams, single } from '../../src/protocol/params.ts';
 
 describe('readParams', () => {
   test('returns the named parameters that are present, and ignores unknown ones', () => {
@@ -59,5 +59,16 @@ describe('NUL characters', () => {
   test('a parameter holding NUL is refused (PostgreSQL would refuse it as text)', () => {
     assert.throws(() => single(parseForm('q=a%00b'), 'q'), /the "q" parameter contains a NUL character/);
     assert.throws(() => readParams(parseForm('code=%00'), ['code'], []), /the "code" parameter contains a NUL character/);
+  });
+
+  test('JSON from outside holds NUL anywhere: in a string, deep down, in an array, in a key', () => {
+    assert.equal(holdsNul(JSON.parse('{"id": "a", "response": {"transports": ["usb", "nfc"]}, "n": 1, "b": null}')), false);
+    assert.equal(holdsNul('\\u0000 is six characters, not NUL'), false);
+    assert.equal(holdsNul('a\u0000'), true);
+    assert.equal(holdsNul(JSON.parse('{"response": {"transports": ["usb", "n\\u0000fc"]}}')), true);
+    assert.equal(holdsNul(JSON.parse('{"x\\u0000": 1}')), true);
+    // 100,000 levels deep: walked without recursion.
+    const deep = JSON.parse(`${'['.repeat(100_000)}"\\u0000"${']'.repeat(100_000)}`) as unknown;
+    assert.equal(holdsNul(deep), true);
   });
 });
