@@ -11,8 +11,7 @@ import type { Audit } from './audit.ts';
 import type { ClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
 import type { Metrics } from './metrics.ts';
-import type { RemoteKeys } from './oauth/assertions/remote-keys.ts';
-import type { ClientMetadataResolver } from './oauth/client-metadata.ts';
+import type { ClientMetadataResolver, RemoteKeySource } from './protocol/remote-documents.ts';
 import type { Services } from './services.ts';
 import type { Store } from './store/database.ts';
 import type { Database, SigningAlg } from './store/schema.ts';
@@ -57,7 +56,7 @@ export interface AppContext {
   /** Client ID metadata documents (SPEC §4.8): fetched safely, validated and cached, one cache per process. */
   readonly clientMetadata: ClientMetadataResolver;
   /** Others' public keys (SPEC §4.11): JWK Sets at URLs and discovered `jwks_uri`s, fetched safely and cached, one cache per process. */
-  readonly remoteKeys: RemoteKeys;
+  readonly remoteKeys: RemoteKeySource;
   /** The signing keys (SPEC §4.9): what signs and verifies JWTs, and the JWKS. */
   readonly keys: SigningKeys;
   /** Back-channel logout deliveries (SPEC §4.10): woken when a session ends here; delivering on the server only. */

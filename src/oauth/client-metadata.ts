@@ -20,6 +20,7 @@ import { addressKey } from '../throttle.ts';
 import { BUSY, FetchSlots } from './fetch-slots.ts';
 import { cacheLifetimeSeconds, safeFetch, type HostLookup } from '../protocol/safe-fetch.ts';
 import { jwksShapeProblem, jwksUriProblem } from './assertions/client-keys.ts';
+import type { ClientMetadataResolver, MetadataClient, MetadataResolution } from '../protocol/remote-documents.ts';
 
 export const METADATA_FETCH_TIMEOUT_MS = 5000;
 export const METADATA_MAX_BYTES = 5120;
@@ -52,41 +53,6 @@ export const METADATA_FETCHES_PER_ADDRESS = 4;
 const METADATA_FETCHES_WAITING = 64;
 /** The same bounds as for clients an administrator registers (clients/clients.ts). */
 const MAX_URL_LENGTH = 2000;
-
-/** A client known by its metadata document: public, PKCE required, never trusted (SPEC §3). */
-export interface MetadataClient {
-  /** The document's URL, which is the client ID. */
-  readonly id: string;
-  readonly name: string;
-  readonly redirectUris: readonly string[];
-  readonly clientUri: string | null;
-  readonly logoUri: string | null;
-  /** The scope the document says the client will ask for; informative only (such clients may ask for any scope). */
-  readonly scope: string | null;
-  /** OpenID Connect (SPEC §4.10): `post_logout_redirect_uris`, `backchannel_logout_uri`, `id_token_signed_response_alg`. */
-  readonly postLogoutRedirectUris: readonly string[];
-  readonly backchannelLogoutUri: string | null;
-  readonly idTokenAlg: SigningAlg;
-  /**
-   * `private_key_jwt` (SPEC §4.11): the document's `jwks` (as JSON text) or `jwks_uri`; both
-   * null for a public client. Such a client is confidential and authenticates with them.
-   */
-  readonly jwks: string | null;
-  readonly jwksUri: string | null;
-  /** Epoch milliseconds. */
-  readonly fetchedAt: number;
-  readonly expiresAt: number;
-}
-
-export type MetadataResolution =
-  | { readonly ok: true; readonly client: MetadataClient }
-  /**
-   * `unavailable`: no definitive answer — no fetch slot was free (not remembered), or the
-   * fetch got no answer (remembered METADATA_UNANSWERED_CACHE_SECONDS) — so the client is
-   * not unknown, and asking again after `retryAfterMs` may succeed. Otherwise a refusal: the
-   * client is unknown.
-   */
-  | { readonly ok: false; readonly reason: string; readonly unavailable?: { readonly retryAfterMs: number } };
 
 type DocumentFields = Omit<MetadataClient, 'fetchedAt' | 'expiresAt'>;
 type Validation = { readonly ok: true; readonly client: DocumentFields } | { readonly ok: false; readonly reason: string };
@@ -240,30 +206,6 @@ export interface ClientMetadataOptions {
   readonly isBlocked?: (url: string) => boolean | Promise<boolean>;
   /** Stands in for DNS (tests). */
   readonly lookup?: HostLookup;
-}
-
-export interface ResolveRequest {
-  /** The requesting address: its fetches share METADATA_FETCHES_PER_ADDRESS slots. */
-  readonly address?: string;
-  /**
-   * Runs only when a fetch is about to start (not for a cached document) and may throw to
-   * prevent it: the caller's budget for fetches (its address's), so that a flood of distinct
-   * URLs is refused before it costs lookups and connections.
-   */
-  readonly beforeFetch?: () => Promise<void>;
-  /**
-   * When the document cannot be fetched right now (unavailable), answer with the last good
-   * copy instead, up to METADATA_LAST_GOOD_COPY_SECONDS past its expiry: for the token
-   * endpoint, where only the client's standing is at stake. Not for the authorization
-   * endpoint, which must see the redirect URLs the document lists now — else a flood that
-   * kept the document from being fetched would keep a redirect URL its owner removed alive.
-   */
-  readonly lastGoodCopy?: boolean;
-}
-
-export interface ClientMetadataResolver {
-  /** The client `clientId` names, from the cache or freshly fetched; or why it is unknown or unavailable. */
-  resolve(clientId: string, request?: ResolveRequest): Promise<MetadataResolution>;
 }
 
 type Failure = { readonly ok: false; readonly reason: string; readonly transient: boolean };

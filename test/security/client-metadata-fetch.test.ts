@@ -14,7 +14,8 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { loadConfig } from '../../src/config.ts';
-import { createClientMetadataResolver, type ClientMetadataOptions, type MetadataResolution } from '../../src/oauth/client-metadata.ts';
+import { createClientMetadataResolver, type ClientMetadataOptions } from '../../src/oauth/client-metadata.ts';
+import type { MetadataResolution } from '../../src/protocol/remote-documents.ts';
 import { dnsHostLookup, type HostLookup } from '../../src/protocol/safe-fetch.ts';
 import { serverCertificate, testCaProblem } from '../support/tls.ts';
 

@@ -17,6 +17,7 @@
 import { createLocalJWKSet, errors, type JSONWebKeySet, type CompactJWSHeaderParameters, type FlattenedJWSInput, type JWTVerifyGetKey } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { cacheLifetimeSeconds, safeFetch, type HostLookup } from '../../protocol/safe-fetch.ts';
+import type { RemoteFetchOptions, RemoteKeySet, RemoteKeySource } from '../../protocol/remote-documents.ts';
 
 /** The only algorithms an assertion from others may be signed with: asymmetric ones, never HS*, never `none`. */
 export const ASSERTION_ALGS = ['RS256', 'PS256', 'ES256', 'EdDSA'] as const;
@@ -44,15 +45,6 @@ export class RemoteKeysUnavailable extends Error {
   }
 }
 
-export interface RemoteFetchOptions {
-  /**
-   * Whether the URL may resolve to a loopback, private or otherwise non-public address: a
-   * trusted issuer's `--allow-private-address`, or the development setting
-   * CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES. Otherwise such an address is refused before connecting.
-   */
-  readonly allowPrivateAddress: boolean;
-}
-
 export interface RemoteKeysOptions {
   /** Epoch ms; cache lifetimes and the refetch interval follow it (tests move it on). */
   readonly now: () => number;
@@ -60,13 +52,6 @@ export interface RemoteKeysOptions {
   readonly lookup?: HostLookup;
   /** Called once per fetch that leaves the process (metrics, tests). */
   readonly onFetch?: (url: string) => void;
-}
-
-/** A verifier's view of a key set: pass it to jose's `jwtVerify` as the key. */
-export interface RemoteKeySet {
-  readonly url: string;
-  /** jose's key resolution (`JWTVerifyGetKey`): the key the header names, fetching the set when needed. */
-  readonly getKey: JWTVerifyGetKey;
 }
 
 type Fetched = { ok: true; json: unknown; maxAgeSeconds: number } | { ok: false; reason: string; transient: boolean };
@@ -213,7 +198,7 @@ export async function discoverJwksUri(
  * refetch interval hold across requests), and discovered `jwks_uri`s by issuer; both bounded
  * (least recently used go first). One per process: AppContext `remoteKeys`.
  */
-export class RemoteKeys {
+export class RemoteKeys implements RemoteKeySource {
   readonly #settings: RemoteKeysOptions;
   /** CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: private addresses for every caller (development and tests). */
   readonly #allowPrivateAlways: boolean;
