@@ -58,7 +58,8 @@ export async function verifyIssuerAssertion(
     return (await verifyReceivedJwt(read.jws, keys.getKey, { ...policy, algorithms: ASSERTION_ALGS, issuer: trusted.issuer, now: ctx.now() })).payload;
   } catch (error) {
     if (error instanceof RemoteKeysUnavailable) throw refused("the issuer's keys could not be obtained", error.reason);
-    if (!(error instanceof ReceivedJwtRefused)) throw error;
+    // Anything else (a key in the issuer's set that does not import): no key verified it.
+    if (!(error instanceof ReceivedJwtRefused)) throw refused(DEFAULT_TEXTS.signature, error instanceof Error ? error.name : undefined);
     const { check, claim } = error;
     const text = (name: ReceivedJwtCheck) => texts[name] ?? DEFAULT_TEXTS[name];
     if (check === 'missing') {
