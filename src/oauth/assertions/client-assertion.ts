@@ -5,14 +5,17 @@
  * checked before any key is looked at, so a client's public key cannot be used as an HMAC
  * secret) by one of the client's keys; `iss` and `sub` its client ID; `aud` the issuer or the
  * URL of the endpoint called (a string, or an array holding one of them); `exp` present and
- * at most 300 s away; `jti` present; and last, the `jti` consumed (replay.ts), so that a
- * refused assertion consumes nothing and an accepted one is never accepted again.
+ * at most 300 s away; `iat` and `nbf`, when sent, not in the future; `jti` present — all by
+ * the one verifier of received JWTs (protocol/received-jwt.ts, with its one leeway); then
+ * `jti` usable; and last, the `jti` consumed (replay.ts), so that a refused assertion
+ * consumes nothing and an accepted one is never accepted again.
  *
  * Every failure is the same `401 invalid_client` for the client; the log-only detail names
  * the check, never the assertion.
  */
-import { createLocalJWKSet, decodeJwt, errors, jwtVerify, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, decodeJwt, type JSONWebKeySet, type JWTVerifyGetKey } from 'jose';
 import type { AppContext } from '../../context.ts';
+import { RECEIVED_JWT_LEEWAY_SECONDS, ReceivedJwtRefused, verifyReceivedJwt } from '../../protocol/received-jwt.ts';
 import type { Client } from '../../store/schema.ts';
 import { Throttled } from '../../throttle.ts';
 import { consumeAssertion } from './replay.ts';
@@ -21,8 +24,6 @@ import { ASSERTION_ALGS, RemoteKeysUnavailable } from './remote-keys.ts';
 export const CLIENT_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 /** The longest a client assertion may be valid for, counted from now (SPEC §4.11). */
 export const MAX_CLIENT_ASSERTION_SECONDS = 300;
-/** Clock skew allowed on `exp`, `nbf` and `iat`. */
-export const CLIENT_ASSERTION_LEEWAY_SECONDS = 10;
 /** Longer assertions are refused unread: a JWS with a few claims is well under this. */
 export const MAX_CLIENT_ASSERTION_LENGTH = 8192;
 const MAX_JTI_LENGTH = 256;
@@ -80,30 +81,26 @@ export function clientAssertionCheck(ctx: AppContext, path: string, address: str
   return async (client, assertion) => {
     if (assertion.length > MAX_CLIENT_ASSERTION_LENGTH) throw new ClientAssertionRefused('the client assertion is too long');
     const keys = await keysOf(ctx, client, address);
-    const now = ctx.now();
     let payload;
     try {
-      ({ payload } = await jwtVerify(assertion, keys, {
-        algorithms: [...ASSERTION_ALGS],
+      ({ payload } = await verifyReceivedJwt(assertion, keys, {
+        algorithms: ASSERTION_ALGS,
         issuer: client.id,
         subject: client.id,
         audience,
         requiredClaims: ['exp', 'jti'],
-        currentDate: new Date(now),
-        clockTolerance: CLIENT_ASSERTION_LEEWAY_SECONDS,
+        maxExpiresInSeconds: MAX_CLIENT_ASSERTION_SECONDS,
+        now: ctx.now(),
       }));
     } catch (error) {
       if (error instanceof RemoteKeysUnavailable) throw new ClientAssertionRefused(error.reason);
-      if (error instanceof errors.JOSEError) throw new ClientAssertionRefused(`the client assertion was refused (${error.code}: ${error.message})`);
+      if (error instanceof ReceivedJwtRefused) throw new ClientAssertionRefused(`the client assertion was refused (${error.message})`);
       throw error;
     }
     const exp = payload.exp!;
-    if (exp * 1000 > now + MAX_CLIENT_ASSERTION_SECONDS * 1000 + CLIENT_ASSERTION_LEEWAY_SECONDS * 1000) {
-      throw new ClientAssertionRefused(`the client assertion's exp is more than ${MAX_CLIENT_ASSERTION_SECONDS} s away`);
-    }
     const { jti } = payload;
     if (typeof jti !== 'string' || jti === '' || jti.length > MAX_JTI_LENGTH) throw new ClientAssertionRefused('the client assertion has no usable jti');
-    const fresh = await consumeAssertion(ctx, { issuer: client.id, id: jti, expiresAt: (exp + CLIENT_ASSERTION_LEEWAY_SECONDS) * 1000 });
+    const fresh = await consumeAssertion(ctx, { issuer: client.id, id: jti, expiresAt: (exp + RECEIVED_JWT_LEEWAY_SECONDS) * 1000 });
     if (!fresh) throw new ClientAssertionRefused('the client assertion was used before (its jti was consumed)');
   };
 }

@@ -11,11 +11,12 @@ import type { Client, TrustedIssuer, User } from '../../store/schema.ts';
 import { findUserByEmail, findUserByUsername } from '../../store/users.ts';
 import { secretRequired } from '../client-auth.ts';
 import { OAuthError } from '../../protocol/errors.ts';
+import { RECEIVED_JWT_LEEWAY_SECONDS } from '../../protocol/received-jwt.ts';
 import { parseScope } from '../scopes.ts';
 import { isConfidential } from './client-keys.ts';
 import { userOfSubject } from './publisher.ts';
-import { ID_JAG_TYPE, audiences, refused, type ReadAssertion, type VerifiedAssertion } from './profiles.ts';
-import { checkTimes, isLookupSafe, stringClaim, verifyIssuerSignature } from './trusted.ts';
+import { ID_JAG_TYPE, refused, type ReadAssertion, type VerifiedAssertion } from './profiles.ts';
+import { isLookupSafe, stringClaim, verifyIssuerAssertion } from './trusted.ts';
 
 /** `exp − iat` at most this (SPEC §4.11): an ID-JAG is exchanged at once. */
 const MAX_LIFETIME_SECONDS = 300;
@@ -31,18 +32,20 @@ export async function verifyIdJag(read: ReadAssertion, trusted: TrustedIssuer, c
       `client ${client.id} not named for ${trusted.issuer}`,
     );
   }
-  const typ = typeof read.header.typ === 'string' ? read.header.typ.toLowerCase().replace(/^application\//, '') : undefined;
-  if (typ !== ID_JAG_TYPE) throw refused(`the assertion's type (typ) must be ${ID_JAG_TYPE}`);
-  await verifyIssuerSignature(read, trusted, ctx);
-  const claims = read.claims as Record<string, unknown>;
-  const aud = audiences(read.claims);
   // Exactly this issuer (SPEC §4.11): an assertion also meant for others could be presented there too.
-  if (aud === null || aud.length !== 1 || aud[0] !== ctx.config.publicUrl)
-    throw refused("the assertion's audience (aud) must be this authorization server's issuer");
+  const claims: Record<string, unknown> = await verifyIssuerAssertion(
+    read,
+    trusted,
+    ctx,
+    { typ: ID_JAG_TYPE, audience: [ctx.config.publicUrl], exactAudience: true, requiredClaims: ['jti'], maxLifetimeSeconds: MAX_LIFETIME_SECONDS },
+    {
+      typ: `the assertion's type (typ) must be ${ID_JAG_TYPE}`,
+      aud: "the assertion's audience (aud) must be this authorization server's issuer",
+      lifetime: `the assertion's lifetime (exp − iat) is longer than ${MAX_LIFETIME_SECONDS} seconds`,
+    },
+  );
   if (claims.client_id !== client.id) throw refused("the assertion's client_id is not the authenticated client");
-  const { exp, iat } = checkTimes(read, ctx);
-  if (iat === undefined) throw refused('the assertion has no issue time (iat)');
-  if (exp - iat > MAX_LIFETIME_SECONDS) throw refused(`the assertion's lifetime (exp − iat) is longer than ${MAX_LIFETIME_SECONDS} seconds`);
+  const exp = claims.exp as number;
   const jti = stringClaim(claims, 'jti');
   if (jti === undefined) throw refused('the assertion has no jti');
   const subject = stringClaim(claims, trusted.subject_claim);
@@ -60,7 +63,7 @@ export async function verifyIdJag(read: ReadAssertion, trusted: TrustedIssuer, c
     subject: stringClaim(claims, 'sub') ?? subject,
     jti,
     replayId: jti,
-    replayUntil: exp * 1000 + 30_000,
+    replayUntil: (exp + RECEIVED_JWT_LEEWAY_SECONDS) * 1000,
     trusted,
     assertedScopes: scope === undefined ? null : parseScope(scope),
     assertedResource: resource ?? null,

@@ -4,14 +4,16 @@
  * embedded client exchanges it at the token endpoint without any client authentication.
  *
  * The checks run in h's order (h/services/oauth/_jwt_grant_token.py, with PyJWT's own order
- * inside `jwt.decode`: algorithm, signature, iat, nbf, exp, aud) and every refusal carries
- * h's description word for word, so that h's client behaves as it does against h. Two
+ * inside `jwt.decode`: algorithm, signature, iat, nbf, exp, aud; h's `LEEWAY` of 10 s is the
+ * one leeway of protocol/received-jwt.ts, whose signature step and time rules these tokens
+ * share) and every refusal carries h's description word for word, so that h's client
+ * behaves as it does against h. Two
  * things are better than h: a malformed or unknown `sub` is a 400, never a 500, and a token
  * is accepted once (h takes it again until it expires).
  */
-import { compactVerify } from 'jose';
 import { authority } from '../../config.ts';
 import type { AppContext } from '../../context.ts';
+import { RECEIVED_JWT_LEEWAY_SECONDS, ReceivedJwtRefused, verifyReceivedJwt } from '../../protocol/received-jwt.ts';
 import { readGrantSecret } from './grant-secrets.ts';
 import { findUserByUsername } from '../../store/users.ts';
 import type { Client, User } from '../../store/schema.ts';
@@ -20,8 +22,6 @@ import { assertionHash, audiences, numericDate, refused, type ReadAssertion, typ
 
 /** h's `VerifiedJWTGrantToken.MAX_LIFETIME`: `exp − nbf` at most this. */
 const MAX_LIFETIME_SECONDS = 600;
-/** h's `LEEWAY`, on each time claim. */
-const LEEWAY_SECONDS = 10;
 
 const missing = (claim: string, description: string) => refused(`Missing claim '${claim}' (${description}) from grant token.`);
 const invalid = (claim: string, description: string) => refused(`Invalid claim '${claim}' (${description}) in grant token.`);
@@ -48,17 +48,19 @@ export async function verifyPublisherToken(read: ReadAssertion, client: Client, 
   const secret = await readGrantSecret(ctx.db, client.id, ctx.config.keys.secret);
   // h answers a client without a secret "Client is invalid.".
   if (secret === null) throw new InvalidClient('Client is invalid.', false, `no readable grant secret for client ${client.id}`);
+  // The signature step every received JWT takes (protocol/received-jwt.ts); after it, the
+  // verifier's own order is h's: iat (a number, not in the future), nbf, exp. The audience
+  // and subject are checked here, after them, with h's texts.
   try {
-    await compactVerify(read.jws, new TextEncoder().encode(secret), { algorithms: ['HS256'] });
-  } catch {
-    throw refused('Invalid grant token signature.');
+    await verifyReceivedJwt(read.jws, new TextEncoder().encode(secret), { algorithms: ['HS256'], now: ctx.now() });
+  } catch (error) {
+    if (!(error instanceof ReceivedJwtRefused)) throw error;
+    if (error.check === 'malformed' && error.claim === 'iat') throw invalid('iat', 'issue time');
+    if (error.check === 'iat') throw refused('Grant token issue time (iat) is in the future.');
+    if (error.check === 'nbf') throw refused('Grant token is not yet valid.');
+    if (error.check === 'exp') throw refused('Grant token is expired.');
+    throw refused('Invalid grant token signature.', error.reason);
   }
-  const now = ctx.now() / 1000;
-  const iat = numericDate(read.claims, 'iat');
-  if (iat === null) throw invalid('iat', 'issue time');
-  if (iat !== undefined && iat > now + LEEWAY_SECONDS) throw refused('Grant token issue time (iat) is in the future.');
-  if (nbf > now + LEEWAY_SECONDS) throw refused('Grant token is not yet valid.');
-  if (exp <= now - LEEWAY_SECONDS) throw refused('Grant token is expired.');
   if (read.claims.aud === undefined) throw missing('aud', 'audience');
   const aud = audiences(read.claims);
   const accepted = acceptedAudiences(ctx);
@@ -77,7 +79,7 @@ export async function verifyPublisherToken(read: ReadAssertion, client: Client, 
     jti,
     replayId: jti ?? assertionHash(read.jws),
     // Kept until the token could no longer pass the expiry check, leeway included.
-    replayUntil: (exp + LEEWAY_SECONDS) * 1000,
+    replayUntil: (exp + RECEIVED_JWT_LEEWAY_SECONDS) * 1000,
     trusted: null,
     assertedScopes: null,
     assertedResource: null,

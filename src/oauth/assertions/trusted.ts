@@ -1,45 +1,74 @@
 /**
- * What the profiles of trusted issuers share (SPEC §4.11): their signature, checked with the
- * issuer's published keys (remote-keys.ts: its `jwks_uri`, or discovered; the guarded fetch),
- * with asymmetric algorithms only — so neither `alg: none` nor an HMAC keyed with the
- * issuer's public key (key confusion) gets as far as a key — and the time rules.
+ * What the profiles of trusted issuers share (SPEC §4.11): their verification, by the one
+ * verifier of received JWTs (protocol/received-jwt.ts) with the issuer's published keys
+ * (remote-keys.ts: its `jwks_uri`, or discovered; the guarded fetch) and asymmetric
+ * algorithms only — so neither `alg: none` nor an HMAC keyed with the issuer's public key
+ * (key confusion) gets as far as a key — and the refusal each failed check is answered with.
  */
-import { compactVerify } from 'jose';
+import type { JWTPayload } from 'jose';
 import type { AppContext } from '../../context.ts';
+import { ReceivedJwtRefused, verifyReceivedJwt, type ReceivedJwtCheck, type ReceivedJwtPolicy } from '../../protocol/received-jwt.ts';
 import type { TrustedIssuer } from '../../store/schema.ts';
 import { ASSERTION_ALGS, RemoteKeysUnavailable } from './remote-keys.ts';
-import { numericDate, refused, type ReadAssertion } from './profiles.ts';
+import { refused, type ReadAssertion } from './profiles.ts';
 
-/** Clock skew allowed on each time claim of a trusted issuer's assertion. */
-export const ISSUER_LEEWAY_SECONDS = 30;
+/** What a profile asks of its issuers' assertions: the verifier's rules but the algorithms and the clock. */
+export type IssuerPolicy = Omit<ReceivedJwtPolicy, 'algorithms' | 'now' | 'issuer'>;
 
-/** Checks the assertion's signature with the issuer's keys; an unreachable or hostile key set refuses it. */
-export async function verifyIssuerSignature(read: ReadAssertion, trusted: TrustedIssuer, ctx: AppContext): Promise<void> {
-  const alg = read.header.alg;
-  if (typeof alg !== 'string' || !(ASSERTION_ALGS as readonly string[]).includes(alg)) {
-    throw refused(`the assertion's algorithm must be one of ${ASSERTION_ALGS.join(', ')}`, `alg ${String(alg).slice(0, 20)} from a trusted issuer`);
-  }
+/** The profile's own descriptions, where the check's default would not say what it wants. */
+export type IssuerTexts = Partial<Record<ReceivedJwtCheck, string>>;
+
+const DEFAULT_TEXTS: Record<ReceivedJwtCheck, string> = {
+  algorithm: `the assertion's algorithm must be one of ${ASSERTION_ALGS.join(', ')}`,
+  signature: "the assertion's signature is invalid",
+  format: "the assertion's signature is invalid",
+  typ: "the assertion's type (typ) is not the one this profile requires",
+  missing: 'the assertion lacks a required claim',
+  iss: "the assertion's issuer (iss) is not this issuer",
+  sub: "the assertion's subject (sub) is not the one required",
+  aud: "the assertion's audience (aud) is not this server",
+  malformed: 'the assertion has a time claim (exp, iat, nbf) that is not a number',
+  iat: 'the assertion was issued in the future (iat)',
+  nbf: 'the assertion is not yet valid (nbf)',
+  exp: 'the assertion has expired',
+  lifetime: "the assertion's lifetime (exp − iat) is too long",
+  'expires-in': 'the assertion expires too far in the future',
+};
+
+/** A missing claim's description: by the claim, or as the check on it would say. */
+const MISSING: Record<string, string> = {
+  exp: 'the assertion has no expiry (exp)',
+  iat: 'the assertion has no issue time (iat)',
+  jti: 'the assertion has no jti',
+};
+
+/**
+ * Verifies the assertion with the issuer's keys under the profile's policy; returns its
+ * verified claims. An unreachable or hostile key set refuses it.
+ */
+export async function verifyIssuerAssertion(
+  read: ReadAssertion,
+  trusted: TrustedIssuer,
+  ctx: AppContext,
+  policy: IssuerPolicy,
+  texts: IssuerTexts = {},
+): Promise<JWTPayload> {
   try {
     const keys = await ctx.remoteKeys.issuerKeySet(trusted.issuer, trusted.jwks_uri, { allowPrivateAddress: trusted.allow_private_address === 1 });
-    await compactVerify(read.jws, keys.getKey, { algorithms: [...ASSERTION_ALGS] });
+    return (await verifyReceivedJwt(read.jws, keys.getKey, { ...policy, algorithms: ASSERTION_ALGS, issuer: trusted.issuer, now: ctx.now() })).payload;
   } catch (error) {
     if (error instanceof RemoteKeysUnavailable) throw refused("the issuer's keys could not be obtained", error.reason);
-    throw refused("the assertion's signature is invalid", error instanceof Error ? error.name : undefined);
+    // Anything else (a key in the issuer's set that does not import): no key verified it.
+    if (!(error instanceof ReceivedJwtRefused)) throw refused(DEFAULT_TEXTS.signature, error instanceof Error ? error.name : undefined);
+    const { check, claim } = error;
+    const text = (name: ReceivedJwtCheck) => texts[name] ?? DEFAULT_TEXTS[name];
+    if (check === 'missing') {
+      const description = claim === 'aud' || claim === 'sub' ? text(claim) : (MISSING[claim ?? ''] ?? `the assertion has no ${claim}`);
+      throw refused(description, error.reason);
+    }
+    const detail = check === 'algorithm' ? `alg ${String(read.header.alg).slice(0, 20)} from a trusted issuer` : error.reason;
+    throw refused(text(check), detail);
   }
-}
-
-/** The time rules every trusted issuer's assertion follows: `exp` required and not past, `iat` and `nbf` (when sent) not in the future. Returns `exp`. */
-export function checkTimes(read: ReadAssertion, ctx: AppContext): { exp: number; iat: number | undefined } {
-  const now = ctx.now() / 1000;
-  const exp = numericDate(read.claims, 'exp');
-  const iat = numericDate(read.claims, 'iat');
-  const nbf = numericDate(read.claims, 'nbf');
-  if (exp === undefined) throw refused('the assertion has no expiry (exp)');
-  if (exp === null || iat === null || nbf === null) throw refused('the assertion has a time claim (exp, iat, nbf) that is not a number');
-  if (exp <= now - ISSUER_LEEWAY_SECONDS) throw refused('the assertion has expired');
-  if (iat !== undefined && iat > now + ISSUER_LEEWAY_SECONDS) throw refused('the assertion was issued in the future (iat)');
-  if (nbf !== undefined && nbf > now + ISSUER_LEEWAY_SECONDS) throw refused('the assertion is not yet valid (nbf)');
-  return { exp, iat };
 }
 
 /** A string claim, or undefined when absent or not a non-empty string. */

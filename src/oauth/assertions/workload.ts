@@ -8,8 +8,9 @@
  */
 import type { AppContext } from '../../context.ts';
 import type { Client, TrustedIssuer } from '../../store/schema.ts';
-import { audiences, refused, type ReadAssertion, type VerifiedAssertion } from './profiles.ts';
-import { ISSUER_LEEWAY_SECONDS, checkTimes, stringClaim, verifyIssuerSignature } from './trusted.ts';
+import { RECEIVED_JWT_LEEWAY_SECONDS } from '../../protocol/received-jwt.ts';
+import { refused, type ReadAssertion, type VerifiedAssertion } from './profiles.ts';
+import { stringClaim, verifyIssuerAssertion } from './trusted.ts';
 
 /** A workload's token may be valid for at most this much longer (SPEC §4.11). */
 const MAX_REMAINING_SECONDS = 3600;
@@ -23,15 +24,24 @@ export async function verifyWorkload(read: ReadAssertion, trusted: TrustedIssuer
   const clientId = workloadClientId(trusted);
   const client: Client | undefined = clientId === undefined ? undefined : await ctx.clients.find(clientId);
   if (!client) throw refused("this issuer's workloads have no client to act as", `no client for workload issuer ${trusted.issuer}`);
-  await verifyIssuerSignature(read, trusted, ctx);
-  const claims = read.claims as Record<string, unknown>;
-  const aud = audiences(read.claims);
-  const accepted = [`${ctx.config.publicUrl}/api/token`, ctx.config.publicUrl];
-  if (aud === null || !aud.some((a) => accepted.includes(a))) throw refused("the assertion's audience (aud) must be this server's token endpoint or issuer");
-  const { exp } = checkTimes(read, ctx);
-  if (exp > ctx.now() / 1000 + MAX_REMAINING_SECONDS + ISSUER_LEEWAY_SECONDS) throw refused('the assertion expires more than an hour from now');
+  const claims: Record<string, unknown> = await verifyIssuerAssertion(
+    read,
+    trusted,
+    ctx,
+    {
+      audience: [`${ctx.config.publicUrl}/api/token`, ctx.config.publicUrl],
+      subject: trusted.subject ?? undefined,
+      requiredClaims: ['exp'],
+      maxExpiresInSeconds: MAX_REMAINING_SECONDS,
+    },
+    {
+      aud: "the assertion's audience (aud) must be this server's token endpoint or issuer",
+      sub: "the assertion's subject (sub) is not the one this issuer's workloads must have",
+      'expires-in': 'the assertion expires more than an hour from now',
+    },
+  );
+  const exp = claims.exp as number;
   const sub = stringClaim(claims, 'sub');
-  if (trusted.subject !== null && sub !== trusted.subject) throw refused("the assertion's subject (sub) is not the one this issuer's workloads must have");
   const jti = stringClaim(claims, 'jti') ?? null;
   return {
     profile: 'workload',
@@ -42,7 +52,7 @@ export async function verifyWorkload(read: ReadAssertion, trusted: TrustedIssuer
     jti,
     // Single use only when it says which token it is: a platform token without a jti is used until it expires.
     replayId: jti,
-    replayUntil: exp * 1000 + ISSUER_LEEWAY_SECONDS * 1000,
+    replayUntil: (exp + RECEIVED_JWT_LEEWAY_SECONDS) * 1000,
     trusted,
     assertedScopes: null,
     assertedResource: null,
