@@ -32,8 +32,7 @@ import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import type { RawParams } from '../protocol/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
-import type { AdminRoomOptions } from './admin.ts';
-import { requireFormBody } from './helpers.ts';
+import { requireFormBody, type AdminRoomOptions } from './helpers.ts';
 import { field, formatTime, page, pageCursor, ticked, tickedValues } from './pages.ts';
 import { formToken } from './session.ts';
 

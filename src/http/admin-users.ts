@@ -11,8 +11,7 @@ import { addMember, allGroups, createGroup, groupsOf, removeGroup, removeMember 
 import { AccountError, createUser, disableUser, findUser, findUserNamed, findUsers, promoteUser, updateProfile, type User } from '../accounts/users.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { single, type RawParams } from '../protocol/params.ts';
-import type { AdminRoomOptions } from './admin.ts';
-import { requireFormBody } from './helpers.ts';
+import { requireFormBody, type AdminRoomOptions } from './helpers.ts';
 import { field, formatTime, page, pageCursor, sentence, ticked } from './pages.ts';
 import { formToken } from './session.ts';
 

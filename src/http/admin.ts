@@ -1,7 +1,7 @@
 /**
  * The admin console (SPEC §4.5): OAuth clients (admin-clients.ts), resource servers
- * (admin-resources.ts), users (admin-users.ts), signing keys (admin-keys.ts), trusted issuers (admin-issuers.ts) and the audit trail (admin-audit.ts). Every route
- * here is for enabled administrators only — the guard below runs before anything else, so a form
+ * (admin-resources.ts), users (admin-users.ts), signing keys (admin-keys.ts), trusted issuers
+ * (admin-issuers.ts) and the audit trail (admin-audit.ts). Every route here is for enabled administrators only — the guard below runs before anything else, so a form
  * posted by anyone else changes nothing — and every form is CSRF-protected. Pages are `no-store`:
  * some show a client secret, which must not outlive the page in a cache.
  */
@@ -17,15 +17,6 @@ import resourceRoutes from './admin-resources.ts';
 import userRoutes from './admin-users.ts';
 import { navigation, page, toLogin } from './pages.ts';
 import { currentUser } from './session.ts';
-
-/** What each room of the console is given by the guard. */
-export interface AdminRoomOptions {
-  ctx: AppContext;
-  /** The administrator making the request. */
-  admin: (request: FastifyRequest) => User;
-  /** Who the changes of a request are recorded as made by. */
-  actor: (request: FastifyRequest) => Actor;
-}
 
 export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   const admins = new WeakMap<FastifyRequest, User>();

@@ -1,4 +1,7 @@
 import type { FastifyInstance, FastifyRequest, HTTPMethods } from 'fastify';
+import type { User } from '../accounts/users.ts';
+import type { Actor } from '../audit.ts';
+import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../protocol/errors.ts';
 import type { RawParams } from '../protocol/params.ts';
 
@@ -27,4 +30,13 @@ export function rejectOtherMethods(app: FastifyInstance, urls: readonly string[]
       },
     });
   }
+}
+
+/** What each room of the admin console (admin.ts) is given by its guard. */
+export interface AdminRoomOptions {
+  ctx: AppContext;
+  /** The administrator making the request. */
+  admin: (request: FastifyRequest) => User;
+  /** Who the changes of a request are recorded as made by. */
+  actor: (request: FastifyRequest) => Actor;
 }
