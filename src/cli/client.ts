@@ -90,7 +90,8 @@ const create = command({
     );
     print(
       { client_id: client.id, ...(secret === null ? {} : { client_secret: secret }) },
-      `Created client "${client.name}".\nclient_id: ${client.id}${secret === null ? '' : `\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`}`,
+      `Created client "${client.name}".\nclient_id: ${client.id}` +
+        (secret === null ? '' : `\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`),
     );
     return 0;
   },

@@ -54,7 +54,8 @@ const create = command({
       },
       COMMAND_LINE,
     );
-    // A shared platform issuer (GitHub Actions, a public cloud) signs tokens for everyone's workloads: without --subject, any of them that asks for our audience acts as the client.
+    // A shared platform issuer (GitHub Actions, a public cloud) signs tokens for everyone's
+    // workloads: without --subject, any of them that asks for our audience acts as the client.
     const unpinned =
       row.profile === 'workload' && row.subject === null
         ? '\nWarning: no --subject, so any workload this issuer signs a token for acts as the client; pin one with --subject.'

@@ -81,7 +81,8 @@ const create: Command = command({
     );
     print(
       { uri: resource.uri, client_id: resource.client_id, client_secret: secret },
-      `Registered resource server "${resource.name}" at ${resource.uri}.\nIts introspection client:\nclient_id: ${resource.client_id}\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`,
+      `Registered resource server "${resource.name}" at ${resource.uri}.\nIts introspection client:\n` +
+        `client_id: ${resource.client_id}\nclient_secret: ${secret}\n(The secret is shown only once: store it now.)`,
     );
     return 0;
   },

@@ -34,7 +34,8 @@ async function printSetupLink(ctx: Parameters<typeof firstRunSetupLink>[0]): Pro
   const setupLink = await firstRunSetupLink(ctx);
   if (setupLink)
     console.error(
-      `\nNo administrator exists yet. Open this link within ${SETUP_LINK_TTL / 60} minutes to create the first one (it works once):\n\n  ${setupLink}\n\nOr from the command line: gatehouse user create <username> --email <email> --admin\n`,
+      `\nNo administrator exists yet. Open this link within ${SETUP_LINK_TTL / 60} minutes to create the first one (it works once):\n\n` +
+        `  ${setupLink}\n\nOr from the command line: gatehouse user create <username> --email <email> --admin\n`,
     );
 }
 

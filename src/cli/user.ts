@@ -77,7 +77,8 @@ const update: Command = command({
     const changed = await updateProfile(ctx, user, { displayName: options.name, email: options.email, emailVerified: options['email-verified'] }, COMMAND_LINE);
     print(
       { username: changed.username, email: changed.email, ...profileJson(changed) },
-      `Updated ${changed.username}: ${changed.display_name === null ? 'no display name' : `display name "${changed.display_name}"`}, ${changed.email} (${changed.email_verified ? 'verified' : 'unverified'}).`,
+      `Updated ${changed.username}: ${changed.display_name === null ? 'no display name' : `display name "${changed.display_name}"`}, ` +
+        `${changed.email} (${changed.email_verified ? 'verified' : 'unverified'}).`,
     );
     return 0;
   },
@@ -120,7 +121,8 @@ const resetSecondFactor = command({
     const removed = await resetFactors(ctx, user, COMMAND_LINE);
     print(
       { username: user.username, passkeys: removed.passkeys, authenticator_apps: removed.apps, recovery_codes: removed.recoveryCodes, sessions_ended: true },
-      `Reset the second factors of ${user.username}: ${removed.passkeys} passkey(s), ${removed.apps} authenticator app(s) and ${removed.recoveryCodes} recovery code(s) removed; their sessions are ended.`,
+      `Reset the second factors of ${user.username}: ${removed.passkeys} passkey(s), ${removed.apps} authenticator app(s) ` +
+        `and ${removed.recoveryCodes} recovery code(s) removed; their sessions are ended.`,
     );
     return 0;
   },

@@ -1,7 +1,8 @@
 /**
  * The admin console (SPEC §4.5): OAuth clients (admin-clients.ts), resource servers
  * (admin-resources.ts), users (admin-users.ts), signing keys (admin-keys.ts), trusted issuers
- * (admin-issuers.ts) and the audit trail (admin-audit.ts). Every route here is for enabled administrators only — the guard below runs before anything else, so a form
+ * (admin-issuers.ts) and the audit trail (admin-audit.ts). Every route here is for enabled
+ * administrators only — the guard below runs before anything else, so a form
  * posted by anyone else changes nothing — and every form is CSRF-protected. Pages are `no-store`:
  * some show a client secret, which must not outlive the page in a cache.
  */

@@ -93,7 +93,8 @@ export const authorizeSchema = {
   summary: 'Authorization request (RFC 6749 §4.1.1, PKCE RFC 7636)',
   description:
     "Opened in the person's browser (or popup), never fetched. Errors about the client or the redirect URL render a page; " +
-    'every other answer goes to the redirect URL with `state` and `iss` (RFC 9207), with `response_mode=form_post` is POSTed there by an auto-submitting form, ' +
+    'every other answer goes to the redirect URL with `state` and `iss` (RFC 9207), ' +
+    'with `response_mode=form_post` is POSTed there by an auto-submitting form, ' +
     'or with `response_mode=web_message` is posted to `window.opener`.',
   querystring: {
     type: 'object',
@@ -184,7 +185,8 @@ export const tokenSchema = {
   response: {
     ...tokenResponseSchema,
     400: oauthError(
-      'A refused request (RFC 6749 §5.2), `invalid_target` (RFC 8707); while polling with a device code also `authorization_pending`, `slow_down`, `access_denied`, `expired_token` (RFC 8628 §3.5)',
+      'A refused request (RFC 6749 §5.2), `invalid_target` (RFC 8707); while polling with a device code also ' +
+        '`authorization_pending`, `slow_down`, `access_denied`, `expired_token` (RFC 8628 §3.5)',
       [
         'invalid_request',
         'invalid_grant',

@@ -245,7 +245,8 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
    * Refusals and unanswered fetches by URL, each for its own time: apart from good documents,
    * so that a flood of them pushes out only their like.
    */
-  const failures = new LRUCache<string, Failure>({ max: CACHE_ENTRIES, perf: { now }, ttlResolution: 0 }); // read the clock on every look-up, so an injected clock is followed exactly
+  // ttlResolution 0: read the clock on every look-up, so an injected clock is followed exactly.
+  const failures = new LRUCache<string, Failure>({ max: CACHE_ENTRIES, perf: { now }, ttlResolution: 0 });
   /** Fetches under way, shared by concurrent requests for the same URL. */
   const fetching = new Map<string, Promise<MetadataClient | Failure | typeof BUSY>>();
 

@@ -103,7 +103,10 @@ export interface ChainedWrites<S extends string, L extends string> {
   steps: readonly SqliteStep<NoInfer<S>>[];
 }
 
-/** Runs writes that go together on either backend: `won` when every deciding step found its row, or the first that did not's outcome — and then nothing is stored. */
+/**
+ * Runs writes that go together on either backend: `won` when every deciding step found its
+ * row, or the first that did not's outcome — and then nothing is stored.
+ */
 export async function writeTogether<W extends string, S extends string, L extends string>(
   db: Kysely<Database>,
   won: W,

@@ -10,10 +10,8 @@ import type { Client, Database, NewClient } from './schema.ts';
  * are refreshed and revoked by the page that holds them, which does not hold the secret that
  * signs grant tokens (SPEC §4.11, as in h): 0 for them too.
  */
-export const clientConfidential =
-  sql<number>`case when clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer' or (clients.secret_hash is null and clients.jwks is null and clients.jwks_uri is null) then 0 else 1 end`.as(
-    'client_confidential',
-  );
+export const clientConfidential = sql<number>`case when clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
+    or (clients.secret_hash is null and clients.jwks is null and clients.jwks_uri is null) then 0 else 1 end`.as('client_confidential');
 
 export async function insertClient(db: Kysely<Database>, client: NewClient): Promise<void> {
   await db.insertInto('clients').values(client).execute();
@@ -71,7 +69,8 @@ export async function pageInCreationOrder<T extends 'clients' | 'resources'>(
     .selectAll()
     .$if(from !== undefined, (query) =>
       query.where(
-        sql<boolean>`(${sql.ref(`${table}.created_at`)}, ${sql.ref(`${table}.id`)}) ${sql.raw(backwards ? '<' : '>')} (select k.created_at, k.id from ${sql.table(table)} k where k.id = ${from})`,
+        sql<boolean>`(${sql.ref(`${table}.created_at`)}, ${sql.ref(`${table}.id`)}) ${sql.raw(backwards ? '<' : '>')}
+          (select k.created_at, k.id from ${sql.table(table)} k where k.id = ${from})`,
       ),
     )
     .orderBy('created_at', order)

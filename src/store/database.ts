@@ -111,7 +111,8 @@ function nodeSqlite(path: string, counter: StatementCounter): { database: Sqlite
   // own wait for another process's write lock sleeps on this (the only) thread; the driver
   // below waits asynchronously instead. wal_autocheckpoint: see WAL_AUTOCHECKPOINT_PAGES.
   database.exec(
-    `PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 0; PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES};`,
+    `PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 0;
+     PRAGMA wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_PAGES};`,
   );
   const cache = new Map<string, { statement: StatementSync; reader: boolean }>();
   const prepared = (text: string) => {

@@ -137,9 +137,8 @@ async function purgeUnusedClients(db: Kysely<Database>, now: number, size: numbe
     delete from clients where id in
       (select id from clients where kind in ('dynamic', 'metadata_document') and blocked = 0 and created_at <= ${now - UNUSED_CLIENT_MS}
         and not exists (select 1 from grants where grants.client_id = clients.id and grants.expires_at > ${now})
-        and not exists (select 1 from consents where consents.client_id = clients.id and consents.created_at > ${now - UNUSED_CLIENT_MS}) limit ${size})`.execute(
-    db,
-  );
+        and not exists (select 1 from consents where consents.client_id = clients.id and consents.created_at > ${now - UNUSED_CLIENT_MS})
+        limit ${size})`.execute(db);
   return Number(result.numAffectedRows ?? 0n);
 }
 
