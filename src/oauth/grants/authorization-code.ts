@@ -12,9 +12,10 @@ import { checkVerifier } from '../pkce.ts';
 import { checkSameAudience } from '../resources.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE } from './types.ts';
 
 const AUTHORIZATION_CODE: SingleUseCode = {
-  grantType: 'authorization_code',
+  grantType: AUTHORIZATION_CODE_GRANT_TYPE,
   noun: 'authorization code',
   replayDetail: {},
   exchange: exchangeCode,
@@ -31,10 +32,17 @@ const parameters = {
 type Params = ParamsOf<typeof parameters>;
 type StoredCode = NonNullable<Awaited<ReturnType<typeof findCode>>>;
 
-export const authorizationCode = defineGrant({ type: 'authorization_code', parameters, client: 'client_id', redeems: 'authorization code', load, issue });
+export const authorizationCode = defineGrant({
+  type: AUTHORIZATION_CODE_GRANT_TYPE,
+  parameters,
+  client: 'client_id',
+  redeems: 'authorization code',
+  load,
+  issue,
+});
 
 async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<StoredCode>> {
-  if (client.grant_type !== 'authorization_code') {
+  if (client.grant_type !== AUTHORIZATION_CODE_GRANT_TYPE) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
   }
   const hash = hashIfWellFormed('code', params.code);

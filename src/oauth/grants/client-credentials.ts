@@ -11,6 +11,7 @@ import { isResourceServerClient } from '../../store/resources.ts';
 import { requestScopes, requestedAudience, resourceDetail } from '../resources.ts';
 import { joinScopes } from '../scopes.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
+import { CLIENT_CREDENTIALS_GRANT_TYPE } from './types.ts';
 
 const parameters = {
   scope: { description: 'a subset of the scopes registered for the client on the resource' },
@@ -20,10 +21,10 @@ const parameters = {
 type Params = ParamsOf<typeof parameters>;
 
 // It redeems nothing but the client's own credentials: the client is the one that authenticated.
-export const clientCredentials = defineGrant({ type: 'client_credentials', parameters, client: 'credentials', redeems: 'client secret', load, issue });
+export const clientCredentials = defineGrant({ type: CLIENT_CREDENTIALS_GRANT_TYPE, parameters, client: 'credentials', redeems: 'client secret', load, issue });
 
 async function load(_params: Params, client: Client, ctx: AppContext): Promise<Loaded<null>> {
-  if (!isConfidential(client) || client.grant_type !== 'client_credentials') {
+  if (!isConfidential(client) || client.grant_type !== CLIENT_CREDENTIALS_GRANT_TYPE) {
     throw new OAuthError('unauthorized_client', 'this client is not registered for the client_credentials grant');
   }
   // A resource server's own client exists only to introspect (SPEC §4.4).
@@ -51,7 +52,7 @@ async function issue(_redeemed: null, params: Params, client: Client, ctx: AppCo
     type: 'token_issued',
     clientId: client.id,
     address,
-    detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes, ...resourceDetail(audience) },
+    detail: { grant_type: CLIENT_CREDENTIALS_GRANT_TYPE, grant_id: grant.id, scope: grant.scopes, ...resourceDetail(audience) },
   });
   if (!(await insertGrant(ctx.db, grant, pair.stored, now, issued.row))) {
     throw new InvalidClient('the client was deleted or changed while the request ran', false);

@@ -15,10 +15,10 @@ import { findDeviceCode, recordPoll } from '../../store/device-codes.ts';
 import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
-import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
 import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
 import type { TokenResponse } from '../issue.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
+import { DEVICE_CODE_GRANT_TYPE } from './types.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
 const DEVICE_CODE: SingleUseCode = {

@@ -24,7 +24,7 @@ export type { Grant } from './grant.ts';
 
 export const GRANTS: ReadonlyMap<string, Grant> = grantMap([authorizationCode, refreshToken, clientCredentials, deviceCode, jwtBearer]);
 
-/** The `grant_type` values the token endpoint accepts (not what a client may be registered for: clients/clients.ts `CLIENT_GRANT_TYPES`). */
+/** The `grant_type` values the token endpoint accepts (not what a client may be registered for: types.ts `CLIENT_GRANT_TYPES`). */
 export const TOKEN_GRANT_TYPES: readonly string[] = [...GRANTS.keys()];
 
 export function grantMap(grants: readonly Grant[]): ReadonlyMap<string, Grant> {

@@ -24,12 +24,13 @@ import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { allowedScopes, invalidTarget, requestScopes, requestedAudience, resourceDetail, type Audience } from '../resources.ts';
 import { joinScopes, normalizeScopes, parseScope, splitScopes, isIdentityScope } from '../scopes.ts';
 import { verifyIdJag } from '../assertions/id-jag.ts';
-import { JWT_BEARER_GRANT_TYPE, audited, readAssertion, refused, type ReadAssertion, type VerifiedAssertion } from '../assertions/profiles.ts';
+import { audited, readAssertion, refused, type ReadAssertion, type VerifiedAssertion } from '../assertions/profiles.ts';
 import { verifyPublisherToken } from '../assertions/publisher.ts';
 import { consumeAssertion } from '../assertions/replay.ts';
 import { isLookupSafe } from '../assertions/trusted.ts';
 import { verifyWorkload } from '../assertions/workload.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
+import { JWT_BEARER_GRANT_TYPE } from './types.ts';
 
 const parameters = {
   assertion: { description: "the JWT: a publisher's grant token, an ID-JAG, or a workload's token (RFC 7523 §2.1)" },
