@@ -14,15 +14,13 @@
  * audited by its issuer, subject and `jti` — never the assertion itself.
  */
 import type { AppContext } from '../../context.ts';
-import { timeOrderedUuid } from '../../ids.ts';
-import { insertGrant } from '../../store/atomic-writes.ts';
 import type { Client } from '../../store/schema.ts';
 import { findTrustedIssuer } from '../../store/trusted-issuers.ts';
 import { InvalidClient, isUuid } from '../client-auth.ts';
 import { OAuthError, invalidRequest } from '../../protocol/errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { allowedScopes, invalidTarget, requestScopes, requestedAudience, resourceDetail, type Audience } from '../resources.ts';
-import { joinScopes, normalizeScopes, parseScope, splitScopes, isIdentityScope } from '../scopes.ts';
+import { normalizeScopes, parseScope, splitScopes, isIdentityScope } from '../scopes.ts';
 import { verifyIdJag } from '../assertions/id-jag.ts';
 import { audited, readAssertion, refused, type ReadAssertion, type VerifiedAssertion } from '../assertions/profiles.ts';
 import { verifyPublisherToken } from '../assertions/publisher.ts';
@@ -31,6 +29,7 @@ import { isLookupSafe } from '../assertions/trusted.ts';
 import { verifyWorkload } from '../assertions/workload.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { JWT_BEARER_GRANT_TYPE } from './types.ts';
+import { insertingGrant, writeGrant } from './write-grant.ts';
 
 const parameters = {
   assertion: { description: "the JWT: a publisher's grant token, an ID-JAG, or a workload's token (RFC 7523 §2.1)" },
@@ -108,33 +107,18 @@ async function issueFor(verified: VerifiedAssertion, params: Params, ctx: AppCon
   const withRefresh = verified.profile === 'publisher';
   const subject = { clientId: client.id, userId: user?.id ?? null, username: user?.username ?? null, login: null };
   const pair = await mintTokenResponse(ctx, audience.tokens, subject, scopes, withRefresh);
-  const now = ctx.now();
   const grant = {
-    id: timeOrderedUuid(now),
+    grantType: JWT_BEARER_GRANT_TYPE,
     clientId: client.id,
     userId: subject.userId,
     resourceId: audience.id,
-    scopes: joinScopes(scopes),
     clientScopes: client.scopes,
     login: null,
+    detail: { ...resourceDetail(audience), ...assertionDetail(verified.profile, verified.issuer, verified.subject, verified.jti) },
   };
-  const issued = ctx.audit.pending({
-    type: 'token_issued',
-    clientId: client.id,
-    userId: subject.userId,
-    address,
-    detail: {
-      grant_type: JWT_BEARER_GRANT_TYPE,
-      grant_id: grant.id,
-      scope: grant.scopes,
-      ...resourceDetail(audience),
-      ...assertionDetail(verified.profile, verified.issuer, verified.subject, verified.jti),
-    },
-  });
-  if (!(await insertGrant(ctx.db, grant, pair.stored, now, issued.row))) {
+  if (!(await writeGrant(ctx, grant, pair.stored, ctx.now(), address, insertingGrant(ctx)))) {
     throw refused('the assertion is no longer valid', 'client deleted, blocked or changed, or user disabled, while the request ran');
   }
-  issued.committed();
   return pair.response;
 }
 
