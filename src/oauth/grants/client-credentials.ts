@@ -1,6 +1,5 @@
 /** `grant_type=client_credentials`, for confidential clients registered for it. @see RFC 6749 §4.4 */
 import type { Client } from '../../store/schema.ts';
-import { isConfidential } from '../assertions/client-keys.ts';
 import { InvalidClient } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError } from '../../protocol/errors.ts';
@@ -18,13 +17,20 @@ const parameters = {
 
 type Params = ParamsOf<typeof parameters>;
 
-// It redeems nothing but the client's own credentials: the client is the one that authenticated.
-export const clientCredentials = defineGrant({ type: CLIENT_CREDENTIALS_GRANT_TYPE, parameters, client: 'credentials', redeems: 'client secret', load, issue });
+// It redeems nothing but the client's own credentials: the client is the one that authenticated
+// (a confidential one: the dispatcher refuses a public client that names itself, grant.ts `requireRegistered`).
+export const clientCredentials = defineGrant({
+  type: CLIENT_CREDENTIALS_GRANT_TYPE,
+  usableBy: [CLIENT_CREDENTIALS_GRANT_TYPE],
+  title: 'client_credentials grant',
+  parameters,
+  client: 'credentials',
+  redeems: 'client secret',
+  load,
+  issue,
+});
 
 async function load(_params: Params, client: Client, ctx: AppContext): Promise<Loaded<null>> {
-  if (!isConfidential(client) || client.grant_type !== CLIENT_CREDENTIALS_GRANT_TYPE) {
-    throw new OAuthError('unauthorized_client', 'this client is not registered for the client_credentials grant');
-  }
   // A resource server's own client exists only to introspect (SPEC §4.4).
   if (await isResourceServerClient(ctx.db, client.id)) {
     throw new OAuthError('unauthorized_client', "a resource server's introspection client cannot obtain tokens");

@@ -27,8 +27,8 @@ import { verifyPublisherToken } from '../assertions/publisher.ts';
 import { consumeAssertion } from '../assertions/replay.ts';
 import { isLookupSafe } from '../assertions/trusted.ts';
 import { verifyWorkload } from '../assertions/workload.ts';
-import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
-import { JWT_BEARER_GRANT_TYPE } from './types.ts';
+import { defineGrant, notRegisteredFor, type Loaded, type ParamsOf } from './grant.ts';
+import { CLIENT_GRANT_TYPES, JWT_BEARER_GRANT_TYPE } from './types.ts';
 import { insertingGrant, writeGrant } from './write-grant.ts';
 
 const parameters = {
@@ -45,7 +45,24 @@ interface Redeemed {
   read: ReadAssertion;
 }
 
-export const jwtBearer = defineGrant({ type: JWT_BEARER_GRANT_TYPE, parameters, client: 'optional', redeems: 'assertion', load, issue });
+/** As `unauthorized_client` names it. */
+const TITLE = 'jwt-bearer grant';
+
+export const jwtBearer = defineGrant({
+  type: JWT_BEARER_GRANT_TYPE,
+  // A client of any grant type, as far as the dispatcher goes: the assertion's profile says
+  // which (`verify`). A publisher's grant token is only for a jwt-bearer client, refused
+  // there as `iss` picks the profile — before its signature is checked, and with the refusal
+  // audited; an ID-JAG is for a client its issuer names, a workload's token for the client
+  // its issuer is configured with, whatever they are registered for.
+  usableBy: CLIENT_GRANT_TYPES,
+  title: TITLE,
+  parameters,
+  client: 'optional',
+  redeems: 'assertion',
+  load,
+  issue,
+});
 
 async function load(params: Params, client: Client | null, ctx: AppContext, address: string): Promise<Loaded<Redeemed>> {
   // h's texts (SPEC §4.11): its client shows them as they are.
@@ -66,9 +83,7 @@ async function verify(read: ReadAssertion, client: Client | null, ctx: AppContex
   if (typeof iss !== 'string' || iss === '') throw refused("Missing claim 'iss' (issuer) from grant token.");
   const publisher = isUuid(iss) ? await ctx.clients.find(iss) : undefined;
   if (publisher && publisher.blocked === 0) {
-    if (publisher.grant_type !== JWT_BEARER_GRANT_TYPE) {
-      throw new OAuthError('unauthorized_client', 'this client is not registered for the jwt-bearer grant');
-    }
+    if (publisher.grant_type !== JWT_BEARER_GRANT_TYPE) throw notRegisteredFor(TITLE);
     return verifyPublisherToken(read, publisher, ctx);
   }
   const trusted = isLookupSafe(iss) ? await findTrustedIssuer(ctx.db, iss) : undefined;
