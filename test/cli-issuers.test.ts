@@ -10,8 +10,7 @@ import { SignJWT } from 'jose';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { databaseUrl, gatehouse, type Run } from './support/processes.ts';
 import { startServer, type TestServer } from './support/server.ts';
-
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+import { JWT_BEARER_GRANT_TYPE as JWT_BEARER } from '../src/oauth/grants/types.ts';
 
 function printed(run: Run): unknown {
   assert.equal(run.code, 0, `exit ${run.code}: ${run.stderr}`);

@@ -3,8 +3,7 @@ import { readFileSync } from 'node:fs';
 import { COMMAND_LINE } from '../audit.ts';
 import { PAGE_SIZE, blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
-import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
-import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE, DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE } from '../oauth/grants/types.ts';
 import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
 
 /** `--grant-type` values that stand for a longer registered name (SPEC §2). */
@@ -64,11 +63,11 @@ const create = command({
     }
     const keyed = jwks !== null || options['jwks-uri'] !== undefined;
     // Keys make a confidential client (private_key_jwt), with no secret.
-    const given = options['grant-type'] ?? 'authorization_code';
+    const given = options['grant-type'] ?? AUTHORIZATION_CODE_GRANT_TYPE;
     const grantType = GRANT_TYPE_SHORT_FORMS.get(given) ?? given;
     // A publisher client's secret signs its grant tokens (SPEC §2): always confidential.
     const confidential = (options.confidential ?? false) || keyed || grantType === JWT_BEARER_GRANT_TYPE;
-    if (options['redirect-uri'] === undefined && grantType === 'authorization_code') throw new UsageError('--redirect-uri is required');
+    if (options['redirect-uri'] === undefined && grantType === AUTHORIZATION_CODE_GRANT_TYPE) throw new UsageError('--redirect-uri is required');
     const { client, secret } = await registerClient(
       ctx,
       {

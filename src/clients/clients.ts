@@ -11,8 +11,13 @@ import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
 import { authMethodOf, isConfidential, jwksProblem, jwksShapeProblem, jwksUriProblem } from '../oauth/assertions/client-keys.ts';
-import { DEVICE_CODE_GRANT_TYPE } from '../oauth/device.ts';
-import { JWT_BEARER_GRANT_TYPE } from '../oauth/assertions/profiles.ts';
+import {
+  AUTHORIZATION_CODE_GRANT_TYPE,
+  CLIENT_CREDENTIALS_GRANT_TYPE,
+  CLIENT_GRANT_TYPES,
+  JWT_BEARER_GRANT_TYPE,
+  type ClientGrantType,
+} from '../oauth/grants/types.ts';
 import { storeGrantSecret } from '../oauth/assertions/grant-secrets.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
@@ -39,10 +44,6 @@ import { mintToken } from '../tokens.ts';
 
 export { PAGE_SIZE };
 export type { Client, Page, PageCursor };
-
-/** The grants an administrator may register a client for (the token endpoint also takes refresh_token: oauth/grants `TOKEN_GRANT_TYPES`). */
-export const CLIENT_GRANT_TYPES = ['authorization_code', 'client_credentials', DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE] as const;
-export type GrantType = (typeof CLIENT_GRANT_TYPES)[number];
 
 /** A problem with what was asked for, naming the field at fault. */
 export class ClientInputError extends InputError {
@@ -162,12 +163,12 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   if (name === '' || name.length > 100) problems.name = 'Name must be 1-100 characters';
   if (!(CLIENT_GRANT_TYPES as readonly string[]).includes(input.grantType)) problems.grant_type = `Grant type must be one of ${CLIENT_GRANT_TYPES.join(', ')}`;
   Object.assign(problems, keyProblems(input));
-  if (input.grantType === 'client_credentials' && !input.confidential && !hasKeys(input))
+  if (input.grantType === CLIENT_CREDENTIALS_GRANT_TYPE && !input.confidential && !hasKeys(input))
     problems.client_type = 'A client_credentials client must be confidential';
   // Its secret signs its grant tokens (SPEC §4.11): a publisher client without one could not use its grant.
   if (input.grantType === JWT_BEARER_GRANT_TYPE && (!input.confidential || hasKeys(input)))
     problems.client_type = 'A jwt-bearer client must be confidential with a secret: its secret signs its grant tokens';
-  const redirectProblem = redirectUrisProblem(input.redirectUris, input.grantType === 'authorization_code');
+  const redirectProblem = redirectUrisProblem(input.redirectUris, input.grantType === AUTHORIZATION_CODE_GRANT_TYPE);
   if (redirectProblem) problems.redirect_uri = redirectProblem;
   const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));
   if (malformed.length > 0) problems.scope = `Unknown scope ${malformed.join(', ')}`;
@@ -267,7 +268,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
   const client: Client = {
     id: randomUUID(),
     name: input.name.trim(),
-    grant_type: input.grantType as GrantType,
+    grant_type: input.grantType as ClientGrantType,
     kind: 'registered',
     blocked: 0,
     redirect_uris: JSON.stringify(input.redirectUris),

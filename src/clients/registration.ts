@@ -9,13 +9,14 @@ import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { SCOPE, isStringArray, optionalHttpsUrl } from '../oauth/client-metadata.ts';
 import { isAdministratorsClientName, normalizeClientName } from '../oauth/client-names.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE, REFRESH_TOKEN_GRANT_TYPE } from '../oauth/grants/types.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { joinScopes } from '../oauth/scopes.ts';
 import { insertClient } from '../store/clients.ts';
 import { redirectUrisProblem } from './clients.ts';
 
 /** The only grant and response types such a client may use; `none` is its only authentication. */
-const DYNAMIC_CLIENT_GRANT_TYPES = ['authorization_code', 'refresh_token'];
+const DYNAMIC_CLIENT_GRANT_TYPES = [AUTHORIZATION_CODE_GRANT_TYPE, REFRESH_TOKEN_GRANT_TYPE];
 const RESPONSE_TYPES = ['code'];
 /** The name shown on the consent page when the registration gives none. */
 const UNNAMED = 'Unnamed application';
@@ -95,7 +96,7 @@ export async function registerDynamicClient(ctx: AppContext, body: unknown, addr
     id,
     kind: 'dynamic',
     name: metadata.client_name,
-    grant_type: 'authorization_code',
+    grant_type: AUTHORIZATION_CODE_GRANT_TYPE,
     redirect_uris: JSON.stringify(metadata.redirect_uris),
     secret_hash: null,
     trusted: 0,

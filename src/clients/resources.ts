@@ -11,6 +11,7 @@ import { ACCESS_TOKEN_TTL_RANGE, SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { BUILTIN_RESOURCE_ID, accessTokenTtl, builtinResourceUri, normalizeResourceUri } from '../oauth/resources.ts';
 import { isIdentityScope, isScopeToken } from '../oauth/scopes.ts';
+import { CLIENT_CREDENTIALS_GRANT_TYPE } from '../oauth/grants/types.ts';
 import {
   deleteResource,
   deleteScope,
@@ -233,7 +234,7 @@ export async function registerResource(ctx: AppContext, input: ResourceInput, ac
   const client = {
     id: randomUUID(),
     name: `${name} (introspection)`.slice(0, MAX_NAME),
-    grant_type: 'client_credentials' as const,
+    grant_type: CLIENT_CREDENTIALS_GRANT_TYPE,
     redirect_uris: '[]',
     secret_hash: secret.hash,
     trusted: 0,

@@ -10,7 +10,6 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   PAGE_SIZE,
   ClientInputError,
-  CLIENT_GRANT_TYPES,
   blockClient,
   changeClient,
   clientChangeProblems,
@@ -26,6 +25,7 @@ import {
   type ClientInput,
 } from '../clients/clients.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE, CLIENT_GRANT_TYPES } from '../oauth/grants/types.ts';
 import { SCOPES } from '../config.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
@@ -191,7 +191,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
   app.get('/admin/oauthclients/new', page, async (_request, reply) => {
     const values: ClientFormValues = {
       name: '',
-      grant_type: 'authorization_code',
+      grant_type: AUTHORIZATION_CODE_GRANT_TYPE,
       redirect_uri: '',
       client_type: 'public',
       trusted: false,

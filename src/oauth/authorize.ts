@@ -20,6 +20,7 @@ import { mintToken } from '../tokens.ts';
 import { recordClient, requestingClient } from './client-kinds.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest, type OAuthErrorCode } from '../protocol/errors.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE } from './grants/types.ts';
 import { readParams, single, type RawParams } from '../protocol/params.ts';
 import { checkChallenge } from './pkce.ts';
 import { consentOrigin, originOf, redirectUriMatches, redirectUrisOf } from '../protocol/redirect-uri.ts';
@@ -222,7 +223,7 @@ async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: Ap
     if (params.response_type !== 'code') {
       throw new OAuthError('unsupported_response_type', 'only "response_type=code" is supported');
     }
-    if (target.client.grant_type !== 'authorization_code') {
+    if (target.client.grant_type !== AUTHORIZATION_CODE_GRANT_TYPE) {
       throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
     }
     if (params.response_mode !== undefined && !(RESPONSE_MODES as readonly string[]).includes(params.response_mode)) {

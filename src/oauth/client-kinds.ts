@@ -15,6 +15,7 @@ import type { Client, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
 import { InvalidClient, isUuid } from './client-auth.ts';
 import { isAdministratorsClientName } from './client-names.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE } from './grants/types.ts';
 import { invalidRequest } from '../protocol/errors.ts';
 import { joinScopes } from './scopes.ts';
 
@@ -71,7 +72,7 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     id: url,
     ...described,
     kind: 'metadata_document',
-    grant_type: 'authorization_code',
+    grant_type: AUTHORIZATION_CODE_GRANT_TYPE,
     blocked: 0,
     secret_hash: null,
     trusted: 0,

@@ -23,12 +23,11 @@ import { mintToken, mintUserCode, readUserCode } from '../tokens.ts';
 import { clientAssertionCheck } from './assertions/client-assertion.ts';
 import { isConfidential } from './assertions/client-keys.ts';
 import { authenticateClient } from './client-auth.ts';
+import { DEVICE_CODE_GRANT_TYPE } from './grants/types.ts';
 import { OAuthError, invalidRequest } from '../protocol/errors.ts';
 import { readParams, type RawParams } from '../protocol/params.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 import { requestScopes, audienceById, requestedAudience, resourceDetail, type Audience } from './resources.ts';
-
-export const DEVICE_CODE_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:device_code';
 
 /** Seconds a device waits between polls, before any `slow_down` (RFC 8628 §3.2 default). */
 export const POLL_INTERVAL = 5;

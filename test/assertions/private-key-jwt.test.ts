@@ -13,7 +13,7 @@ import { createPublicKey, randomUUID, type JsonWebKey } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { SignJWT, UnsecuredJWT, type JWTPayload } from 'jose';
 import * as oauth from 'oauth4webapi';
-import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/device.ts';
+import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { jwksOf, signingKey, startJwksServer, type JwksServer, type SigningKey } from '../support/jwks-server.ts';
 import { serveMetadataDocument, type MetadataDocument } from '../support/metadata-document.ts';

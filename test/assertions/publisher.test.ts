@@ -18,8 +18,8 @@ import { openContext } from '../../src/open-context.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { assertNoSecretsLogged, assertNoStore, assertOAuthError } from '../support/responses.ts';
 import { startServer, type TestServer } from '../support/server.ts';
+import { JWT_BEARER_GRANT_TYPE as JWT_BEARER } from '../../src/oauth/grants/types.ts';
 
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const silent = { info() {}, warn() {}, error() {} };
 
 /** hypothesis/client's `_formPost`: URLSearchParams, sorted, form-encoded, no credentials. */

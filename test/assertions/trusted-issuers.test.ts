@@ -24,8 +24,8 @@ import { registerResourceServer } from '../support/resources.ts';
 import { assertOAuthError } from '../support/responses.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { testCaProblem } from '../support/tls.ts';
+import { JWT_BEARER_GRANT_TYPE as JWT_BEARER } from '../../src/oauth/grants/types.ts';
 
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const MCP = 'https://mcp.example/mcp';
 
 function basic(clientId: string, secret: string): Record<string, string> {

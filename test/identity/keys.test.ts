@@ -15,9 +15,9 @@ import { KeyInputError, PUBLICATION_LEAD_MS, listKeys, retirementTailMs, revokeK
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
+import { JWT_BEARER_GRANT_TYPE as JWT_BEARER } from '../../src/oauth/grants/types.ts';
 
 const SECRET = 'k'.repeat(40);
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const PRIVATE_PARAMETERS = ['d', 'p', 'q', 'dp', 'dq', 'qi'];
 
 const jwks = async (server: TestServer) => {

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
-import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/device.ts';
+import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { backendOptions, postgres } from '../support/backends.ts';
 import { answerAtDevicePage, assertPollError, pollRequest, requestCodes } from '../support/device.ts';
 import { startCluster, type Cluster } from '../support/instances.ts';

@@ -11,8 +11,8 @@ import { serveKeys, type KeyServer } from '../support/assertion-issuers.ts';
 import { startCluster, type Cluster } from '../support/instances.ts';
 import { gatehouse } from '../support/processes.ts';
 import { testCaProblem } from '../support/tls.ts';
+import { JWT_BEARER_GRANT_TYPE as JWT_BEARER } from '../../src/oauth/grants/types.ts';
 
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const unavailable = postgres.unavailable ?? testCaProblem() ?? undefined;
 
 describe('jwt-bearer assertions on two instances', unavailable ? { skip: `needs PostgreSQL and the test CA: ${unavailable}` } : {}, () => {

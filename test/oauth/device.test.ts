@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
-import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/device.ts';
+import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { answerAtDevicePage, assertPollError, deviceApp, poll, pollRequest, requestCodes } from '../support/device.ts';
 import { scrape } from '../support/metrics.ts';

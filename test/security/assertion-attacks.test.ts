@@ -13,8 +13,8 @@ import { discover, obtainTokens, refresh, refreshRequest, tokenResult, type App 
 import { startServer, type TestServer } from '../support/server.ts';
 import { serverCertificate } from '../support/tls.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { JWT_BEARER_GRANT_TYPE as JWT_BEARER } from '../../src/oauth/grants/types.ts';
 
-const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 
 /**

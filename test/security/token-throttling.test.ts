@@ -8,8 +8,12 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CLIENT_CACHE_TTL_MS } from '../../src/client-cache.ts';
+import { CLIENT_CREDENTIALS_GRANT_TYPE, REFRESH_TOKEN_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, exchangeRequest, obtainCallback, postForm, tokenResult, type App } from '../support/oauth-client.ts';
+import { assertOAuthError } from '../support/responses.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
@@ -110,6 +114,23 @@ for (const backend of BACKENDS) {
       const refused = await exchangeRequest(app, authorized);
       assert.equal(refused.status, 429);
       assert.ok(Number(refused.headers.get('retry-after')) > 0, 'with Retry-After');
+    });
+
+    test('a refresh by a client not registered for a grant that refreshes is refused before its budget is charged, with or without its client_id', async () => {
+      const app: App = await discover(server, (await server.createClient({ name: 'Changed under its tokens' })).client.id);
+      const exchanged = await tokenResult(await exchangeRequest(app, await obtainCallback(app, agent)));
+      assert.equal(exchanged.status, 200);
+      const refreshToken = exchanged.body.refresh_token as string;
+      // No page or command changes a client's grant type once registered: only the database does.
+      await server.store.db.updateTable('clients').set({ grant_type: CLIENT_CREDENTIALS_GRANT_TYPE }).where('id', '=', app.client.client_id).execute();
+      await sleep(CLIENT_CACHE_TTL_MS);
+      const description = 'this client is not registered for the refresh_token grant';
+      for (let i = 0; i <= PER_CLIENT; i++) {
+        const form = { grant_type: REFRESH_TOKEN_GRANT_TYPE, refresh_token: refreshToken, client_id: app.client.client_id };
+        await assertOAuthError(await tokenRequest(form, ADDRESSES[i % ADDRESSES.length]!), 400, 'unauthorized_client', description);
+      }
+      const anonymous = await tokenRequest({ grant_type: REFRESH_TOKEN_GRANT_TYPE, refresh_token: refreshToken }, ADDRESSES[0]!);
+      await assertOAuthError(anonymous, 400, 'unauthorized_client', description);
     });
   });
 }

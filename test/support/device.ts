@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import * as oauth from 'oauth4webapi';
-import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/device.ts';
+import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { discover, insecure, tokenResult, type App, type TokenResult } from './oauth-client.ts';
 import type { TestServer } from './server.ts';
 import type { Outcome, UserAgent } from './user-agent.ts';

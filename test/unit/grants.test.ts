@@ -15,6 +15,7 @@ import { invalidGrant } from '../../src/protocol/errors.ts';
 import type { TokenResponse } from '../../src/oauth/issue.ts';
 import { defineGrant, type Grant } from '../../src/oauth/grants/grant.ts';
 import { dispatchToken, grantMap, type Gate } from '../../src/oauth/grants/index.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE, CLIENT_CREDENTIALS_GRANT_TYPE, CLIENT_GRANT_TYPES } from '../../src/oauth/grants/types.ts';
 import type { RawParams } from '../../src/protocol/params.ts';
 import { insertClient } from '../../src/store/clients.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
@@ -47,13 +48,17 @@ const issue = async () => {
   return RESPONSE;
 };
 
+/** Who may use the grants made for the test: any client, but for `machines`. */
+const anyClient = { usableBy: CLIENT_GRANT_TYPES, title: 'test grant' };
+
 /** Read by the last grant's issue, to show what the declared parameters arrive as. */
 let seen: unknown;
 
 const GRANTS = grantMap([
-  defineGrant({ type: 'named', parameters, client: 'client_id', redeems: 'ticket', load: (params) => findTicket(params.ticket), issue }),
-  defineGrant({ type: 'anyone', parameters, client: 'optional', redeems: 'ticket', load: (params) => findTicket(params.ticket), issue }),
+  defineGrant({ ...anyClient, type: 'named', parameters, client: 'client_id', redeems: 'ticket', load: (params) => findTicket(params.ticket), issue }),
+  defineGrant({ ...anyClient, type: 'anyone', parameters, client: 'optional', redeems: 'ticket', load: (params) => findTicket(params.ticket), issue }),
   defineGrant({
+    ...anyClient,
     type: 'secret',
     parameters: {},
     client: 'credentials',
@@ -62,6 +67,17 @@ const GRANTS = grantMap([
     issue,
   }),
   defineGrant({
+    type: 'machines',
+    usableBy: [CLIENT_CREDENTIALS_GRANT_TYPE],
+    title: 'machines grant',
+    parameters,
+    client: 'optional',
+    redeems: 'ticket',
+    load: (params) => findTicket(params.ticket),
+    issue,
+  }),
+  defineGrant({
+    ...anyClient,
     type: 'echo',
     parameters,
     client: 'optional',
@@ -81,7 +97,7 @@ const forgetful = async () => {
   return { redeemed: 'a ticket of nobody in particular' };
 };
 // @ts-expect-error: a load must say which client what it redeems belongs to
-const NAMES_NO_CLIENT: Grant = defineGrant({ type: 'forgetful', parameters: {}, client: 'optional', redeems: 'ticket', load: forgetful, issue });
+const NAMES_NO_CLIENT: Grant = defineGrant({ ...anyClient, type: 'forgetful', parameters: {}, client: 'optional', redeems: 'ticket', load: forgetful, issue });
 
 describe('the token endpoint dispatcher', () => {
   let store: Store;
@@ -99,7 +115,7 @@ describe('the token endpoint dispatcher', () => {
     const client = (id: string, fields: Partial<NewClient> = {}): NewClient => ({
       id,
       name: id,
-      grant_type: 'authorization_code',
+      grant_type: AUTHORIZATION_CODE_GRANT_TYPE,
       redirect_uris: '[]',
       secret_hash: null,
       trusted: 0,
@@ -203,6 +219,32 @@ describe('the token endpoint dispatcher', () => {
     });
     assert.ok(!events.includes('load'));
     assert.deepEqual(await request({ grant_type: 'secret' }, GRANTS, basic), RESPONSE);
+  });
+
+  test('a client not registered for the grant is refused before load, and a public one is not charged for it', async () => {
+    const refused = { error: 'unauthorized_client', description: 'this client is not registered for the machines grant' };
+    await assert.rejects(request({ grant_type: 'machines', ticket: ids.public, client_id: ids.public }), refused);
+    assert.deepEqual(events, ['address']);
+    events = [];
+    // A client that proved itself spends its budget on any request (above), this one too.
+    await assert.rejects(request({ grant_type: 'machines', ticket: ids.confidential }, GRANTS, basic), refused);
+    assert.deepEqual(events, ['address', `charge ${ids.confidential}`, `standing ${ids.confidential}`]);
+  });
+
+  test('without a client in the request, the one load identified is held to the grant right after load: refused, it is not charged', async () => {
+    await assert.rejects(request({ grant_type: 'machines', ticket: ids.public }), {
+      error: 'unauthorized_client',
+      description: 'this client is not registered for the machines grant',
+    });
+    assert.deepEqual(events, ['address', 'load']);
+  });
+
+  test('a grant that takes credentials is for confidential clients: a public client naming itself is not registered for it', async () => {
+    await assert.rejects(request({ grant_type: 'secret', client_id: ids.public }), {
+      error: 'unauthorized_client',
+      description: 'this client is not registered for the test grant',
+    });
+    assert.deepEqual(events, ['address']);
   });
 
   test('the declared parameters arrive read: an empty one absent, a repeatable one as sent', async () => {

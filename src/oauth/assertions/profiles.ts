@@ -11,7 +11,6 @@ import { decodeJwt, decodeProtectedHeader, type JWTPayload, type ProtectedHeader
 import type { Client, TrustedIssuer, User } from '../../store/schema.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
 
-export const JWT_BEARER_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 /** The ID-JAG profile's name in `authorization_grant_profiles_supported`. */
 export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
 /** The `typ` an ID-JAG's header carries (draft-ietf-oauth-identity-assertion-authz-grant). */

@@ -6,15 +6,16 @@ import { findCode } from '../../store/codes.ts';
 import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
-import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
+import { invalidGrant } from '../../protocol/errors.ts';
 import type { TokenResponse } from '../issue.ts';
 import { checkVerifier } from '../pkce.ts';
 import { checkSameAudience } from '../resources.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE } from './types.ts';
 
 const AUTHORIZATION_CODE: SingleUseCode = {
-  grantType: 'authorization_code',
+  grantType: AUTHORIZATION_CODE_GRANT_TYPE,
   noun: 'authorization code',
   replayDetail: {},
   exchange: exchangeCode,
@@ -31,12 +32,18 @@ const parameters = {
 type Params = ParamsOf<typeof parameters>;
 type StoredCode = NonNullable<Awaited<ReturnType<typeof findCode>>>;
 
-export const authorizationCode = defineGrant({ type: 'authorization_code', parameters, client: 'client_id', redeems: 'authorization code', load, issue });
+export const authorizationCode = defineGrant({
+  type: AUTHORIZATION_CODE_GRANT_TYPE,
+  usableBy: [AUTHORIZATION_CODE_GRANT_TYPE],
+  title: 'authorization_code grant',
+  parameters,
+  client: 'client_id',
+  redeems: 'authorization code',
+  load,
+  issue,
+});
 
-async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<StoredCode>> {
-  if (client.grant_type !== 'authorization_code') {
-    throw new OAuthError('unauthorized_client', 'this client is not registered for the authorization_code grant');
-  }
+async function load(params: Params, _client: Client, ctx: AppContext): Promise<Loaded<StoredCode>> {
   const hash = hashIfWellFormed('code', params.code);
   // Loaded whatever its state: each reason for refusal gets its own log line; the client
   // sees invalid_grant for all of them.

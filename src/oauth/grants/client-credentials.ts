@@ -1,16 +1,14 @@
 /** `grant_type=client_credentials`, for confidential clients registered for it. @see RFC 6749 §4.4 */
-import { insertGrant } from '../../store/atomic-writes.ts';
 import type { Client } from '../../store/schema.ts';
-import { isConfidential } from '../assertions/client-keys.ts';
 import { InvalidClient } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
-import { timeOrderedUuid } from '../../ids.ts';
 import { OAuthError } from '../../protocol/errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { isResourceServerClient } from '../../store/resources.ts';
 import { requestScopes, requestedAudience, resourceDetail } from '../resources.ts';
-import { joinScopes } from '../scopes.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
+import { CLIENT_CREDENTIALS_GRANT_TYPE } from './types.ts';
+import { insertingGrant, writeGrant } from './write-grant.ts';
 
 const parameters = {
   scope: { description: 'a subset of the scopes registered for the client on the resource' },
@@ -19,13 +17,20 @@ const parameters = {
 
 type Params = ParamsOf<typeof parameters>;
 
-// It redeems nothing but the client's own credentials: the client is the one that authenticated.
-export const clientCredentials = defineGrant({ type: 'client_credentials', parameters, client: 'credentials', redeems: 'client secret', load, issue });
+// It redeems nothing but the client's own credentials: the client is the one that authenticated
+// (a confidential one: the dispatcher refuses a public client that names itself, grant.ts `requireRegistered`).
+export const clientCredentials = defineGrant({
+  type: CLIENT_CREDENTIALS_GRANT_TYPE,
+  usableBy: [CLIENT_CREDENTIALS_GRANT_TYPE],
+  title: 'client_credentials grant',
+  parameters,
+  client: 'credentials',
+  redeems: 'client secret',
+  load,
+  issue,
+});
 
 async function load(_params: Params, client: Client, ctx: AppContext): Promise<Loaded<null>> {
-  if (!isConfidential(client) || client.grant_type !== 'client_credentials') {
-    throw new OAuthError('unauthorized_client', 'this client is not registered for the client_credentials grant');
-  }
   // A resource server's own client exists only to introspect (SPEC §4.4).
   if (await isResourceServerClient(ctx.db, client.id)) {
     throw new OAuthError('unauthorized_client', "a resource server's introspection client cannot obtain tokens");
@@ -37,25 +42,17 @@ async function issue(_redeemed: null, params: Params, client: Client, ctx: AppCo
   const audience = await requestedAudience(ctx, params.resource);
   const scopes = requestScopes(params.scope, client, audience, false);
   const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, userId: null, username: null, login: null }, scopes, false); // RFC 6749 §4.4.3: no refresh token
-  const now = ctx.now();
   const grant = {
-    id: timeOrderedUuid(now),
+    grantType: CLIENT_CREDENTIALS_GRANT_TYPE,
     clientId: client.id,
     userId: null,
     resourceId: audience.id,
-    scopes: joinScopes(scopes),
     clientScopes: client.scopes,
     login: null,
+    detail: resourceDetail(audience),
   };
-  const issued = ctx.audit.pending({
-    type: 'token_issued',
-    clientId: client.id,
-    address,
-    detail: { grant_type: 'client_credentials', grant_id: grant.id, scope: grant.scopes, ...resourceDetail(audience) },
-  });
-  if (!(await insertGrant(ctx.db, grant, pair.stored, now, issued.row))) {
+  if (!(await writeGrant(ctx, grant, pair.stored, ctx.now(), address, insertingGrant(ctx)))) {
     throw new InvalidClient('the client was deleted or changed while the request ran', false);
   }
-  issued.committed();
   return pair.response;
 }

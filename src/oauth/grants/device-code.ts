@@ -15,10 +15,10 @@ import { findDeviceCode, recordPoll } from '../../store/device-codes.ts';
 import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
-import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
 import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
 import type { TokenResponse } from '../issue.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
+import { DEVICE_CODE_GRANT_TYPE } from './types.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
 const DEVICE_CODE: SingleUseCode = {
@@ -34,12 +34,18 @@ const parameters = { device_code: { required: true, description: 'the device cod
 type Params = ParamsOf<typeof parameters>;
 type StoredDeviceCode = NonNullable<Awaited<ReturnType<typeof findDeviceCode>>>;
 
-export const deviceCode = defineGrant({ type: DEVICE_CODE_GRANT_TYPE, parameters, client: 'client_id', redeems: 'device code', load, issue });
+export const deviceCode = defineGrant({
+  type: DEVICE_CODE_GRANT_TYPE,
+  usableBy: [DEVICE_CODE_GRANT_TYPE],
+  title: 'device authorization grant',
+  parameters,
+  client: 'client_id',
+  redeems: 'device code',
+  load,
+  issue,
+});
 
-async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<StoredDeviceCode>> {
-  if (client.grant_type !== DEVICE_CODE_GRANT_TYPE) {
-    throw new OAuthError('unauthorized_client', 'this client is not registered for the device authorization grant');
-  }
+async function load(params: Params, _client: Client, ctx: AppContext): Promise<Loaded<StoredDeviceCode>> {
   const hash = hashIfWellFormed('deviceCode', params.device_code);
   const device = hash === null ? undefined : await findDeviceCode(ctx.db, hash);
   if (!device) throw invalidGrant('the device code is invalid', 'unknown device code');

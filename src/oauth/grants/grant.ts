@@ -3,13 +3,17 @@
  * then two steps the dispatcher runs in order. `load` parses nothing itself: it gets the
  * declared parameters read and typed, finds what the request redeems (a code, a refresh
  * token, an assertion) and says which client that belongs to. The dispatcher holds the
- * request to that client, charges the client's budget and checks its standing; only then
- * does `issue` decide and write. A load that names no client does not type-check.
+ * request to that client, checks that the client may use the grant (`usableBy`), charges the
+ * client's budget and checks its standing; only then does `issue` decide and write. A load
+ * that names no client does not type-check.
  */
 import type { AppContext } from '../../context.ts';
 import type { Client } from '../../store/schema.ts';
+import { isConfidential } from '../assertions/client-keys.ts';
 import type { TokenResponse } from '../issue.ts';
+import { OAuthError } from '../../protocol/errors.ts';
 import { readParams, type RawParams } from '../../protocol/params.ts';
+import type { ClientGrantType } from './types.ts';
 
 /** One token request parameter a grant reads (besides `grant_type` and client authentication). */
 export type Parameter =
@@ -62,8 +66,19 @@ export interface Loaded<T> {
 }
 
 export interface GrantOf<P extends Parameters, C extends ClientPresence, T> {
-  /** Its `grant_type` value. */
+  /** Its `grant_type` value (types.ts). */
   type: string;
+  /**
+   * Who may use it: the clients registered for one of these grant types (and, for a grant
+   * that takes `credentials`, only confidential ones). The dispatcher refuses any other with
+   * `unauthorized_client` "this client is not registered for the ${title}": before `load`
+   * when the request named or authenticated its client, else right after `load` — for the
+   * client what it redeems belongs to — and in either case before that client is charged
+   * (unless it authenticated: a client that proved itself spends its budget on any request).
+   */
+  usableBy: readonly ClientGrantType[];
+  /** The grant as that refusal names it: `authorization_code grant`, `device authorization grant`. */
+  title: string;
   /** Its own token request parameters: the only list of them that is read. */
   parameters: P;
   client: C;
@@ -77,6 +92,17 @@ export interface GrantOf<P extends Parameters, C extends ClientPresence, T> {
 
 /** A grant whatever its parameters and what it redeems: what the dispatcher holds. */
 export type Grant = GrantOf<Parameters, ClientPresence, unknown>;
+
+/** `unauthorized_client`: the client is not registered for the grant this title names. */
+export function notRegisteredFor(title: string): OAuthError {
+  return new OAuthError('unauthorized_client', `this client is not registered for the ${title}`);
+}
+
+/** Throws `notRegisteredFor` unless the client may use the grant (`usableBy`). */
+export function requireRegistered(grant: Grant, client: Client): void {
+  const registered = (grant.usableBy as readonly string[]).includes(client.grant_type) && (grant.client !== 'credentials' || isConfidential(client));
+  if (!registered) throw notRegisteredFor(grant.title);
+}
 
 /** Checks a grant against the contract, with its own parameter and load types, and hands it to the dispatcher. */
 export function defineGrant<P extends Parameters, C extends ClientPresence, T>(grant: GrantOf<P, C, T>): Grant {

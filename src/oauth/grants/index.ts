@@ -16,7 +16,7 @@ import { single, type RawParams } from '../../protocol/params.ts';
 import { authorizationCode } from './authorization-code.ts';
 import { clientCredentials } from './client-credentials.ts';
 import { deviceCode } from './device-code.ts';
-import { readGrantParams, type Grant } from './grant.ts';
+import { readGrantParams, requireRegistered, type Grant } from './grant.ts';
 import { jwtBearer } from './jwt-bearer.ts';
 import { refreshToken } from './refresh-token.ts';
 
@@ -24,7 +24,7 @@ export type { Grant } from './grant.ts';
 
 export const GRANTS: ReadonlyMap<string, Grant> = grantMap([authorizationCode, refreshToken, clientCredentials, deviceCode, jwtBearer]);
 
-/** The `grant_type` values the token endpoint accepts (not what a client may be registered for: clients/clients.ts `CLIENT_GRANT_TYPES`). */
+/** The `grant_type` values the token endpoint accepts (not what a client may be registered for: types.ts `CLIENT_GRANT_TYPES`). */
 export const TOKEN_GRANT_TYPES: readonly string[] = [...GRANTS.keys()];
 
 export function grantMap(grants: readonly Grant[]): ReadonlyMap<string, Grant> {
@@ -62,7 +62,10 @@ export function requestToken(params: RawParams, authorization: string | undefine
 
 /**
  * Picks the grant, throttles, authenticates the client, and runs the grant's two steps with
- * the client charged and checked between them.
+ * the client charged and checked between them. Whether the client may use the grant at all
+ * (its `usableBy`) is checked once, before `load` for a client the request named or
+ * authenticated, else right after it for the client what it redeems belongs to; either way
+ * before a client that did not authenticate is charged.
  *
  * Every request counts against its address (TOKEN_REQUESTS_PER_ADDRESS). A client's own
  * budget (TOKEN_REQUESTS_PER_CLIENT) is charged only for requests that prove they come from
@@ -90,12 +93,18 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   // A missing client_id was reported with the missing parameters; credentials are asked for here.
   if (client === null && grant.client !== 'optional')
     throw grant.client === 'credentials' ? secretRequired() : invalidRequest('the "client_id" parameter is missing');
+  if (client !== null) requireRegistered(grant, client);
 
   const loaded = await grant.load(params, client, ctx, address);
   // The type says every load names its client; a grant that does not anyway issues nothing.
   if (typeof loaded.clientId !== 'string' || loaded.clientId === '') throw new Error(`the ${grant.type} grant did not say whose client it redeems for`);
   if (client !== null && loaded.clientId !== client.id) throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
-  if (!authenticated) await admit(gate, loaded.clientId, client ?? (await gate.clients.find(loaded.clientId)), address);
+  if (!authenticated) {
+    const owner = client ?? (await gate.clients.find(loaded.clientId));
+    // Named by what the request redeems (a public client's refresh token, a publisher's grant token): registered for the grant before it is charged.
+    if (client === null && owner) requireRegistered(grant, owner);
+    await admit(gate, loaded.clientId, owner, address);
+  }
   return grant.issue(loaded.redeemed, params, client, ctx, address);
 }
 

@@ -14,22 +14,22 @@
  * audited by its issuer, subject and `jti` — never the assertion itself.
  */
 import type { AppContext } from '../../context.ts';
-import { timeOrderedUuid } from '../../ids.ts';
-import { insertGrant } from '../../store/atomic-writes.ts';
 import type { Client } from '../../store/schema.ts';
 import { findTrustedIssuer } from '../../store/trusted-issuers.ts';
 import { InvalidClient, isUuid } from '../client-auth.ts';
 import { OAuthError, invalidRequest } from '../../protocol/errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { allowedScopes, invalidTarget, requestScopes, requestedAudience, resourceDetail, type Audience } from '../resources.ts';
-import { joinScopes, normalizeScopes, parseScope, splitScopes, isIdentityScope } from '../scopes.ts';
+import { normalizeScopes, parseScope, splitScopes, isIdentityScope } from '../scopes.ts';
 import { verifyIdJag } from '../assertions/id-jag.ts';
-import { JWT_BEARER_GRANT_TYPE, audited, readAssertion, refused, type ReadAssertion, type VerifiedAssertion } from '../assertions/profiles.ts';
+import { audited, readAssertion, refused, type ReadAssertion, type VerifiedAssertion } from '../assertions/profiles.ts';
 import { verifyPublisherToken } from '../assertions/publisher.ts';
 import { consumeAssertion } from '../assertions/replay.ts';
 import { isLookupSafe } from '../assertions/trusted.ts';
 import { verifyWorkload } from '../assertions/workload.ts';
-import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
+import { defineGrant, notRegisteredFor, type Loaded, type ParamsOf } from './grant.ts';
+import { CLIENT_GRANT_TYPES, JWT_BEARER_GRANT_TYPE } from './types.ts';
+import { insertingGrant, writeGrant } from './write-grant.ts';
 
 const parameters = {
   assertion: { description: "the JWT: a publisher's grant token, an ID-JAG, or a workload's token (RFC 7523 §2.1)" },
@@ -45,7 +45,24 @@ interface Redeemed {
   read: ReadAssertion;
 }
 
-export const jwtBearer = defineGrant({ type: JWT_BEARER_GRANT_TYPE, parameters, client: 'optional', redeems: 'assertion', load, issue });
+/** As `unauthorized_client` names it. */
+const TITLE = 'jwt-bearer grant';
+
+export const jwtBearer = defineGrant({
+  type: JWT_BEARER_GRANT_TYPE,
+  // A client of any grant type, as far as the dispatcher goes: the assertion's profile says
+  // which (`verify`). A publisher's grant token is only for a jwt-bearer client, refused
+  // there as `iss` picks the profile — before its signature is checked, and with the refusal
+  // audited; an ID-JAG is for a client its issuer names, a workload's token for the client
+  // its issuer is configured with, whatever they are registered for.
+  usableBy: CLIENT_GRANT_TYPES,
+  title: TITLE,
+  parameters,
+  client: 'optional',
+  redeems: 'assertion',
+  load,
+  issue,
+});
 
 async function load(params: Params, client: Client | null, ctx: AppContext, address: string): Promise<Loaded<Redeemed>> {
   // h's texts (SPEC §4.11): its client shows them as they are.
@@ -66,9 +83,7 @@ async function verify(read: ReadAssertion, client: Client | null, ctx: AppContex
   if (typeof iss !== 'string' || iss === '') throw refused("Missing claim 'iss' (issuer) from grant token.");
   const publisher = isUuid(iss) ? await ctx.clients.find(iss) : undefined;
   if (publisher && publisher.blocked === 0) {
-    if (publisher.grant_type !== JWT_BEARER_GRANT_TYPE) {
-      throw new OAuthError('unauthorized_client', 'this client is not registered for the jwt-bearer grant');
-    }
+    if (publisher.grant_type !== JWT_BEARER_GRANT_TYPE) throw notRegisteredFor(TITLE);
     return verifyPublisherToken(read, publisher, ctx);
   }
   const trusted = isLookupSafe(iss) ? await findTrustedIssuer(ctx.db, iss) : undefined;
@@ -107,33 +122,18 @@ async function issueFor(verified: VerifiedAssertion, params: Params, ctx: AppCon
   const withRefresh = verified.profile === 'publisher';
   const subject = { clientId: client.id, userId: user?.id ?? null, username: user?.username ?? null, login: null };
   const pair = await mintTokenResponse(ctx, audience.tokens, subject, scopes, withRefresh);
-  const now = ctx.now();
   const grant = {
-    id: timeOrderedUuid(now),
+    grantType: JWT_BEARER_GRANT_TYPE,
     clientId: client.id,
     userId: subject.userId,
     resourceId: audience.id,
-    scopes: joinScopes(scopes),
     clientScopes: client.scopes,
     login: null,
+    detail: { ...resourceDetail(audience), ...assertionDetail(verified.profile, verified.issuer, verified.subject, verified.jti) },
   };
-  const issued = ctx.audit.pending({
-    type: 'token_issued',
-    clientId: client.id,
-    userId: subject.userId,
-    address,
-    detail: {
-      grant_type: JWT_BEARER_GRANT_TYPE,
-      grant_id: grant.id,
-      scope: grant.scopes,
-      ...resourceDetail(audience),
-      ...assertionDetail(verified.profile, verified.issuer, verified.subject, verified.jti),
-    },
-  });
-  if (!(await insertGrant(ctx.db, grant, pair.stored, now, issued.row))) {
+  if (!(await writeGrant(ctx, grant, pair.stored, ctx.now(), address, insertingGrant(ctx)))) {
     throw refused('the assertion is no longer valid', 'client deleted, blocked or changed, or user disabled, while the request ran');
   }
-  issued.committed();
   return pair.response;
 }
 

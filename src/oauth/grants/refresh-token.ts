@@ -13,15 +13,14 @@ import { findRefreshToken, refreshRotatedAt, type RefreshTokenInfo } from '../..
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
-import { DEVICE_CODE_GRANT_TYPE } from '../device.ts';
-import { JWT_BEARER_GRANT_TYPE } from '../assertions/profiles.ts';
-import { OAuthError, invalidGrant, invalidScope } from '../../protocol/errors.ts';
+import { invalidGrant, invalidScope } from '../../protocol/errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { IDENTITY_SCOPE_NAMES, parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
 import { scopesOfResource } from '../../store/resources.ts';
 import { checkSameAudience, joinedAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
+import { AUTHORIZATION_CODE_GRANT_TYPE, DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE, REFRESH_TOKEN_GRANT_TYPE } from './types.ts';
 
 const parameters = {
   refresh_token: { required: true, description: 'the newest refresh token' },
@@ -31,7 +30,17 @@ const parameters = {
 
 type Params = ParamsOf<typeof parameters>;
 
-export const refreshToken = defineGrant({ type: 'refresh_token', parameters, client: 'optional', redeems: 'refresh token', load, issue });
+export const refreshToken = defineGrant({
+  type: REFRESH_TOKEN_GRANT_TYPE,
+  // The grants that give refresh tokens: their clients refresh.
+  usableBy: [AUTHORIZATION_CODE_GRANT_TYPE, DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE],
+  title: 'refresh_token grant',
+  parameters,
+  client: 'optional',
+  redeems: 'refresh token',
+  load,
+  issue,
+});
 
 /** What the sealed box holds: enough to answer the same response again. */
 interface SealedSuccessor {
@@ -49,17 +58,8 @@ async function load(params: Params, client: Client | null, ctx: AppContext): Pro
   return { clientId: token.client_id, redeemed: token };
 }
 
-async function issue(token: RefreshTokenInfo, params: Params, client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function issue(token: RefreshTokenInfo, params: Params, _client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
   const now = ctx.now();
-  // The grants that give refresh tokens: their clients refresh.
-  if (
-    client !== null &&
-    client.grant_type !== 'authorization_code' &&
-    client.grant_type !== DEVICE_CODE_GRANT_TYPE &&
-    client.grant_type !== JWT_BEARER_GRANT_TYPE
-  ) {
-    throw new OAuthError('unauthorized_client', 'this client is not registered for the refresh_token grant');
-  }
   // Before anything is rotated or revoked: a request refused with invalid_target changes nothing.
   await checkSameAudience(ctx, params.resource, token.resource_id);
   if (token.revoked_at !== null) throw revokedGrant();

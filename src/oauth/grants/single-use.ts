@@ -7,7 +7,6 @@
  */
 import type { Kysely } from 'kysely';
 import type { AppContext } from '../../context.ts';
-import { timeOrderedUuid } from '../../ids.ts';
 import type { AuditEventRow } from '../../store/audit-events.ts';
 import type { Exchange } from '../../store/atomic-writes.ts';
 import type { NewGrant } from '../../store/grants.ts';
@@ -20,6 +19,7 @@ import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../is
 import { joinedAudience } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import { splitScopes } from '../scopes.ts';
+import { writeGrant } from './write-grant.ts';
 
 /** A code the person approved, as both kinds are stored, with its resource server's token settings. */
 export interface ApprovedCode extends JoinedTokenSettings {
@@ -85,18 +85,11 @@ export async function exchangeApproved(
   }
   const subject = { clientId: client.id, userId: code.user_id, username: code.username, login };
   const pair = await mintTokenResponse(ctx, audience, subject, scopes, true, code.nonce ?? null);
-  const grant = {
-    id: timeOrderedUuid(now),
-    clientId: client.id,
-    userId: code.user_id,
-    resourceId: code.resource_id,
-    scopes: pair.stored.scopes,
-    clientScopes: code.client_scopes,
-    login,
-  };
-  const detail = { grant_type: kind.grantType, grant_id: grant.id, scope: grant.scopes };
-  const issued = ctx.audit.pending({ type: 'token_issued', userId: code.user_id, clientId: client.id, address, detail });
-  const exchange = await kind.exchange(ctx.db, code.hash, grant, pair.stored, now, issued.row);
+  const grant = { grantType: kind.grantType, clientId: client.id, userId: code.user_id, resourceId: code.resource_id, clientScopes: code.client_scopes, login };
+  const exchange = await writeGrant(ctx, grant, pair.stored, now, address, {
+    write: (row, tokens, now, issued) => kind.exchange(ctx.db, code.hash, row, tokens, now, issued),
+    wrote: (exchange) => exchange === 'exchanged',
+  });
   if (exchange === 'parties_changed') throw invalidGrant(invalid, 'client deleted or changed, or user disabled, during the exchange');
   if (exchange === 'code_consumed') {
     const winner = await kind.find(ctx.db, code.hash);
@@ -105,7 +98,6 @@ export async function exchangeApproved(
     await replayed(kind, code, winner.grant_id, ctx, address);
     throw invalidGrant(`the ${kind.noun} has already been used`, `concurrent ${kind.noun} replay: revoked what it issued`);
   }
-  issued.committed();
   return pair.response;
 }
 
