@@ -48,8 +48,9 @@ import { loginAccountKey, Throttled } from '../throttle.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
 import type { SessionLoginResult } from './login.ts';
 import { NOT_RECENT, provingNewFactor } from './recent-login.ts';
+import { completeSecondStep, type FactorProof, type SecondStep } from './second-step.ts';
 import { endOtherSessions, startSession } from './sessions.ts';
-import { amrUnion, mustHaveSecondFactor, PASSKEY_LOGIN_AMR, type SignedIn } from '../login.ts';
+import { mustHaveSecondFactor, PASSKEY_LOGIN_AMR, type SignedIn } from '../login.ts';
 
 /** How long a challenge may be answered. */
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
@@ -312,10 +313,9 @@ export interface PasskeyLoginAttempt {
   session: string | undefined;
   /**
    * A passkey as the second step, after a right password (or as step-up of a session that
-   * proved one factor): whose passkey it must be, how they logged in so far (`amr`), and
-   * what completes their pending login (false: it ended meanwhile).
+   * proved one factor): the passkey must be the person's, and completes their step (second-step.ts).
    */
-  secondStep?: { user: User; amr: string; complete(): Promise<boolean> };
+  secondStep?: SecondStep;
 }
 
 /**
@@ -382,15 +382,19 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
     });
     return fail('sign_count_regressed', user.id);
   }
-  if (!(await recordPasskeyUse(ctx.db, { id: passkey.id, checkedCount: passkey.sign_count, newCount: count, now: ctx.now() }))) {
-    return fail('concurrent_use', user.id);
+  const use = { id: passkey.id, checkedCount: passkey.sign_count, newCount: count, now: ctx.now() };
+  if (step) {
+    // The count moved on is the passkey's proof: committed with the step's consumption, once. After a password: `pwd hwk user mfa`.
+    const proof: FactorProof = { amr: PASSKEY_LOGIN_AMR, use: (trx) => recordPasskeyUse(trx, use), audit: [], detail: { method: 'passkey' } };
+    const done = await completeSecondStep(ctx, step, proof, { address: attempt.address, previousSession: attempt.session });
+    if (!done.ok) return fail(done.reason === 'used' ? 'concurrent_use' : 'second_step_ended', user.id);
+    await throttle.loginSucceeded(account, attempt.address);
+    return { ok: true, user, session: done.session };
   }
-  if (step && !(await step.complete())) return fail('second_step_ended', user.id);
+  if (!(await recordPasskeyUse(ctx.db, use))) return fail('concurrent_use', user.id);
   await throttle.loginSucceeded(account, attempt.address);
-  // After a password: `pwd hwk user mfa` (SPEC §4.12).
-  const amr = step ? amrUnion(step.amr, PASSKEY_LOGIN_AMR) : PASSKEY_LOGIN_AMR;
-  const session = await startSession(ctx, user.id, attempt.session, amr);
-  await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr } });
+  const session = await startSession(ctx, user.id, attempt.session, PASSKEY_LOGIN_AMR);
+  await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr: PASSKEY_LOGIN_AMR } });
   return { ok: true, user, session };
 }
 

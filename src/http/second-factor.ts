@@ -12,14 +12,12 @@ import {
   confirmAppSetup,
   currentAppSetup,
   factorSummary,
-  findPending,
   hasSecondFactor,
   MAX_CODE_LENGTH,
-  PENDING_LOGIN_TTL_MS,
   submitCode,
   type AppSetup,
-  type SecondStep,
 } from '../accounts/second-factors.ts';
+import { findPending, PENDING_LOGIN_TTL_MS, type SecondStep } from '../accounts/second-step.ts';
 import { canUsePasskey } from '../accounts/passkeys.ts';
 import { isMultiFactor } from '../login.ts';
 import { isRecentLogin, secondFactorsOf } from '../accounts/recent-login.ts';
