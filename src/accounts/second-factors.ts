@@ -40,8 +40,8 @@ import {
 } from '../store/second-factors.ts';
 import { hashToken } from '../tokens.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
-import { hasSecondFactor as hasAny, provingNewFactor, secondFactorsOf } from './recent-login.ts';
-import { completeSecondStep, stepStillOpen, type FactorProof, type SecondStep } from './second-step.ts';
+import { hasSecondFactor as hasAny, provingNewFactor, secondFactorsOf, type RecentLogin } from './recent-login.ts';
+import { completeSecondStep, stepStillOpen, type FactorProof, type PendingLogin, type SecondStep } from './second-step.ts';
 import { endOtherSessions, endUserSessions } from './sessions.ts';
 /** How long a set-up shown with its QR code waits for its confirming code. */
 export const APP_SETUP_TTL_MS = 30 * 60 * 1000;
@@ -210,6 +210,13 @@ async function appSetup(ctx: AppContext, user: User, secret: string): Promise<Ap
   return { secret: secret.replace(/(.{4})(?=.)/g, '$1 '), uri, qrSvg };
 }
 
+/**
+ * Where an app's set-up is confirmed: at a pending login's second step (a person without a
+ * second factor yet), or in a session (its token) whose login is recent — a change to the
+ * person's factors, from the security page or as step-up.
+ */
+export type SetUpAt = { user: User; pending: PendingLogin; session?: undefined } | { user: User; pending?: undefined; session: string; recent: RecentLogin };
+
 export type ConfirmResult =
   | { ok: true; /** The session that replaces the one the person came with (or their pending login). */ session: string }
   | { ok: false; reason: 'malformed'; problem: string }
@@ -222,7 +229,7 @@ export type ConfirmResult =
  */
 export async function confirmAppSetup(
   ctx: AppContext,
-  step: SecondStep,
+  step: SetUpAt,
   typed: string,
   address: string,
   previousSession: string | undefined,
@@ -234,7 +241,7 @@ export async function confirmAppSetup(
   // At a login's second step (a pending login, or a session without a second factor) the set-up
   // is for a person who has none yet: one with a passkey proves it, or a password alone would
   // enrol an attacker's app and complete the login with it.
-  if ((step.session === undefined || !isMultiFactor(step.amr)) && (await hasSecondFactor(ctx, user.id))) return { ok: false, reason: 'exists' };
+  if ((step.session === undefined || !isMultiFactor(step.recent.login.amr)) && (await hasSecondFactor(ctx, user.id))) return { ok: false, reason: 'exists' };
   const now = ctx.now();
   const app = await findApp(ctx.db, user.id, now);
   if (!app) return { ok: false, reason: 'no_setup' };
@@ -258,7 +265,7 @@ export async function confirmAppSetup(
   }
   // From a session, confirming the app counts as using it: a login without a second factor becomes
   // one with the app, in the transaction that confirms it (accounts/recent-login.ts).
-  const proof = provingNewFactor(ctx, step, OTP_LOGIN_AMR);
+  const proof = provingNewFactor(ctx, step.recent, step.session, OTP_LOGIN_AMR);
   const event = added(proof !== null);
   if ((await allOrNothing(ctx.db, { confirm, session: proof?.record ?? (async () => true) }, [event.row])) !== null) return notConfirmed();
   event.committed();
@@ -275,7 +282,8 @@ export type RemoveResult = { ok: true } | { ok: false; reason: 'none' | 'require
  * last second factor and REQUIRE_SECOND_FACTOR requires one; with it go their recovery
  * codes when nothing else is left (recovery codes alone are not a second factor).
  */
-export async function removeApp(ctx: AppContext, user: User, session: string | undefined, address: string): Promise<RemoveResult> {
+export async function removeApp(ctx: AppContext, recent: RecentLogin, session: string | undefined, address: string): Promise<RemoveResult> {
+  const { user } = recent;
   const keep = mustHaveSecondFactor(ctx.config, user);
   const removed = ctx.audit.pending({ type: 'second_factor_removed', userId: user.id, address, detail: { factor: 'app' } });
   if (!(await deleteApp(ctx.db, user.id, [removed.row], keep))) {
@@ -290,7 +298,8 @@ export async function removeApp(ctx: AppContext, user: User, session: string | u
  * Ten new recovery codes, shown once; the old ones are void from the same commit. Null when
  * the person has no second factor to recover (recovery codes alone are not one).
  */
-export async function generateRecoveryCodes(ctx: AppContext, user: User, session: string | undefined, address: string): Promise<string[] | null> {
+export async function generateRecoveryCodes(ctx: AppContext, recent: RecentLogin, session: string | undefined, address: string): Promise<string[] | null> {
+  const { user } = recent;
   if (!(await hasSecondFactor(ctx, user.id))) return null;
   const codes = Array.from({ length: RECOVERY_CODE_COUNT }, mintRecoveryCode);
   const generated = ctx.audit.pending({ type: 'recovery_codes_generated', userId: user.id, address, detail: { count: codes.length } });

@@ -13,12 +13,11 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticationOptions, canUsePasskey, logInWithPasskey } from '../accounts/passkeys.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
-import { webauthnBinding } from './account-security.ts';
 import { field } from './pages.ts';
 import { requireFormBody } from './helpers.ts';
 import { safeNext } from './next.ts';
 import { secondStepOf } from './second-factor.ts';
-import { cookieOptions, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie, webauthnCookieName } from './session.ts';
+import { cookieOptions, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie, webauthnBinding, webauthnCookieName } from './session.ts';
 
 /** @simplewebauthn/browser's UMD bundle (global `SimpleWebAuthnBrowser`), read once from the installed package. */
 function browserLibrary(): Buffer {
