@@ -13,7 +13,8 @@ import { loginAccountKey, Throttled } from '../throttle.ts';
 import { DECOY_HASH, verifyPassword } from './passwords.ts';
 import { endSession, sessionUser, startSession } from './sessions.ts';
 import { mustHaveSecondFactor, PASSWORD_LOGIN_AMR } from '../login.ts';
-import { hasSecondFactor, startPendingLogin } from './second-factors.ts';
+import { hasSecondFactor } from './second-factors.ts';
+import { startPendingLogin } from './second-step.ts';
 import type { PasskeyFailure } from './passkeys.ts';
 import type { User } from './users.ts';
 

@@ -48,9 +48,10 @@ import { findUserById } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
 import type { SessionLoginResult } from './login.ts';
-import { NOT_RECENT, provingNewFactor } from './recent-login.ts';
+import { NOT_RECENT, provingNewFactor, type RecentLogin } from './recent-login.ts';
+import { completeSecondStep, type FactorProof, type SecondStep } from './second-step.ts';
 import { endOtherSessions, startSession } from './sessions.ts';
-import { amrUnion, mustHaveSecondFactor, PASSKEY_LOGIN_AMR, type SignedIn } from '../login.ts';
+import { mustHaveSecondFactor, PASSKEY_LOGIN_AMR } from '../login.ts';
 
 /** How long a challenge may be answered. */
 export const CHALLENGE_TTL_MS = 5 * 60 * 1000;
@@ -152,8 +153,9 @@ export function passkeyName(typed: string): string {
   return name;
 }
 
-/** What the browser needs to make a passkey for `user` (navigator.credentials.create). */
-export async function registrationOptions(ctx: AppContext, user: User, binding: string): Promise<PublicKeyCredentialCreationOptionsJSON> {
+/** What the browser needs to make a passkey for the person (navigator.credentials.create). */
+export async function registrationOptions(ctx: AppContext, recent: RecentLogin, binding: string): Promise<PublicKeyCredentialCreationOptionsJSON> {
+  const { user } = recent;
   const { rpId } = passkeyConfig(ctx);
   const existing = await listPasskeys(ctx.db, user.id);
   const challenge = await newChallenge(ctx, binding, 'register', user.id);
@@ -183,17 +185,17 @@ function transportsOf(row: PasskeyRow): string[] {
 }
 
 /**
- * Verifies the browser's answer to a registration challenge and stores the passkey. The
- * caller has checked that the login is recent (recent-login.ts). A registration with user
+ * Verifies the browser's answer to a registration challenge and stores the passkey, for a
+ * person whose login is recent (recent-login.ts). A registration with user
  * verification proves the passkey as a login with it would: with it, a session that had proved
  * no second factor is replaced, in the same transaction, by one that has (provingNewFactor);
  * `session` is then its token (null: the session stays).
  */
 export async function addPasskey(
   ctx: AppContext,
-  p: { signedIn: SignedIn; session: string | undefined; binding: string | undefined; response: string; name: string; address: string },
+  p: { recent: RecentLogin; session: string | undefined; binding: string | undefined; response: string; name: string; address: string },
 ): Promise<{ added: PasskeyView; session: string | null }> {
-  const { user } = p.signedIn;
+  const { user } = p.recent;
   const { rpId, origin } = passkeyConfig(ctx);
   const name = passkeyName(p.name);
   const parsed = parseResponse<RegistrationResponseJSON>(p.response);
@@ -221,7 +223,7 @@ export async function addPasskey(
   if (!verified.verified) throw refused('The passkey could not be verified. Try again.', 'registration not verified');
   const { credential } = verified.registrationInfo;
   const now = ctx.now();
-  const proof = provingNewFactor(ctx, { user, session: p.session, amr: p.signedIn.login.amr }, PASSKEY_LOGIN_AMR);
+  const proof = provingNewFactor(ctx, p.recent, p.session, PASSKEY_LOGIN_AMR);
   const audit = ctx.audit.pending({
     type: 'passkey_added',
     userId: user.id,
@@ -249,10 +251,11 @@ export async function addPasskey(
   return { added: { id: credential.id, name, createdAt: now, lastUsedAt: null }, session: proof?.session ?? null };
 }
 
-export async function renameUserPasskey(ctx: AppContext, p: { user: User; id: string; name: string; address: string }): Promise<boolean> {
+export async function renameUserPasskey(ctx: AppContext, p: { recent: RecentLogin; id: string; name: string; address: string }): Promise<boolean> {
   const name = passkeyName(p.name);
-  const audit = ctx.audit.pending({ type: 'passkey_renamed', userId: p.user.id, address: p.address, detail: { name, credential: p.id.slice(0, 16) } });
-  const renamed = await renamePasskey(ctx.db, { userId: p.user.id, id: p.id, name }, audit.row);
+  const { user } = p.recent;
+  const audit = ctx.audit.pending({ type: 'passkey_renamed', userId: user.id, address: p.address, detail: { name, credential: p.id.slice(0, 16) } });
+  const renamed = await renamePasskey(ctx.db, { userId: user.id, id: p.id, name }, audit.row);
   if (renamed) audit.committed();
   return renamed;
 }
@@ -262,17 +265,21 @@ export async function renameUserPasskey(ctx: AppContext, p: { user: User; id: st
  * be why the passkey is removed). Refused when REQUIRE_SECOND_FACTOR requires the person to
  * keep a second factor and this is their last. Returns false when there was nothing to remove.
  */
-export async function removeUserPasskey(ctx: AppContext, p: { user: User; id: string; session: string | undefined; address: string }): Promise<boolean> {
+export async function removeUserPasskey(
+  ctx: AppContext,
+  p: { recent: RecentLogin; id: string; session: string | undefined; address: string },
+): Promise<boolean> {
+  const { user } = p.recent;
   const passkey = await findPasskey(ctx.db, p.id);
-  if (passkey === undefined || passkey.user_id !== p.user.id) return false;
-  const keep = mustHaveSecondFactor(ctx.config, p.user);
+  if (passkey === undefined || passkey.user_id !== user.id) return false;
+  const keep = mustHaveSecondFactor(ctx.config, user);
   const audit = ctx.audit.pending({
     type: 'passkey_removed',
-    userId: p.user.id,
+    userId: user.id,
     address: p.address,
     detail: { name: passkey.name, credential: p.id.slice(0, 16) },
   });
-  if (!(await deletePasskey(ctx.db, { userId: p.user.id, id: p.id, keepASecondFactor: keep }, audit.row))) {
+  if (!(await deletePasskey(ctx.db, { userId: user.id, id: p.id, keepASecondFactor: keep }, audit.row))) {
     if (keep && (await findPasskey(ctx.db, p.id)) !== undefined) {
       throw new OAuthError(
         'invalid_request',
@@ -284,7 +291,7 @@ export async function removeUserPasskey(ctx: AppContext, p: { user: User; id: st
     return false;
   }
   audit.committed();
-  await endOtherSessions(ctx, p.user.id, p.session);
+  await endOtherSessions(ctx, user.id, p.session);
   return true;
 }
 
@@ -316,10 +323,9 @@ export interface PasskeyLoginAttempt {
   session: string | undefined;
   /**
    * A passkey as the second step, after a right password (or as step-up of a session that
-   * proved one factor): whose passkey it must be, how they logged in so far (`amr`), and
-   * what completes their pending login (false: it ended meanwhile).
+   * proved one factor): the passkey must be the person's, and completes their step (second-step.ts).
    */
-  secondStep?: { user: User; amr: string; complete(): Promise<boolean> };
+  secondStep?: SecondStep;
 }
 
 /**
@@ -386,15 +392,19 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
     });
     return fail('sign_count_regressed', user.id);
   }
-  if (!(await recordPasskeyUse(ctx.db, { id: passkey.id, checkedCount: passkey.sign_count, newCount: count, now: ctx.now() }))) {
-    return fail('concurrent_use', user.id);
+  const use = { id: passkey.id, checkedCount: passkey.sign_count, newCount: count, now: ctx.now() };
+  if (step) {
+    // The count moved on is the passkey's proof: committed with the step's consumption, once. After a password: `pwd hwk user mfa`.
+    const proof: FactorProof = { amr: PASSKEY_LOGIN_AMR, use: (trx) => recordPasskeyUse(trx, use), audit: [], detail: { method: 'passkey' } };
+    const done = await completeSecondStep(ctx, step, proof, { address: attempt.address, previousSession: attempt.session });
+    if (!done.ok) return fail(done.reason === 'used' ? 'concurrent_use' : 'second_step_ended', user.id);
+    await throttle.loginSucceeded(account, attempt.address);
+    return { ok: true, user, session: done.session };
   }
-  if (step && !(await step.complete())) return fail('second_step_ended', user.id);
+  if (!(await recordPasskeyUse(ctx.db, use))) return fail('concurrent_use', user.id);
   await throttle.loginSucceeded(account, attempt.address);
-  // After a password: `pwd hwk user mfa` (SPEC §4.12).
-  const amr = step ? amrUnion(step.amr, PASSKEY_LOGIN_AMR) : PASSKEY_LOGIN_AMR;
-  const session = await startSession(ctx, user.id, attempt.session, amr);
-  await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr } });
+  const session = await startSession(ctx, user.id, attempt.session, PASSKEY_LOGIN_AMR);
+  await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr: PASSKEY_LOGIN_AMR } });
   return { ok: true, user, session };
 }
 

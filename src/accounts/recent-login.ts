@@ -11,13 +11,16 @@
  *
  * Adding a factor counts as using it: the session that adds a person's first second factor
  * becomes a login with it (provingNewFactor), so it may go on changing factors without logging in again.
+ *
+ * The rule as a value: requireRecentLogin is the only maker of a RecentLogin, and every action
+ * that changes a person's factors takes one instead of a bare user, so a new route cannot
+ * reach such an action without the check (the type will not let it).
  */
 import type { AppContext } from '../context.ts';
 import { countPasskeys } from '../store/passkeys.ts';
 import { usersWithSecondFactor as usersWithApp, type ThenInTransaction } from '../store/second-factors.ts';
 import { upgradeSession } from '../store/sessions.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
-import type { User } from '../store/schema.ts';
 import { isMultiFactor, type SignedIn } from '../login.ts';
 
 /** How recent a login must be for a change to the person's factors. */
@@ -53,6 +56,22 @@ export function isRecentLogin(ctx: AppContext, signedIn: SignedIn, factors: Seco
   return !hasSecondFactor(factors) || isMultiFactor(signedIn.login.amr);
 }
 
+/** Brands a RecentLogin; not exported, so nothing outside this file makes one. */
+const checkedRecent: unique symbol = Symbol('recent login');
+
+/**
+ * A signed-in person whose login was found recent enough, with every factor they have, to
+ * change their factors (isRecentLogin) — the proof the actions that change factors take. Only
+ * requireRecentLogin makes one; it is checked for a request, so it lives as long as the request.
+ */
+export type RecentLogin = SignedIn & { readonly [checkedRecent]: true };
+
+/** The person's login as a proof that it may change their factors; null (refuse: NOT_RECENT) when it may not. */
+export async function requireRecentLogin(ctx: AppContext, signedIn: SignedIn): Promise<RecentLogin | null> {
+  if (!isRecentLogin(ctx, signedIn, await secondFactorsOf(ctx, signedIn.user.id))) return null;
+  return { ...signedIn, [checkedRecent]: true };
+}
+
 /** What adding a factor does to the session that adds it: `record` runs in the transaction that adds the factor. */
 export interface NewFactorProof {
   /** The token of the session that replaces the one that added the factor (for the cookie). */
@@ -64,8 +83,8 @@ export interface NewFactorProof {
 /**
  * Adding a factor counts as using it (SPEC §4.12): a WebAuthn registration with user
  * verification, or an app confirmed by a current code, proves the factor as a login with it
- * would. The caller has checked that the session's login is recent (isRecentLogin), and
- * `record` checks it again as it writes. Then a login that proved no second factor becomes one
+ * would. The caller has checked that the session's login is recent (a RecentLogin, or a
+ * pending login's second step), and `record` checks it again as it writes. Then a login that proved no second factor becomes one
  * that did (`factorAmr` added to its own) at the time of the proof — as a second step completes
  * a login after its password — in the same transaction as the factor, under a new token.
  *
@@ -78,11 +97,12 @@ export interface NewFactorProof {
  */
 export function provingNewFactor(
   ctx: AppContext,
-  adding: { user: Pick<User, 'id'>; /** Its token. */ session: string | undefined; /** How it logged in. */ amr: string },
+  adding: RecentLogin,
+  /** Its token. */ session: string | undefined,
   factorAmr: string,
 ): NewFactorProof | null {
-  if (isMultiFactor(adding.amr)) return null;
-  const idHash = adding.session === undefined ? null : hashIfWellFormed('session', adding.session);
+  if (isMultiFactor(adding.login.amr)) return null;
+  const idHash = session === undefined ? null : hashIfWellFormed('session', session);
   if (idHash === null) return null;
   const next = mintToken('session');
   const now = ctx.now();

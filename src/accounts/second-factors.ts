@@ -1,18 +1,11 @@
 /**
  * Second factors after a password (SPEC §4.12): the authenticator app (TOTP, RFC 6238 through
- * `otpauth`: SHA-1, 6 digits, 30 s, ±1 step), recovery codes, the second step of a login, the
- * REQUIRE_SECOND_FACTOR policy, and the reset.
- *
- * The half-done login. A right password for a person who has a second factor (or must set
- * one up) opens no session: it makes a *pending login*, a row keyed by the SHA-256 of a
- * random token that travels in its own cookie (src/http/second-factor.ts), holding who and
- * what they have proven so far ('pwd'), for PENDING_LOGIN_TTL_MS. Nothing but the second-step
- * pages reads it, so nothing else works until the step is done. The step that completes it
- * consumes the row in the same transaction as the code it accepts (or the app it confirms),
- * so it completes once; then a session starts, with amr `pwd otp mfa`. A wrong code leaves
- * the row (a typo does not cost the password again) but counts as a login failure.
- * A signed-in person asked for a second factor later (step-up) has no pending row: the
- * session is who they are, and completing the step replaces it with a new one.
+ * `otpauth`: SHA-1, 6 digits, 30 s, ±1 step), recovery codes, the REQUIRE_SECOND_FACTOR
+ * policy, and the reset. A code completes the second step of a login (second-step.ts) as
+ * every factor does: its single-use write — the time step accepted, the recovery code
+ * used, the set-up confirmed — is its proof, committed with the step's consumption, so it
+ * completes once; then a session starts, with amr `pwd otp mfa`. A wrong code leaves the
+ * pending login (a typo does not cost the password again) but counts as a login failure.
  *
  * Throttling: a code is reserved on the per-account and per-address login counters before it
  * is checked, like a password (accounts/login.ts), so concurrent guesses cannot outrun the
@@ -27,19 +20,16 @@ import { madeBy, type Actor } from '../audit.ts';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { open, seal } from '../protocol/seal.ts';
-import type { AuditEvent, AuditEventRow } from '../store/audit-events.ts';
 import type { User } from '../store/schema.ts';
-import { isMultiFactor, mustHaveSecondFactor, OTP_LOGIN_AMR, PASSWORD_LOGIN_AMR } from '../login.ts';
+import { isMultiFactor, mustHaveSecondFactor, OTP_LOGIN_AMR } from '../login.ts';
 import {
   acceptStep,
+  allOrNothing,
   confirmApp,
-  consumePendingLogin,
   countRecoveryCodes,
   deleteAllFactors,
   deleteApp,
   findApp,
-  findPendingLogin,
-  insertPendingLogin,
   putUnconfirmedApp,
   replaceRecoveryCodes,
   usersWithPasskeys,
@@ -48,15 +38,11 @@ import {
   type StoredApp,
   type ThenInTransaction,
 } from '../store/second-factors.ts';
-import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
+import { hashToken } from '../tokens.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
-import { hasSecondFactor as hasAny, provingNewFactor, secondFactorsOf } from './recent-login.ts';
-import { endOtherSessions, endUserSessions, startSession } from './sessions.ts';
-
-/** RFC 8176: a password, then an app or recovery code. */
-
-/** How long a pending login waits for its second step. */
-export const PENDING_LOGIN_TTL_MS = 10 * 60 * 1000;
+import { hasSecondFactor as hasAny, provingNewFactor, secondFactorsOf, type RecentLogin } from './recent-login.ts';
+import { completeSecondStep, stepStillOpen, type FactorProof, type PendingLogin, type SecondStep } from './second-step.ts';
+import { endOtherSessions, endUserSessions } from './sessions.ts';
 /** How long a set-up shown with its QR code waits for its confirming code. */
 export const APP_SETUP_TTL_MS = 30 * 60 * 1000;
 /** What may be typed into a code field; longer is refused before anything else. */
@@ -136,53 +122,6 @@ function mintRecoveryCode(): { display: string; hash: string } {
   return { display: `${compact.slice(0, 5)}-${compact.slice(5)}`, hash: hashRecoveryCode(compact) };
 }
 
-// Pending logins
-
-/** A login waiting for its second step: who, and what they proved so far. */
-export interface PendingLogin {
-  user: User;
-  amr: string;
-  idHash: string;
-}
-
-/** Opens a pending login after a right password; returns its token (for the cookie). */
-export async function startPendingLogin(ctx: AppContext, userId: string): Promise<string> {
-  const pending = mintToken('pendingLogin');
-  const now = ctx.now();
-  await insertPendingLogin(ctx.db, { idHash: pending.hash, userId, amr: PASSWORD_LOGIN_AMR, now, expiresAt: now + PENDING_LOGIN_TTL_MS });
-  return pending.token;
-}
-
-/** The live pending login of the token; null when unknown, expired, completed or its user disabled. */
-export async function findPending(ctx: AppContext, token: string | undefined): Promise<PendingLogin | null> {
-  const idHash = token === undefined ? null : hashIfWellFormed('pendingLogin', token);
-  if (idHash === null) return null;
-  const found = await findPendingLogin(ctx.db, idHash, ctx.now());
-  if (!found) return null;
-  const { pending_amr: amr, ...user } = found;
-  return { user, amr, idHash };
-}
-
-/**
- * Who is at a second step: a pending login (after a password), or a signed-in session asked
- * for a second factor it has not proven (step-up; `session` is its token).
- */
-export type SecondStep =
-  | { user: User; pending: PendingLogin; session?: undefined }
-  | { user: User; pending?: undefined; /** Its token. */ session: string; /** How it logged in. */ amr: string };
-
-/** In the transaction that accepts the code: the pending login is consumed, once. */
-function completing(ctx: AppContext, step: SecondStep): ThenInTransaction {
-  return async (trx) => (step.pending ? consumePendingLogin(trx, step.pending.idHash, ctx.now()) : true);
-}
-
-/** The session that replaces the step once it is done (any session the request came with ends). */
-async function finish(ctx: AppContext, step: SecondStep, previousSession: string | undefined, address: string): Promise<string> {
-  const session = await startSession(ctx, step.user.id, step.session ?? previousSession, OTP_LOGIN_AMR);
-  await ctx.audit({ type: 'login_succeeded', userId: step.user.id, address, detail: { amr: OTP_LOGIN_AMR } });
-  return session;
-}
-
 export type CodeResult =
   | { ok: true; session: string }
   | { ok: false; reason: 'malformed'; problem: string }
@@ -205,35 +144,32 @@ export async function submitCode(ctx: AppContext, step: SecondStep, typed: strin
     if (!(error instanceof Throttled)) throw error;
     return { ok: false, reason: error.status === 503 ? 'busy' : 'throttled', retryAfter: error.retryAfter };
   }
-  const userId = step.user.id;
-  const used = (detail: AuditEvent['detail']): AuditEventRow[] => [ctx.audit.pending({ type: 'second_factor_used', userId, address, detail }).row];
-  let accepted = false;
-  let reason = 'wrong_code';
-  if (code.kind === 'totp') {
-    const app = await findApp(ctx.db, userId, ctx.now());
-    const step_ = app?.confirmed_at != null ? stepOf(code.code, await openAppSecret(app, userId, ctx.config.keys.secret), ctx.now()) : null;
-    if (step_ !== null) {
-      accepted = await acceptStep(ctx.db, { userId, step: step_ }, used({ factor: 'app' }), completing(ctx, step));
-      if (!accepted) reason = 'code_reused';
-    }
-  } else {
-    accepted = await useRecoveryCode(ctx.db, { userId, codeHash: code.hash }, used({ factor: 'recovery_code' }), completing(ctx, step));
+  const proof = await codeProof(ctx, step.user.id, code, address);
+  const done = proof === null ? null : await completeSecondStep(ctx, step, proof, { address, previousSession });
+  if (done?.ok) {
+    await throttle.loginSucceeded(account, address);
+    return { ok: true, session: done.session };
   }
-  if (!accepted) {
-    // A pending login that ended meanwhile (expired, or completed by a concurrent code) is not a wrong code.
-    if (step.pending && !(await pendingStillLive(ctx, step.pending))) {
-      await throttle.releaseLogin(account, address);
-      return { ok: false, reason: 'expired' };
-    }
-    await ctx.audit({ type: 'login_failed', userId, address, detail: { reason } });
-    return { ok: false, reason: 'wrong_code' };
+  // A step that ended meanwhile (expired, or completed by a concurrent code) is not a wrong code.
+  if (done?.reason === 'ended' || !(await stepStillOpen(ctx, step))) {
+    await throttle.releaseLogin(account, address);
+    return { ok: false, reason: 'expired' };
   }
-  await throttle.loginSucceeded(account, address);
-  return { ok: true, session: await finish(ctx, step, previousSession, address) };
+  const reason = done !== null && code.kind === 'totp' ? 'code_reused' : 'wrong_code';
+  await ctx.audit({ type: 'login_failed', userId: step.user.id, address, detail: { reason } });
+  return { ok: false, reason: 'wrong_code' };
 }
 
-async function pendingStillLive(ctx: AppContext, pending: PendingLogin): Promise<boolean> {
-  return (await findPendingLogin(ctx.db, pending.idHash, ctx.now())) !== undefined;
+/** What a right code proves at the second step (its single-use write); null for a wrong one. */
+async function codeProof(ctx: AppContext, userId: string, code: Exclude<TypedCode, { kind: 'malformed' }>, address: string): Promise<FactorProof | null> {
+  const used = (factor: 'app' | 'recovery_code') => [ctx.audit.pending({ type: 'second_factor_used', userId, address, detail: { factor } })];
+  if (code.kind === 'recovery') {
+    return { amr: OTP_LOGIN_AMR, use: (trx) => useRecoveryCode(trx, { userId, codeHash: code.hash }), audit: used('recovery_code') };
+  }
+  const app = await findApp(ctx.db, userId, ctx.now());
+  const timeStep = app?.confirmed_at != null ? stepOf(code.code, await openAppSecret(app, userId, ctx.config.keys.secret), ctx.now()) : null;
+  if (timeStep === null) return null;
+  return { amr: OTP_LOGIN_AMR, use: (trx) => acceptStep(trx, { userId, step: timeStep }), audit: used('app') };
 }
 
 // The authenticator app
@@ -274,6 +210,13 @@ async function appSetup(ctx: AppContext, user: User, secret: string): Promise<Ap
   return { secret: secret.replace(/(.{4})(?=.)/g, '$1 '), uri, qrSvg };
 }
 
+/**
+ * Where an app's set-up is confirmed: at a pending login's second step (a person without a
+ * second factor yet), or in a session (its token) whose login is recent — a change to the
+ * person's factors, from the security page or as step-up.
+ */
+export type SetUpAt = { user: User; pending: PendingLogin; session?: undefined } | { user: User; pending?: undefined; session: string; recent: RecentLogin };
+
 export type ConfirmResult =
   | { ok: true; /** The session that replaces the one the person came with (or their pending login). */ session: string }
   | { ok: false; reason: 'malformed'; problem: string }
@@ -286,7 +229,7 @@ export type ConfirmResult =
  */
 export async function confirmAppSetup(
   ctx: AppContext,
-  step: SecondStep,
+  step: SetUpAt,
   typed: string,
   address: string,
   previousSession: string | undefined,
@@ -298,36 +241,38 @@ export async function confirmAppSetup(
   // At a login's second step (a pending login, or a session without a second factor) the set-up
   // is for a person who has none yet: one with a passkey proves it, or a password alone would
   // enrol an attacker's app and complete the login with it.
-  if ((step.session === undefined || !isMultiFactor(step.amr)) && (await hasSecondFactor(ctx, user.id))) return { ok: false, reason: 'exists' };
+  if ((step.session === undefined || !isMultiFactor(step.recent.login.amr)) && (await hasSecondFactor(ctx, user.id))) return { ok: false, reason: 'exists' };
   const now = ctx.now();
   const app = await findApp(ctx.db, user.id, now);
   if (!app) return { ok: false, reason: 'no_setup' };
   if (app.confirmed_at !== null) return { ok: false, reason: 'exists' };
   const timeStep = stepOf(code.code, await openAppSecret(app, user.id, ctx.config.keys.secret), now);
   if (timeStep === null) return { ok: false, reason: 'wrong_code' };
-  // From a session, confirming the app counts as using it: a login without a second factor becomes
-  // one with the app, in the transaction that confirms it (accounts/recent-login.ts).
-  const proof = step.session === undefined ? null : provingNewFactor(ctx, step, OTP_LOGIN_AMR);
-  const added = ctx.audit.pending({
-    type: 'second_factor_added',
-    userId: user.id,
-    address,
-    detail: { factor: 'app', ...(proof && { session_upgraded: true }) },
-  });
-  if (!(await confirmApp(ctx.db, { userId: user.id, secret: app.secret, step: timeStep, now }, [added.row], proof?.record ?? completing(ctx, step)))) {
+  const confirm: ThenInTransaction = (trx) => confirmApp(trx, { userId: user.id, secret: app.secret, step: timeStep, now });
+  const added = (upgraded: boolean) =>
+    ctx.audit.pending({ type: 'second_factor_added', userId: user.id, address, detail: { factor: 'app', ...(upgraded && { session_upgraded: true }) } });
+  const notConfirmed = async (): Promise<ConfirmResult> => {
     const again = await findApp(ctx.db, user.id, ctx.now());
     return { ok: false, reason: again?.confirmed_at != null ? 'exists' : 'no_setup' };
+  };
+  if (step.session === undefined) {
+    // At a login's second step, the confirmed app is the factor that completes it.
+    const done = await completeSecondStep(ctx, step, { amr: OTP_LOGIN_AMR, use: confirm, audit: [added(false)] }, { address, previousSession });
+    if (!done.ok) return notConfirmed();
+    // The login counts as one with the app from now on; the person's other sessions (and half-done logins) end.
+    await endOtherSessions(ctx, user.id, done.session, { andPendingLogins: true });
+    return { ok: true, session: done.session };
   }
-  added.committed();
-  if (step.session !== undefined) {
-    // The session stays (it proved a second factor already) or was replaced; the person's others end.
-    const session = proof?.session ?? step.session;
-    await endOtherSessions(ctx, user.id, session);
-    return { ok: true, session };
-  }
-  // The pending login counts as one with the app from now on: a session starts, and the person's others end.
-  await endUserSessions(ctx, user.id);
-  return { ok: true, session: await finish(ctx, step, previousSession, address) };
+  // From a session, confirming the app counts as using it: a login without a second factor becomes
+  // one with the app, in the transaction that confirms it (accounts/recent-login.ts).
+  const proof = provingNewFactor(ctx, step.recent, step.session, OTP_LOGIN_AMR);
+  const event = added(proof !== null);
+  if ((await allOrNothing(ctx.db, { confirm, session: proof?.record ?? (async () => true) }, [event.row])) !== null) return notConfirmed();
+  event.committed();
+  // The session stays (it proved a second factor already) or was replaced; the person's others end.
+  const session = proof?.session ?? step.session;
+  await endOtherSessions(ctx, user.id, session);
+  return { ok: true, session };
 }
 
 export type RemoveResult = { ok: true } | { ok: false; reason: 'none' | 'required' };
@@ -337,7 +282,8 @@ export type RemoveResult = { ok: true } | { ok: false; reason: 'none' | 'require
  * last second factor and REQUIRE_SECOND_FACTOR requires one; with it go their recovery
  * codes when nothing else is left (recovery codes alone are not a second factor).
  */
-export async function removeApp(ctx: AppContext, user: User, session: string | undefined, address: string): Promise<RemoveResult> {
+export async function removeApp(ctx: AppContext, recent: RecentLogin, session: string | undefined, address: string): Promise<RemoveResult> {
+  const { user } = recent;
   const keep = mustHaveSecondFactor(ctx.config, user);
   const removed = ctx.audit.pending({ type: 'second_factor_removed', userId: user.id, address, detail: { factor: 'app' } });
   if (!(await deleteApp(ctx.db, user.id, [removed.row], keep))) {
@@ -352,7 +298,8 @@ export async function removeApp(ctx: AppContext, user: User, session: string | u
  * Ten new recovery codes, shown once; the old ones are void from the same commit. Null when
  * the person has no second factor to recover (recovery codes alone are not one).
  */
-export async function generateRecoveryCodes(ctx: AppContext, user: User, session: string | undefined, address: string): Promise<string[] | null> {
+export async function generateRecoveryCodes(ctx: AppContext, recent: RecentLogin, session: string | undefined, address: string): Promise<string[] | null> {
+  const { user } = recent;
   if (!(await hasSecondFactor(ctx, user.id))) return null;
   const codes = Array.from({ length: RECOVERY_CODE_COUNT }, mintRecoveryCode);
   const generated = ctx.audit.pending({ type: 'recovery_codes_generated', userId: user.id, address, detail: { count: codes.length } });

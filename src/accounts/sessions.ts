@@ -41,9 +41,11 @@ export async function endUserSessions(ctx: AppContext, userId: string): Promise<
 
 /**
  * Ends every session of the user but the one `current` names (a factor removed: whoever holds
- * another session may be the reason), with their back-channel logouts.
+ * another session may be the reason), with their back-channel logouts; with `andPendingLogins`,
+ * their half-done logins too (a factor added at one: the others were opened without it).
  */
-export async function endOtherSessions(ctx: AppContext, userId: string, current: string | undefined): Promise<void> {
+export async function endOtherSessions(ctx: AppContext, userId: string, current: string | undefined, o: { andPendingLogins?: boolean } = {}): Promise<void> {
+  if (o.andPendingLogins) await deleteUserPendingLogins(ctx.db, userId);
   const except = current === undefined ? undefined : (hashIfWellFormed('session', current) ?? undefined);
   if ((await deleteSessions(ctx.db, { userId, except }, ctx.now())) > 0) ctx.backchannelLogouts.wake();
 }

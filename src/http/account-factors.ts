@@ -4,7 +4,6 @@
  * recovery codes (ten, shown once). Each change needs a recent login, is CSRF-protected and
  * audited (accounts/second-factors.ts), and ends the person's other sessions.
  */
-import { type SignedIn } from '../login.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import {
   beginAppSetup,
@@ -21,10 +20,9 @@ import type { AppContext } from '../context.ts';
 import { single } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { formatTime, navigation, page } from './pages.ts';
-import { notify, recentLoginOrRefuse } from './account-security.ts';
+import { notify, recentLoginOrRefuse, SECURITY_PATH } from './account-changes.ts';
 import { formToken, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
-
-export const SECURITY_PATH = '/account/security';
+import type { SignedIn } from '../login.ts';
 
 /** What the security page shows of the app and the recovery codes; the template is src/views/security-factors.eta. */
 export async function factorsSection(ctx: AppContext, userId: string) {
@@ -40,7 +38,7 @@ export async function factorsSection(ctx: AppContext, userId: string) {
 export default async function accountFactorRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   const post = { ...page, preHandler: app.csrfProtection };
 
-  /** The person, whose login is recent enough for a change (accounts/recent-login.ts); refused (403) otherwise. */
+  /** The person's recent login, the proof a change takes (accounts/recent-login.ts); refused (403) otherwise. */
   const recentLogin = (request: FastifyRequest) => recentLoginOrRefuse(request, ctx);
 
   function setUpPage(request: FastifyRequest, reply: FastifyReply, signedIn: SignedIn, setup: AppSetup, error: string | null) {
@@ -75,7 +73,7 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
     const body = requireFormBody(request);
     const signedIn = await recentLogin(request);
     const session = sessionToken(request, ctx)!;
-    const result = await confirmAppSetup(ctx, { user: signedIn.user, session, amr: signedIn.login.amr }, single(body, 'code') ?? '', request.ip, session);
+    const result = await confirmAppSetup(ctx, { user: signedIn.user, session, recent: signedIn }, single(body, 'code') ?? '', request.ip, session);
     if (result.ok) {
       request.log.info({ event: 'second_factor_added', user: signedIn.user.id }, 'authenticator app set up');
       if (result.session !== session) {
@@ -98,7 +96,7 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
   app.post(`${SECURITY_PATH}/app/remove`, post, async (request, reply) => {
     requireFormBody(request);
     const signedIn = await recentLogin(request);
-    const result = await removeApp(ctx, signedIn.user, sessionToken(request, ctx), request.ip);
+    const result = await removeApp(ctx, signedIn, sessionToken(request, ctx), request.ip);
     if (!result.ok && result.reason === 'required') {
       return problemPage(request, reply, signedIn, 409, 'Your account must have a second factor: add a passkey or another app before you remove this one.');
     }
@@ -112,7 +110,7 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
   app.post(`${SECURITY_PATH}/recovery-codes`, post, async (request, reply) => {
     requireFormBody(request);
     const signedIn = await recentLogin(request);
-    const codes = await generateRecoveryCodes(ctx, signedIn.user, sessionToken(request, ctx), request.ip);
+    const codes = await generateRecoveryCodes(ctx, signedIn, sessionToken(request, ctx), request.ip);
     if (!codes) {
       const factors = ctx.config.webauthn === null ? 'an authenticator app: set one up first' : 'a passkey or an authenticator app: add one first';
       return problemPage(request, reply, signedIn, 409, `Recovery codes are for a person with ${factors}.`);

@@ -11,15 +11,13 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { authenticationOptions, canUsePasskey, logInWithPasskey } from '../accounts/passkeys.ts';
-import { consumePendingLogin } from '../store/second-factors.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
-import { webauthnBinding } from './account-security.ts';
 import { field } from './pages.ts';
 import { requireFormBody } from './helpers.ts';
 import { safeNext } from './next.ts';
 import { secondStepOf } from './second-factor.ts';
-import { cookieOptions, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie, webauthnCookieName } from './session.ts';
+import { cookieOptions, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie, webauthnBinding, webauthnCookieName } from './session.ts';
 
 /** @simplewebauthn/browser's UMD bundle (global `SimpleWebAuthnBrowser`), read once from the installed package. */
 function browserLibrary(): Buffer {
@@ -61,13 +59,8 @@ export default async function passkeyLoginRoutes(app: FastifyInstance, { ctx }: 
       response: field(body, 'response'),
       binding: request.cookies[webauthnCookieName(ctx)],
       address: request.ip,
-      session: step?.session ?? sessionToken(request, ctx),
-      secondStep: step && {
-        user: step.user,
-        amr: step.pending ? step.pending.amr : step.amr,
-        // The pending login is completed once (a code submitted meanwhile may have done it).
-        complete: () => (step.pending ? consumePendingLogin(ctx.db, step.pending.idHash, ctx.now()) : Promise.resolve(true)),
-      },
+      session: sessionToken(request, ctx),
+      secondStep: step,
     });
     reply.header('Cache-Control', 'no-store');
     if (result.ok) {

@@ -12,17 +12,16 @@ import {
   confirmAppSetup,
   currentAppSetup,
   factorSummary,
-  findPending,
   hasSecondFactor,
   MAX_CODE_LENGTH,
-  PENDING_LOGIN_TTL_MS,
   submitCode,
   type AppSetup,
-  type SecondStep,
+  type SetUpAt,
 } from '../accounts/second-factors.ts';
+import { findPending, PENDING_LOGIN_TTL_MS, type SecondStep } from '../accounts/second-step.ts';
 import { canUsePasskey } from '../accounts/passkeys.ts';
 import { isMultiFactor } from '../login.ts';
-import { isRecentLogin, secondFactorsOf } from '../accounts/recent-login.ts';
+import { requireRecentLogin } from '../accounts/recent-login.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
@@ -65,15 +64,20 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
   }
 
   /**
-   * Setting up a first factor from a session (step-up) adds a factor, so it needs what the
-   * security page needs: a recent login (accounts/recent-login.ts). Otherwise a stolen or
-   * forgotten session would enrol someone else's app and, with it, a fresh two-factor login.
-   * The answer when it is not recent: log in again, then back here.
+   * Where the set-up is confirmed: at the pending login, or in the session (step-up). Setting
+   * up a first factor from a session adds a factor, so it needs what the security page needs:
+   * a recent login, the proof confirmAppSetup takes (accounts/recent-login.ts). Otherwise a
+   * stolen or forgotten session would enrol someone else's app and, with it, a fresh two-factor
+   * login. Null when it is not recent: the answer is to log in again, then back here (reauth).
    */
-  async function staleSession(request: FastifyRequest, reply: FastifyReply, step: SecondStep, next: string) {
-    if (step.session === undefined) return null;
+  async function setUpAt(request: FastifyRequest, step: SecondStep): Promise<SetUpAt | null> {
+    if (step.session === undefined) return step;
     const signedIn = await currentLogin(request, ctx);
-    if (signedIn && isRecentLogin(ctx, signedIn, await secondFactorsOf(ctx, signedIn.user.id))) return null;
+    const recent = signedIn && (await requireRecentLogin(ctx, signedIn));
+    return recent ? { user: step.user, session: step.session, recent } : null;
+  }
+
+  function reauth(reply: FastifyReply, next: string) {
     return reply.redirect(`/login?${new URLSearchParams({ switch: '1', reauth: '1', next: secondStepUrl('set_up', next) })}`, 303);
   }
 
@@ -159,8 +163,7 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     if (!step) return noStep(request, reply, next);
     // A person with a second factor proves it here; setting one up is for those without (confirmAppSetup refuses it too).
     if (await hasSecondFactor(ctx, step.user.id)) return reply.redirect(secondStepUrl('code', next), 303);
-    const stale = await staleSession(request, reply, step, next);
-    if (stale) return stale;
+    if (!(await setUpAt(request, step))) return reauth(reply, next);
     const setup = await beginAppSetup(ctx, step.user);
     // Has a second factor already: the code, not a second app.
     if (!setup) return reply.redirect(secondStepUrl('code', next), 303);
@@ -172,9 +175,9 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     const next = nextOf(body);
     const step = await secondStep(request);
     if (!step) return noStep(request, reply, next);
-    const stale = await staleSession(request, reply, step, next);
-    if (stale) return stale;
-    const result = await confirmAppSetup(ctx, step, single(body, 'code') ?? '', request.ip, sessionToken(request, ctx));
+    const at = await setUpAt(request, step);
+    if (!at) return reauth(reply, next);
+    const result = await confirmAppSetup(ctx, at, single(body, 'code') ?? '', request.ip, sessionToken(request, ctx));
     if (result.ok) {
       request.log.info({ event: 'second_factor_added', user: step.user.id }, 'authenticator app set up');
       return completed(reply, result.session, next);

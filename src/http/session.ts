@@ -6,6 +6,7 @@
  */
 import { type SignedIn } from '../login.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { bindingFor } from '../accounts/passkeys.ts';
 import { sessionLogin } from '../accounts/sessions.ts';
 import type { User } from '../accounts/users.ts';
 import type { Config } from '../config.ts';
@@ -34,7 +35,7 @@ export function noticeCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_notice');
 }
 
-/** The notice /account/security shows once after a change made in this browser (src/http/account-security.ts). */
+/** The notice /account/security shows once after a change made in this browser (src/http/account-changes.ts). */
 export function securityNoticeCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_security_notice');
 }
@@ -42,6 +43,13 @@ export function securityNoticeCookieName(ctx: AppContext): string {
 /** The browser's WebAuthn binding: which challenges this browser may answer (src/accounts/passkeys.ts). */
 export function webauthnCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_webauthn');
+}
+
+/** The browser's WebAuthn binding cookie, set when new (SameSite=Strict: no other site's page sends it). */
+export function webauthnBinding(request: FastifyRequest, reply: FastifyReply, ctx: AppContext): string {
+  const binding = bindingFor(request.cookies[webauthnCookieName(ctx)]);
+  if (binding.fresh) reply.setCookie(webauthnCookieName(ctx), binding.token, { ...cookieOptions(ctx), sameSite: 'strict', maxAge: 3600 });
+  return binding.token;
 }
 
 export function isHttps(config: Config): boolean {

@@ -2,8 +2,8 @@
  * Second factors after a password (SPEC §4.12): the authenticator app, recovery codes and
  * the logins waiting for their second step. Every "once" here is one conditional write: a
  * time step accepted once (`last_step` only grows), a recovery code used once (its row
- * deleted), a pending login completed once (its row deleted) — each with its audit row in
- * the same transaction, so two concurrent submissions of one code give one login.
+ * deleted), a pending login completed once (its row deleted) — composed with their audit rows
+ * into one transaction (allOrNothing), so two concurrent submissions of one code give one login.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
 import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
@@ -44,89 +44,65 @@ export async function putUnconfirmedApp(
   return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
 }
 
-/** Steps that run in the transaction of a completed second step (a pending login consumed, audit rows). */
+/**
+ * One step of a transaction: true when it did what it must (a single-use write changed exactly
+ * its one row), false to roll the whole transaction back.
+ */
 export type ThenInTransaction = (trx: Transaction<Database>) => Promise<boolean>;
 
 /**
  * Confirms the set-up whose secret is `secret` (as stored: another tab may have started a
- * new one meanwhile) at time step `step`; false when it was confirmed, replaced or expired
- * meanwhile, or when `then` says no — nothing changes then.
+ * new one meanwhile) at time step `step`: false when it was confirmed, replaced or expired meanwhile.
  */
-export async function confirmApp(
-  db: Kysely<Database>,
-  p: { userId: string; secret: string; step: number; now: number },
-  audit: AuditEventRow[],
-  then: ThenInTransaction = async () => true,
-): Promise<boolean> {
-  return once(
-    db,
-    async (trx) =>
-      (
-        await trx
-          .updateTable('authenticator_apps')
-          .set({ confirmed_at: p.now, last_step: p.step, expires_at: null })
-          .where('user_id', '=', p.userId)
-          .where('secret', '=', p.secret)
-          .where('confirmed_at', 'is', null)
-          .where('expires_at', '>', p.now)
-          .executeTakeFirst()
-      ).numUpdatedRows,
-    audit,
-    then,
-  );
+export async function confirmApp(trx: Kysely<Database>, p: { userId: string; secret: string; step: number; now: number }): Promise<boolean> {
+  const result = await trx
+    .updateTable('authenticator_apps')
+    .set({ confirmed_at: p.now, last_step: p.step, expires_at: null })
+    .where('user_id', '=', p.userId)
+    .where('secret', '=', p.secret)
+    .where('confirmed_at', 'is', null)
+    .where('expires_at', '>', p.now)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }
 
 /** Accepts time step `step` of the confirmed app once: false when it (or a later one) was accepted already. */
-export async function acceptStep(
-  db: Kysely<Database>,
-  p: { userId: string; step: number },
-  audit: AuditEventRow[],
-  then: ThenInTransaction = async () => true,
-): Promise<boolean> {
-  return once(
-    db,
-    async (trx) =>
-      (
-        await trx
-          .updateTable('authenticator_apps')
-          .set({ last_step: p.step })
-          .where('user_id', '=', p.userId)
-          .where('confirmed_at', 'is not', null)
-          .where((eb) => eb.or([eb('last_step', 'is', null), eb('last_step', '<', p.step)]))
-          .executeTakeFirst()
-      ).numUpdatedRows,
-    audit,
-    then,
-  );
+export async function acceptStep(trx: Kysely<Database>, p: { userId: string; step: number }): Promise<boolean> {
+  const result = await trx
+    .updateTable('authenticator_apps')
+    .set({ last_step: p.step })
+    .where('user_id', '=', p.userId)
+    .where('confirmed_at', 'is not', null)
+    .where((eb) => eb.or([eb('last_step', 'is', null), eb('last_step', '<', p.step)]))
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) === 1;
 }
 
 /** Uses a recovery code once: false when it is not one of the person's, or was used already. */
-export async function useRecoveryCode(
-  db: Kysely<Database>,
-  p: { userId: string; codeHash: string },
-  audit: AuditEventRow[],
-  then: ThenInTransaction = async () => true,
-): Promise<boolean> {
-  return once(
-    db,
-    async (trx) =>
-      (await trx.deleteFrom('recovery_codes').where('user_id', '=', p.userId).where('code_hash', '=', p.codeHash).executeTakeFirst()).numDeletedRows,
-    audit,
-    then,
-  );
+export async function useRecoveryCode(trx: Kysely<Database>, p: { userId: string; codeHash: string }): Promise<boolean> {
+  const result = await trx.deleteFrom('recovery_codes').where('user_id', '=', p.userId).where('code_hash', '=', p.codeHash).executeTakeFirst();
+  return Number(result.numDeletedRows) === 1;
 }
 
 /**
- * The shape of every single-use write here: one conditional write that must change exactly
- * one row (else someone else used it first: false, nothing changes), then its audit rows and
- * `then`, all in one transaction.
+ * The shape of every "once" of a second step: single-use writes, each of which must change
+ * exactly its one row (else someone else got there first), and their audit rows, all in one
+ * transaction. Runs `steps` in order; the name of the first that said no (everything rolled
+ * back), or null when all of them committed.
  */
-function once(db: Kysely<Database>, write: (trx: Transaction<Database>) => Promise<bigint>, audit: AuditEventRow[], then: ThenInTransaction): Promise<boolean> {
-  return inTransaction(db, async (trx) => {
-    if (Number(await write(trx)) !== 1) return false;
+export async function allOrNothing<K extends string>(db: Kysely<Database>, steps: Record<K, ThenInTransaction>, audit: AuditEventRow[]): Promise<K | null> {
+  let refused: K | null = null;
+  await inTransaction(db, async (trx) => {
+    for (const [name, step] of Object.entries(steps) as [K, ThenInTransaction][]) {
+      if (!(await step(trx))) {
+        refused = name;
+        return false;
+      }
+    }
     for (const row of audit) await insertAuditEvent(db, row, trx);
-    return then(trx);
+    return true;
   });
+  return refused;
 }
 
 /** Runs `steps` in one transaction, rolled back when they return false; their answer. */
@@ -255,7 +231,7 @@ export async function findPendingLogin(db: Kysely<Database>, idHash: string, now
 }
 
 /** Consumes the pending login in `trx`: true for the one caller that found it live. */
-export async function consumePendingLogin(trx: Kysely<Database>, idHash: string, now: number): Promise<boolean> {
+export async function consumePendingLogin(trx: Transaction<Database>, idHash: string, now: number): Promise<boolean> {
   const result = await trx.deleteFrom('pending_logins').where('id_hash', '=', idHash).where('expires_at', '>', now).executeTakeFirst();
   return Number(result.numDeletedRows) === 1;
 }

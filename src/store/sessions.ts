@@ -56,6 +56,24 @@ const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
  * The user behind a live session, with when (`auth_time`) and how (`session_amr`) they logged
  * in and the session's `sid`; undefined when the session is unknown, expired, or its user disabled.
  */
+/**
+ * In the transaction that completes a step-up second step, ends session `idHash` of `userId`
+ * (live), with its back-channel logouts queued: true for the one caller that found it live — a
+ * session steps up once; the login that replaces it starts once that transaction commits.
+ */
+export async function consumeSession(trx: Transaction<Database>, p: { idHash: string; userId: string; now: number }): Promise<boolean> {
+  const ended = await trx
+    .deleteFrom('sessions')
+    .where('id_hash', '=', p.idHash)
+    .where('user_id', '=', p.userId)
+    .where('expires_at', '>', p.now)
+    .returning('sid')
+    .executeTakeFirst();
+  if (ended === undefined) return false;
+  await queueBackchannelLogouts(trx, [ended.sid], p.now);
+  return true;
+}
+
 export async function findSessionUser(
   db: Kysely<Database>,
   idHash: string,
