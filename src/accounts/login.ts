@@ -15,7 +15,6 @@ import { endSession, sessionUser, startSession } from './sessions.ts';
 import { mustHaveSecondFactor, PASSWORD_LOGIN_AMR } from '../login.ts';
 import { hasSecondFactor } from './second-factors.ts';
 import { startPendingLogin } from './second-step.ts';
-import type { PasskeyFailure } from './passkeys.ts';
 import type { User } from './users.ts';
 
 export type LoginResult =
@@ -36,6 +35,19 @@ export type LoginResult =
   | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' }
   /** A passkey's response refused (accounts/passkeys.ts), and why — for the log, never the page. */
   | { ok: false; reason: 'passkey_refused'; passkeyReason: PasskeyFailure };
+
+/** Why a passkey's response was refused (accounts/passkeys.ts): for the log and the audit trail, never the page. */
+export type PasskeyFailure =
+  | 'malformed_response'
+  | 'unknown_challenge'
+  | 'unknown_credential'
+  | 'user_handle_mismatch'
+  | 'not_verified'
+  | 'sign_count_regressed'
+  | 'concurrent_use'
+  | 'account_disabled'
+  /** The pending login this second step was for expired, or was completed meanwhile. */
+  | 'second_step_ended';
 
 /** A login that starts a session or is refused: one with no second step (a passkey is two factors itself). */
 export type SessionLoginResult = Exclude<LoginResult, { pending: string }>;

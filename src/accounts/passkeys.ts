@@ -47,7 +47,7 @@ import type { ChallengePurpose, PasskeyRow, User } from '../store/schema.ts';
 import { findUserById } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
 import { hashIfWellFormed, hashToken, mintToken } from '../tokens.ts';
-import type { SessionLoginResult } from './login.ts';
+import type { PasskeyFailure, SessionLoginResult } from './login.ts';
 import { NOT_RECENT, provingNewFactor, type RecentLogin } from './recent-login.ts';
 import { completeSecondStep, type FactorProof, type SecondStep } from './second-step.ts';
 import { endOtherSessions, startSession } from './sessions.ts';
@@ -407,15 +407,3 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
   await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr: PASSKEY_LOGIN_AMR } });
   return { ok: true, user, session };
 }
-
-export type PasskeyFailure =
-  | 'malformed_response'
-  | 'unknown_challenge'
-  | 'unknown_credential'
-  | 'user_handle_mismatch'
-  | 'not_verified'
-  | 'sign_count_regressed'
-  | 'concurrent_use'
-  | 'account_disabled'
-  /** The pending login this second step was for expired, or was completed meanwhile. */
-  | 'second_step_ended';

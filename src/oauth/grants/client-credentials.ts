@@ -41,7 +41,8 @@ async function load(_params: Params, client: Client, ctx: AppContext): Promise<L
 async function issue(_redeemed: null, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
   const audience = await requestedAudience(ctx, params.resource);
   const scopes = requestScopes(params.scope, client, audience, false);
-  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, userId: null, username: null, login: null }, scopes, false); // RFC 6749 §4.4.3: no refresh token
+  // RFC 6749 §4.4.3: no refresh token.
+  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, userId: null, username: null, login: null }, scopes, false);
   const grant = {
     grantType: CLIENT_CREDENTIALS_GRANT_TYPE,
     clientId: client.id,
