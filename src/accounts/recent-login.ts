@@ -18,7 +18,7 @@
  */
 import type { AppContext } from '../context.ts';
 import { countPasskeys } from '../store/passkeys.ts';
-import { usersWithSecondFactor as usersWithApp, type ThenInTransaction } from '../store/second-factors.ts';
+import { usersWithApp, type ThenInTransaction } from '../store/second-factors.ts';
 import { upgradeSession } from '../store/sessions.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 import { isMultiFactor, type SignedIn } from '../login.ts';
@@ -43,7 +43,7 @@ export async function secondFactorsOf(ctx: AppContext, userId: string): Promise<
 }
 
 /** Whether the person has a second factor (recovery codes alone are not one). */
-export function hasSecondFactor(factors: SecondFactors): boolean {
+export function includesSecondFactor(factors: SecondFactors): boolean {
   return factors.passkeys > 0 || factors.app;
 }
 
@@ -53,7 +53,7 @@ export function hasSecondFactor(factors: SecondFactors): boolean {
  */
 export function isRecentLogin(ctx: AppContext, signedIn: SignedIn, factors: SecondFactors): boolean {
   if (ctx.now() - signedIn.login.authTime > RECENT_LOGIN_MS) return false;
-  return !hasSecondFactor(factors) || isMultiFactor(signedIn.login.amr);
+  return !includesSecondFactor(factors) || isMultiFactor(signedIn.login.amr);
 }
 
 /** Brands a RecentLogin; not exported, so nothing outside this file makes one. */

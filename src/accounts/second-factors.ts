@@ -33,14 +33,14 @@ import {
   putUnconfirmedApp,
   replaceRecoveryCodes,
   usersWithPasskeys,
-  usersWithSecondFactor,
+  usersWithApp,
   useRecoveryCode,
   type StoredApp,
   type ThenInTransaction,
 } from '../store/second-factors.ts';
 import { hashToken } from '../tokens.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
-import { hasSecondFactor as hasAny, provingNewFactor, secondFactorsOf, type RecentLogin } from './recent-login.ts';
+import { includesSecondFactor, provingNewFactor, secondFactorsOf, type RecentLogin } from './recent-login.ts';
 import { completeSecondStep, stepStillOpen, type FactorProof, type PendingLogin, type SecondStep } from './second-step.ts';
 import { endOtherSessions, endUserSessions } from './sessions.ts';
 /** How long a set-up shown with its QR code waits for its confirming code. */
@@ -59,12 +59,12 @@ const RECOVERY_LENGTH = 10;
 
 /** Whether the person has a second factor: a passkey or an authenticator app (recovery codes alone are not one). */
 export async function hasSecondFactor(ctx: AppContext, userId: string): Promise<boolean> {
-  return hasAny(await secondFactorsOf(ctx, userId));
+  return includesSecondFactor(await secondFactorsOf(ctx, userId));
 }
 
 /** Of these people, the second factors each has ('passkey', 'authenticator app'; none: absent): for the admin list. */
 export async function factorNamesOf(ctx: AppContext, userIds: readonly string[]): Promise<Map<string, string[]>> {
-  const [withPasskeys, withApps] = await Promise.all([usersWithPasskeys(ctx.db, userIds), usersWithSecondFactor(ctx.db, userIds)]);
+  const [withPasskeys, withApps] = await Promise.all([usersWithPasskeys(ctx.db, userIds), usersWithApp(ctx.db, userIds)]);
   const factors = new Map<string, string[]>();
   for (const id of userIds) {
     const names = [...(withPasskeys.has(id) ? ['passkey'] : []), ...(withApps.has(id) ? ['authenticator app'] : [])];

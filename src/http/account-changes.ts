@@ -4,10 +4,10 @@
  * that makes the proof those changes take (accounts/recent-login.ts), and the notice a change
  * leaves for the page. Both route files import it; neither imports the other for it.
  */
+import { PageRefusal } from './errors.ts';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { NOT_RECENT, requireRecentLogin, type RecentLogin } from '../accounts/recent-login.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../protocol/errors.ts';
 import { cookieOptions, currentLogin, securityNoticeCookieName } from './session.ts';
 
 export const SECURITY_PATH = '/account/security';
@@ -29,9 +29,9 @@ const NOTICES = {
 /** The signed-in person, whose login is recent enough to change their factors, as the proof those changes take; refused otherwise. */
 export async function recentLoginOrRefuse(request: FastifyRequest, ctx: AppContext): Promise<RecentLogin> {
   const signedIn = await currentLogin(request, ctx);
-  if (!signedIn) throw new OAuthError('access_denied', 'You are not logged in. Log in and try again.', 'no session', 401);
+  if (!signedIn) throw new PageRefusal(401, 'You are not logged in. Log in and try again.', 'no session');
   const recent = await requireRecentLogin(ctx, signedIn);
-  if (!recent) throw new OAuthError('access_denied', NOT_RECENT, 'login not recent', 403);
+  if (!recent) throw new PageRefusal(403, NOT_RECENT, 'login not recent');
   return recent;
 }
 

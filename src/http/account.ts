@@ -7,8 +7,8 @@ import { authorizedApplications, removeAccess } from '../clients/access.ts';
 import { listResources, type ResourceView } from '../clients/resources.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../protocol/errors.ts';
 import { splitScopes } from '../oauth/scopes.ts';
+import { PageRefusal } from './errors.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, navigation, page, toLogin } from './pages.ts';
 import { cookieOptions, currentUser, formToken, noticeCookieName } from './session.ts';
@@ -58,7 +58,7 @@ export default async function accountRoutes(app: FastifyInstance, { ctx }: { ctx
     const user = await currentUser(request, ctx);
     if (!user) return toLogin(request, reply, '/account/applications');
     const client = await lookupClient(ctx.db, field(requireFormBody(request), 'client_id'));
-    if (!client) throw new OAuthError('invalid_request', 'There is no application with this client ID.', undefined, 404);
+    if (!client) throw new PageRefusal(404, 'There is no application with this client ID.');
     // Nothing to remove (say, already removed in another tab): the page shows how things are.
     if (await removeAccess(ctx, user.id, client.id, request.ip)) {
       request.log.info({ event: 'access_removed', user: user.id, client: client.id }, 'access removed');

@@ -29,9 +29,9 @@ import { AUTHORIZATION_CODE_GRANT_TYPE, CLIENT_GRANT_TYPES } from '../oauth/gran
 import { SCOPES } from '../config.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
-import { OAuthError } from '../protocol/errors.ts';
 import type { RawParams } from '../protocol/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
+import { PageRefusal } from './errors.ts';
 import { requireFormBody, type AdminRoomOptions } from './helpers.ts';
 import { field, formatTime, page, pageCursor, ticked, tickedValues } from './pages.ts';
 import { formToken } from './session.ts';
@@ -135,7 +135,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
     const { id } = request.params as { id: string };
     const client = await lookupClient(ctx.db, id);
     // Clients no administrator registered are not edited here: they are blocked from the list.
-    if (!client || client.kind !== 'registered') throw new OAuthError('invalid_request', 'There is no OAuth client with this ID.', undefined, 404);
+    if (!client || client.kind !== 'registered') throw new PageRefusal(404, 'There is no OAuth client with this ID.');
     return client;
   }
 
@@ -180,8 +180,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
     app.post(`/admin/oauthclients/${action}`, post, async (request, reply) => {
       const clientId = field(requireFormBody(request), 'client_id');
       const client = await lookupClient(ctx.db, clientId);
-      if (!client || client.kind === 'registered')
-        throw new OAuthError('invalid_request', 'There is no client with this ID that can be blocked.', undefined, 404);
+      if (!client || client.kind === 'registered') throw new PageRefusal(404, 'There is no client with this ID that can be blocked.');
       await perform(ctx, client.id, actor(request));
       request.log.info({ event: `admin_client_${action}ed`, admin: admin(request).id, client: client.id }, `client ${action}ed`);
       return reply.redirect(`/admin/oauthclients?done=${action}ed`, 303);

@@ -10,8 +10,8 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { KeyInputError, listKeys, revokeKey, rotateKeys, type KeyView } from '../identity/key-schedule.ts';
-import { OAuthError } from '../protocol/errors.ts';
 import type { RawParams } from '../protocol/params.ts';
+import { PageRefusal } from './errors.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, formatTime, page } from './pages.ts';
 import { formToken } from './session.ts';
@@ -23,7 +23,7 @@ const NOTICES: Record<string, string> = {
   'revoked-active': 'The key was revoked: it left the JWKS, and nothing it signed verifies any more. A new key of its algorithm signs from now on.',
 };
 
-const noSuchKey = () => new OAuthError('invalid_request', 'There is no signing key with this ID.', undefined, 404);
+const noSuchKey = () => new PageRefusal(404, 'There is no signing key with this ID.');
 
 export default async function keyRoutes(app: FastifyInstance, { ctx, actor }: { ctx: AppContext; actor: (request: FastifyRequest) => Actor }) {
   const post = { ...page, preHandler: app.csrfProtection };

@@ -26,8 +26,8 @@ import {
   type TokenSettingsInput,
 } from '../clients/resources.ts';
 import type { AppContext } from '../context.ts';
-import { OAuthError } from '../protocol/errors.ts';
 import { single, type RawParams } from '../protocol/params.ts';
+import { PageRefusal } from './errors.ts';
 import { requireFormBody } from './helpers.ts';
 import { PAGE_SIZE } from '../clients/clients.ts';
 import { field, page, pageCursor, ticked } from './pages.ts';
@@ -108,7 +108,7 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
   async function resourceOr404(request: FastifyRequest): Promise<ResourceView> {
     const { id } = request.params as { id: string };
     const resource = id.length <= 100 ? await findResource(ctx, id) : undefined;
-    if (!resource) throw new OAuthError('invalid_request', 'There is no resource server with this ID.', undefined, 404);
+    if (!resource) throw new PageRefusal(404, 'There is no resource server with this ID.');
     return resource;
   }
 
@@ -205,14 +205,14 @@ export default async function resourceRoutes(app: FastifyInstance, { ctx, actor 
 
   app.get('/admin/resources/:id/delete', page, async (request, reply) => {
     const resource = await resourceOr404(request);
-    if (resource.builtin) throw new OAuthError('invalid_request', 'The built-in resource cannot be deleted.');
+    if (resource.builtin) throw new PageRefusal(400, 'The built-in resource cannot be deleted.');
     return reply.view('admin-resource-delete.eta', { title: `Delete ${resource.name}`, resource, csrfToken: formToken(reply) });
   });
 
   app.post('/admin/resources/:id/delete', post, async (request, reply) => {
     const resource = await resourceOr404(request);
     requireFormBody(request);
-    if (resource.builtin) throw new OAuthError('invalid_request', 'The built-in resource cannot be deleted.');
+    if (resource.builtin) throw new PageRefusal(400, 'The built-in resource cannot be deleted.');
     await removeResource(ctx, resource, actor(request));
     request.log.info({ event: 'admin_resource_deleted', resource: resource.id }, 'resource server deleted');
     return reply.redirect('/admin/resources?done=deleted', 303);

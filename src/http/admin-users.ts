@@ -9,8 +9,8 @@ import { factorNamesOf } from '../accounts/second-factors.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addMember, allGroups, createGroup, groupsOf, removeGroup, removeMember } from '../accounts/groups.ts';
 import { AccountError, createUser, disableUser, findUser, findUserNamed, findUsers, promoteUser, updateProfile, type User } from '../accounts/users.ts';
-import { OAuthError } from '../protocol/errors.ts';
 import { single, type RawParams } from '../protocol/params.ts';
+import { PageRefusal } from './errors.ts';
 import { requireFormBody, type AdminRoomOptions } from './helpers.ts';
 import { field, formatTime, page, pageCursor, sentence, ticked } from './pages.ts';
 import { formToken } from './session.ts';
@@ -150,7 +150,7 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
       await removeGroup(ctx, field(requireFormBody(request), 'group'), actor(request));
     } catch (error) {
       if (!(error instanceof AccountError)) throw error;
-      throw new OAuthError('invalid_request', 'There is no group with this name.', undefined, 404);
+      throw new PageRefusal(404, 'There is no group with this name.');
     }
     return reply.redirect('/admin/users/groups?done=group_deleted', 303);
   });
@@ -177,7 +177,7 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
   async function userOr404(request: FastifyRequest): Promise<User> {
     const { id } = request.params as { id: string };
     const user = await findUser(ctx, id);
-    if (!user) throw new OAuthError('invalid_request', 'There is no user with this ID.', undefined, 404);
+    if (!user) throw new PageRefusal(404, 'There is no user with this ID.');
     return user;
   }
 

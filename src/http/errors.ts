@@ -19,6 +19,17 @@ declare module 'fastify' {
   }
 }
 
+/**
+ * A page's refusal: what the person reads, and its status — not a protocol error, though it
+ * travels as one (its code follows from the status) so that logs and metrics count it alike.
+ */
+export class PageRefusal extends OAuthError {
+  override name = 'PageRefusal';
+  constructor(status: 400 | 401 | 403 | 404, message: string, detail?: string) {
+    super(status === 401 || status === 403 ? 'access_denied' : 'invalid_request', message, detail, status);
+  }
+}
+
 const CLIENT_ERRORS: Record<number, string> = {
   400: 'the request is malformed',
   403: 'the form has expired or was not sent from this site: go back, reload the page and try again',

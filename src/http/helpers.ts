@@ -40,3 +40,13 @@ export interface AdminRoomOptions {
   /** Who the changes of a request are recorded as made by. */
   actor: (request: FastifyRequest) => Actor;
 }
+
+/**
+ * A login attempt refused before it was checked (a password, a code or a passkey): its status
+ * and the words the person reads — the same on every login page.
+ */
+export function uncheckedLogin(reason: 'throttled' | 'busy', retryAfter: number): { status: 429 | 503; text: string } {
+  return reason === 'throttled'
+    ? { status: 429, text: `Too many failed attempts. Try again in ${Math.ceil(retryAfter / 60)} minute(s).` }
+    : { status: 503, text: 'The server is busy. Try again in a moment.' };
+}

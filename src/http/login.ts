@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { logIn, logOut } from '../accounts/login.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../protocol/params.ts';
-import { requireFormBody } from './helpers.ts';
+import { requireFormBody, uncheckedLogin } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';
 import { secondStepUrl, setPendingCookie } from './second-factor.ts';
@@ -72,12 +72,8 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       request.log.info({ event: 'login', user: result.user.id }, 'logged in');
       return reply.redirect(next, 303);
     }
-    const [status, error] =
-      result.reason === 'throttled'
-        ? [429, `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`]
-        : result.reason === 'busy'
-          ? [503, 'The server is busy. Try again in a moment.']
-          : [401, 'Wrong username or password.'];
+    const { status, text: error } =
+      'retryAfter' in result ? uncheckedLogin(result.reason, result.retryAfter) : { status: 401, text: 'Wrong username or password.' };
     if ('retryAfter' in result) reply.header('Retry-After', String(result.retryAfter));
     else request.log.info({ event: 'login_failed' }, 'login failed');
     reply.header('Cache-Control', 'no-store');

@@ -14,7 +14,8 @@ import { authenticationOptions, canUsePasskey, logInWithPasskey } from '../accou
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { field } from './pages.ts';
-import { requireFormBody } from './helpers.ts';
+import { PageRefusal } from './errors.ts';
+import { requireFormBody, uncheckedLogin } from './helpers.ts';
 import { safeNext } from './next.ts';
 import { secondStepOf } from './second-factor.ts';
 import { cookieOptions, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie, webauthnBinding, webauthnCookieName } from './session.ts';
@@ -41,7 +42,7 @@ export default async function passkeyLoginRoutes(app: FastifyInstance, { ctx }: 
   app.post('/login/second-factor/passkey/options', { preHandler: app.csrfProtection }, async (request, reply) => {
     const step = await secondStepOf(request, ctx);
     if (!step || !(await canUsePasskey(ctx, step.user.id)))
-      throw new OAuthError('access_denied', 'There is no login waiting for a passkey here. Log in again.', 'no second step', 403);
+      throw new PageRefusal(403, 'There is no login waiting for a passkey here. Log in again.', 'no second step');
     const options = await authenticationOptions(ctx, webauthnBinding(request, reply, ctx), step.user);
     return reply.header('Cache-Control', 'no-store').send(options);
   });
@@ -50,11 +51,11 @@ export default async function passkeyLoginRoutes(app: FastifyInstance, { ctx }: 
   app.post('/login/second-factor/passkey', { preHandler: app.csrfProtection }, (request, reply) => answer(request, reply, true));
 
   async function answer(request: FastifyRequest, reply: FastifyReply, asSecondStep: boolean) {
-    if (ctx.config.webauthn === null) throw new OAuthError('invalid_request', 'Passkeys are not available on this server.', 'passkeys are off', 404);
+    if (ctx.config.webauthn === null) throw new PageRefusal(404, 'Passkeys are not available on this server.', 'passkeys are off');
     const body = requireFormBody(request);
     const next = safeNext(field(body, 'next') || undefined, ctx.config.publicUrl);
     const step = asSecondStep ? await secondStepOf(request, ctx) : undefined;
-    if (step === null) throw new OAuthError('access_denied', 'There is no login waiting for a passkey here. Log in again.', 'no second step', 403);
+    if (step === null) throw new PageRefusal(403, 'There is no login waiting for a passkey here. Log in again.', 'no second step');
     const result = await logInWithPasskey(ctx, {
       response: field(body, 'response'),
       binding: request.cookies[webauthnCookieName(ctx)],
@@ -72,14 +73,8 @@ export default async function passkeyLoginRoutes(app: FastifyInstance, { ctx }: 
     }
     if ('retryAfter' in result) {
       reply.header('Retry-After', String(result.retryAfter));
-      throw result.reason === 'throttled'
-        ? new OAuthError(
-            'temporarily_unavailable',
-            `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`,
-            'login throttled',
-            429,
-          )
-        : new OAuthError('temporarily_unavailable', 'The server is busy. Try again in a moment.', 'login busy', 503);
+      const { status, text } = uncheckedLogin(result.reason, result.retryAfter);
+      throw new OAuthError('temporarily_unavailable', text, `login ${result.reason}`, status);
     }
     request.log.info({ event: 'login_failed', method: 'passkey' }, 'login failed');
     const detail = result.reason === 'passkey_refused' ? result.passkeyReason : result.reason;

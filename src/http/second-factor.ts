@@ -24,7 +24,7 @@ import { isMultiFactor } from '../login.ts';
 import { requireRecentLogin } from '../accounts/recent-login.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../protocol/params.ts';
-import { requireFormBody } from './helpers.ts';
+import { requireFormBody, uncheckedLogin } from './helpers.ts';
 import { safeNext } from './next.ts';
 import { page } from './pages.ts';
 import { cookieOptions, currentLogin, formToken, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
@@ -146,11 +146,8 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     if (result.reason === 'expired') return noStep(request, reply, next);
     if (result.reason === 'throttled' || result.reason === 'busy') {
       reply.header('Retry-After', String(result.retryAfter));
-      const error =
-        result.reason === 'throttled'
-          ? `Too many failed attempts. Try again in ${Math.ceil(result.retryAfter / 60)} minute(s).`
-          : 'The server is busy. Try again in a moment.';
-      return codePage(reply.code(result.reason === 'throttled' ? 429 : 503), step, next, error);
+      const { status, text } = uncheckedLogin(result.reason, result.retryAfter);
+      return codePage(reply.code(status), step, next, text);
     }
     if (result.reason === 'malformed') return codePage(reply.code(400), step, next, result.problem);
     request.log.info({ event: 'login_failed' }, 'wrong second-factor code');

@@ -19,6 +19,13 @@
  * the user (if any) is still enabled. A client deleted, a user disabled or a client's scopes
  * changed since the caller read them makes the step find nothing — never a foreign-key
  * violation — and issues nothing.
+ *
+ * Not here: the writes of a person's factors, which touch no grant and live with their tables,
+ * each one transaction with its audit rows — second factors, the second step of a login and
+ * its single-use proofs (second-factors.ts `allOrNothing`, `deleteApp`, `replaceRecoveryCodes`,
+ * `deleteAllFactors`), passkeys (passkeys.ts `insertPasskey` with the session that proves it,
+ * `deletePasskey`), sessions (sessions.ts `upgradeSession`, `consumeSession`) — and client
+ * administration's (clients.ts), whose revocations come here.
  */
 import { sql, type Kysely, type QueryCreator } from 'kysely';
 import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';

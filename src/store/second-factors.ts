@@ -182,7 +182,7 @@ export async function deleteAllFactors(
 }
 
 /** The ids, among `userIds`, of people with a second factor: for the admin list. */
-export async function usersWithSecondFactor(db: Kysely<Database>, userIds: readonly string[]): Promise<Set<string>> {
+export async function usersWithApp(db: Kysely<Database>, userIds: readonly string[]): Promise<Set<string>> {
   if (userIds.length === 0) return new Set();
   const rows = await db
     .selectFrom('authenticator_apps')
