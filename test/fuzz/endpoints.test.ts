@@ -53,6 +53,7 @@ const TABLES = [
   'pending_logins',
   'trusted_issuers',
   'client_grant_secrets',
+  'signing_keys',
 ];
 const SCOPES = ['annotation:read', 'annotation:write'];
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
@@ -694,6 +695,7 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
               '/admin/users/%s/disable',
               '/admin/users/%s/promote',
               '/admin/resources/%s/delete',
+              '/admin/keys/%s/revoke',
             ),
             fc.oneof(
               // Every real id the values may hold is left out: with the right CSRF token, acting on it would succeed.
