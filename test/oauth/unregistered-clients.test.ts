@@ -8,9 +8,6 @@
  * test/security/client-metadata-fetch.test.ts; here, that a refusal reaches the endpoints.
  */
 import assert from 'node:assert/strict';
-import type { ServerResponse } from 'node:http';
-import { createServer, type Server } from 'node:https';
-import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, type Kysely } from 'kysely';
 import * as oauth from 'oauth4webapi';
@@ -37,40 +34,12 @@ import {
   tokenResult,
   type App,
 } from '../support/oauth-client.ts';
+import { documentServer } from '../support/metadata-document.ts';
 import { startServer, type TestServer } from '../support/server.ts';
-import { serverCertificate, testCaProblem } from '../support/tls.ts';
+import { testCaProblem } from '../support/tls.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 
 const HOUR = 3600;
-
-/** An https server for metadata documents: path → what to answer, changeable during a test. */
-async function documentServer() {
-  const documents = new Map<string, (res: ServerResponse) => void>();
-  const server: Server = createServer(serverCertificate(['127.0.0.1']), (req, res) => {
-    const answer = documents.get(new URL(req.url!, 'https://x').pathname);
-    if (answer) answer(res);
-    else res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const origin = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    origin,
-    server,
-    /** Serves a document at `path` (its own URL as client_id unless `fields` says otherwise); returns that URL. */
-    serve(path: string, fields: object = {}, cacheControl = 'max-age=0') {
-      const url = `${origin}${path}`;
-      const body = JSON.stringify({
-        client_id: url,
-        client_name: 'Notes CLI',
-        redirect_uris: ['http://127.0.0.1/callback'],
-        token_endpoint_auth_method: 'none',
-        ...fields,
-      });
-      documents.set(path, (res) => res.writeHead(200, { 'content-type': 'application/json', 'cache-control': cacheControl }).end(body));
-      return url;
-    },
-  };
-}
 
 /** The authorization endpoint refused to go on: an error page, and no redirect anywhere. */
 async function assertErrorPage(agent: UserAgent, url: URL, message: RegExp) {

@@ -9,9 +9,7 @@
  * cookies and the Authorization header.
  */
 import assert from 'node:assert/strict';
-import type { ServerResponse } from 'node:http';
-import { createServer, type Server } from 'node:https';
-import { connect, type AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { SignJWT } from 'jose';
 import { COMMAND_LINE } from '../../src/audit.ts';
@@ -21,8 +19,9 @@ import { serveKeys, type KeyServer } from '../support/assertion-issuers.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { jwksOf, signingKey } from '../support/jwks-server.ts';
 import { authorizationUrl, discover } from '../support/oauth-client.ts';
+import { documentServer } from '../support/metadata-document.ts';
 import { startServer, type TestServer } from '../support/server.ts';
-import { serverCertificate, testCaProblem } from '../support/tls.ts';
+import { testCaProblem } from '../support/tls.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 import { userWithStoredPasskey } from '../support/webauthn.ts';
 
@@ -43,34 +42,6 @@ async function assertPageRefusal(response: Response, status: number, what: strin
   const body = await response.text();
   assert.equal(response.status, status, `${what}: ${body.slice(0, 300)}`);
   assert.match(response.headers.get('content-type') ?? '', /^text\/html/, what);
-}
-
-/** An https server for client ID metadata documents (test CA; the server under test allows 127.0.0.1). */
-async function documentServer() {
-  const documents = new Map<string, (res: ServerResponse) => void>();
-  const server: Server = createServer(serverCertificate(['127.0.0.1']), (req, res) => {
-    const answer = documents.get(new URL(req.url!, 'https://x').pathname);
-    if (answer) answer(res);
-    else res.writeHead(404).end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const origin = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  return {
-    server,
-    /** Serves a document at `path`, its own URL as client_id; returns that URL. */
-    serve(path: string, fields: object) {
-      const url = `${origin}${path}`;
-      const body = JSON.stringify({
-        client_id: url,
-        client_name: 'Nul CLI',
-        redirect_uris: ['http://127.0.0.1/callback'],
-        token_endpoint_auth_method: 'none',
-        ...fields,
-      });
-      documents.set(path, (res) => res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'max-age=0' }).end(body));
-      return url;
-    },
-  };
 }
 
 for (const backend of BACKENDS) {
@@ -152,7 +123,7 @@ for (const backend of BACKENDS) {
     });
 
     test('attack: a client ID metadata document whose URLs hold NUL is refused when fetched, never stored', { skip: testCaProblem() ?? false }, async () => {
-      const documents = await documentServer();
+      const documents = await documentServer('Nul CLI');
       try {
         await server.createUser('dave');
         const dave = new UserAgent(server.url);

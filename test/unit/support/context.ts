@@ -3,7 +3,7 @@
  * SQLite database with a clock the test moves, people made the way the fixtures make them,
  * and an authenticator app set up through the exported second-factor functions.
  */
-import { Secret, TOTP } from 'otpauth';
+import { totpCode as appCode } from '../../support/second-factors.ts';
 import { createAccount } from '../../../src/accounts/users.ts';
 import { findPending, startPendingLogin } from '../../../src/accounts/second-step.ts';
 import { beginAppSetup, confirmAppSetup } from '../../../src/accounts/second-factors.ts';
@@ -57,7 +57,7 @@ export function person(ctx: OpenContext, username: string, emailVerified = false
 
 /** The code an app with this secret (base32, spaces ignored) shows at `at`. */
 export function totpCode(secret: string, at: number): string {
-  return new TOTP({ secret: Secret.fromBase32(secret.replace(/\s/g, '')), algorithm: 'SHA1', digits: 6, period: 30 }).generate({ timestamp: at });
+  return appCode(secret.replace(/\s/g, ''), at);
 }
 
 /**
