@@ -9,6 +9,7 @@
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { JoinedTokenSettings } from '../store/codes.ts';
+import { isMultiFactor, type Login } from '../login.ts';
 import { BUILTIN_RESOURCE_ID, findResourceById, findResourceByUri, listScopes, scopesOfResource } from '../store/resources.ts';
 import type { Resource, ScopeRow } from '../store/schema.ts';
 import { OAuthError, invalidScope } from '../protocol/errors.ts';
@@ -72,6 +73,15 @@ export interface TokenAudience extends TokenSettings {
 }
 
 /** The audience read with a code or refresh token (store/codes.ts); null when its resource server was deleted. */
+/**
+ * Step-up (SPEC §4.12): whether tokens for a code's or grant's resource server are refused to
+ * the login that approved it — the resource server requires a second factor (perhaps only since
+ * the approval) and the login proved none (or there was no login: an assertion's grant).
+ */
+export function lacksRequiredSecondFactor(row: Pick<JoinedTokenSettings, 'require_second_factor'>, login: Login | null): boolean {
+  return row.require_second_factor === 1 && !isMultiFactor(login?.amr ?? '');
+}
+
 export function joinedAudience(row: JoinedTokenSettings, ctx: Pick<AppContext, 'config'>): TokenAudience | null {
   if (row.token_format === null || row.signing_alg === null) return null;
   const uri = row.resource_id === BUILTIN_RESOURCE_ID ? builtinResourceUri(ctx) : row.resource_uri;

@@ -258,6 +258,31 @@ for (const backend of BACKENDS) {
       assert.match(body.error_description, /requires a login with a second factor/);
     });
 
+    test('a grant approved without a second factor stops refreshing once its resource server comes to require one', async () => {
+      const created = printed(
+        await clocked.cli('resource', 'create', '--uri', 'https://till.example/', '--name', 'Till', '--scope', 'till:read=Read the till', '--json'),
+      );
+      const { client } = await server.createClient({ name: 'Till client', scope: 'till:read' });
+      const tillApp = await discover(server, client.id);
+      await server.createUser('hal');
+      const agent = new UserAgent(server.url);
+      await agent.login('hal');
+      const request = await authorizationUrl(tillApp, { scope: 'till:read', resource: created.uri as string });
+      const outcome = await agent.authorize(request.url);
+      const callback = oauth.validateAuthResponse(tillApp.as, tillApp.client, outcome.redirect!, request.state);
+      const tokens = await oauth.processAuthorizationCodeResponse(
+        tillApp.as,
+        tillApp.client,
+        await oauth.authorizationCodeGrantRequest(tillApp.as, tillApp.client, tillApp.auth, callback, tillApp.redirectUri, request.verifier, insecure),
+      );
+      assert.equal((await clocked.cli('resource', 'update', created.uri as string, '--require-second-factor')).code, 0);
+      const response = await oauth.refreshTokenGrantRequest(tillApp.as, tillApp.client, tillApp.auth, tokens.refresh_token!, insecure);
+      assert.equal(response.status, 400);
+      const body = (await response.json()) as { error: string; error_description: string };
+      assert.equal(body.error, 'invalid_grant');
+      assert.match(body.error_description, /requires a login with a second factor, and this grant was approved without/);
+    });
+
     test('device approval asks for the second factor before consent', async () => {
       const device = await deviceApp(server, { scope: 'vault:read' });
       const codes = await requestCodes(device, { resource: resource.uri });

@@ -210,6 +210,25 @@ for (const backend of BACKENDS) {
       assert.equal((await exchangeGrantToken(server, token)).status, 200, 'not consumed by the refusal');
     });
 
+    test('a grant token’s grant stops refreshing once the built-in resource requires a second factor (no login proved one)', async () => {
+      const ctx = server.app.gatehouse;
+      const builtin = async () => (await findResourceNamed(ctx, builtinResourceUri(ctx)))!;
+      const exchanged = await exchangeGrantToken(server, await grantToken(server, clientId, secret, { jti: 'before-step-up' }));
+      const { refresh_token } = (await exchanged.json()) as { refresh_token: string };
+      await changeTokenSettings(ctx, await builtin(), { requireSecondFactor: true }, COMMAND_LINE);
+      try {
+        await assertOAuthError(
+          await refreshToken(server, refresh_token),
+          400,
+          'invalid_grant',
+          'the resource server requires a login with a second factor, and this grant was approved without: ask the person again',
+        );
+      } finally {
+        await changeTokenSettings(ctx, await builtin(), { requireSecondFactor: false }, COMMAND_LINE);
+      }
+      assert.equal((await refreshToken(server, refresh_token)).status, 200, 'the refusal changed nothing');
+    });
+
     test('a disabled user gets no tokens; the aud may be the issuer or the token endpoint; scope narrows', async () => {
       const ctx = await openContext(server.config, server.store, silent);
       await server.createUser('carol');

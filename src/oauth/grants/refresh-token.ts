@@ -17,7 +17,7 @@ import { invalidGrant, invalidScope } from '../../protocol/errors.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { IDENTITY_SCOPE_NAMES, parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
 import { scopesOfResource } from '../../store/resources.ts';
-import { checkSameAudience, joinedAudience } from '../resources.ts';
+import { checkSameAudience, joinedAudience, lacksRequiredSecondFactor } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE, REFRESH_TOKEN_GRANT_TYPE } from './types.ts';
@@ -64,6 +64,14 @@ async function issue(token: RefreshTokenInfo, params: Params, _client: Client | 
   await checkSameAudience(ctx, params.resource, token.resource_id);
   if (token.revoked_at !== null) throw revokedGrant();
   if (token.expires_at <= now) throw invalidGrant('the refresh token has expired', 'expired refresh token');
+  // Step-up (SPEC §4.12): a grant approved with a second factor refreshes with nothing more; one
+  // approved without (before its resource server came to require one, or an assertion's) does not.
+  if (lacksRequiredSecondFactor(token, loginOf(token))) {
+    throw invalidGrant(
+      'the resource server requires a login with a second factor, and this grant was approved without: ask the person again',
+      'grant approved without a second factor',
+    );
+  }
 
   const about = { userId: token.user_id, clientId: token.client_id, address };
   const grantScopes = splitScopes(token.scopes);

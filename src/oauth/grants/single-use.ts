@@ -12,11 +12,11 @@ import type { Exchange } from '../../store/atomic-writes.ts';
 import type { NewGrant } from '../../store/grants.ts';
 import type { JoinedTokenSettings } from '../../store/codes.ts';
 import type { Client, Database } from '../../store/schema.ts';
-import { isMultiFactor, loginOf } from '../../login.ts';
+import { loginOf } from '../../login.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';
 import { invalidGrant } from '../../protocol/errors.ts';
 import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
-import { joinedAudience } from '../resources.ts';
+import { joinedAudience, lacksRequiredSecondFactor } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import { splitScopes } from '../scopes.ts';
 import { writeGrant } from './write-grant.ts';
@@ -77,7 +77,7 @@ export async function exchangeApproved(
   const login = loginOf(code);
   // Step-up (SPEC §4.12): the resource server may have come to require a second factor after
   // the person approved without one; its tokens are issued only to a login that had one.
-  if (code.require_second_factor === 1 && !isMultiFactor(login?.amr ?? '')) {
+  if (lacksRequiredSecondFactor(code, login)) {
     throw invalidGrant(
       'the resource server requires a login with a second factor, and this one was approved without: ask the person again',
       `${kind.noun} approved without a second factor`,
