@@ -277,6 +277,20 @@ for (const backend of BACKENDS) {
       await ctx.close();
     });
 
+    test('a sealed secret that KEYS_SECRET does not open (another client’s row copied in) is "Client is invalid.", never a 500', async () => {
+      const other = await server.createClient({ name: 'Swapped publisher', grantType: JWT_BEARER, redirectUris: [], confidential: true });
+      const db = server.store.db;
+      const theirs = await db.selectFrom('client_grant_secrets').select('secret').where('client_id', '=', clientId).executeTakeFirstOrThrow();
+      await db.updateTable('client_grant_secrets').set({ secret: theirs.secret, encrypted: 1 }).where('client_id', '=', other.client.id).execute();
+      await assertOAuthError(await exchangeGrantToken(server, await grantToken(server, other.client.id, secret)), 401, 'invalid_client', 'Client is invalid.');
+      await assertOAuthError(
+        await exchangeGrantToken(server, await grantToken(server, other.client.id, other.secret!)),
+        401,
+        'invalid_client',
+        'Client is invalid.',
+      );
+    });
+
     test('neither the logs nor the audit trail hold an assertion', async () => {
       const token = await grantToken(server, clientId, secret, { jti: 'logged' });
       await exchangeGrantToken(server, token);

@@ -12,6 +12,7 @@
  * is accepted once (h takes it again until it expires).
  */
 import { authority } from '../../config.ts';
+import { ConfigError } from '../../config.ts';
 import type { AppContext } from '../../context.ts';
 import { RECEIVED_JWT_LEEWAY_SECONDS, ReceivedJwtRefused, verifyReceivedJwt } from '../../protocol/received-jwt.ts';
 import { readGrantSecret } from './grant-secrets.ts';
@@ -45,9 +46,14 @@ export async function verifyPublisherToken(read: ReadAssertion, client: Client, 
   const nbf = requiredTime(read, 'nbf', 'start time');
   if (exp - nbf > MAX_LIFETIME_SECONDS) throw refused('Grant token lifetime is too long.');
   if (read.header.alg !== 'HS256') throw refused('Invalid grant token signature algorithm.', `alg ${String(read.header.alg).slice(0, 20)}`);
-  const secret = await readGrantSecret(ctx.db, client.id, ctx.config.keys.secret);
-  // h answers a client without a secret "Client is invalid.".
-  if (secret === null) throw new InvalidClient('Client is invalid.', false, `no readable grant secret for client ${client.id}`);
+  // A sealed secret KEYS_SECRET does not open (a row changed or restored from elsewhere: start-up
+  // has opened the signing keys under the same KEYS_SECRET) cannot check anything: as h answers a
+  // client without a secret, "Client is invalid.", and the log says why.
+  const secret = await readGrantSecret(ctx.db, client.id, ctx.config.keys.secret).catch((error: unknown) => {
+    if (error instanceof ConfigError) throw new InvalidClient('Client is invalid.', false, `client ${client.id}: ${error.message}`);
+    throw error;
+  });
+  if (secret === null) throw new InvalidClient('Client is invalid.', false, `no grant secret for client ${client.id}`);
   // The signature step every received JWT takes (protocol/received-jwt.ts); after it, the
   // verifier's own order is h's: iat (a number, not in the future), nbf, exp. The audience
   // and subject are checked here, after them, with h's texts.
