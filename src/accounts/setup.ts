@@ -14,6 +14,9 @@ import { deleteSetupTokens, insertSetupToken, isLiveSetupToken, useSetupToken } 
 import { countAdmins } from '../store/users.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 import { createAccount, type User } from './users.ts';
+import { mustHaveSecondFactor, PASSWORD_LOGIN_AMR } from '../login.ts';
+import { startPendingLogin } from './second-step.ts';
+import { startSession } from './sessions.ts';
 
 /** Seconds a setup link stays valid. */
 export const SETUP_LINK_TTL = 3600;
@@ -59,4 +62,18 @@ export async function createFirstAdministrator(
   await deleteSetupTokens(ctx.db); // any other links printed meanwhile are void too
   await ctx.audit({ type: 'user_created', userId: setup.created.id, address, detail: { admin: true, setup_link: true } });
   return setup.created;
+}
+
+/**
+ * The login the first administrator's password starts, as any password login would: a session,
+ * or — when REQUIRE_SECOND_FACTOR covers them (`admins`, `all`) — a pending login whose second
+ * step is the set-up of a factor, so that no password-only session of theirs exists.
+ */
+export async function firstAdministratorLogin(
+  ctx: AppContext,
+  user: User,
+  previousSession: string | undefined,
+): Promise<{ session: string; pending?: undefined } | { pending: string }> {
+  if (mustHaveSecondFactor(ctx.config, user)) return { pending: await startPendingLogin(ctx, user.id) };
+  return { session: await startSession(ctx, user.id, previousSession, PASSWORD_LOGIN_AMR) };
 }

@@ -4,14 +4,13 @@
  * See accounts/setup.ts for the link's rules.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
-import { startSession } from '../accounts/sessions.ts';
-import { PASSWORD_LOGIN_AMR } from '../login.ts';
-import { SetupLinkInvalid, checkSetupToken, createFirstAdministrator } from '../accounts/setup.ts';
+import { SetupLinkInvalid, checkSetupToken, createFirstAdministrator, firstAdministratorLogin } from '../accounts/setup.ts';
 import { AccountError } from '../accounts/users.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../protocol/params.ts';
 import { requireFormBody } from './helpers.ts';
 import { field, page, sentence } from './pages.ts';
+import { secondStepUrl, setPendingCookie } from './second-factor.ts';
 import { formToken, sessionToken, setSessionCookie } from './session.ts';
 
 export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
@@ -47,7 +46,12 @@ export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: 
       }
       const user = await createFirstAdministrator(ctx, token, { ...values, password: field(body, 'password') }, request.ip);
       request.log.info({ event: 'first_administrator_created', user: user.id }, 'first administrator created');
-      setSessionCookie(reply, ctx, await startSession(ctx, user.id, sessionToken(request, ctx), PASSWORD_LOGIN_AMR));
+      const login = await firstAdministratorLogin(ctx, user, sessionToken(request, ctx));
+      if (login.pending !== undefined) {
+        setPendingCookie(reply, ctx, login.pending);
+        return reply.redirect(secondStepUrl('set_up', '/admin/oauthclients'), 303);
+      }
+      setSessionCookie(reply, ctx, login.session);
       return reply.redirect('/admin/oauthclients', 303);
     } catch (error) {
       if (error instanceof SetupLinkInvalid) return linkInvalid(reply, error);

@@ -13,6 +13,7 @@ import { countAdmins, findUserByUsername } from '../../src/store/users.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, obtainTokens, profile } from '../support/oauth-client.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
+import { secretOnPage, totpCode } from '../support/second-factors.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 
 const HOSTILE = '<img src=x onerror=alert(1)>';
@@ -244,6 +245,28 @@ for (const backend of BACKENDS) {
       assert.equal((await openLink(link)).page.response.status, 410);
       assert.equal(await firstRunSetupLink(server.app.gatehouse), null, 'no new link once an administrator exists');
       assert.equal(await countAdmins(server.store.db), 1);
+    });
+  });
+
+  describe(`first-run setup with REQUIRE_SECOND_FACTOR=admins (${backend.name})`, backendOptions(backend), () => {
+    test('the first administrator gets no password-only session: the set-up of a factor comes first', async () => {
+      const server = await startServer(backend, { REQUIRE_SECOND_FACTOR: 'admins' });
+      try {
+        const link = new URL((await firstRunSetupLink(server.app.gatehouse))!);
+        const agent = new UserAgent(server.url);
+        const page = await agent.visit(link.pathname + link.search);
+        const created = await post(agent, page.html, '/setup', { email: 'root@example.com', password: PASSWORD, password_again: PASSWORD, username: 'root' });
+        assert.equal(created.status, 303);
+        assert.match(created.location ?? '', /^\/login\/second-factor\/set-up\?next=%2Fadmin%2Foauthclients$/);
+        assert.equal((await agent.fetch('/admin/oauthclients')).status, 303, 'no session yet');
+        assert.equal((await server.store.db.selectFrom('sessions').select('user_id').execute()).length, 0);
+        const setUp = await agent.visit(created.location!);
+        const done = await agent.submit(setUp.html, '/login/second-factor/set-up', { code: totpCode(secretOnPage(setUp.html)) });
+        assert.equal(done.response.status, 200);
+        assert.equal((await agent.visit('/admin/oauthclients')).response.status, 200, 'with the app set up, the administrator is in');
+      } finally {
+        await server.close();
+      }
     });
   });
 
