@@ -42,6 +42,7 @@ import oauthRoutes from './http/oauth.ts';
 import passkeyLoginRoutes from './http/passkey-login.ts';
 import opsRoutes from './http/ops.ts';
 import registrationRoutes from './http/register.ts';
+import connectionRoutes from './http/connections.ts';
 import secondFactorRoutes from './http/second-factor.ts';
 import accountFactorRoutes from './http/account-factors.ts';
 import openapi from './http/openapi.ts';
@@ -297,6 +298,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(accountFactorRoutes, { ctx });
   await app.register(accountSecurityRoutes, { ctx });
   await app.register(passkeyLoginRoutes, { ctx });
+  await app.register(connectionRoutes, { ctx });
   await app.register(deviceRoutes, { ctx });
   await app.register(adminRoutes, { ctx });
   await app.register(opsRoutes, { ctx, purges: options.purges ?? true });

@@ -90,6 +90,8 @@ export interface Config {
   readonly idTokenTtl: number;
   /** Who must have a second factor before a password login completes (SPEC §4.12). */
   readonly requireSecondFactor: 'none' | 'admins' | 'all';
+  /** Who may log in with a password (SPEC §4.13): everyone, administrators only, or nobody (connections and passkeys only). */
+  readonly passwordLogin: 'all' | 'admins' | 'none';
   /**
    * Passkeys (SPEC §4.12): the WebAuthn RP ID and the origin responses must come from (the
    * origin of PUBLIC_URL); null when passkeys are off (PUBLIC_URL on an IP address and no
@@ -288,6 +290,7 @@ export function loadConfig(env: Env = process.env): Config {
     }),
     idTokenTtl: integer(env, 'ID_TOKEN_TTL', 3600, 60, 86_400),
     requireSecondFactor: oneOf(env, 'REQUIRE_SECOND_FACTOR', ['none', 'admins', 'all'] as const, 'none'),
+    passwordLogin: oneOf(env, 'PASSWORD_LOGIN', ['all', 'admins', 'none'] as const, 'all'),
     webauthn: webauthn(env, issuer),
   });
 }

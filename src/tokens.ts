@@ -22,6 +22,10 @@ export const TOKEN_PREFIX = {
   pendingLogin: 'gpl_',
   /** The random value a browser holds in its WebAuthn binding cookie (accounts/passkeys.ts). */
   webauthnBinding: 'gwb_',
+  /** The random value a browser holds while it logs in at an upstream provider (accounts/connections/upstream.ts). */
+  upstreamBinding: 'gub_',
+  /** An identity waiting to be linked to the account that has its email (accounts/connections/federated-login.ts). */
+  pendingIdentity: 'gpi_',
 } as const;
 export type TokenKind = keyof typeof TOKEN_PREFIX;
 

@@ -10,7 +10,8 @@
 import type { AppContext } from '../context.ts';
 import { findUserByLogin } from '../store/users.ts';
 import { loginAccountKey, Throttled } from '../throttle.ts';
-import { DECOY_HASH, verifyPassword } from './passwords.ts';
+import { DECOY_HASH, NO_PASSWORD, verifyPassword } from './passwords.ts';
+import { passwordRefusedFor } from './connections/password-login.ts';
 import { endSession, sessionUser, startSession } from './sessions.ts';
 import { mustHaveSecondFactor, PASSWORD_LOGIN_AMR } from '../login.ts';
 import { hasSecondFactor } from './second-factors.ts';
@@ -33,6 +34,8 @@ export type LoginResult =
       retryAfter: number;
     }
   | { ok: false; reason: 'unknown_account' | 'wrong_password' | 'account_disabled' }
+  /** The password was right, but PASSWORD_LOGIN or a required connection of the person's email domain says they log in otherwise (SPEC §4.13). */
+  | { ok: false; reason: 'password_login_off' }
   /** A passkey's response refused (accounts/passkeys.ts), and why — for the log, never the page. */
   | { ok: false; reason: 'passkey_refused'; passkeyReason: PasskeyFailure };
 
@@ -74,7 +77,8 @@ export async function logIn(ctx: AppContext, attempt: LoginAttempt): Promise<Log
   }
   let valid: boolean;
   try {
-    valid = await verifyPassword(password, user?.password_hash ?? DECOY_HASH);
+    // A person with no password costs a check too: timing does not tell who has one.
+    valid = (await verifyPassword(password, user?.password_hash || DECOY_HASH)) && user?.password_hash !== NO_PASSWORD;
   } catch (error) {
     // Not checked after all (too many checks under way): the attempt is given back.
     await throttle.releaseLogin(account, address);
@@ -86,6 +90,13 @@ export async function logIn(ctx: AppContext, attempt: LoginAttempt): Promise<Log
     const reason = !user ? 'unknown_account' : !valid ? 'wrong_password' : 'account_disabled';
     await ctx.audit({ type: 'login_failed', userId: user?.id ?? null, address, detail: { reason } });
     return { ok: false, reason };
+  }
+  // Only a right password learns that the person must log in otherwise: a refusal before the
+  // check would tell anyone which accounts are administrators.
+  if (await passwordRefusedFor(ctx, user)) {
+    await throttle.releaseLogin(account, address);
+    await ctx.audit({ type: 'login_failed', userId: user.id, address, detail: { reason: 'password_login_off' } });
+    return { ok: false, reason: 'password_login_off' };
   }
   const needsCode = await hasSecondFactor(ctx, user.id);
   if (needsCode || mustHaveSecondFactor(ctx.config, user)) {

@@ -73,6 +73,9 @@ export const DECOY_HASH = ['scrypt', PARAMS.N, PARAMS.r, PARAMS.p, randomBytes(1
   '$',
 );
 
+/** The stored hash of a person who has no password (created at a login through a connection, SPEC §4.13): no password matches it. */
+export const NO_PASSWORD = '';
+
 /** Why `password` is not acceptable, or null. */
 export function passwordProblem(password: string): string | null {
   if (password.length < MIN_PASSWORD_LENGTH) return `must be at least ${MIN_PASSWORD_LENGTH} characters`;

@@ -34,14 +34,26 @@ export const PENDING_LOGIN_TTL_MS = 10 * 60 * 1000;
 export interface PendingLogin {
   user: User;
   amr: string;
+  /** The upstream connection the first step came through; null for a password. */
+  connectionId: string | null;
   idHash: string;
 }
 
-/** Opens a pending login after a right password; returns its token (for the cookie). */
-export async function startPendingLogin(ctx: AppContext, userId: string): Promise<string> {
+/**
+ * Opens a pending login after a first step — a right password, or (`through` a connection) a
+ * login at an upstream provider with its `amr` — and returns its token (for the cookie).
+ */
+export async function startPendingLogin(ctx: AppContext, userId: string, through?: { amr: string; connectionId: string }): Promise<string> {
   const pending = mintToken('pendingLogin');
   const now = ctx.now();
-  await insertPendingLogin(ctx.db, { idHash: pending.hash, userId, amr: PASSWORD_LOGIN_AMR, now, expiresAt: now + PENDING_LOGIN_TTL_MS });
+  await insertPendingLogin(ctx.db, {
+    idHash: pending.hash,
+    userId,
+    amr: through?.amr ?? PASSWORD_LOGIN_AMR,
+    connectionId: through?.connectionId ?? null,
+    now,
+    expiresAt: now + PENDING_LOGIN_TTL_MS,
+  });
   return pending.token;
 }
 
@@ -51,8 +63,8 @@ export async function findPending(ctx: AppContext, token: string | undefined): P
   if (idHash === null) return null;
   const found = await findPendingLogin(ctx.db, idHash, ctx.now());
   if (!found) return null;
-  const { pending_amr: amr, ...user } = found;
-  return { user, amr, idHash };
+  const { pending_amr: amr, pending_connection_id: connectionId, ...user } = found;
+  return { user, amr, connectionId, idHash };
 }
 
 /** Whether the step can still be completed (a pending login: not expired nor completed meanwhile; a session: yes, as far as is known). */
@@ -120,7 +132,7 @@ export async function completeSecondStep(
   // The stepped-up session ended in the transaction: the clients that got ID tokens in it are told.
   if (stepUp !== null) ctx.backchannelLogouts.wake();
   const amr = amrUnion(amrSoFar(step), proof.amr);
-  const session = await startSession(ctx, userId, step.pending ? p.previousSession : undefined, amr);
+  const session = await startSession(ctx, userId, step.pending ? p.previousSession : undefined, amr, step.pending?.connectionId ?? null);
   await ctx.audit({ type: 'login_succeeded', userId, address: p.address, detail: { ...proof.detail, amr } });
   return { ok: true, session, amr };
 }

@@ -12,15 +12,22 @@ import { isMultiFactor, mustHaveSecondFactor, type SignedIn } from '../login.ts'
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 
 /**
- * Starts a session for the user, logged in by `amr`, and returns its token. The session the
- * request came with, if any, ends: a session id is never kept across a login.
+ * Starts a session for the user, logged in by `amr` (through `connectionId`, for a login at an
+ * upstream provider), and returns its token. The session the request came with, if any, ends:
+ * a session id is never kept across a login.
  */
-export async function startSession(ctx: AppContext, userId: string, previous: string | undefined, amr: string): Promise<string> {
+export async function startSession(
+  ctx: AppContext,
+  userId: string,
+  previous: string | undefined,
+  amr: string,
+  connectionId: string | null = null,
+): Promise<string> {
   await endSession(ctx, previous);
   const session = mintToken('session');
   const now = ctx.now();
   const sid = randomBytes(16).toString('base64url');
-  await insertSession(ctx.db, { idHash: session.hash, userId, now, expiresAt: now + ctx.config.sessionTtl * 1000, amr, sid });
+  await insertSession(ctx.db, { idHash: session.hash, userId, now, expiresAt: now + ctx.config.sessionTtl * 1000, amr, sid, connectionId });
   return session.token;
 }
 

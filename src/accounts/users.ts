@@ -14,7 +14,7 @@ import { normalizeClientName } from '../oauth/client-names.ts';
 import { PAGE_SIZE, type Page, type PageCursor } from '../store/clients.ts';
 import { findUserById, findUserByLogin, findUserByUsername, insertUser, listUserPage, listUsers, lookupKey, updateUser } from '../store/users.ts';
 import type { Database, User } from '../store/schema.ts';
-import { hashPassword, passwordProblem } from './passwords.ts';
+import { hashPassword, NO_PASSWORD, passwordProblem } from './passwords.ts';
 import { endUserSessions } from './sessions.ts';
 
 export type { User };
@@ -50,10 +50,20 @@ export function displayNameOf(raw: string | null | undefined): string | null {
   return normalized.name;
 }
 
+/**
+ * The lookup key of a person with no email address: unique (the column is), and matching no
+ * address anyone can type — a NUL, which no login form or command lets through.
+ */
+function noEmailKey(userId: string): string {
+  return `\u0000${userId}`;
+}
+
 export interface NewAccount {
   username: string;
+  /** Empty for none: a person created at a login through a provider that gave no address (SPEC §4.13). */
   email: string;
-  password: string;
+  /** null: no password (a person created at a login through a connection, SPEC §4.13). */
+  password: string | null;
   isAdmin: boolean;
   displayName?: string | null;
   emailVerified?: boolean;
@@ -67,22 +77,23 @@ export interface NewAccount {
 export async function createAccount(db: Kysely<Database>, account: NewAccount, now: number): Promise<User> {
   const problems: Array<[string, string | null]> = [
     ['username', usernameProblem(account.username)],
-    ['email', emailProblem(account.email)],
-    ['password', passwordProblem(account.password)],
+    ['email', account.email === '' && account.password === null ? null : emailProblem(account.email)],
+    ['password', account.password === null ? null : passwordProblem(account.password)],
   ];
   for (const [field, problem] of problems) if (problem) throw new AccountError(field, `${field} ${problem}`);
   const displayName = displayNameOf(account.displayName);
   if (await findUserByUsername(db, account.username)) throw new AccountError('username', `username "${account.username}" is taken`);
-  if (await findUserByLogin(db, account.email)) throw new AccountError('email', 'that email address belongs to another account');
+  if (account.email !== '' && (await findUserByLogin(db, account.email))) throw new AccountError('email', 'that email address belongs to another account');
+  const id = randomUUID();
   const user: User = {
-    id: randomUUID(),
+    id,
     username: account.username,
     username_key: lookupKey(account.username),
     email: account.email,
-    email_key: lookupKey(account.email),
+    email_key: account.email === '' ? noEmailKey(id) : lookupKey(account.email),
     display_name: displayName,
     email_verified: account.emailVerified ? 1 : 0,
-    password_hash: await hashPassword(account.password),
+    password_hash: account.password === null ? NO_PASSWORD : await hashPassword(account.password),
     is_admin: account.isAdmin ? 1 : 0,
     disabled: 0,
     created_at: now,

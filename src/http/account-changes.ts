@@ -24,6 +24,8 @@ const NOTICES = {
   'passkey-removed': 'Passkey removed. Your other sessions have been logged out.',
   'app-added': 'Authenticator app set up. From now on you log in with your password and a code from it. Your other sessions have been logged out.',
   'app-removed': 'Authenticator app removed. Your other sessions have been logged out.',
+  'identity-linked': 'Identity connected. You can now log in with it.',
+  'identity-unlinked': 'Identity disconnected. Your other sessions that came through it have been logged out.',
 } as const satisfies Record<string, string>;
 
 /** The signed-in person, whose login is recent enough to change their factors, as the proof those changes take; refused otherwise. */

@@ -1,5 +1,7 @@
 /** Logging in and out, and the signed-in home page. */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { domainsOf, enabledConnections } from '../accounts/connections/connections.ts';
+import { connectionForEmail, passwordOffered } from '../accounts/connections/password-login.ts';
 import { logIn, logOut } from '../accounts/login.ts';
 import type { AppContext } from '../context.ts';
 import { single, type RawParams } from '../protocol/params.ts';
@@ -10,6 +12,9 @@ import { secondStepUrl, setPendingCookie } from './second-factor.ts';
 import { clearSessionCookie, cookieOptions, currentUser, formToken, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
 
 const page = { config: { page: true } } as const;
+
+/** What a person reads whose password may not log them in (PASSWORD_LOGIN, a required connection). */
+const PASSWORD_OFF = 'Passwords cannot be used to log in to this account. Use one of the other ways to log in below.';
 
 export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   /** Which application the login is for, whether an administrator checked it, and in a popup what closing it posts (SPEC §4.1). */
@@ -22,8 +27,34 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       loginHint: pending?.loginHint ?? null,
       // Passkeys (SPEC §4.12): the button and autofill, unless passkeys are off.
       passkeys: ctx.config.webauthn !== null,
+      // Connections (SPEC §4.13): a button each, and the email-first form when some serve email domains.
+      connections: (await enabledConnections(ctx)).map((connection) => ({
+        name: connection.name,
+        url: `/login/connections/${encodeURIComponent(connection.id)}?${new URLSearchParams({ next })}`,
+      })),
+      emailFirst: (await enabledConnections(ctx)).some((connection) => domainsOf(connection).length > 0),
+      password: passwordOffered(ctx),
     };
   }
+
+  /** The login page again, with what went wrong. */
+  async function loginAgain(request: FastifyRequest, reply: FastifyReply, p: { status: number; error: string; next: string; username: string }) {
+    reply.header('Cache-Control', 'no-store');
+    return reply.code(p.status).view('login.eta', {
+      title: 'Log in',
+      next: p.next,
+      csrfToken: formToken(reply),
+      username: p.username,
+      error: p.error,
+      current: null,
+      reauth: false,
+      ...(await loginContext(p.next, request.ip)),
+    });
+  }
+
+  /** Where a login through `connection` starts, for the address typed (email-first). */
+  const startAt = (id: string, next: string, loginHint: string) =>
+    `/login/connections/${encodeURIComponent(id)}?${new URLSearchParams({ next, login_hint: loginHint })}`;
 
   app.get('/', page, async (request, reply) => {
     const user = await currentUser(request, ctx);
@@ -53,10 +84,29 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     });
   });
 
+  // Email-first (SPEC §4.13): an address whose domain a connection serves goes to its provider.
+  app.post('/login/email', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+    const body = requireFormBody(request);
+    const email = (single(body, 'email') ?? '').trim().slice(0, 320);
+    const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
+    const connection = await connectionForEmail(ctx, email);
+    if (connection) return reply.redirect(startAt(connection.id, next, email), 303);
+    return loginAgain(request, reply, {
+      status: 400,
+      error: 'No company login is set up for that address. Use one of the other ways to log in.',
+      next,
+      username: '',
+    });
+  });
+
   app.post('/login', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
     const body = requireFormBody(request);
     const login = (single(body, 'username') ?? '').trim();
     const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
+    // The people of a required connection's domains log in there, whatever they typed as a password.
+    const required = await connectionForEmail(ctx, login);
+    if (required?.required === 1) return reply.redirect(startAt(required.id, next, login), 303);
+    if (!passwordOffered(ctx)) return loginAgain(request, reply, { status: 403, error: PASSWORD_OFF, next, username: login });
     const result = await logIn(ctx, { login, password: single(body, 'password') ?? '', address: request.ip, session: sessionToken(request, ctx) });
     if (result.ok && result.pending !== undefined) {
       // No session yet: the second step comes first (src/http/second-factor.ts).
@@ -72,21 +122,15 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       request.log.info({ event: 'login', user: result.user.id }, 'logged in');
       return reply.redirect(next, 303);
     }
+    if (result.reason === 'password_login_off') {
+      request.log.info({ event: 'login_failed', reason: 'password_login_off' }, 'password login refused by PASSWORD_LOGIN or a required connection');
+      return loginAgain(request, reply, { status: 403, error: PASSWORD_OFF, next, username: login });
+    }
     const { status, text: error } =
       'retryAfter' in result ? uncheckedLogin(result.reason, result.retryAfter) : { status: 401, text: 'Wrong username or password.' };
     if ('retryAfter' in result) reply.header('Retry-After', String(result.retryAfter));
     else request.log.info({ event: 'login_failed' }, 'login failed');
-    reply.header('Cache-Control', 'no-store');
-    return reply.code(status).view('login.eta', {
-      title: 'Log in',
-      next,
-      csrfToken: formToken(reply),
-      username: login,
-      error,
-      current: null,
-      reauth: false,
-      ...(await loginContext(next, request.ip)),
-    });
+    return loginAgain(request, reply, { status, error, next, username: login });
   });
 
   app.post('/logout', { ...page, preHandler: app.csrfProtection }, async (request, reply) => {

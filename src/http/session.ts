@@ -40,6 +40,16 @@ export function securityNoticeCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_security_notice');
 }
 
+/** The browser's binding to its logins under way at upstream providers (src/http/connections.ts). */
+export function upstreamCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_upstream');
+}
+
+/** An identity waiting for its person to log in to the account that has its email (src/http/connections.ts). */
+export function pendingIdentityCookieName(ctx: AppContext): string {
+  return cookieName(ctx, 'gatehouse_identity');
+}
+
 /** The browser's WebAuthn binding: which challenges this browser may answer (src/accounts/passkeys.ts). */
 export function webauthnCookieName(ctx: AppContext): string {
   return cookieName(ctx, 'gatehouse_webauthn');

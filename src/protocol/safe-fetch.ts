@@ -93,6 +93,12 @@ export interface SafeFetchOptions {
   readonly lookup?: HostLookup;
   /** POST this form instead of a GET; a 204 is then a success too. */
   readonly form?: URLSearchParams;
+  /**
+   * A request a relying-party library made (the upstream leg of a login, SPEC §4.13): its
+   * method, headers and body as given; every status it gets back is handed back, for the
+   * library to read the provider's error responses (redirects are still refused).
+   */
+  readonly request?: { readonly method: string; readonly headers: Readonly<Record<string, string>>; readonly body?: string };
   /** An administrator's URL (validated as https, or http on loopback, when registered): http is allowed. */
   readonly allowHttp?: boolean;
 }
@@ -105,7 +111,7 @@ export interface SafeFetchOptions {
  * certificate that does not hold — so a failure nobody classified is a refusal (fails closed).
  */
 export type SafeFetchResult =
-  | { readonly ok: true; readonly headers: IncomingHttpHeaders; readonly body: Buffer }
+  | { readonly ok: true; readonly status: number; readonly headers: IncomingHttpHeaders; readonly body: Buffer }
   | { readonly ok: false; readonly reason: string; readonly transient: boolean };
 
 const refused = (reason: string): SafeFetchResult => ({ ok: false, reason, transient: false });
@@ -180,15 +186,18 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
   }
 
   return new Promise((resolve) => {
-    const body = options.form?.toString();
+    const { request } = options;
+    const body = request ? request.body : options.form?.toString();
     const req = (http ? httpRequest : httpsRequest)(
       url,
       {
-        method: body === undefined ? 'GET' : 'POST',
+        method: request?.method ?? (body === undefined ? 'GET' : 'POST'),
         headers: {
           accept: options.accept,
           'user-agent': 'Gatehouse',
-          ...(body === undefined ? {} : { 'content-type': 'application/x-www-form-urlencoded', 'content-length': Buffer.byteLength(body) }),
+          ...(body === undefined || request ? {} : { 'content-type': 'application/x-www-form-urlencoded' }),
+          ...request?.headers,
+          ...(body === undefined ? {} : { 'content-length': Buffer.byteLength(body) }),
         },
         agent: false, // a fresh connection: a pooled one could have been opened to an address checked under other rules
         lookup: pinnedLookup(addresses),
@@ -201,8 +210,10 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
           resolve(transient ? unanswered(reason) : refused(reason));
         };
         if (status >= 300 && status < 400) return stop(`answered ${status}, a redirect (not followed)`);
-        if (status === 408 || status === 429 || status >= 500) return stop(`answered HTTP ${status}`, true);
-        if (status !== 200 && !(body !== undefined && status === 204)) return stop(`answered HTTP ${status}`);
+        if (!request) {
+          if (status === 408 || status === 429 || status >= 500) return stop(`answered HTTP ${status}`, true);
+          if (status !== 200 && !(body !== undefined && status === 204)) return stop(`answered HTTP ${status}`);
+        }
         const encoding = res.headers['content-encoding'];
         if (encoding !== undefined && encoding !== 'identity') return stop(`sent a ${encoding}-encoded body, which was not asked for`);
         const tooLong = `the body is longer than ${options.maxBytes} bytes`;
@@ -214,7 +225,7 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
           if (size > options.maxBytes) stop(tooLong);
           else chunks.push(chunk);
         });
-        res.on('end', () => resolve({ ok: true, headers: res.headers, body: Buffer.concat(chunks) }));
+        res.on('end', () => resolve({ ok: true, status, headers: res.headers, body: Buffer.concat(chunks) }));
         // After 'end' these change nothing: a promise settles once.
         res.on('error', (error) => resolve(unanswered(signal.aborted ? timedOut : `the answer broke off (${errorCode(error)})`)));
         res.on('close', () => resolve(unanswered(signal.aborted ? timedOut : 'the answer broke off')));

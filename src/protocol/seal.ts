@@ -1,7 +1,7 @@
 /**
  * Secrets Gatehouse must read back, kept at rest under KEYS_SECRET (SPEC §1): private signing
- * keys, publishers' grant secrets (an HMAC is verified with the secret itself, not a hash) and
- * authenticator app secrets. One sealer for all of them, so that one rule decides how they are
+ * keys, publishers' grant secrets (an HMAC is verified with the secret itself, not a hash),
+ * authenticator app secrets and the client secrets upstream providers gave Gatehouse. One sealer for all of them, so that one rule decides how they are
  * stored and when one cannot be read.
  *
  * Sealed: a compact JWE, `dir` + A256GCM, under a key derived from KEYS_SECRET with
@@ -22,6 +22,7 @@ export const SEALED_KINDS = {
   signing_keys: { info: 'gatehouse: signing keys at rest (A256GCM)', name: 'signing keys' },
   client_grant_secrets: { info: 'gatehouse: jwt-bearer client secrets at rest (A256GCM)', name: "publishers' grant secrets" },
   authenticator_apps: { info: 'gatehouse totp secret v1', name: 'authenticator app secrets' },
+  connections: { info: 'gatehouse: upstream connections client secrets at rest (A256GCM)', name: "upstream connections' client secrets" },
 } as const;
 
 export type SealedKind = keyof typeof SEALED_KINDS;

@@ -62,6 +62,15 @@ export const AUDIT_EVENT_TYPES = [
   'assertion_refused',
   'issuer_created',
   'issuer_deleted',
+  'connection_created',
+  'connection_updated',
+  'connection_disabled',
+  'connection_enabled',
+  'connection_deleted',
+  'upstream_login',
+  'upstream_login_failed',
+  'identity_linked',
+  'identity_unlinked',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

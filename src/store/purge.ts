@@ -20,6 +20,8 @@ const EXPIRING: Record<string, string[]> = {
   pending_logins: ['id_hash'],
   authenticator_apps: ['user_id'],
   webauthn_challenges: ['challenge_hash'],
+  upstream_logins: ['state_hash'],
+  pending_identities: ['id_hash'],
 };
 
 /**

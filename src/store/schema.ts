@@ -77,6 +77,8 @@ export interface SessionsTable {
   amr: Immutable<string>;
   /** The session's public identifier (the OIDC `sid`): 128 random bits, base64url, distinct from the cookie's secret. */
   sid: Immutable<string>;
+  /** The upstream connection the person logged in through (SPEC §4.13); null for any other login. */
+  connection_id: ColumnType<string | null, string | null | undefined, never>;
 }
 
 /**
@@ -323,8 +325,87 @@ export interface RecoveryCodesTable {
 export interface PendingLoginsTable {
   id_hash: Immutable<string>;
   user_id: Immutable<string>;
-  /** What the person has proven so far (RFC 8176, space-separated): 'pwd'. */
+  /** What the person has proven so far (RFC 8176, space-separated): 'pwd', or 'fed' (and more) through a connection. */
   amr: Immutable<string>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+  /** The upstream connection the first step came through (SPEC §4.13); null for a password. */
+  connection_id: ColumnType<string | null, string | null | undefined, never>;
+}
+
+/** An upstream identity provider (SPEC §4.13); see migration 20261128_001. */
+export interface ConnectionsTable {
+  id: Immutable<string>;
+  name: string;
+  kind: 'oidc' | 'oauth2';
+  preset: ConnectionPreset | null;
+  /** `oidc`: the issuer whose discovery document names the endpoints. */
+  issuer: string | null;
+  /** `oauth2`: the provider's endpoints (a preset fills them in). */
+  authorization_url: string | null;
+  token_url: string | null;
+  userinfo_url: string | null;
+  /** GitHub Enterprise Server's or a self-hosted GitLab's URL; null for the public service. */
+  base_url: string | null;
+  /** Microsoft: the Entra ID tenant. */
+  tenant: string | null;
+  client_id: string;
+  /** The client secret Gatehouse got from the provider: as is, or (encrypted = 1) a compact JWE under KEYS_SECRET. */
+  client_secret: string;
+  encrypted: number;
+  /** Space-separated scopes asked of the provider. */
+  scope: string;
+  /** JSON array of lower-case email domains whose people this connection serves. */
+  domains: string;
+  required: number;
+  create_accounts: number;
+  link_verified_email: number;
+  groups_claim: string | null;
+  trust_mfa: number;
+  allow_private_address: number;
+  enabled: number;
+  created_at: Immutable<number>;
+  updated_at: number;
+}
+
+export type ConnectionPreset = 'github' | 'google' | 'microsoft' | 'gitlab' | 'orcid';
+
+/** A person's identity at a connection (SPEC §4.13). */
+export interface UserIdentitiesTable {
+  connection_id: Immutable<string>;
+  /** The provider's `sub` (GitHub: its numeric id, as text). */
+  subject: Immutable<string>;
+  user_id: Immutable<string>;
+  /** The email the provider gave at the last login, shown on the account pages. */
+  email: string | null;
+  /** JSON array: the group memberships this connection granted at the last login. */
+  groups: string;
+  created_at: Immutable<number>;
+  last_login_at: number | null;
+}
+
+/** A login under way at a provider (SPEC §4.13), by the SHA-256 of its `state`; single use, ten minutes. */
+export interface UpstreamLoginsTable {
+  state_hash: Immutable<string>;
+  connection_id: Immutable<string>;
+  /** SHA-256 of the value of the browser's cookie that started it. */
+  binding_hash: Immutable<string>;
+  code_verifier: Immutable<string>;
+  nonce: Immutable<string>;
+  /** Where the person goes after logging in (a same-site path). */
+  next: Immutable<string>;
+  /** **Connect**: the logged-in person the identity is to be linked to. */
+  link_user_id: Immutable<string | null>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
+/** An identity waiting for its person to log in to the account that has its email, and confirm the link (SPEC §4.13). */
+export interface PendingIdentitiesTable {
+  id_hash: Immutable<string>;
+  connection_id: Immutable<string>;
+  subject: Immutable<string>;
+  email: Immutable<string | null>;
   created_at: Immutable<number>;
   expires_at: Immutable<number>;
 }
@@ -435,9 +516,15 @@ export interface Database {
   client_grant_secrets: ClientGrantSecretsTable;
   trusted_issuers: TrustedIssuersTable;
   fan_out_messages: FanOutMessagesTable;
+  connections: ConnectionsTable;
+  user_identities: UserIdentitiesTable;
+  upstream_logins: UpstreamLoginsTable;
+  pending_identities: PendingIdentitiesTable;
 }
 
 export type User = Selectable<UsersTable>;
+export type Connection = Selectable<ConnectionsTable>;
+export type UserIdentity = Selectable<UserIdentitiesTable>;
 export type NewUser = Insertable<UsersTable>;
 export type Client = Selectable<ClientsTable>;
 export type NewClient = Insertable<ClientsTable>;

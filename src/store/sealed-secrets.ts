@@ -11,9 +11,10 @@ const COLUMNS = {
   signing_keys: { owner: 'kid', value: 'private_jwk' },
   client_grant_secrets: { owner: 'client_id', value: 'secret' },
   authenticator_apps: { owner: 'user_id', value: 'secret' },
+  connections: { owner: 'id', value: 'client_secret' },
 } as const satisfies Record<SealedKind, { owner: string; value: string }>;
 
-/** The three tables share the shape read and written here; Kysely cannot type a table chosen at run time. */
+/** The tables share the shape read and written here; Kysely cannot type a table chosen at run time. */
 const sealedTables = (db: Kysely<Database>) => db as unknown as Kysely<Record<SealedKind, Record<string, string | number>>>;
 
 /** The rows of one kind whose secret is stored as it is (`encrypted` 0). */

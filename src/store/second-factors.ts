@@ -209,11 +209,11 @@ export async function usersWithPasskeys(db: Kysely<Database>, userIds: readonly 
 
 export async function insertPendingLogin(
   db: Kysely<Database>,
-  row: { idHash: string; userId: string; amr: string; now: number; expiresAt: number },
+  row: { idHash: string; userId: string; amr: string; connectionId: string | null; now: number; expiresAt: number },
 ): Promise<void> {
   await db
     .insertInto('pending_logins')
-    .values({ id_hash: row.idHash, user_id: row.userId, amr: row.amr, created_at: row.now, expires_at: row.expiresAt })
+    .values({ id_hash: row.idHash, user_id: row.userId, amr: row.amr, connection_id: row.connectionId, created_at: row.now, expires_at: row.expiresAt })
     .execute();
 }
 
@@ -223,7 +223,7 @@ export async function findPendingLogin(db: Kysely<Database>, idHash: string, now
     .selectFrom('pending_logins')
     .innerJoin('users', 'users.id', 'pending_logins.user_id')
     .selectAll('users')
-    .select(['pending_logins.amr as pending_amr'])
+    .select(['pending_logins.amr as pending_amr', 'pending_logins.connection_id as pending_connection_id'])
     .where('pending_logins.id_hash', '=', idHash)
     .where('pending_logins.expires_at', '>', now)
     .where('users.disabled', '=', 0)

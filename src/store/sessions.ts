@@ -6,11 +6,19 @@ import { amrUnion } from '../login.ts';
 
 export async function insertSession(
   db: Kysely<Database>,
-  session: { idHash: string; userId: string; now: number; expiresAt: number; amr: string; sid: string },
+  session: { idHash: string; userId: string; now: number; expiresAt: number; amr: string; sid: string; connectionId: string | null },
 ): Promise<void> {
   await db
     .insertInto('sessions')
-    .values({ id_hash: session.idHash, user_id: session.userId, created_at: session.now, expires_at: session.expiresAt, amr: session.amr, sid: session.sid })
+    .values({
+      id_hash: session.idHash,
+      user_id: session.userId,
+      created_at: session.now,
+      expires_at: session.expiresAt,
+      amr: session.amr,
+      sid: session.sid,
+      connection_id: session.connectionId,
+    })
     .execute();
 }
 
@@ -33,11 +41,14 @@ export async function upgradeSession(
     .where('user_id', '=', p.userId)
     .where('expires_at', '>', p.now)
     .where('created_at', '>=', p.recentSince)
-    .returning(['amr', 'sid'])
+    .returning(['amr', 'sid', 'connection_id'])
     .executeTakeFirst();
   if (old === undefined) return false;
   const amr = amrUnion(old.amr, p.amr);
-  await trx.insertInto('sessions').values({ id_hash: p.newIdHash, user_id: p.userId, created_at: p.now, expires_at: p.expiresAt, amr, sid: old.sid }).execute();
+  await trx
+    .insertInto('sessions')
+    .values({ id_hash: p.newIdHash, user_id: p.userId, created_at: p.now, expires_at: p.expiresAt, amr, sid: old.sid, connection_id: old.connection_id })
+    .execute();
   return true;
 }
 

@@ -1,0 +1,280 @@
+/**
+ * Who logs in through a connection (SPEC §4.13), once the upstream leg has said who the
+ * provider's person is (upstream.ts):
+ *
+ * - An identity is (connection, provider's `sub`). A linked one logs its person in, unless
+ *   they are disabled; their email, name and groups are refreshed from the provider.
+ * - **Connect** (a logged-in person asked for it on /account/security): the identity is linked
+ *   to them — unless it is someone else's already.
+ * - An unknown identity whose email an account has: linked only when the connection has
+ *   `--link-verified-email` and the provider says the address is verified. Otherwise nothing
+ *   is linked — an unverified or merely matching address never takes an account over (the
+ *   classic hole of federated login) — and the person may log in to that account first and
+ *   then confirm the link (a pending identity, its own cookie, single use, ten minutes).
+ * - Otherwise, with `--create-accounts`, a new person: username from the provider's preferred
+ *   username or the address, made unique; no password.
+ *
+ * A login through a connection proves `fed` (and, with `--trust-mfa`, what the provider
+ * proved). Whoever must show a second factor — a person who has one at Gatehouse, or whom
+ * REQUIRE_SECOND_FACTOR covers — is asked for it exactly as after a password, unless the
+ * provider's login counts as multi-factor here.
+ */
+import type { AppContext } from '../../context.ts';
+import { isMultiFactor, mustHaveSecondFactor, type SignedIn } from '../../login.ts';
+import { madeBy, type Actor } from '../../audit.ts';
+import {
+  deleteIdentity,
+  endIdentitySessions,
+  findIdentity,
+  findPendingIdentity,
+  insertIdentity,
+  insertPendingIdentity,
+  takePendingIdentity,
+  touchIdentity,
+} from '../../store/connections.ts';
+import { deleteMember, insertMember } from '../../store/groups.ts';
+import type { Connection, User } from '../../store/schema.ts';
+import { findUserByEmail, findUserById, findUserByUsername, lookupKey, updateUser } from '../../store/users.ts';
+import { hashIfWellFormed, mintToken } from '../../tokens.ts';
+import { hasSecondFactor } from '../second-factors.ts';
+import { startPendingLogin } from '../second-step.ts';
+import { startSession } from '../sessions.ts';
+import { createAccount, displayNameOf, emailProblem } from '../users.ts';
+import { keepsAWayToLogIn } from './password-login.ts';
+import type { UpstreamIdentity } from './upstream.ts';
+
+/** How long an identity waits for its person to log in to the account that has its email. */
+export const PENDING_IDENTITY_TTL_MS = 10 * 60 * 1000;
+
+export type FederatedOutcome =
+  /** Logged in: the new session's token. */
+  | { kind: 'session'; user: User; session: string }
+  /** The second step comes first (a pending login's token), as after a password. */
+  | { kind: 'second_step'; user: User; pending: string; next: 'code' | 'set_up' }
+  /** **Connect**: the identity is now the person's (their session goes on). */
+  | { kind: 'linked'; user: User }
+  /** An account has the identity's email and may not be taken over: log in to it first (a pending identity's token). */
+  | { kind: 'account_exists'; pendingIdentity: string }
+  /** Refused, and why (the page says it). */
+  | { kind: 'refused'; reason: 'account_disabled' | 'no_account' | 'linked_elsewhere' | 'has_other_identity' };
+
+export interface FederatedAttempt {
+  identity: UpstreamIdentity;
+  /** **Connect**: the logged-in person to link the identity to. */
+  linkUserId: string | null;
+  address: string;
+  /** The session the request came with, if any: a login ends it. */
+  previousSession: string | undefined;
+}
+
+export async function federatedLogin(ctx: AppContext, connection: Connection, attempt: FederatedAttempt): Promise<FederatedOutcome> {
+  const { identity, address } = attempt;
+  const detail = { connection: connection.id };
+  const existing = await findIdentity(ctx.db, connection.id, identity.subject);
+  if (attempt.linkUserId !== null) {
+    if (existing && existing.user_id !== attempt.linkUserId) return { kind: 'refused', reason: 'linked_elsewhere' };
+    const user = await findUserById(ctx.db, attempt.linkUserId);
+    if (!user || user.disabled) return { kind: 'refused', reason: 'account_disabled' };
+    if (!existing) {
+      if (!(await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: user.id, email: identity.email, now: ctx.now() })))
+        return { kind: 'refused', reason: 'has_other_identity' };
+      await ctx.audit({ type: 'identity_linked', actorId: user.id, userId: user.id, address, detail: { ...detail, by: 'connect' } });
+    }
+    return { kind: 'linked', user };
+  }
+
+  let user: User | undefined;
+  if (existing) {
+    user = await findUserById(ctx.db, existing.user_id);
+  } else {
+    const holder = identity.email === null ? undefined : await findUserByEmail(ctx.db, identity.email);
+    if (holder) {
+      if (connection.link_verified_email !== 1 || !identity.emailVerified) {
+        const pending = mintToken('pendingIdentity');
+        const now = ctx.now();
+        await insertPendingIdentity(ctx.db, {
+          id_hash: pending.hash,
+          connection_id: connection.id,
+          subject: identity.subject,
+          email: identity.email,
+          created_at: now,
+          expires_at: now + PENDING_IDENTITY_TTL_MS,
+        });
+        await ctx.audit({ type: 'upstream_login_failed', userId: null, address, detail: { ...detail, reason: 'account_exists' } });
+        return { kind: 'account_exists', pendingIdentity: pending.token };
+      }
+      if (!(await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: holder.id, email: identity.email, now: ctx.now() })))
+        return { kind: 'refused', reason: 'has_other_identity' };
+      await ctx.audit({ type: 'identity_linked', userId: holder.id, address, detail: { ...detail, by: 'verified_email' } });
+      user = holder;
+    } else if (connection.create_accounts === 1) {
+      user = await createFederatedAccount(ctx, connection, identity);
+      await ctx.audit({ type: 'user_created', userId: user.id, address, detail: { ...detail, admin: false } });
+      await ctx.audit({ type: 'identity_linked', userId: user.id, address, detail: { ...detail, by: 'created' } });
+    } else {
+      await ctx.audit({ type: 'upstream_login_failed', userId: null, address, detail: { ...detail, reason: 'no_account' } });
+      return { kind: 'refused', reason: 'no_account' };
+    }
+  }
+  if (!user || user.disabled) {
+    await ctx.audit({ type: 'upstream_login_failed', userId: user?.id ?? null, address, detail: { ...detail, reason: 'account_disabled' } });
+    return { kind: 'refused', reason: 'account_disabled' };
+  }
+  user = await refreshProfile(ctx, connection, user, identity);
+  return logInThrough(ctx, connection, user, identity.amr, attempt);
+}
+
+/** Starts the session of a login through the connection — or its second step, when one is due. */
+async function logInThrough(ctx: AppContext, connection: Connection, user: User, amr: string, attempt: FederatedAttempt): Promise<FederatedOutcome> {
+  const detail = { connection: connection.id, amr };
+  if (!isMultiFactor(amr)) {
+    const hasCode = await hasSecondFactor(ctx, user.id);
+    if (hasCode || mustHaveSecondFactor(ctx.config, user)) {
+      const pending = await startPendingLogin(ctx, user.id, { amr, connectionId: connection.id });
+      await ctx.audit({ type: 'upstream_login', userId: user.id, address: attempt.address, detail: { ...detail, second_step: true } });
+      return { kind: 'second_step', user, pending, next: hasCode ? 'code' : 'set_up' };
+    }
+  }
+  const session = await startSession(ctx, user.id, attempt.previousSession, amr, connection.id);
+  await ctx.audit({ type: 'upstream_login', userId: user.id, address: attempt.address, detail });
+  return { kind: 'session', user, session };
+}
+
+/** A username made from what the provider calls the person, within the username rules, made unique. */
+async function freeUsername(ctx: AppContext, identity: UpstreamIdentity): Promise<string> {
+  const wanted = identity.preferredUsername ?? identity.email?.split('@')[0] ?? 'user';
+  let base = wanted
+    .normalize('NFKD')
+    .replace(/[^A-Za-z0-9._-]+/g, '-')
+    .replace(/^[^A-Za-z0-9]+/, '')
+    .slice(0, 24);
+  if (base.length < 3) base = `user-${base}`.replace(/-$/, '');
+  for (let n = 1; n <= 50; n++) {
+    const candidate = n === 1 ? base : `${base}-${n}`;
+    if (!(await findUserByUsername(ctx.db, candidate))) return candidate;
+  }
+  return `${base.slice(0, 16)}-${mintToken('session')
+    .token.slice(4, 12)
+    .replace(/[^A-Za-z0-9]/g, 'x')}`;
+}
+
+/** A new person for the identity, linked to it: no password, the provider's email (when no one has it), name and verified flag. */
+async function createFederatedAccount(ctx: AppContext, connection: Connection, identity: UpstreamIdentity): Promise<User> {
+  const email = identity.email !== null && emailProblem(identity.email) === null ? identity.email : '';
+  const user = await createAccount(
+    ctx.db,
+    {
+      username: await freeUsername(ctx, identity),
+      email,
+      password: null,
+      isAdmin: false,
+      displayName: safeDisplayName(identity.name),
+      emailVerified: email !== '' && identity.emailVerified,
+    },
+    ctx.now(),
+  );
+  await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: user.id, email: identity.email, now: ctx.now() });
+  await syncGroups(ctx, connection, user, identity, []);
+  return user;
+}
+
+function safeDisplayName(name: string | null): string | null {
+  try {
+    return displayNameOf(name);
+  } catch {
+    return null; // a name the rules refuse (control characters) is left out, not a reason to refuse the login
+  }
+}
+
+/**
+ * The person's email (unless another account has it), its verified flag, display name and the
+ * connection's groups, as the provider says them now (SPEC §4.13: refreshed at each login).
+ */
+async function refreshProfile(ctx: AppContext, connection: Connection, user: User, identity: UpstreamIdentity): Promise<User> {
+  const patch: Partial<Pick<User, 'display_name' | 'email' | 'email_key' | 'email_verified'>> = {};
+  const name = safeDisplayName(identity.name);
+  if (name !== null && name !== user.display_name) patch.display_name = name;
+  if (identity.email !== null && emailProblem(identity.email) === null) {
+    const verified = identity.emailVerified ? 1 : 0;
+    if (lookupKey(identity.email) !== user.email_key) {
+      const holder = await findUserByEmail(ctx.db, identity.email);
+      if (!holder) Object.assign(patch, { email: identity.email, email_key: lookupKey(identity.email), email_verified: verified });
+    } else if (verified === 1 && user.email_verified !== 1) patch.email_verified = 1;
+  }
+  if (Object.keys(patch).length > 0) await updateUser(ctx.db, user.id, patch);
+  const existing = await findIdentity(ctx.db, connection.id, identity.subject);
+  await syncGroups(ctx, connection, user, identity, existing ? (JSON.parse(existing.groups) as string[]) : []);
+  return { ...user, ...patch };
+}
+
+/**
+ * With `--groups-claim`: the person joins the groups (that exist here) the provider names, and
+ * leaves those this connection granted before and no longer names; memberships an
+ * administrator gave stay. Records what the login found.
+ */
+async function syncGroups(ctx: AppContext, connection: Connection, user: User, identity: UpstreamIdentity, granted: string[]): Promise<void> {
+  const named = identity.groups;
+  let nowGranted = granted;
+  if (named !== null) {
+    nowGranted = [];
+    for (const group of granted) if (!named.includes(group)) await deleteMember(ctx.db, group, user.id);
+    for (const group of named) {
+      if (granted.includes(group) || (await insertMember(ctx.db, group, user.id))) nowGranted.push(group);
+    }
+  }
+  await touchIdentity(ctx.db, connection.id, identity.subject, { email: identity.email, groups: nowGranted, now: ctx.now() });
+}
+
+/** The identity waiting for the token's browser, with its connection's name; null when unknown, expired or taken. */
+export async function pendingIdentity(ctx: AppContext, token: string | undefined) {
+  const idHash = token === undefined ? null : hashIfWellFormed('pendingIdentity', token);
+  return idHash === null ? null : ((await findPendingIdentity(ctx.db, idHash, ctx.now())) ?? null);
+}
+
+/**
+ * Links the waiting identity to the person now logged in, who confirmed it — only from a login
+ * that began after the identity was set aside (the person proved both in this browser, in
+ * that order), and once. False when it may not or could not be linked.
+ */
+export async function confirmPendingIdentity(ctx: AppContext, token: string | undefined, signedIn: SignedIn, address: string): Promise<boolean> {
+  const pending = await pendingIdentity(ctx, token);
+  if (pending === null || signedIn.login.authTime < pending.created_at) return false;
+  if (!(await takePendingIdentity(ctx.db, hashIfWellFormed('pendingIdentity', token!)!, ctx.now()))) return false;
+  const linked = await insertIdentity(ctx.db, {
+    connectionId: pending.connection_id,
+    subject: pending.subject,
+    userId: signedIn.user.id,
+    email: pending.email,
+    now: ctx.now(),
+  });
+  if (linked)
+    await ctx.audit({
+      type: 'identity_linked',
+      actorId: signedIn.user.id,
+      userId: signedIn.user.id,
+      address,
+      detail: { connection: pending.connection_id, by: 'login' },
+    });
+  return linked;
+}
+
+/**
+ * Unlinks the person's identity at the connection and ends their sessions that came through it
+ * (but `keepSession`, the token of the session that asked, when the person disconnects it
+ * themselves). `mustKeepAWay`: refused (false, nothing changed) when the person would be left
+ * with no way to log in — a person's own **Disconnect**; an administrator may unlink regardless.
+ */
+export async function unlinkIdentity(
+  ctx: AppContext,
+  user: User,
+  connectionId: string,
+  p: { actor: Actor; mustKeepAWay: boolean; keepSession?: string },
+): Promise<'unlinked' | 'not_linked' | 'last_way'> {
+  if (p.mustKeepAWay && !(await keepsAWayToLogIn(ctx, user, connectionId))) return 'last_way';
+  const removed = await deleteIdentity(ctx.db, user.id, connectionId);
+  if (!removed) return 'not_linked';
+  const except = p.keepSession === undefined ? undefined : (hashIfWellFormed('session', p.keepSession) ?? undefined);
+  if ((await endIdentitySessions(ctx.db, { userId: user.id, connectionId, except, now: ctx.now() })) > 0) ctx.backchannelLogouts.wake();
+  await ctx.audit({ type: 'identity_unlinked', ...madeBy(p.actor), userId: user.id, detail: { connection: connectionId } });
+  return 'unlinked';
+}

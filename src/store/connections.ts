@@ -1,0 +1,205 @@
+/**
+ * Upstream identity providers' rows (SPEC §4.13): connections, people's identities at them,
+ * and logins under way at them. src/connections/ decides what they hold.
+ */
+import type { Insertable, Kysely, Updateable } from 'kysely';
+import { queueBackchannelLogouts } from './backchannel-logouts.ts';
+import type { Connection, ConnectionsTable, Database, PendingIdentitiesTable, UpstreamLoginsTable, UserIdentity } from './schema.ts';
+
+export function findConnection(db: Kysely<Database>, id: string): Promise<Connection | undefined> {
+  return db.selectFrom('connections').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Every connection, in the order of their names (an administrator registers a handful). */
+export function listConnections(db: Kysely<Database>): Promise<Connection[]> {
+  return db.selectFrom('connections').selectAll().orderBy('name').orderBy('id').execute();
+}
+
+/** Whether a connection with this id exists (ids are made from names and must be unique). */
+export async function connectionIdTaken(db: Kysely<Database>, id: string): Promise<boolean> {
+  return (await db.selectFrom('connections').select('id').where('id', '=', id).executeTakeFirst()) !== undefined;
+}
+
+/** False when a connection with that id exists already. */
+export async function insertConnection(db: Kysely<Database>, row: Insertable<ConnectionsTable>): Promise<boolean> {
+  const inserted = await db
+    .insertInto('connections')
+    .values(row)
+    .onConflict((oc) => oc.column('id').doNothing())
+    .executeTakeFirst();
+  return Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0;
+}
+
+export async function updateConnection(db: Kysely<Database>, id: string, patch: Updateable<ConnectionsTable>): Promise<boolean> {
+  const updated = await db.updateTable('connections').set(patch).where('id', '=', id).executeTakeFirst();
+  return Number(updated.numUpdatedRows) > 0;
+}
+
+/**
+ * Ends every session (and half-done second step) that came through the connection, with their
+ * back-channel logouts queued in the same transaction; with `remove`, deletes the connection
+ * too (its identities and logins under way go with it). Returns how many deliveries were queued.
+ */
+export async function endConnectionSessions(db: Kysely<Database>, id: string, now: number, o: { remove: boolean }): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    const ended = await trx.deleteFrom('sessions').where('connection_id', '=', id).returning('sid').execute();
+    await trx.deleteFrom('pending_logins').where('connection_id', '=', id).execute();
+    if (o.remove) await trx.deleteFrom('connections').where('id', '=', id).execute();
+    return queueBackchannelLogouts(
+      trx,
+      ended.map((session) => session.sid),
+      now,
+    );
+  });
+}
+
+export function findIdentity(db: Kysely<Database>, connectionId: string, subject: string): Promise<UserIdentity | undefined> {
+  return db.selectFrom('user_identities').selectAll().where('connection_id', '=', connectionId).where('subject', '=', subject).executeTakeFirst();
+}
+
+/** The person's identities, with their connections' names, in the order of those names. */
+export function identitiesOf(db: Kysely<Database>, userId: string) {
+  return db
+    .selectFrom('user_identities')
+    .innerJoin('connections', 'connections.id', 'user_identities.connection_id')
+    .selectAll('user_identities')
+    .select(['connections.name as connection_name', 'connections.enabled as connection_enabled'])
+    .where('user_identities.user_id', '=', userId)
+    .orderBy('connections.name')
+    .execute();
+}
+
+/** The identities of several people at once (the admin list of users), by user id. */
+export async function identitiesOfUsers(db: Kysely<Database>, userIds: readonly string[]): Promise<Map<string, string[]>> {
+  const byUser = new Map<string, string[]>();
+  if (userIds.length === 0) return byUser;
+  const rows = await db
+    .selectFrom('user_identities')
+    .innerJoin('connections', 'connections.id', 'user_identities.connection_id')
+    .select(['user_identities.user_id', 'connections.name'])
+    .where('user_identities.user_id', 'in', userIds)
+    .orderBy('connections.name')
+    .execute();
+  for (const row of rows) byUser.set(row.user_id, [...(byUser.get(row.user_id) ?? []), row.name]);
+  return byUser;
+}
+
+/**
+ * Links the identity to the person: false when the identity is linked already (to anyone), or
+ * the person already has an identity at this connection — the database decides, so two
+ * concurrent links of one identity make one.
+ */
+export async function insertIdentity(
+  db: Kysely<Database>,
+  row: { connectionId: string; subject: string; userId: string; email: string | null; now: number },
+): Promise<boolean> {
+  try {
+    const inserted = await db
+      .insertInto('user_identities')
+      .values({
+        connection_id: row.connectionId,
+        subject: row.subject,
+        user_id: row.userId,
+        email: row.email,
+        groups: '[]',
+        created_at: row.now,
+        last_login_at: row.now,
+      })
+      .onConflict((oc) => oc.columns(['connection_id', 'subject']).doNothing())
+      .executeTakeFirst();
+    return Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0;
+  } catch (error) {
+    // The person's one identity at this connection exists (user_identities_one_per_person).
+    if (/unique|duplicate/i.test(String((error as Error).message))) return false;
+    throw error;
+  }
+}
+
+/** Records a login through the identity: when, and the email and group memberships the provider gave. */
+export async function touchIdentity(
+  db: Kysely<Database>,
+  connectionId: string,
+  subject: string,
+  patch: { email: string | null; groups: string[]; now: number },
+) {
+  await db
+    .updateTable('user_identities')
+    .set({ email: patch.email, groups: JSON.stringify(patch.groups), last_login_at: patch.now })
+    .where('connection_id', '=', connectionId)
+    .where('subject', '=', subject)
+    .execute();
+}
+
+/** Unlinks the person's identity at the connection: the removed row, or undefined when there was none. */
+export async function deleteIdentity(db: Kysely<Database>, userId: string, connectionId: string): Promise<UserIdentity | undefined> {
+  return db.deleteFrom('user_identities').where('user_id', '=', userId).where('connection_id', '=', connectionId).returningAll().executeTakeFirst();
+}
+
+/** How many identities the person has at enabled connections, but the one at `except`. */
+export async function countOtherIdentities(db: Kysely<Database>, userId: string, except: string): Promise<number> {
+  const row = await db
+    .selectFrom('user_identities')
+    .innerJoin('connections', 'connections.id', 'user_identities.connection_id')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('user_identities.user_id', '=', userId)
+    .where('user_identities.connection_id', '<>', except)
+    .where('connections.enabled', '=', 1)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
+export async function insertUpstreamLogin(db: Kysely<Database>, row: Insertable<UpstreamLoginsTable>): Promise<void> {
+  await db.insertInto('upstream_logins').values(row).execute();
+}
+
+/**
+ * Takes the login under way whose `state` hashes to `stateHash`, for the browser whose binding
+ * hashes to `bindingHash`: deleted as it is read, so a callback is answered once however many
+ * arrive; undefined when unknown, expired, taken already — or another browser's, which then
+ * stays for its own browser.
+ */
+export async function takeUpstreamLogin(db: Kysely<Database>, p: { stateHash: string; bindingHash: string; now: number }) {
+  return db
+    .deleteFrom('upstream_logins')
+    .where('state_hash', '=', p.stateHash)
+    .where('binding_hash', '=', p.bindingHash)
+    .where('expires_at', '>', p.now)
+    .returningAll()
+    .executeTakeFirst();
+}
+
+export async function insertPendingIdentity(db: Kysely<Database>, row: Insertable<PendingIdentitiesTable>): Promise<void> {
+  await db.insertInto('pending_identities').values(row).execute();
+}
+
+export function findPendingIdentity(db: Kysely<Database>, idHash: string, now: number) {
+  return db
+    .selectFrom('pending_identities')
+    .innerJoin('connections', 'connections.id', 'pending_identities.connection_id')
+    .selectAll('pending_identities')
+    .select('connections.name as connection_name')
+    .where('pending_identities.id_hash', '=', idHash)
+    .where('pending_identities.expires_at', '>', now)
+    .where('connections.enabled', '=', 1)
+    .executeTakeFirst();
+}
+
+/** Takes the pending identity (single use): true for the one caller that found it live. */
+export async function takePendingIdentity(db: Kysely<Database>, idHash: string, now: number): Promise<boolean> {
+  const deleted = await db.deleteFrom('pending_identities').where('id_hash', '=', idHash).where('expires_at', '>', now).executeTakeFirst();
+  return Number(deleted.numDeletedRows) === 1;
+}
+
+/** Ends the person's sessions that came through the connection (but the one `except` names), with their back-channel logouts queued. */
+export async function endIdentitySessions(db: Kysely<Database>, p: { userId: string; connectionId: string; except?: string; now: number }): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    let remove = trx.deleteFrom('sessions').where('user_id', '=', p.userId).where('connection_id', '=', p.connectionId);
+    if (p.except !== undefined) remove = remove.where('id_hash', '<>', p.except);
+    const ended = await remove.returning('sid').execute();
+    return queueBackchannelLogouts(
+      trx,
+      ended.map((session) => session.sid),
+      p.now,
+    );
+  });
+}
