@@ -38,7 +38,7 @@ async function person(id: string): Promise<void> {
     .insertInto('recovery_codes')
     .values(['a', 'b'].map((code) => ({ user_id: id, code_hash: `${id}-${code}`, created_at: now })))
     .execute();
-  await insertPendingLogin(db, { idHash: `${id}-pending`, userId: id, amr: 'pwd', now, expiresAt: now + 60_000 });
+  await insertPendingLogin(db, { idHash: `${id}-pending`, userId: id, amr: 'pwd', connectionId: null, now, expiresAt: now + 60_000 });
 }
 
 function complete(userId: string, code: string) {
