@@ -41,7 +41,8 @@ export async function identityClaims(ctx: AppContext, userId: string, scopes: re
   return {
     sub: accountUri(user.username, ctx.config),
     ...(scopes.includes('profile') ? { preferred_username: user.username, ...(user.display_name ? { name: user.display_name } : {}) } : {}),
-    ...(scopes.includes('email') ? { email: user.email, email_verified: user.email_verified === 1 } : {}),
+    // A person with no address (created through a provider that gave none) has no email claims.
+    ...(scopes.includes('email') && user.email !== '' ? { email: user.email, email_verified: user.email_verified === 1 } : {}),
     ...(scopes.includes('groups') ? { groups: await userGroups(ctx.db, user.id) } : {}),
   };
 }
