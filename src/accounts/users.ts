@@ -51,11 +51,11 @@ export function displayNameOf(raw: string | null | undefined): string | null {
 }
 
 /**
- * The lookup key of a person with no email address: unique (the column is), and matching no
- * address anyone can type — a NUL, which no login form or command lets through.
+ * The lookup key of a person with no email address: unique (the column is), and no address
+ * (it has no `@`) nor username (it has a `:`), so no one else's address or name ever finds them.
  */
 function noEmailKey(userId: string): string {
-  return `\u0000${userId}`;
+  return `none:${userId}`;
 }
 
 export interface NewAccount {

@@ -38,14 +38,20 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
   }
 
   /** The login page again, with what went wrong. */
-  async function loginAgain(request: FastifyRequest, reply: FastifyReply, p: { status: number; error: string; next: string; username: string }) {
+  async function loginAgain(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    p: { status: number; error: string; next: string; username: string; /** The address the email-first form was refused for. */ email?: string },
+  ) {
     reply.header('Cache-Control', 'no-store');
     return reply.code(p.status).view('login.eta', {
       title: 'Log in',
       next: p.next,
       csrfToken: formToken(reply),
       username: p.username,
-      error: p.error,
+      error: p.email === undefined ? p.error : null,
+      emailFirstError: p.email === undefined ? null : p.error,
+      email: p.email ?? '',
       current: null,
       reauth: false,
       ...(await loginContext(p.next, request.ip)),
@@ -78,6 +84,8 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       csrfToken: formToken(reply),
       username: context.loginHint ?? (reauth && user ? user.username : ''),
       error: null,
+      emailFirstError: null,
+      email: '',
       current: user,
       reauth,
       ...context,

@@ -9,7 +9,7 @@
  */
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core';
 import { PASSWORD } from './server.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -22,8 +22,13 @@ export function browserOptions(): { skip?: string } {
 
 export interface TestBrowser {
   browser: Browser;
-  /** A fresh context: its own cookies, like a different person's browser. */
-  newContext(): Promise<BrowserContext>;
+  /**
+   * A fresh context: its own cookies, like a different person's browser. `options` add to or
+   * replace the defaults (a 1000×800 viewport): a phone's viewport, say, or
+   * `ignoreHTTPSErrors` for a context that visits the upstream providers' https pages, whose
+   * certificates come from the test CA, which Chromium does not trust.
+   */
+  newContext(options?: BrowserContextOptions): Promise<BrowserContext>;
   close(): Promise<void>;
 }
 
@@ -46,7 +51,7 @@ export async function launchBrowser(): Promise<TestBrowser> {
   });
   return {
     browser,
-    newContext: () => browser.newContext({ viewport: { width: 1000, height: 800 } }),
+    newContext: (options = {}) => browser.newContext({ viewport: { width: 1000, height: 800 }, ...options }),
     close: () => browser.close(),
   };
 }
