@@ -31,8 +31,12 @@ export const PASSWORD_LOGIN_AMR = 'pwd';
 /** The `amr` of a login with a passkey (SPEC §4.12): a hardware-bound key, verified user, two factors. */
 export const PASSKEY_LOGIN_AMR = 'hwk user mfa';
 
-/** The `amr` of a password and a one-time code (an authenticator app's or a recovery code). */
-export const OTP_LOGIN_AMR = 'pwd otp mfa';
+/**
+ * What a one-time code (an authenticator app's or a recovery code) proves as the second step,
+ * added to what the first step proved: after a password `pwd otp mfa`, after a login through
+ * a connection `fed otp mfa`.
+ */
+export const OTP_FACTOR_AMR = 'otp mfa';
 
 /** Whether the login (its `amr`) proved a second factor. */
 export function isMultiFactor(amr: string): boolean {

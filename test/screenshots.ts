@@ -6,10 +6,12 @@
 import { mkdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { BrowserContext, Page } from 'playwright-core';
+import { createConnection } from '../src/accounts/connections/connections.ts';
 import { firstRunSetupLink } from '../src/accounts/setup.ts';
 import { COMMAND_LINE } from '../src/audit.ts';
 import { registerResource } from '../src/clients/resources.ts';
 import { createIssuer } from '../src/oauth/assertions/issuers.ts';
+import { insertIdentity } from '../src/store/connections.ts';
 import { sqlite } from './support/backends.ts';
 import { deviceApp, requestCodes } from './support/device.ts';
 import { launchBrowser, logIn, startClientSite } from './support/browser.ts';
@@ -140,7 +142,31 @@ try {
     { issuer: 'https://example.okta.com/oauth2/default', profile: 'id-jag', subjectClaim: 'email', clients: [sync.id], scope: 'files:read' },
     COMMAND_LINE,
   );
+  // Connections to upstream identity providers: one added with the form, two more, and an identity of Alice's.
+  await admin.goto(at('/admin/connections/new'));
+  await admin.getByLabel('Name', { exact: true }).fill('Example Corp SSO');
+  await admin.getByLabel('Provider', { exact: true }).selectOption({ label: 'Other OpenID Connect provider' });
+  await admin.getByLabel('Issuer URL (other OpenID Connect provider)').fill('https://example.okta.com');
+  await admin.getByLabel('Client ID').fill('0oa1b2c3d4e5f6g7h8i9');
+  await admin.getByLabel('Client secret').fill('provider-secret');
+  await admin.getByLabel('Email domains (optional)').fill('example.com');
+  await admin.getByRole('button', { name: 'Add connection' }).click();
+  await admin.getByRole('heading', { name: 'Connection added' }).waitFor();
+  await shoot(admin, 'admin-connection-added');
+  await createConnection(server.app.gatehouse, { name: 'GitHub', preset: 'github', clientId: 'Iv1.8a61f9b3a7aba766', clientSecret: 's' }, COMMAND_LINE);
+  await createConnection(server.app.gatehouse, { name: 'ORCID', preset: 'orcid', clientId: 'APP-1234567890ABCDEF', clientSecret: 's' }, COMMAND_LINE);
+  const aliceId = (await server.store.db.selectFrom('users').select('id').where('username', '=', 'alice').executeTakeFirstOrThrow()).id;
+  await insertIdentity(server.store.db, {
+    connectionId: 'github',
+    subject: '583231',
+    userId: aliceId,
+    email: 'alice@users.noreply.github.com',
+    now: Date.now() + clockOffset,
+  });
+  await admin.goto(at('/admin/connections/github/edit'));
+  await shoot(admin, 'admin-connection-edit');
   for (const [path, name] of [
+    ['/admin/connections', 'admin-connections'],
     ['/admin/oauthclients', 'admin-clients'],
     ['/admin/resources', 'admin-resources'],
     ['/admin/users', 'admin-users'],
@@ -153,6 +179,13 @@ try {
   }
   await user.goto(at('/account/applications'));
   await shootWidths(user, 'account-applications');
+  // The login page with connections, and Alice's connected identities (after a fresh login: the buttons show).
+  const visitor = await browse();
+  await visitor.goto(at('/login?next=%2Faccount%2Fsecurity'));
+  await shootWidths(visitor, 'login-connections');
+  await logIn(visitor, 'alice');
+  await visitor.getByRole('heading', { name: 'Connected identities' }).waitFor();
+  await shootWidths(visitor, 'account-security-connections');
   const codes = await requestCodes(await deviceApp(server));
   await user.goto(codes.verification_uri_complete!);
   await user.getByRole('button', { name: 'Continue' }).click();

@@ -21,7 +21,7 @@ import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { open, seal } from '../protocol/seal.ts';
 import type { User } from '../store/schema.ts';
-import { isMultiFactor, mustHaveSecondFactor, OTP_LOGIN_AMR } from '../login.ts';
+import { isMultiFactor, mustHaveSecondFactor, OTP_FACTOR_AMR } from '../login.ts';
 import {
   acceptStep,
   allOrNothing,
@@ -164,12 +164,12 @@ export async function submitCode(ctx: AppContext, step: SecondStep, typed: strin
 async function codeProof(ctx: AppContext, userId: string, code: Exclude<TypedCode, { kind: 'malformed' }>, address: string): Promise<FactorProof | null> {
   const used = (factor: 'app' | 'recovery_code') => [ctx.audit.pending({ type: 'second_factor_used', userId, address, detail: { factor } })];
   if (code.kind === 'recovery') {
-    return { amr: OTP_LOGIN_AMR, use: (trx) => useRecoveryCode(trx, { userId, codeHash: code.hash }), audit: used('recovery_code') };
+    return { amr: OTP_FACTOR_AMR, use: (trx) => useRecoveryCode(trx, { userId, codeHash: code.hash }), audit: used('recovery_code') };
   }
   const app = await findApp(ctx.db, userId, ctx.now());
   const timeStep = app?.confirmed_at != null ? stepOf(code.code, await openAppSecret(app, userId, ctx.config.keys.secret), ctx.now()) : null;
   if (timeStep === null) return null;
-  return { amr: OTP_LOGIN_AMR, use: (trx) => acceptStep(trx, { userId, step: timeStep }), audit: used('app') };
+  return { amr: OTP_FACTOR_AMR, use: (trx) => acceptStep(trx, { userId, step: timeStep }), audit: used('app') };
 }
 
 // The authenticator app
@@ -257,7 +257,7 @@ export async function confirmAppSetup(
   };
   if (step.session === undefined) {
     // At a login's second step, the confirmed app is the factor that completes it.
-    const done = await completeSecondStep(ctx, step, { amr: OTP_LOGIN_AMR, use: confirm, audit: [added(false)] }, { address, previousSession });
+    const done = await completeSecondStep(ctx, step, { amr: OTP_FACTOR_AMR, use: confirm, audit: [added(false)] }, { address, previousSession });
     if (!done.ok) return notConfirmed();
     // The login counts as one with the app from now on; the person's other sessions (and half-done logins) end.
     await endOtherSessions(ctx, user.id, done.session, { andPendingLogins: true });
@@ -265,7 +265,7 @@ export async function confirmAppSetup(
   }
   // From a session, confirming the app counts as using it: a login without a second factor becomes
   // one with the app, in the transaction that confirms it (accounts/recent-login.ts).
-  const proof = provingNewFactor(ctx, step.recent, step.session, OTP_LOGIN_AMR);
+  const proof = provingNewFactor(ctx, step.recent, step.session, OTP_FACTOR_AMR);
   const event = added(proof !== null);
   if ((await allOrNothing(ctx.db, { confirm, session: proof?.record ?? (async () => true) }, [event.row])) !== null) return notConfirmed();
   event.committed();

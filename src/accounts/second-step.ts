@@ -23,7 +23,7 @@ import { amrUnion, PASSWORD_LOGIN_AMR } from '../login.ts';
 import type { PendingAuditEvent } from '../audit.ts';
 import type { User } from '../store/schema.ts';
 import { allOrNothing, consumePendingLogin, findPendingLogin, insertPendingLogin, type ThenInTransaction } from '../store/second-factors.ts';
-import { consumeSession } from '../store/sessions.ts';
+import { consumeSession, sessionConnectionId } from '../store/sessions.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
 import { startSession } from './sessions.ts';
 
@@ -119,6 +119,8 @@ export async function completeSecondStep(
   const now = ctx.now();
   const stepUp = step.session === undefined ? null : hashIfWellFormed('session', step.session);
   if (step.session !== undefined && stepUp === null) return { ok: false, reason: 'ended' };
+  // The login goes on coming through the connection it came through (disabling that ends it).
+  const through = step.pending ? step.pending.connectionId : await sessionConnectionId(ctx.db, stepUp!);
   const consume: ThenInTransaction = step.pending
     ? (trx) => consumePendingLogin(trx, step.pending.idHash, now)
     : (trx) => consumeSession(trx, { idHash: stepUp!, userId, now });
@@ -132,7 +134,7 @@ export async function completeSecondStep(
   // The stepped-up session ended in the transaction: the clients that got ID tokens in it are told.
   if (stepUp !== null) ctx.backchannelLogouts.wake();
   const amr = amrUnion(amrSoFar(step), proof.amr);
-  const session = await startSession(ctx, userId, step.pending ? p.previousSession : undefined, amr, step.pending?.connectionId ?? null);
+  const session = await startSession(ctx, userId, step.pending ? p.previousSession : undefined, amr, through);
   await ctx.audit({ type: 'login_succeeded', userId, address: p.address, detail: { ...proof.detail, amr } });
   return { ok: true, session, amr };
 }

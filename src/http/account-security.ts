@@ -1,14 +1,17 @@
 /**
- * `/account/security` (SPEC §4.12): how the signed-in person logs in — their passkeys here;
- * the authenticator app and recovery codes in src/http/account-factors.ts. Every
- * change needs a recent login with every factor the person has (accounts/recent-login.ts):
- * without one, the page offers to log in again instead of the forms, and the endpoints refuse.
+ * `/account/security` (SPEC §4.12, §4.13): how the signed-in person logs in — their passkeys
+ * here; the authenticator app and recovery codes in src/http/account-factors.ts; their
+ * identities at connections listed here, with **Connect** and **Disconnect** posting to
+ * src/http/connections.ts. Every change needs a recent login with every factor the person has
+ * (accounts/recent-login.ts): without one, the page offers to log in again instead of the
+ * forms and buttons, and the endpoints refuse.
  *
  * Adding a passkey is a WebAuthn ceremony run by /static/passkeys.js: it asks
  * `/account/security/passkeys/options` for the options, lets the browser make the passkey,
  * and posts the result to `/account/security/passkeys`; both answer JSON.
  */
 import type { FastifyInstance } from 'fastify';
+import { enabledConnections, identitiesOfPerson } from '../accounts/connections/connections.ts';
 import { addPasskey, passkeysOf, registrationOptions, removeUserPasskey, renameUserPasskey } from '../accounts/passkeys.ts';
 import { isRecentLogin, secondFactorsOf } from '../accounts/recent-login.ts';
 import { notify, REAUTH_URL, recentLoginOrRefuse, SECURITY_PATH as PATH, takeNotice } from './account-changes.ts';
@@ -32,6 +35,7 @@ export default async function accountSecurityRoutes(app: FastifyInstance, { ctx 
       added: formatTime(passkey.createdAt),
       lastUsed: passkey.lastUsedAt === null ? 'never' : formatTime(passkey.lastUsedAt),
     }));
+    const identities = await connectedIdentities(ctx, user.id);
     // The notice comes from this person's own change in this browser, never from the URL.
     const notice = takeNotice(request, reply, ctx, user.id);
     return reply.view('account-security.eta', {
@@ -41,6 +45,7 @@ export default async function accountSecurityRoutes(app: FastifyInstance, { ctx 
       passkeys,
       recent: isRecentLogin(ctx, signedIn, factors),
       factors: await factorsSection(ctx, user.id),
+      identities,
       reauthUrl: REAUTH_URL,
       notice,
       csrfToken: formToken(reply),
@@ -96,4 +101,28 @@ export default async function accountSecurityRoutes(app: FastifyInstance, { ctx 
     }
     return reply.redirect(PATH, 303);
   });
+}
+
+/**
+ * The connections section: each enabled connection, with the person's identity there if they
+ * have one (**Disconnect**) or not (**Connect**); then their identities at disabled connections,
+ * which can only be disconnected. Null when there is nothing to show: no enabled connection
+ * and no identity.
+ */
+async function connectedIdentities(ctx: AppContext, userId: string) {
+  const [connections, identities] = await Promise.all([enabledConnections(ctx), identitiesOfPerson(ctx, userId)]);
+  if (connections.length === 0 && identities.length === 0) return null;
+  const byConnection = new Map(identities.map((identity) => [identity.connection_id, identity]));
+  const describe = (identity: (typeof identities)[number] | undefined) =>
+    identity && {
+      email: identity.email,
+      connected: formatTime(identity.created_at),
+      lastUsed: identity.last_login_at === null ? 'never' : formatTime(identity.last_login_at),
+    };
+  return [
+    ...connections.map((connection) => ({ id: connection.id, name: connection.name, available: true, identity: describe(byConnection.get(connection.id)) })),
+    ...identities
+      .filter((identity) => identity.connection_enabled !== 1)
+      .map((identity) => ({ id: identity.connection_id, name: identity.connection_name, available: false, identity: describe(identity) })),
+  ];
 }

@@ -5,6 +5,7 @@
  * form is CSRF-protected. The decisions and the audit are the domain's (src/accounts/), shared
  * with the CLI.
  */
+import { connectionNamesOfUsers } from '../accounts/connections/connections.ts';
 import { factorNamesOf } from '../accounts/second-factors.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addMember, allGroups, createGroup, groupsOf, removeGroup, removeMember } from '../accounts/groups.ts';
@@ -57,10 +58,8 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
     const { rows, next, previous } = await findUsers(ctx, query, cursor);
     const link = (at: Record<string, string> | null) => at && `/admin/users?${new URLSearchParams({ ...(query ? { q: query } : {}), ...at })}`;
     const self = admin(request);
-    const factors = await factorNamesOf(
-      ctx,
-      rows.map((u) => u.id),
-    );
+    const ids = rows.map((u) => u.id);
+    const [factors, connections] = await Promise.all([factorNamesOf(ctx, ids), connectionNamesOfUsers(ctx, ids)]);
     return reply.view('admin-users.eta', {
       title: 'Users',
       wide: true,
@@ -79,6 +78,7 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
         self: u.id === self.id,
         created: formatTime(u.created_at),
         secondFactors: factors.get(u.id) ?? [],
+        connections: connections.get(u.id) ?? [],
       })),
       notice: notice(request),
       csrfToken: formToken(reply),

@@ -1,10 +1,11 @@
 /**
  * The admin console (SPEC §4.5): OAuth clients (admin-clients.ts), resource servers
  * (admin-resources.ts), users (admin-users.ts), signing keys (admin-keys.ts), trusted issuers
- * (admin-issuers.ts) and the audit trail (admin-audit.ts). Every route here is for enabled
- * administrators only — the guard below runs before anything else, so a form
- * posted by anyone else changes nothing — and every form is CSRF-protected. Pages are `no-store`:
- * some show a client secret, which must not outlive the page in a cache.
+ * (admin-issuers.ts), connections to upstream identity providers (admin-connections.ts) and
+ * the audit trail (admin-audit.ts). Every route here is for enabled administrators only — the
+ * guard below runs before anything else, so a form posted by anyone else changes nothing — and
+ * every form is CSRF-protected. Pages are `no-store`: some show a client secret, which must not
+ * outlive the page in a cache.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { User } from '../accounts/users.ts';
@@ -12,6 +13,7 @@ import type { Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import auditRoutes from './admin-audit.ts';
 import clientRoutes from './admin-clients.ts';
+import connectionRoutes from './admin-connections.ts';
 import issuerRoutes from './admin-issuers.ts';
 import keyRoutes from './admin-keys.ts';
 import resourceRoutes from './admin-resources.ts';
@@ -52,4 +54,5 @@ export default async function adminRoutes(app: FastifyInstance, { ctx }: { ctx: 
   await app.register(userRoutes, { ctx, admin, actor });
   await app.register(keyRoutes, { ctx, actor });
   await app.register(issuerRoutes, { ctx, actor });
+  await app.register(connectionRoutes, { ctx, actor });
 }

@@ -214,8 +214,10 @@ export default async function connectionRoutes(app: FastifyInstance, { ctx }: { 
       mustKeepAWay: true,
       keepSession: sessionToken(request, ctx),
     });
-    if (outcome === 'last_way')
-      throw new PageRefusal(400, 'This is your only way to log in: add a passkey or connect another identity before you disconnect it.', 'last way to log in');
+    if (outcome === 'last_way') {
+      const another = ctx.config.webauthn === null ? 'connect another identity' : 'add a passkey or connect another identity';
+      throw new PageRefusal(400, `This is your only way to log in: ${another} before you disconnect it.`, 'last way to log in');
+    }
     if (outcome === 'unlinked') notify(reply, ctx, recent.user.id, 'identity-unlinked');
     return reply.redirect(SECURITY_PATH, 303);
   });

@@ -18,8 +18,9 @@ const PASSWORD_OFF = 'Passwords cannot be used to log in to this account. Use on
 
 export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   /** Which application the login is for, whether an administrator checked it, and in a popup what closing it posts (SPEC §4.1). */
-  async function loginContext(next: string, address: string) {
+  async function loginContext(next: string, address: string, reauth = false) {
     const pending = await pendingAuthorization(next, ctx, address);
+    const connections = await enabledConnections(ctx);
     return {
       application: pending?.clientName ?? null,
       notVetted: pending?.notVetted ?? null,
@@ -28,11 +29,12 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       // Passkeys (SPEC §4.12): the button and autofill, unless passkeys are off.
       passkeys: ctx.config.webauthn !== null,
       // Connections (SPEC §4.13): a button each, and the email-first form when some serve email domains.
-      connections: (await enabledConnections(ctx)).map((connection) => ({
+      // Logging in again (a recent login) asks the provider to authenticate the person afresh.
+      connections: connections.map((connection) => ({
         name: connection.name,
-        url: `/login/connections/${encodeURIComponent(connection.id)}?${new URLSearchParams({ next })}`,
+        url: `/login/connections/${encodeURIComponent(connection.id)}?${new URLSearchParams({ next, ...(reauth ? { reauth: '1' } : {}) })}`,
       })),
-      emailFirst: (await enabledConnections(ctx)).some((connection) => domainsOf(connection).length > 0),
+      emailFirst: connections.some((connection) => domainsOf(connection).length > 0),
       password: passwordOffered(ctx),
     };
   }
@@ -75,9 +77,9 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     // Already signed in, and not asked to switch account: carry on.
     if (user && single(query, 'switch') === undefined) return reply.redirect(next);
     reply.header('Cache-Control', 'no-store');
-    const context = await loginContext(next, request.ip);
     // Asked to log in again (a change to how they log in needs a recent login: account-security.ts).
     const reauth = user !== null && single(query, 'reauth') !== undefined;
+    const context = await loginContext(next, request.ip, reauth);
     return reply.view('login.eta', {
       title: 'Log in',
       next,

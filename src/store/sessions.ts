@@ -116,3 +116,8 @@ export async function deleteSessions(
     );
   });
 }
+
+/** The connection the session's login came through (SPEC §4.13); null for none, or no such session. */
+export async function sessionConnectionId(db: Kysely<Database>, idHash: string): Promise<string | null> {
+  return (await db.selectFrom('sessions').select('connection_id').where('id_hash', '=', idHash).executeTakeFirst())?.connection_id ?? null;
+}

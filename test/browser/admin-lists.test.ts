@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { Page } from 'playwright-core';
+import { createConnection } from '../../src/accounts/connections/connections.ts';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { registerResource } from '../../src/clients/resources.ts';
 import { createIssuer } from '../../src/oauth/assertions/issuers.ts';
@@ -13,7 +14,7 @@ import { sqlite } from '../support/backends.ts';
 import { browserOptions, launchBrowser, openAs, type TestBrowser } from '../support/browser.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 
-const LISTS = ['/admin/oauthclients', '/admin/resources', '/admin/users', '/admin/keys', '/admin/issuers', '/admin/audit'];
+const LISTS = ['/admin/oauthclients', '/admin/resources', '/admin/users', '/admin/keys', '/admin/issuers', '/admin/connections', '/admin/audit'];
 
 interface Layout {
   scrollWidth: number;
@@ -63,6 +64,17 @@ describe('the admin lists at phone and desktop widths', browserOptions(), () => 
         profile: 'id-jag',
         clients: [agent.client.id],
         scope: 'annotation:read',
+      },
+      COMMAND_LINE,
+    );
+    await createConnection(
+      server.app.gatehouse,
+      {
+        name: 'Enterprise single sign-on',
+        issuer: 'https://login.enterprise-identity.example/oauth2/aus1a2b3c4d5e6f7g8h9',
+        clientId: '0oa1b2c3d4e5f6g7h8i9',
+        clientSecret: 'secret',
+        domains: ['enterprise-identity.example'],
       },
       COMMAND_LINE,
     );

@@ -24,6 +24,7 @@ import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 import { connect, logInThrough, throughProvider } from '../support/upstream-login.ts';
 import { startOidcUpstream, type OidcUpstream } from '../support/upstream-providers.ts';
 import { UserAgent, type Outcome } from '../support/user-agent.ts';
+import { secretOnPage, totpCode } from '../support/second-factors.ts';
 
 const SET_UP = '/login/second-factor/set-up';
 
@@ -307,6 +308,23 @@ for (const backend of BACKENDS) {
         const outcome = await logInThrough(agent, id, new URL(upstream.issuer).origin);
         assert.ok(outcome.html.includes(`action="${SET_UP}"`), 'the set-up of a second factor comes before any session');
         assert.equal((await agent.fetch('/account/applications')).status, 303, 'no session yet');
+        const secret = secretOnPage(outcome.html);
+        await agent.submit(outcome.html, SET_UP, { code: totpCode(secret) });
+        assert.equal((await agent.fetch('/account/applications')).status, 200, 'logged in once the app is set up');
+        const session = await strict.app.gatehouse.db.selectFrom('sessions').select(['amr', 'connection_id']).executeTakeFirstOrThrow();
+        assert.deepEqual({ ...session }, { amr: 'fed otp mfa', connection_id: id });
+
+        // The next login through the connection asks for the app's code, as after a password.
+        upstream.nextLogin({ sub: 'strict-1', email: 'sid@corp.example', email_verified: true });
+        const again = new UserAgent(strict.url);
+        const step = await logInThrough(again, id, new URL(upstream.issuer).origin);
+        assert.ok(step.html.includes('action="/login/second-factor"'), 'the code is asked for');
+        await again.submit(step.html, '/login/second-factor', { code: totpCode(secret, Date.now(), 1) });
+        assert.equal((await again.fetch('/account/applications')).status, 200);
+        // Both sessions came through the connection, second step or not: disabling it ends them.
+        await setConnectionEnabled(strict.app.gatehouse, id, false, COMMAND_LINE);
+        assert.equal((await agent.fetch('/account/applications')).status, 303);
+        assert.equal((await again.fetch('/account/applications')).status, 303);
       } finally {
         await strict.close();
       }

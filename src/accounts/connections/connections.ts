@@ -15,7 +15,16 @@ import type { AppContext } from '../../context.ts';
 import { InputError } from '../../input-error.ts';
 import { open, seal } from '../../protocol/seal.ts';
 import type { Connection, ConnectionPreset, ConnectionsTable } from '../../store/schema.ts';
-import { connectionIdTaken, endConnectionSessions, findConnection, insertConnection, listConnections, updateConnection } from '../../store/connections.ts';
+import {
+  connectionIdTaken,
+  endConnectionSessions,
+  findConnection,
+  identitiesOf,
+  identitiesOfUsers,
+  insertConnection,
+  listConnections,
+  updateConnection,
+} from '../../store/connections.ts';
 import type { Updateable } from 'kysely';
 
 export type { Connection };
@@ -210,11 +219,14 @@ function settingsOf(input: ConnectionInput, current: Connection | null): Updatea
 
 /** Where the provider is, validated: the columns that say it, for a new connection or a changed one. */
 function providerOf(input: ConnectionInput, current: Connection | null): Updateable<ConnectionsTable> {
-  const preset = input.preset === undefined ? (current?.preset ?? null) : input.preset || null;
+  // Naming the provider's URLs leaves the preset; a preset kept keeps its base URL and tenant.
+  const leavesPreset = [input.issuer, input.kind, input.authorizationUrl, input.tokenUrl, input.userinfoUrl].some((value) => value);
+  const preset = input.preset !== undefined ? input.preset || null : leavesPreset ? null : (current?.preset ?? null);
   if (preset !== null && !(CONNECTION_PRESETS as readonly string[]).includes(preset))
     throw new ConnectionInputError('preset', `Preset must be one of ${CONNECTION_PRESETS.join(', ')}`);
-  const baseUrl = input.baseUrl === undefined ? (current?.base_url ?? null) : checkedUrl('base_url', 'Base URL', input.baseUrl);
-  const tenant = input.tenant === undefined ? (current?.tenant ?? null) : input.tenant?.trim() || null;
+  const samePreset = preset !== null && preset === current?.preset;
+  const baseUrl = input.baseUrl !== undefined ? checkedUrl('base_url', 'Base URL', input.baseUrl) : samePreset ? current!.base_url : null;
+  const tenant = input.tenant !== undefined ? input.tenant?.trim() || null : samePreset ? current!.tenant : null;
   if (preset !== null) {
     const takes = PRESETS[preset as ConnectionPreset].takes;
     if (baseUrl !== null && takes !== 'base_url') throw new ConnectionInputError('base_url', `The ${preset} preset takes no base URL`);
@@ -322,6 +334,16 @@ export async function enabledConnections(ctx: AppContext): Promise<Connection[]>
   return (await listConnections(ctx.db)).filter((row) => row.enabled === 1);
 }
 
+/** The person's identities at connections (enabled or not), with each connection's name, for /account/security. */
+export function identitiesOfPerson(ctx: AppContext, userId: string) {
+  return identitiesOf(ctx.db, userId);
+}
+
+/** The names of the connections each of these people has an identity at (the admin list of users), by user id. */
+export function connectionNamesOfUsers(ctx: AppContext, userIds: readonly string[]): Promise<Map<string, string[]>> {
+  return identitiesOfUsers(ctx.db, userIds);
+}
+
 /** Changes what `input` gives (absent: as it is) and records which settings changed, never their values. */
 export async function updateConnectionSettings(ctx: AppContext, id: string, input: ConnectionInput, actor: Actor): Promise<Connection> {
   const current = await connectionNamed(ctx, id);
@@ -329,7 +351,11 @@ export async function updateConnectionSettings(ctx: AppContext, id: string, inpu
   const movesProvider = [input.preset, input.issuer, input.kind, input.authorizationUrl, input.tokenUrl, input.userinfoUrl, input.baseUrl, input.tenant].some(
     (value) => value !== undefined,
   );
-  if (movesProvider) Object.assign(patch, providerOf(input, current));
+  if (movesProvider) {
+    Object.assign(patch, providerOf(input, current));
+    // Another provider asks for its own scopes unless others are given.
+    if (input.scope === undefined && patch.preset !== current.preset) patch.scope = defaultScope(patch) || current.scope;
+  }
   const scope = (patch.scope ?? current.scope) as string;
   if ((patch.kind ?? current.kind) === 'oidc' && !scope.split(' ').includes('openid'))
     throw new ConnectionInputError('scope', 'An OpenID Connect connection’s scope must include openid');

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { OTP_LOGIN_AMR, PASSKEY_LOGIN_AMR, PASSWORD_LOGIN_AMR, type SignedIn } from '../../../src/login.ts';
+import { PASSKEY_LOGIN_AMR, PASSWORD_LOGIN_AMR, type SignedIn } from '../../../src/login.ts';
 import {
   includesSecondFactor,
   isRecentLogin,
@@ -20,6 +20,9 @@ import { sessionLogin, startSession } from '../../../src/accounts/sessions.ts';
 import { allOrNothing } from '../../../src/store/second-factors.ts';
 import type { User } from '../../../src/store/schema.ts';
 import { memoryContext, person, setUpApp, type TestContext } from '../support/context.ts';
+
+/** A password and an app or recovery code (SPEC §4.12). */
+const PASSWORD_AND_CODE = 'pwd otp mfa';
 
 describe('recent login', () => {
   let t: TestContext;
@@ -55,7 +58,7 @@ describe('recent login', () => {
     const none = { passkeys: 0, app: false };
     assert.equal(isRecentLogin(t.ctx, login(alice, PASSWORD_LOGIN_AMR, RECENT_LOGIN_MS), none), true);
     assert.equal(isRecentLogin(t.ctx, login(alice, PASSWORD_LOGIN_AMR, RECENT_LOGIN_MS + 1), none), false);
-    assert.equal(isRecentLogin(t.ctx, login(alice, OTP_LOGIN_AMR, RECENT_LOGIN_MS + 1), none), false, 'a second factor does not stretch it');
+    assert.equal(isRecentLogin(t.ctx, login(alice, PASSWORD_AND_CODE, RECENT_LOGIN_MS + 1), none), false, 'a second factor does not stretch it');
   });
 
   test('a person without a second factor needs only the password', async () => {
@@ -66,26 +69,26 @@ describe('recent login', () => {
   test('a person with a second factor needs mfa in the login: a password alone is refused, however recent', async () => {
     assert.equal(await requireRecentLogin(t.ctx, login(bob, PASSWORD_LOGIN_AMR)), null);
     assert.equal(await requireRecentLogin(t.ctx, login(bob, 'pwd otp')), null, 'otp without mfa is not two factors');
-    const recent = await requireRecentLogin(t.ctx, login(bob, OTP_LOGIN_AMR, 60_000));
+    const recent = await requireRecentLogin(t.ctx, login(bob, PASSWORD_AND_CODE, 60_000));
     assert.equal(recent?.user.id, bob.id);
     assert.ok(await requireRecentLogin(t.ctx, login(bob, PASSKEY_LOGIN_AMR)));
-    assert.equal(await requireRecentLogin(t.ctx, login(bob, OTP_LOGIN_AMR, 6 * 60_000)), null);
+    assert.equal(await requireRecentLogin(t.ctx, login(bob, PASSWORD_AND_CODE, 6 * 60_000)), null);
   });
 
   test('provingNewFactor: nothing for a login that has mfa already, or without a (well-formed) session', async () => {
-    const withMfa = (await requireRecentLogin(t.ctx, login(bob, OTP_LOGIN_AMR)))!;
-    const session = await startSession(t.ctx, bob.id, undefined, OTP_LOGIN_AMR);
-    assert.equal(provingNewFactor(t.ctx, withMfa, session, OTP_LOGIN_AMR), null);
+    const withMfa = (await requireRecentLogin(t.ctx, login(bob, PASSWORD_AND_CODE)))!;
+    const session = await startSession(t.ctx, bob.id, undefined, PASSWORD_AND_CODE);
+    assert.equal(provingNewFactor(t.ctx, withMfa, session, PASSWORD_AND_CODE), null);
     const passwordOnly = (await requireRecentLogin(t.ctx, login(alice, PASSWORD_LOGIN_AMR)))!;
-    assert.equal(provingNewFactor(t.ctx, passwordOnly, undefined, OTP_LOGIN_AMR), null);
-    assert.equal(provingNewFactor(t.ctx, passwordOnly, 'not a session token', OTP_LOGIN_AMR), null);
+    assert.equal(provingNewFactor(t.ctx, passwordOnly, undefined, PASSWORD_AND_CODE), null);
+    assert.equal(provingNewFactor(t.ctx, passwordOnly, 'not a session token', PASSWORD_AND_CODE), null);
   });
 
   test("provingNewFactor: the adding session is replaced by one whose login has the factor's amr, under a new token", async () => {
     const session = await startSession(t.ctx, alice.id, undefined, PASSWORD_LOGIN_AMR);
     const signedIn = (await sessionLogin(t.ctx, session))!;
     assert.equal(signedIn.login.amr, PASSWORD_LOGIN_AMR);
-    const proof = provingNewFactor(t.ctx, (await requireRecentLogin(t.ctx, signedIn))!, session, OTP_LOGIN_AMR);
+    const proof = provingNewFactor(t.ctx, (await requireRecentLogin(t.ctx, signedIn))!, session, PASSWORD_AND_CODE);
     assert.ok(proof);
     assert.notEqual(proof.session, session);
     assert.equal(await allOrNothing(t.ctx.db, { session: proof.record }, []), null);
@@ -101,7 +104,7 @@ describe('recent login', () => {
     const session = await startSession(t.ctx, alice.id, undefined, PASSWORD_LOGIN_AMR);
     const recent = (await requireRecentLogin(t.ctx, (await sessionLogin(t.ctx, session))!))!;
     t.clock.now += RECENT_LOGIN_MS + 1_000; // the factor is proven after the window closed
-    const proof = provingNewFactor(t.ctx, recent, session, OTP_LOGIN_AMR)!;
+    const proof = provingNewFactor(t.ctx, recent, session, PASSWORD_AND_CODE)!;
     assert.equal(await allOrNothing(t.ctx.db, { session: proof.record }, []), 'session');
     assert.equal((await sessionLogin(t.ctx, session))?.login.amr, PASSWORD_LOGIN_AMR);
     assert.equal(await sessionLogin(t.ctx, proof.session), null);

@@ -10,9 +10,11 @@ import { requireRecentLogin } from '../../../src/accounts/recent-login.ts';
 import { findPending, startPendingLogin } from '../../../src/accounts/second-step.ts';
 import { beginAppSetup, generateRecoveryCodes, MAX_CODE_LENGTH, readCode, RECOVERY_CODE_COUNT, submitCode } from '../../../src/accounts/second-factors.ts';
 import { sessionLogin } from '../../../src/accounts/sessions.ts';
-import { OTP_LOGIN_AMR } from '../../../src/login.ts';
 import type { User } from '../../../src/store/schema.ts';
 import { ADDRESS, memoryContext, person, setUpApp, totpCode, type TestContext } from '../support/context.ts';
+
+/** A password and an app or recovery code (SPEC §4.12). */
+const PASSWORD_AND_CODE = 'pwd otp mfa';
 
 describe('readCode', () => {
   test('six digits are an app code, spaces and dashes ignored', () => {
@@ -72,7 +74,7 @@ describe('accepting a code once', () => {
     const code = totpCode(secret, t.clock.now);
     const done = await submitCode(t.ctx, await secondStep(), code, ADDRESS, undefined);
     assert.ok(done.ok);
-    assert.equal((await sessionLogin(t.ctx, done.session))?.login.amr, OTP_LOGIN_AMR);
+    assert.equal((await sessionLogin(t.ctx, done.session))?.login.amr, PASSWORD_AND_CODE);
     assert.deepEqual(await submitCode(t.ctx, await secondStep(), code, ADDRESS, undefined), { ok: false, reason: 'wrong_code' });
   });
 
@@ -96,14 +98,14 @@ describe('accepting a code once', () => {
   });
 
   test('a recovery code logs in once, typed as shown or not; the others stay good', async () => {
-    const recent = await requireRecentLogin(t.ctx, { user: bob, login: { authTime: t.clock.now, amr: OTP_LOGIN_AMR, sid: null } });
+    const recent = await requireRecentLogin(t.ctx, { user: bob, login: { authTime: t.clock.now, amr: PASSWORD_AND_CODE, sid: null } });
     assert.ok(recent);
     const codes = await generateRecoveryCodes(t.ctx, recent, session, ADDRESS);
     assert.equal(codes?.length, RECOVERY_CODE_COUNT);
     assert.match(codes![0]!, /^[a-z2-9]{5}-[a-z2-9]{5}$/);
     const first = await submitCode(t.ctx, await secondStep(), codes![0]!.toUpperCase().replace('-', ' '), ADDRESS, undefined);
     assert.ok(first.ok);
-    assert.equal((await sessionLogin(t.ctx, first.session))?.login.amr, OTP_LOGIN_AMR);
+    assert.equal((await sessionLogin(t.ctx, first.session))?.login.amr, PASSWORD_AND_CODE);
     assert.deepEqual(await submitCode(t.ctx, await secondStep(), codes![0]!, ADDRESS, undefined), { ok: false, reason: 'wrong_code' });
     assert.ok((await submitCode(t.ctx, await secondStep(), codes![1]!, ADDRESS, undefined)).ok);
   });
