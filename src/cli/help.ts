@@ -32,13 +32,14 @@ ${commands.map(entry).join('\n')}
 Options:
 ${GLOBAL_OPTIONS_HELP}
 
-Passwords are prompted for (without echo) unless --password-stdin is given.
+Passwords are prompted for (without echo) unless --password-stdin is given, and so is a
+connection's client secret unless --client-secret-stdin is.
 Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
 PORT, HOST, WORKERS, PUBLIC_URL, ACCESS_TOKEN_TTL, JWT_ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL, DEVICE_CODE_TTL,
 REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
 AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL, CLIENT_METADATA_DOCUMENTS,
 CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES, DYNAMIC_CLIENT_REGISTRATION,
-REQUIRE_SECOND_FACTOR (none, admins or all).
+REQUIRE_SECOND_FACTOR (none, admins or all), PASSWORD_LOGIN (all, admins or none), KEYS_SECRET.
 See README.md.
 
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;

@@ -11,6 +11,7 @@ import { migrate, openStore } from '../store/database.ts';
 import { AUDIT } from './audit.ts';
 import { CLIENT_COMMANDS } from './client.ts';
 import { UsageError, closest, noArguments, type Command, type HelpEntry } from './command.ts';
+import { CONNECTION_COMMANDS } from './connection.ts';
 import { MIGRATE, PURGE } from './database.ts';
 import { GROUP_COMMANDS } from './group.ts';
 import { commandHelp, helpText, nounHelp } from './help.ts';
@@ -31,6 +32,7 @@ const COMMANDS: readonly Command[] = [
   ...SCOPE_COMMANDS,
   ...KEYS_COMMANDS,
   ...ISSUER_COMMANDS,
+  ...CONNECTION_COMMANDS,
   PURGE,
   AUDIT,
 ];

@@ -1,10 +1,16 @@
-/** `gatehouse user …`: create, list, update, disable users, set their passwords and reset their second factors. */
+/**
+ * `gatehouse user …`: create, list, update, disable users, set their passwords, reset their
+ * second factors and unlink their identities at connections.
+ */
+import { ConnectionInputError, connectionNamed } from '../accounts/connections/connections.ts';
+import { unlinkIdentity } from '../accounts/connections/federated-login.ts';
+import { keepsAWayToLogIn } from '../accounts/connections/password-login.ts';
 import { allGroups } from '../accounts/groups.ts';
 import { resetSecondFactor as resetFactors } from '../accounts/second-factors.ts';
 import { allUsers, createUser, disableUser, findUserNamed, setPassword, updateProfile, type User } from '../accounts/users.ts';
 import { COMMAND_LINE } from '../audit.ts';
 import type { AppContext } from '../context.ts';
-import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
+import { UsageError, command, noArguments, oneArgument, usageError, type Command } from './command.ts';
 import { readPassword } from './password.ts';
 
 /** The options of a user's profile, on `create` and `update`. */
@@ -128,6 +134,33 @@ const resetSecondFactor = command({
   },
 });
 
+const unlink: Command = command({
+  words: 'user unlink',
+  usage: '<username> <connection id>',
+  help: [
+    "unlinks the user's identity at the connection and ends their sessions that",
+    'came through it, even when it was their last way to log in (then says so)',
+  ],
+  async run(ctx, args, _options, print) {
+    const [username, connectionId, ...extra] = args;
+    if (username === undefined || connectionId === undefined || extra.length > 0) throw usageError(unlink);
+    const user = await requireUser(ctx, [username]);
+    const connection = await connectionNamed(ctx, connectionId).catch((error: unknown) => {
+      throw error instanceof ConnectionInputError ? new UsageError(`no connection with the id ${connectionId}; see gatehouse connection list`) : error;
+    });
+    // An administrator may take the last way away (a person who left); the command says so.
+    const canLogIn = await keepsAWayToLogIn(ctx, user, connection.id);
+    const outcome = await unlinkIdentity(ctx, user, connection.id, { actor: COMMAND_LINE, mustKeepAWay: false });
+    if (outcome !== 'unlinked') throw new UsageError(`${user.username} has no identity at ${connection.id}`);
+    const warning = canLogIn ? '' : `\nWarning: ${user.username} has no other way to log in now (no password they may use, passkey or other connection).`;
+    print(
+      { username: user.username, connection: connection.id, unlinked: true, can_log_in: canLogIn },
+      `Unlinked ${user.username}'s identity at ${connection.name} (${connection.id}); their sessions that came through it are ended.${warning}`,
+    );
+    return 0;
+  },
+});
+
 async function requireUser(ctx: AppContext, args: string[]) {
   const [username, ...extra] = args;
   if (username === undefined || extra.length > 0) throw new UsageError('name exactly one user');
@@ -136,4 +169,4 @@ async function requireUser(ctx: AppContext, args: string[]) {
   return user;
 }
 
-export const USER_COMMANDS: readonly Command[] = [create, list, update, disable, setPasswordCommand, resetSecondFactor];
+export const USER_COMMANDS: readonly Command[] = [create, list, update, disable, setPasswordCommand, resetSecondFactor, unlink];

@@ -106,6 +106,7 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
       error: 'No company login is set up for that address. Use one of the other ways to log in.',
       next,
       username: '',
+      email,
     });
   });
 

@@ -135,6 +135,16 @@ export async function deleteIdentity(db: Kysely<Database>, userId: string, conne
   return db.deleteFrom('user_identities').where('user_id', '=', userId).where('connection_id', '=', connectionId).returningAll().executeTakeFirst();
 }
 
+/** How many identities are linked at the connection. */
+export async function countIdentities(db: Kysely<Database>, connectionId: string): Promise<number> {
+  const row = await db
+    .selectFrom('user_identities')
+    .select((eb) => eb.fn.countAll<number>().as('count'))
+    .where('connection_id', '=', connectionId)
+    .executeTakeFirstOrThrow();
+  return Number(row.count);
+}
+
 /** How many identities the person has at enabled connections, but the one at `except`. */
 export async function countOtherIdentities(db: Kysely<Database>, userId: string, except: string): Promise<number> {
   const row = await db

@@ -10,7 +10,8 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { callbackUrl, slugOf } from '../../src/accounts/connections/connections.ts';
+import { callbackUrl, connectionNamed, slugOf, updateConnectionSettings } from '../../src/accounts/connections/connections.ts';
+import { COMMAND_LINE } from '../../src/audit.ts';
 import { createAccount, findUserNamed } from '../../src/accounts/users.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
@@ -84,6 +85,16 @@ for (const backend of BACKENDS) {
       const agent = new UserAgent(server.url);
       await logInThrough(agent, id, github.baseUrl);
       assert.match((await agent.visit('/')).html, /octo/);
+    });
+
+    test('once people have logged in through it, the connection cannot be pointed at another provider (the same id there is someone else)', async () => {
+      const ctx = server.app.gatehouse;
+      await assert.rejects(
+        updateConnectionSettings(ctx, id, { baseUrl: 'https://other-ghe.example' }, COMMAND_LINE),
+        /another provider’s identities are other people/,
+      );
+      await updateConnectionSettings(ctx, id, { domains: ['mona.example'] }, COMMAND_LINE);
+      assert.equal((await connectionNamed(ctx, id)).base_url, github.baseUrl);
     });
 
     test('a denial at GitHub ends on a page naming it', async () => {
@@ -354,6 +365,7 @@ for (const backend of BACKENDS) {
         const user = await server.app.gatehouse.db.selectFrom('users').selectAll().where('id', '=', identity.user_id).executeTakeFirstOrThrow();
         assert.equal(user.email, '');
         assert.equal(user.display_name, 'Josiah Carberry');
+        assert.equal(user.username, 'Josiah.Carberry', 'named after the person, as the provider gives no username');
       } finally {
         await server.close();
       }

@@ -17,6 +17,7 @@ import { open, seal } from '../../protocol/seal.ts';
 import type { Connection, ConnectionPreset, ConnectionsTable } from '../../store/schema.ts';
 import {
   connectionIdTaken,
+  countIdentities,
   endConnectionSessions,
   findConnection,
   identitiesOf,
@@ -221,6 +222,7 @@ function settingsOf(input: ConnectionInput, current: Connection | null): Updatea
 function providerOf(input: ConnectionInput, current: Connection | null): Updateable<ConnectionsTable> {
   // Naming the provider's URLs leaves the preset; a preset kept keeps its base URL and tenant.
   const leavesPreset = [input.issuer, input.kind, input.authorizationUrl, input.tokenUrl, input.userinfoUrl].some((value) => value);
+  if (leavesPreset && input.preset) throw new ConnectionInputError('preset', 'Give a preset or the provider’s URLs, not both');
   const preset = input.preset !== undefined ? input.preset || null : leavesPreset ? null : (current?.preset ?? null);
   if (preset !== null && !(CONNECTION_PRESETS as readonly string[]).includes(preset))
     throw new ConnectionInputError('preset', `Preset must be one of ${CONNECTION_PRESETS.join(', ')}`);
@@ -279,15 +281,15 @@ export async function createConnection(ctx: AppContext, input: ConnectionInput, 
   const secret = input.clientSecret ?? '';
   if (secret === '' || secret.length > 2000)
     throw new ConnectionInputError('client_secret', 'A connection needs the client secret the provider gave (1-2000 characters)');
-  const settings = {
-    createAccounts: true,
-    linkVerifiedEmail: false,
-    required: false,
-    trustMfa: false,
-    allowPrivateAddress: false,
-    domains: [],
-    groupsClaim: null,
+  const settings: ConnectionInput = {
     ...input,
+    createAccounts: input.createAccounts ?? true,
+    linkVerifiedEmail: input.linkVerifiedEmail ?? false,
+    required: input.required ?? false,
+    trustMfa: input.trustMfa ?? false,
+    allowPrivateAddress: input.allowPrivateAddress ?? false,
+    domains: input.domains ?? [],
+    groupsClaim: input.groupsClaim ?? null,
   };
   const patch = settingsOf(settings, null);
   const provider = providerOf(input, null);
@@ -344,6 +346,9 @@ export function connectionNamesOfUsers(ctx: AppContext, userIds: readonly string
   return identitiesOfUsers(ctx.db, userIds);
 }
 
+/** The columns that say which provider a connection's identities belong to. */
+const PROVIDER_COLUMNS = ['kind', 'issuer', 'authorization_url', 'token_url', 'userinfo_url', 'base_url', 'tenant'] as const;
+
 /** Changes what `input` gives (absent: as it is) and records which settings changed, never their values. */
 export async function updateConnectionSettings(ctx: AppContext, id: string, input: ConnectionInput, actor: Actor): Promise<Connection> {
   const current = await connectionNamed(ctx, id);
@@ -352,7 +357,15 @@ export async function updateConnectionSettings(ctx: AppContext, id: string, inpu
     (value) => value !== undefined,
   );
   if (movesProvider) {
-    Object.assign(patch, providerOf(input, current));
+    const provider = providerOf(input, current);
+    // An identity is (connection, the provider's sub): at another provider the same sub is someone else.
+    const elsewhere = PROVIDER_COLUMNS.some((column) => provider[column] !== current[column]);
+    if (elsewhere && (await countIdentities(ctx.db, id)) > 0)
+      throw new ConnectionInputError(
+        'issuer',
+        'People have logged in through this connection: another provider’s identities are other people. Create a new connection for it instead',
+      );
+    Object.assign(patch, provider);
     // Another provider asks for its own scopes unless others are given.
     if (input.scope === undefined && patch.preset !== current.preset) patch.scope = defaultScope(patch) || current.scope;
   }

@@ -72,12 +72,16 @@ export async function federatedLogin(ctx: AppContext, connection: Connection, at
   const detail = { connection: connection.id };
   const existing = await findIdentity(ctx.db, connection.id, identity.subject);
   if (attempt.linkUserId !== null) {
-    if (existing && existing.user_id !== attempt.linkUserId) return { kind: 'refused', reason: 'linked_elsewhere' };
+    const refused = async (reason: 'linked_elsewhere' | 'account_disabled' | 'has_other_identity'): Promise<FederatedOutcome> => {
+      await ctx.audit({ type: 'upstream_login_failed', userId: attempt.linkUserId, address, detail: { ...detail, by: 'connect', reason } });
+      return { kind: 'refused', reason };
+    };
+    if (existing && existing.user_id !== attempt.linkUserId) return refused('linked_elsewhere');
     const user = await findUserById(ctx.db, attempt.linkUserId);
-    if (!user || user.disabled) return { kind: 'refused', reason: 'account_disabled' };
+    if (!user || user.disabled) return refused('account_disabled');
     if (!existing) {
       if (!(await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: user.id, email: identity.email, now: ctx.now() })))
-        return { kind: 'refused', reason: 'has_other_identity' };
+        return refused('has_other_identity');
       await ctx.audit({ type: 'identity_linked', actorId: user.id, userId: user.id, address, detail: { ...detail, by: 'connect' } });
     }
     return { kind: 'linked', user };
@@ -142,7 +146,8 @@ async function logInThrough(ctx: AppContext, connection: Connection, user: User,
 
 /** A username made from what the provider calls the person, within the username rules, made unique. */
 async function freeUsername(ctx: AppContext, identity: UpstreamIdentity): Promise<string> {
-  const wanted = identity.preferredUsername ?? identity.email?.split('@')[0] ?? 'user';
+  // ORCID gives neither a username nor an address: the name, else the provider's sub (an ORCID iD).
+  const wanted = identity.preferredUsername ?? identity.email?.split('@')[0] ?? identity.name?.replaceAll(' ', '.') ?? identity.subject;
   let base = wanted
     .normalize('NFKD')
     .replace(/[^A-Za-z0-9._-]+/g, '-')

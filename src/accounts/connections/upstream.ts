@@ -236,7 +236,8 @@ export async function beginUpstreamLogin(
   });
   const parameters: Record<string, string> = {
     redirect_uri: callbackUrl(ctx, connection.id),
-    scope: connection.scope,
+    // An OAuth 2.0 provider asked for no scopes gets no `scope` parameter, not an empty one.
+    ...(connection.scope === '' ? {} : { scope: connection.scope }),
     state,
     code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
     code_challenge_method: 'S256',
@@ -298,7 +299,7 @@ async function openIdIdentity(
   if (!jwksUri) throw new UpstreamFailure('invalid', 'the provider publishes no jwks_uri: its ID token’s signature cannot be checked');
   const keys = ctx.remoteKeys.keySet(jwksUri, { allowPrivateAddress: connection.allow_private_address === 1 });
   // openid-client checked iss, aud, exp and nonce; the signature is checked here.
-  await jwtVerify(tokens.id_token!, keys.getKey, { algorithms: ID_TOKEN_ALGS, issuer: connection.issuer!, audience: connection.client_id });
+  await jwtVerify(tokens.id_token!, keys.getKey, { algorithms: ID_TOKEN_ALGS, issuer: config.serverMetadata().issuer, audience: connection.client_id });
   let claims: Claims = { ...tokens.claims()! };
   const subject = claims.sub as string;
   const missing = text(claims.email) === null || (connection.groups_claim !== null && claims[connection.groups_claim] === undefined);
