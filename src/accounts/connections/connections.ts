@@ -158,11 +158,15 @@ function providerUrlProblem(url: string): string | null {
   return null;
 }
 
+/**
+ * A provider URL as given (an issuer is compared exactly, its final `/` included: Auth0's has
+ * one); a base URL, which paths are appended to, without its final `/`.
+ */
 function checkedUrl(field: string, label: string, value: string | null | undefined): string | null {
   const url = value?.trim() || null;
   const problem = url === null ? null : providerUrlProblem(url);
   if (problem) throw new ConnectionInputError(field, `${label} ${problem}`);
-  return url === null ? null : url.replace(/\/+$/, '') || url;
+  return url !== null && field === 'base_url' ? url.replace(/\/+$/, '') : url;
 }
 
 const DOMAIN = /^(?=.{1,253}$)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$/;
