@@ -23,111 +23,27 @@
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import type { BrowserContext, Locator, Page } from 'playwright-core';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { UnauthorizedError, type OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js';
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js';
+import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { findUserNamed } from '../../src/accounts/users.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { browserOptions, launchBrowser, startClientSite, type ClientSite, type TestBrowser } from '../support/browser.ts';
 import { postForm } from '../support/oauth-client.ts';
-import { freePort } from '../support/ports.ts';
-import { databaseUrl, startChild, stopChild, type Child } from '../support/processes.ts';
+import { stopChild } from '../support/processes.ts';
+import { assertInOrder, Provider, startExample, text, type Example } from '../support/mcp-host.ts';
 import { assertNoSecretsLogged } from '../support/responses.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { serverCertificate, testCaProblem } from '../support/tls.ts';
 import { connect } from '../support/upstream-login.ts';
 import { startOidcUpstream, type OidcUpstream } from '../support/upstream-providers.ts';
-
-const EXAMPLE = fileURLToPath(new URL('../../examples/mcp-server/server.ts', import.meta.url));
-
-interface Example extends Child {
-  url: string;
-  dataDir: string;
-}
-
-/** `npm run example:mcp` against this server, with Gatehouse's settings in its environment (as test/browser/mcp-client.test.ts). */
-async function startExample(server: TestServer): Promise<Example> {
-  const url = `http://127.0.0.1:${await freePort()}/mcp`;
-  const dataDir = mkdtempSync(join(tmpdir(), 'gatehouse-mcp-example-'));
-  const env = { PATH: process.env.PATH, GATEHOUSE_URL: server.url, MCP_URL: url, EXAMPLE_DATA_DIR: dataDir, DATABASE_URL: databaseUrl(server.config) };
-  const started = await startChild('the MCP example', EXAMPLE, [], env, (output) => output.includes('Example MCP server:'));
-  return { url, dataDir, ...started };
-}
-
-/** What an MCP host implements (as test/browser/mcp-client.test.ts): the authorization URL is kept for the test to open in Chromium. */
-class Provider implements OAuthClientProvider {
-  readonly redirectUrl: string;
-  readonly clientMetadataUrl: string | undefined;
-  authorizationUrl: URL | undefined;
-  private information: OAuthClientInformationMixed | undefined;
-  private held: OAuthTokens | undefined;
-  private verifier: string | undefined;
-
-  constructor(redirectUrl: string, options: { clientMetadataUrl?: string } = {}) {
-    this.redirectUrl = redirectUrl;
-    this.clientMetadataUrl = options.clientMetadataUrl;
-  }
-  get clientMetadata(): OAuthClientMetadata {
-    return {
-      client_name: 'Notes MCP client',
-      redirect_uris: [this.redirectUrl],
-      grant_types: ['authorization_code', 'refresh_token'],
-      response_types: ['code'],
-      token_endpoint_auth_method: 'none',
-    };
-  }
-  clientInformation() {
-    return this.information;
-  }
-  saveClientInformation(information: OAuthClientInformationMixed) {
-    this.information = information;
-  }
-  tokens() {
-    return this.held;
-  }
-  saveTokens(tokens: OAuthTokens) {
-    this.held = tokens;
-  }
-  redirectToAuthorization(url: URL) {
-    this.authorizationUrl = url;
-  }
-  saveCodeVerifier(verifier: string) {
-    this.verifier = verifier;
-  }
-  codeVerifier() {
-    if (this.verifier === undefined) throw new Error('no code verifier saved');
-    return this.verifier;
-  }
-  invalidateCredentials(scope: 'all' | 'client' | 'tokens' | 'verifier' | 'discovery') {
-    if (scope === 'all' || scope === 'tokens') this.held = undefined;
-    if (scope === 'all' || scope === 'client') this.information = undefined;
-  }
-}
-
-/** The text of a tool call's first item (`error: …` when the call failed). */
-function text(result: unknown): string {
-  const { content, isError } = result as CallToolResult;
-  assert.equal(content[0]?.type, 'text');
-  return `${isError ? 'error: ' : ''}${(content[0] as { text: string }).text}`;
-}
-
-/** `expected` occurs in `seen`, in this order (other requests may come between). */
-function assertInOrder(seen: readonly string[], expected: readonly string[]): void {
-  let at = 0;
-  for (const line of seen) if (line === expected[at]) at++;
-  assert.equal(at, expected.length, `expected, in order:\n${expected.join('\n')}\ngot:\n${seen.join('\n')}`);
-}
 
 /** The origins and paths of the top-level documents `page` navigates to, from now on, in order. */
 function recordNavigations(page: Page): string[] {
