@@ -92,9 +92,13 @@ if (problems.length > 0) {
 }
 
 const files = process.argv.slice(2);
-const result = spawnSync(process.execPath, ['--test', '--test-timeout=180000', '--test-reporter=spec', ...(files.length > 0 ? files : ['test/**/*.test.ts'])], {
-  stdio: 'inherit',
-  env,
-});
+const result = spawnSync(
+  process.execPath,
+  ['--test', '--test-concurrency=2', '--test-timeout=180000', '--test-reporter=spec', ...(files.length > 0 ? files : ['test/**/*.test.ts'])],
+  {
+    stdio: 'inherit',
+    env,
+  },
+);
 if (caDir) rmSync(caDir, { recursive: true, force: true });
 process.exit(result.status ?? 1);
