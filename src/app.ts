@@ -90,7 +90,8 @@ const CORS_PATHS = [
 const CORS_ENDPOINT: FastifyCorsOptions = {
   origin: '*',
   methods: ['GET', 'POST'],
-  allowedHeaders: ['Authorization', 'Content-Type'],
+  // What browser-based clients send (SPEC §4.4): MCP clients their protocol version, DPoP clients a proof.
+  allowedHeaders: ['Authorization', 'Content-Type', 'DPoP', 'MCP-Protocol-Version'],
   exposedHeaders: ['WWW-Authenticate', 'Retry-After'],
   maxAge: 600,
 };

@@ -168,11 +168,12 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   // Its secret signs its grant tokens (SPEC §4.11): a publisher client without one could not use its grant.
   if (input.grantType === JWT_BEARER_GRANT_TYPE && (!input.confidential || hasKeys(input)))
     problems.client_type = 'A jwt-bearer client must be confidential with a secret: its secret signs its grant tokens';
-  const redirectProblem = redirectUrisProblem(input.redirectUris, input.grantType === AUTHORIZATION_CODE_GRANT_TYPE);
+  const publicClient = !input.confidential && !hasKeys(input);
+  const redirectProblem = redirectUrisProblem(input.redirectUris, { required: input.grantType === AUTHORIZATION_CODE_GRANT_TYPE, publicClient });
   if (redirectProblem) problems.redirect_uri = redirectProblem;
   const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));
   if (malformed.length > 0) problems.scope = `Unknown scope ${malformed.join(', ')}`;
-  const postLogoutProblem = redirectUrisProblem(input.postLogoutRedirectUris ?? [], false, 'Post-logout redirect URL');
+  const postLogoutProblem = redirectUrisProblem(input.postLogoutRedirectUris ?? [], { required: false, publicClient: false }, 'Post-logout redirect URL');
   if (postLogoutProblem) problems.post_logout_redirect_uri = postLogoutProblem;
   const backchannelProblem = backchannelLogoutUriProblem(input.backchannelLogoutUri ?? null);
   if (backchannelProblem) problems.backchannel_logout_uri = `Back-channel logout URL ${backchannelProblem}`;
@@ -189,7 +190,7 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
  */
 export function backchannelLogoutUriProblem(uri: string | null): string | null {
   if (uri === null) return null;
-  return uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri);
+  return uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri, { publicClient: false });
 }
 
 /**
@@ -211,14 +212,19 @@ export const MAX_REDIRECT_URI_LENGTH = 2000;
 
 /**
  * What is wrong with a client's list of redirect URLs (or of post-logout redirect URLs, named
- * by `label`), as a sentence naming the first bad one; null when nothing.
+ * by `label`), as a sentence naming the first bad one; null when nothing. `publicClient`: a
+ * private-use scheme may be among them (protocol/redirect-uri.ts).
  */
-export function redirectUrisProblem(uris: readonly string[], required: boolean, label = 'Redirect URL'): string | null {
+export function redirectUrisProblem(
+  uris: readonly string[],
+  { required, publicClient }: { required: boolean; publicClient: boolean },
+  label = 'Redirect URL',
+): string | null {
   const named = label.charAt(0).toLowerCase() + label.slice(1);
   if (uris.length === 0) return required ? `${label} must be an absolute URL` : null;
   if (uris.length > MAX_REDIRECT_URIS) return `At most ${MAX_REDIRECT_URIS} ${named}s may be registered`;
   for (const uri of uris) {
-    const problem = uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri);
+    const problem = uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri, { publicClient });
     if (problem) return uris.length === 1 ? `${label} ${problem}` : `${label} ${uri.slice(0, 100)} ${problem}`;
   }
   if (new Set(uris).size !== uris.length) return `Each ${named} must be listed once`;

@@ -55,7 +55,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
   const redirectUris = fields.redirect_uris;
   if (!isStringArray(redirectUris) || redirectUris.length === 0)
     throw new OAuthError('invalid_redirect_uri', 'redirect_uris must be a non-empty array of URLs');
-  const redirectProblem = redirectUrisProblem(redirectUris, true);
+  // Only public clients register themselves (token_endpoint_auth_method none, below).
+  const redirectProblem = redirectUrisProblem(redirectUris, { required: true, publicClient: true });
   if (redirectProblem) throw new OAuthError('invalid_redirect_uri', redirectProblem);
 
   const rawName = fields.client_name;

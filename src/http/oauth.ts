@@ -20,7 +20,7 @@ import { introspect } from '../oauth/introspection.ts';
 import { OPENID_CONFIGURATION, metadataPaths, serverMetadata } from '../oauth/metadata.ts';
 import { unvettedClient } from '../oauth/pending.ts';
 import { single, type RawParams } from '../protocol/params.ts';
-import { isLoopbackRedirect } from '../protocol/redirect-uri.ts';
+import { isPrivateUseRedirect, redirectsToThisDevice } from '../protocol/redirect-uri.ts';
 import { revokeToken } from '../oauth/revocation.ts';
 import type { Client } from '../clients/clients.ts';
 import { scopesSupported } from '../oauth/resources.ts';
@@ -80,22 +80,34 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     }
   }
 
-  function consentPage(request: FastifyRequest, reply: FastifyReply, { request: authorization, user, fields, popup }: Extract<NextStep, { kind: 'consent' }>) {
+  function consentPage(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    { request: authorization, user, fields, popup, approvedBefore }: Extract<NextStep, { kind: 'consent' }>,
+  ) {
     const here = new URL(request.url, ctx.config.publicUrl);
     const { audience } = authorization;
     const described = new Map([...IDENTITY_SCOPES, ...audience.scopes.map((s): [string, string] => [s.name, s.description])]);
+    const describe = (scope: string) => ({ scope, description: described.get(scope) ?? scope });
+    const privateUse = isPrivateUseRedirect(authorization.redirectUri);
+    const fresh = authorization.scopes.filter((scope) => !approvedBefore.includes(scope));
     return reply.view('consent.eta', {
       title: `Authorize ${authorization.client.name}`,
       client: authorization.client,
       user,
       // Named only when it is not the service itself.
       resource: audience.builtin ? null : { name: audience.name, uri: audience.uri },
-      scopes: authorization.scopes.map((scope) => ({ scope, description: described.get(scope) ?? scope })),
+      // What is new is asked about; what was approved before is shown apart (SPEC §4.4: step-up by
+      // scope union) — unless nothing is new (prompt=consent asks about all of it again).
+      scopes: (fresh.length > 0 ? fresh : authorization.scopes).map(describe),
+      approvedBefore: fresh.length > 0 ? approvedBefore.map(describe) : [],
       hidden: fields,
       csrfToken: formToken(reply),
       popup,
       switchNext: here.pathname + here.search,
       redirectHost: new URL(authorization.redirectUri).host,
+      // A private-use scheme (RFC 8252 §7.1): the code goes to whichever application on the device opens it.
+      privateUseScheme: privateUse ? new URL(authorization.redirectUri).protocol : null,
       notVetted: notVetted(authorization.client, authorization.redirectUri),
     });
   }
@@ -103,7 +115,7 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   /** What the consent page says of a client no administrator checked (SPEC §4.1), or null for a registered one. */
   function notVetted(client: Client, redirectUri: string) {
     const unvetted = unvettedClient(client);
-    return unvetted && { ...unvetted, onThisComputer: isLoopbackRedirect(redirectUri) };
+    return unvetted && { ...unvetted, onThisComputer: redirectsToThisDevice(redirectUri) };
   }
 
   app.post('/api/token', { schema: tokenSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {

@@ -130,7 +130,15 @@ export type NextStep =
    */
   | { kind: 'second_factor'; next: string }
   /** Ask `user` to approve `request`; the form carries `fields` back. */
-  | { kind: 'consent'; request: AuthorizationRequest; user: User; fields: { name: string; value: string }[]; popup: PopupCancel | null }
+  | {
+      kind: 'consent';
+      request: AuthorizationRequest;
+      user: User;
+      fields: { name: string; value: string }[];
+      popup: PopupCancel | null;
+      /** The scopes asked for that the person approved before (a client stepping up asks for the old ones and more). */
+      approvedBefore: string[];
+    }
   /** Answer the client; `refusal` is the error answered, if any, for the log. */
   | { kind: 'respond'; response: AuthorizationResponse; refusal: OAuthError | null };
 
@@ -158,14 +166,14 @@ export async function authorize(arrival: Arrival, signedIn: SignedIn | null, ctx
       if (request.prompt.has('none')) throw redirectableError('interaction_required', 'this resource needs a login with a second factor');
       return { kind: 'second_factor', next: returnAfterLogin(arrival, request.prompt, ctx.config) };
     }
-    const approved = await alreadyApproved(request, user, ctx);
+    const { approved, before } = await consentOf(request, user, ctx);
     if (!approved && request.prompt.has('none')) {
       throw redirectableError('consent_required', 'the user has not approved this application');
     }
     if (arrival.decision === 'deny') return respond(target, ctx.config, { error: 'access_denied', error_description: 'the user denied the request' });
     if (arrival.decision !== 'approve' && !approved) {
       const popup = request.responseMode === 'web_message' ? popupCancel(request) : null;
-      return { kind: 'consent', request, user, fields: formFields(arrival.params), popup };
+      return { kind: 'consent', request, user, fields: formFields(arrival.params), popup, approvedBefore: before };
     }
     // A code is issued from here on: the first write that references the client, so a client
     // known only by its metadata document is recorded now (SPEC §4.8), not for a visitor.
@@ -267,13 +275,14 @@ function parsePrompt(raw: string | undefined): Set<Prompt> {
  * Whether the user need not be asked: the client is trusted, or the user approved these
  * scopes before — for a client no administrator checked, for this redirect origin, so that
  * an approval for one place never sends a code to another unasked (with `prompt=none`:
- * `consent_required`). `prompt=consent` asks anyway.
+ * `consent_required`). `prompt=consent` asks anyway. `before`: the scopes asked for that
+ * were approved before, which a consent page shows apart from the new ones.
  */
-async function alreadyApproved(request: AuthorizationRequest, user: User, ctx: AppContext): Promise<boolean> {
-  if (request.prompt.has('consent')) return false;
-  if (request.client.trusted === 1) return true;
+async function consentOf(request: AuthorizationRequest, user: User, ctx: AppContext): Promise<{ approved: boolean; before: string[] }> {
+  if (request.client.trusted === 1 && !request.prompt.has('consent')) return { approved: true, before: [] };
   const remembered = await findConsentScopes(ctx.db, consentKey(request, user), ctx.now());
-  return remembered !== undefined && isSubset(request.scopes, splitScopes(remembered));
+  const before = remembered === undefined ? [] : request.scopes.filter((scope) => splitScopes(remembered).includes(scope));
+  return { approved: !request.prompt.has('consent') && remembered !== undefined && isSubset(request.scopes, splitScopes(remembered)), before };
 }
 
 /** What a consent to `request` is remembered by: an administrator's client's holds for all its redirect URLs. */

@@ -129,11 +129,10 @@ export function validateMetadataDocument(url: string, body: string): Validation 
   const { name } = named;
   const redirectUris = fields.redirect_uris;
   if (!isStringArray(redirectUris) || redirectUris.length === 0) return refuse('has no redirect_uris (a non-empty array of URLs)');
-  const redirectProblem = urlListProblem(redirectUris, 'redirect_uris');
-  if (redirectProblem !== null) return refuse(redirectProblem);
+
   const postLogoutRedirectUris = fields.post_logout_redirect_uris ?? [];
   if (!isStringArray(postLogoutRedirectUris)) return refuse('has a post_logout_redirect_uris that is not an array of URLs');
-  const postLogoutProblem = urlListProblem(postLogoutRedirectUris, 'post_logout_redirect_uris');
+  const postLogoutProblem = urlListProblem(postLogoutRedirectUris, 'post_logout_redirect_uris', false);
   if (postLogoutProblem !== null) return refuse(postLogoutProblem);
   // Delivered through the guarded fetch (https, public addresses): nothing else could be used.
   const backchannelLogoutUri = optionalHttpsUrl(fields, 'backchannel_logout_uri');
@@ -149,9 +148,11 @@ export function validateMetadataDocument(url: string, body: string): Validation 
   for (const field of ['grant_types', 'response_types']) {
     if (fields[field] !== undefined && !isStringArray(fields[field])) return refuse(`has a ${field} that is not an array of strings`);
   }
-  const authMethod = fields.token_endpoint_auth_method;
-  if (authMethod !== undefined && authMethod !== 'none' && authMethod !== 'private_key_jwt')
-    return refuse('asks for a token_endpoint_auth_method other than none or private_key_jwt');
+  const authMethod = authMethodOf(fields);
+  if (typeof authMethod === 'object') return refuse(authMethod.problem);
+  // A private-use scheme (RFC 8252 §7.1) only for a public client: one with keys is a confidential client.
+  const redirectProblem = urlListProblem(redirectUris, 'redirect_uris', authMethod === 'none');
+  if (redirectProblem !== null) return refuse(redirectProblem);
   let jwks: string | null = null;
   let jwksUri: string | null = null;
   if (authMethod === 'private_key_jwt') {
@@ -190,10 +191,30 @@ export function validateMetadataDocument(url: string, body: string): Validation 
   };
 }
 
+/**
+ * How the document's client authenticates (SPEC §4.8): its `token_endpoint_auth_method`
+ * (absent: `none`), or — OpenID Connect RP Metadata Choices 1.0, the shape ChatGPT's
+ * documents have — the one the server picks from `token_endpoint_auth_methods_supported`:
+ * `private_key_jwt` when listed and the document has keys, else `none` when listed.
+ */
+function authMethodOf(fields: Record<string, unknown>): 'none' | 'private_key_jwt' | { problem: string } {
+  const single = fields.token_endpoint_auth_method;
+  const choices = fields.token_endpoint_auth_methods_supported;
+  if (single === undefined && choices !== undefined) {
+    if (!isStringArray(choices)) return { problem: 'has a token_endpoint_auth_methods_supported that is not an array of strings' };
+    const hasKeys = fields.jwks_uri !== undefined || fields.jwks !== undefined;
+    if (choices.includes('private_key_jwt') && hasKeys) return 'private_key_jwt';
+    if (choices.includes('none')) return 'none';
+    return { problem: 'lists in token_endpoint_auth_methods_supported neither none nor private_key_jwt with keys' };
+  }
+  if (single === undefined || single === 'none' || single === 'private_key_jwt') return single ?? 'none';
+  return { problem: 'asks for a token_endpoint_auth_method other than none or private_key_jwt' };
+}
+
 /** Why a list of redirect URLs (`field`) is refused, naming the first unusable one; null when every one is usable. */
-function urlListProblem(uris: readonly string[], field: string): string | null {
+function urlListProblem(uris: readonly string[], field: string, publicClient: boolean): string | null {
   for (const [index, uri] of uris.entries()) {
-    const problem = uri.length > MAX_URL_LENGTH ? 'is too long' : redirectUriProblem(uri);
+    const problem = uri.length > MAX_URL_LENGTH ? 'is too long' : redirectUriProblem(uri, { publicClient });
     if (problem !== null) return `has an unusable ${field}[${index}]: it ${problem}`;
   }
   return null;

@@ -2,14 +2,25 @@
  * Redirect URLs: what may be registered, and whether a request's `redirect_uri` is one of
  * the registered ones. Matching is exact, except that a registered `http://localhost`,
  * `http://127.0.0.1` or `http://[::1]` URL matches any port (RFC 8252 §7.3, native apps on
- * ephemeral ports; Claude Code and VS Code register localhost).
+ * ephemeral ports; Claude Code and VS Code register localhost). A public client may also
+ * register a private-use URI scheme (RFC 8252 §7.1: Cursor's `cursor://…`), matched exactly.
  */
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost']);
 
-/** Whether the URL sends the person back to their own computer (a native app). */
-export function isLoopbackRedirect(uri: string): boolean {
-  return URL.canParse(uri) && LOOPBACK_HOSTS.has(new URL(uri).hostname);
+/** Whether the URL sends the person back to their own computer: a native app on loopback, or one an operating system hands a private-use scheme to. */
+export function redirectsToThisDevice(uri: string): boolean {
+  return URL.canParse(uri) && (LOOPBACK_HOSTS.has(new URL(uri).hostname) || isPrivateUseRedirect(uri));
+}
+
+/** Schemes that run or read something where they are opened, or are no application's at all: never a redirect URL. */
+const FORBIDDEN_SCHEMES = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ws:', 'wss:', 'ftp:', 'mailto:', 'tel:', 'sms:']);
+
+/** Whether the URL is a private-use URI scheme's (RFC 8252 §7.1): an application on the person's device, not a web origin. */
+export function isPrivateUseRedirect(uri: string): boolean {
+  if (!URL.canParse(uri)) return false;
+  const { protocol } = new URL(uri);
+  return protocol !== 'http:' && protocol !== 'https:';
 }
 
 /** A list of URLs stored as a JSON array (store/schema.ts). */
@@ -28,8 +39,12 @@ export function postLogoutRedirectUrisOf(client: { post_logout_redirect_uris: st
   return urlList(client.post_logout_redirect_uris);
 }
 
-/** Why `value` cannot be registered as a redirect URL, or null when it can. */
-export function redirectUriProblem(value: string): string | null {
+/**
+ * Why `value` cannot be registered as a redirect URL, or null when it can. `publicClient`: a
+ * client without a secret or keys, which may use a private-use scheme with a `//` authority
+ * (RFC 8252 §7.1) — never one of FORBIDDEN_SCHEMES.
+ */
+export function redirectUriProblem(value: string, { publicClient }: { publicClient: boolean }): string | null {
   let url: URL;
   try {
     url = new URL(value);
@@ -40,7 +55,8 @@ export function redirectUriProblem(value: string): string | null {
   if (url.username || url.password) return 'must not contain a user name or password';
   if (url.protocol === 'https:') return null;
   if (url.protocol === 'http:') return LOOPBACK_HOSTS.has(url.hostname) ? null : 'must use https (http is allowed only for loopback hosts)';
-  return 'must use https (or http for loopback hosts)';
+  const privateUse = publicClient && !FORBIDDEN_SCHEMES.has(url.protocol) && value.startsWith(`${url.protocol}//`) && url.host !== '';
+  return privateUse ? null : 'must use https (or http for loopback hosts, or a private-use scheme such as app://host/path for a public client)';
 }
 
 export function redirectUriMatches(registered: string, requested: string): boolean {
@@ -66,7 +82,8 @@ export function originOf(uri: string): string {
  */
 export function consentOrigin(uri: string): string {
   const url = new URL(uri);
-  return isLoopbackRedirect(uri) ? `${url.protocol}//${url.hostname}` : url.origin;
+  // A private-use scheme's URL has no web origin ('null'): its scheme and host say which application.
+  return redirectsToThisDevice(uri) ? `${url.protocol}//${url.hostname}` : url.origin;
 }
 
 /**
@@ -74,6 +91,6 @@ export function consentOrigin(uri: string): string {
  * their own computer, and the other hosts, each once, in the client's order.
  */
 export function redirectDestinations(uris: readonly string[]): { thisComputer: boolean; hosts: string[] } {
-  const remote = uris.filter((uri) => !isLoopbackRedirect(uri)).map((uri) => new URL(uri).host);
+  const remote = uris.filter((uri) => !redirectsToThisDevice(uri)).map((uri) => new URL(uri).host);
   return { thisComputer: remote.length < uris.length, hosts: [...new Set(remote)] };
 }

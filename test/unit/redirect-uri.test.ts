@@ -1,7 +1,11 @@
 /** Redirect URLs (src/protocol/redirect-uri.ts): what may be registered, and which requested URL matches it. */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { consentOrigin, originOf, redirectDestinations, redirectUriMatches, redirectUriProblem } from '../../src/protocol/redirect-uri.ts';
+import { consentOrigin, originOf, redirectDestinations, redirectUriMatches, redirectUriProblem as problemFor } from '../../src/protocol/redirect-uri.ts';
+
+/** The rule for a confidential client, and for a public one (which may also use a private-use scheme). */
+const redirectUriProblem = (uri: string) => problemFor(uri, { publicClient: false });
+const publicClientProblem = (uri: string) => problemFor(uri, { publicClient: true });
 
 describe('redirectUriProblem (registration)', () => {
   test('https URLs, with a path and query, may be registered', () => {
@@ -33,9 +37,42 @@ describe('redirectUriProblem (registration)', () => {
     assert.equal(redirectUriProblem('https://user:pw@app.example/cb'), 'must not contain a user name or password');
   });
 
-  test('other schemes are refused: custom app schemes and script URLs alike', () => {
-    for (const uri of ['com.example.app:/callback', 'javascript:alert(1)', 'data:text/html,hi', 'ftp://app.example/cb']) {
-      assert.equal(redirectUriProblem(uri), 'must use https (or http for loopback hosts)', uri);
+  test('other schemes are refused for a confidential client: custom app schemes and script URLs alike', () => {
+    for (const uri of [
+      'cursor://anysphere.cursor-mcp/oauth/callback',
+      'com.example.app:/callback',
+      'javascript:alert(1)',
+      'data:text/html,hi',
+      'ftp://app.example/cb',
+    ]) {
+      assert.match(redirectUriProblem(uri) ?? '', /^must use https/, uri);
+    }
+  });
+
+  test('a public client may use a private-use scheme with a // authority (RFC 8252 §7.1), never a dangerous one', () => {
+    for (const uri of [
+      'cursor://anysphere.cursor-mcp/oauth/callback',
+      'vscode://vscode.github-authentication/did-authenticate',
+      'com.example.app://callback',
+    ]) {
+      assert.equal(publicClientProblem(uri), null, uri);
+    }
+    for (const uri of [
+      'javascript://x/%0aalert(1)',
+      'data://x/text',
+      'file:///etc/passwd',
+      'file://host/share',
+      'vbscript://x/y',
+      'blob://x/y',
+      'about://blank/x',
+      'ws://app.example/cb',
+      'wss://app.example/cb',
+      'com.example.app:/callback', // no authority: RFC 8252's reverse-DNS form without //, refused by the SPEC
+      'mailto:someone@example.com',
+      'cursor://user@anysphere.cursor-mcp/cb',
+      'cursor://anysphere.cursor-mcp/cb#frag',
+    ]) {
+      assert.notEqual(publicClientProblem(uri), null, uri);
     }
   });
 });
