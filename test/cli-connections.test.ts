@@ -147,16 +147,18 @@ for (const backend of BACKENDS) {
     const auditOf = (...types: string[]) =>
       server.store.db.selectFrom('audit_events').select(['type', 'actor_id', 'user_id', 'detail']).where('type', 'in', types).orderBy('id').execute();
     /** A login through the connection as the provider vouched for `subject`: a new person, or (`linkUserId`) Connect. */
-    async function logInThrough(connectionId: string, subject: string, username: string, linkUserId: string | null = null) {
+    async function logInThrough(connectionId: string, subject: string, username: string, linkTo: User | null = null) {
       const ctx = server.app.gatehouse;
       const identity = { subject, email: `${username}@corp.example`, emailVerified: true, name: null, preferredUsername: username, groups: null, amr: 'fed' };
       const outcome = await federatedLogin(ctx, await connectionNamed(ctx, connectionId), {
         identity,
-        linkUserId,
+        linkUserId: linkTo?.id ?? null,
+        // Connect finishes in the session of the person who asked, logged in just now.
+        signedIn: linkTo === null ? null : { user: linkTo, login: { authTime: ctx.now(), amr: 'pwd', sid: null } },
         address: '127.0.0.1',
         previousSession: undefined,
       });
-      assert.equal(outcome.kind, linkUserId === null ? 'session' : 'linked');
+      assert.equal(outcome.kind, linkTo === null ? 'session' : 'linked');
       return (outcome as { user: User }).user;
     }
     const sessionsThrough = async (connectionId: string) =>
@@ -351,7 +353,7 @@ for (const backend of BACKENDS) {
 
     test('user unlink: an administrator unlinks an identity, even the last way to log in, and the sessions through it end', async () => {
       const dana = await logInThrough('microsoft', 'ms-dana', 'dana');
-      await logInThrough('microsoft', 'ms-bob', 'bob', bob.id);
+      await logInThrough('microsoft', 'ms-bob', 'bob', bob);
       const [danaRun, bobRun, notLinked] = await Promise.all([
         cli(['user', 'unlink', 'dana', 'microsoft']),
         cli(['user', 'unlink', 'bob', 'microsoft', '--json']),

@@ -25,7 +25,8 @@ import type { User } from '../store/schema.ts';
 import { allOrNothing, consumePendingLogin, findPendingLogin, insertPendingLogin, type ThenInTransaction } from '../store/second-factors.ts';
 import { consumeSession, sessionConnectionId } from '../store/sessions.ts';
 import { hashIfWellFormed, mintToken } from '../tokens.ts';
-import { startSession } from './sessions.ts';
+import { endSession, startSession } from './sessions.ts';
+import { connectionEnabled } from '../store/connections.ts';
 
 /** How long a pending login waits for its second step. */
 export const PENDING_LOGIN_TTL_MS = 10 * 60 * 1000;
@@ -135,6 +136,11 @@ export async function completeSecondStep(
   if (stepUp !== null) ctx.backchannelLogouts.wake();
   const amr = amrUnion(amrSoFar(step), proof.amr);
   const session = await startSession(ctx, userId, step.pending ? p.previousSession : undefined, amr, through);
+  // A connection disabled while the step was completed ends this session too (SPEC §4.13).
+  if (through !== null && !(await connectionEnabled(ctx.db, through))) {
+    await endSession(ctx, session);
+    return { ok: false, reason: 'ended' };
+  }
   await ctx.audit({ type: 'login_succeeded', userId, address: p.address, detail: { ...proof.detail, amr } });
   return { ok: true, session, amr };
 }

@@ -11,7 +11,7 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { connectionNamed, type Connection } from '../accounts/connections/connections.ts';
-import { confirmPendingIdentity, federatedLogin, pendingIdentity, unlinkIdentity } from '../accounts/connections/federated-login.ts';
+import { confirmPendingIdentity, federatedLogin, pendingIdentity, unlinkIdentity, type FederatedOutcome } from '../accounts/connections/federated-login.ts';
 import { beginUpstreamLogin, finishUpstreamLogin, UpstreamFailure, UPSTREAM_LOGIN_TTL_MS } from '../accounts/connections/upstream.ts';
 import { PENDING_IDENTITY_TTL_MS } from '../accounts/connections/federated-login.ts';
 import type { AppContext } from '../context.ts';
@@ -38,10 +38,7 @@ import {
 export const LINK_PATH = '/login/connections/link';
 
 /** What the person reads when a login through `name` is refused or fails: plain words, never the provider's text. */
-const FAILURES: Record<
-  UpstreamFailure['kind'] | 'account_disabled' | 'no_account' | 'linked_elsewhere' | 'has_other_identity' | 'disabled',
-  (name: string) => string
-> = {
+const FAILURES: Record<UpstreamFailure['kind'] | Extract<FederatedOutcome, { kind: 'refused' }>['reason'], (name: string) => string> = {
   denied: (name) => `${name} did not let you log in (the request was denied or cancelled).`,
   state: (name) => `This answer from ${name} cannot be used: it was used already, it is too old, or it was started in another browser. Start the login again.`,
   invalid: (name) => `${name} answered in a way Gatehouse cannot trust, so you were not logged in.`,
@@ -50,7 +47,9 @@ const FAILURES: Record<
   no_account: (name) => `There is no account for your ${name} identity here, and this connection does not create accounts. Ask an administrator.`,
   linked_elsewhere: (name) => `That ${name} identity is already connected to another account.`,
   has_other_identity: (name) => `Your account is already connected to another ${name} identity. Disconnect it first.`,
-  disabled: (name) => `Logging in with ${name} is not available right now.`,
+  connection_disabled: (name) => `Logging in with ${name} is not available right now.`,
+  connect_ended: (name) =>
+    `Connecting ${name} was not finished: you are no longer logged in as the person who started it, or not recently enough. Start again from your security page.`,
 };
 
 export default async function connectionRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
@@ -64,7 +63,7 @@ export default async function connectionRoutes(app: FastifyInstance, { ctx }: { 
       if (error instanceof InputError) throw new PageRefusal(404, 'There is no such way to log in.', 'unknown connection');
       throw error;
     }
-    if (connection.enabled !== 1) throw new PageRefusal(403, FAILURES.disabled(connection.name), 'connection disabled');
+    if (connection.enabled !== 1) throw new PageRefusal(403, FAILURES.connection_disabled(connection.name), 'connection disabled');
     return connection;
   }
 
@@ -135,6 +134,7 @@ export default async function connectionRoutes(app: FastifyInstance, { ctx }: { 
     const outcome = await federatedLogin(ctx, connection, {
       identity: result.identity,
       linkUserId: result.linkUserId,
+      signedIn: await currentLogin(request, ctx),
       address: request.ip,
       previousSession: sessionToken(request, ctx),
     });

@@ -9,7 +9,18 @@ import { requireFormBody, uncheckedLogin } from './helpers.ts';
 import { pendingAuthorization } from '../oauth/pending.ts';
 import { safeNext } from './next.ts';
 import { secondStepUrl, setPendingCookie } from './second-factor.ts';
-import { clearSessionCookie, cookieOptions, currentUser, formToken, pendingCookieName, renewCsrfSecret, sessionToken, setSessionCookie } from './session.ts';
+import {
+  clearSessionCookie,
+  cookieOptions,
+  currentUser,
+  formToken,
+  pendingCookieName,
+  pendingIdentityCookieName,
+  renewCsrfSecret,
+  sessionToken,
+  setSessionCookie,
+  upstreamCookieName,
+} from './session.ts';
 
 const page = { config: { page: true } } as const;
 
@@ -148,6 +159,9 @@ export default async function loginRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const body = requireFormBody(request);
     await logOut(ctx, sessionToken(request, ctx), request.ip);
     clearSessionCookie(reply, ctx);
+    // A login at a provider started here, or an identity waiting to be connected, is not the next person's to finish.
+    reply.clearCookie(upstreamCookieName(ctx), cookieOptions(ctx));
+    reply.clearCookie(pendingIdentityCookieName(ctx), cookieOptions(ctx));
     renewCsrfSecret(reply, ctx);
     const next = safeNext(single(body, 'next'), ctx.config.publicUrl);
     return reply.redirect(next === '/' ? '/login' : `/login?${new URLSearchParams({ next })}`, 303);

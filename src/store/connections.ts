@@ -86,33 +86,32 @@ export async function identitiesOfUsers(db: Kysely<Database>, userIds: readonly 
 
 /**
  * Links the identity to the person: false when the identity is linked already (to anyone), or
- * the person already has an identity at this connection — the database decides, so two
- * concurrent links of one identity make one.
+ * the person already has an identity at this connection — the database decides (either unique
+ * key), so two concurrent links of one identity make one.
  */
 export async function insertIdentity(
   db: Kysely<Database>,
   row: { connectionId: string; subject: string; userId: string; email: string | null; now: number },
 ): Promise<boolean> {
-  try {
-    const inserted = await db
-      .insertInto('user_identities')
-      .values({
-        connection_id: row.connectionId,
-        subject: row.subject,
-        user_id: row.userId,
-        email: row.email,
-        groups: '[]',
-        created_at: row.now,
-        last_login_at: row.now,
-      })
-      .onConflict((oc) => oc.columns(['connection_id', 'subject']).doNothing())
-      .executeTakeFirst();
-    return Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0;
-  } catch (error) {
-    // The person's one identity at this connection exists (user_identities_one_per_person).
-    if (/unique|duplicate/i.test(String((error as Error).message))) return false;
-    throw error;
-  }
+  const inserted = await db
+    .insertInto('user_identities')
+    .values({
+      connection_id: row.connectionId,
+      subject: row.subject,
+      user_id: row.userId,
+      email: row.email,
+      groups: '[]',
+      created_at: row.now,
+      last_login_at: row.now,
+    })
+    .onConflict((oc) => oc.doNothing())
+    .executeTakeFirst();
+  return Number(inserted.numInsertedOrUpdatedRows ?? 0) > 0;
+}
+
+/** Whether the connection exists and is enabled (asked again after a login's session is made: disabling it may have come between). */
+export async function connectionEnabled(db: Kysely<Database>, id: string): Promise<boolean> {
+  return (await db.selectFrom('connections').select('id').where('id', '=', id).where('enabled', '=', 1).executeTakeFirst()) !== undefined;
 }
 
 /** Records a login through the identity: when, and the email and group memberships the provider gave. */

@@ -300,3 +300,15 @@ export async function isHealthy(store: Store): Promise<boolean> {
     return false;
   }
 }
+
+/**
+ * Whether `error` is the database refusing a row that a unique key already has — on
+ * PostgreSQL SQLSTATE 23505, on SQLite a UNIQUE or PRIMARY KEY constraint: a concurrent
+ * writer got there first, which the caller may look again at.
+ */
+export function isUniqueViolation(error: unknown): boolean {
+  const { code, errcode, message } = error as { code?: unknown; errcode?: unknown; message?: unknown };
+  if (code === '23505') return true;
+  // SQLITE_CONSTRAINT_UNIQUE (2067) and SQLITE_CONSTRAINT_PRIMARYKEY (1555).
+  return errcode === 2067 || errcode === 1555 || (typeof message === 'string' && /^UNIQUE constraint failed/.test(message));
+}

@@ -396,6 +396,8 @@ export interface UpstreamLoginsTable {
   next: Immutable<string>;
   /** **Connect**: the logged-in person the identity is to be linked to. */
   link_user_id: Immutable<string | null>;
+  /** Seconds: the provider was asked (OIDC `max_age`) to authenticate the person within them; null when not. */
+  max_age: Immutable<number | null>;
   created_at: Immutable<number>;
   expires_at: Immutable<number>;
 }

@@ -25,6 +25,7 @@ import { madeBy, type Actor } from '../../audit.ts';
 import {
   deleteIdentity,
   endIdentitySessions,
+  connectionEnabled,
   findIdentity,
   findPendingIdentity,
   insertIdentity,
@@ -38,8 +39,10 @@ import { findUserByEmail, findUserById, findUserByUsername, lookupKey, updateUse
 import { hashIfWellFormed, mintToken } from '../../tokens.ts';
 import { hasSecondFactor } from '../second-factors.ts';
 import { startPendingLogin } from '../second-step.ts';
-import { startSession } from '../sessions.ts';
-import { createAccount, displayNameOf, emailProblem } from '../users.ts';
+import { endSession, startSession } from '../sessions.ts';
+import { requireRecentLogin } from '../recent-login.ts';
+import { isUniqueViolation } from '../../store/database.ts';
+import { AccountError, createAccount, displayNameOf, emailProblem } from '../users.ts';
 import { keepsAWayToLogIn } from './password-login.ts';
 import type { UpstreamIdentity } from './upstream.ts';
 
@@ -56,37 +59,67 @@ export type FederatedOutcome =
   /** An account has the identity's email and may not be taken over: log in to it first (a pending identity's token). */
   | { kind: 'account_exists'; pendingIdentity: string }
   /** Refused, and why (the page says it). */
-  | { kind: 'refused'; reason: 'account_disabled' | 'no_account' | 'linked_elsewhere' | 'has_other_identity' };
+  | { kind: 'refused'; reason: 'account_disabled' | 'no_account' | 'linked_elsewhere' | 'has_other_identity' | 'connect_ended' | 'connection_disabled' };
 
 export interface FederatedAttempt {
   identity: UpstreamIdentity;
-  /** **Connect**: the logged-in person to link the identity to. */
+  /** **Connect**: the person who asked to link the identity to themselves. */
   linkUserId: string | null;
+  /** Who the browser is logged in as now (a Connect must finish in the session that started it). */
+  signedIn: SignedIn | null;
   address: string;
   /** The session the request came with, if any: a login ends it. */
   previousSession: string | undefined;
 }
 
+/** A concurrent login of the same identity, or of the same address, made its account first. */
+class Raced extends Error {
+  override name = 'Raced';
+}
+
 export async function federatedLogin(ctx: AppContext, connection: Connection, attempt: FederatedAttempt): Promise<FederatedOutcome> {
+  if (attempt.linkUserId !== null) return connect(ctx, connection, attempt.linkUserId, attempt);
+  for (let tries = 1; ; tries++) {
+    try {
+      return await logIn(ctx, connection, attempt);
+    } catch (error) {
+      // Another callback made the account, or took the username or address, between our look and
+      // our write: looking again finds what it made (the identity's owner, or the address's).
+      if (tries === 3 || !(error instanceof Raced || error instanceof AccountError || isUniqueViolation(error))) throw error;
+    }
+  }
+}
+
+/**
+ * **Connect**: links the identity to the person who asked — only in their own session, still
+ * signed in and recently (a Connect abandoned and finished later by someone else at the same
+ * browser links nothing).
+ */
+async function connect(ctx: AppContext, connection: Connection, linkUserId: string, attempt: FederatedAttempt): Promise<FederatedOutcome> {
+  const { identity, address } = attempt;
+  const detail = { connection: connection.id, by: 'connect' };
+  const refused = async (reason: 'linked_elsewhere' | 'account_disabled' | 'has_other_identity' | 'connect_ended'): Promise<FederatedOutcome> => {
+    await ctx.audit({ type: 'upstream_login_failed', userId: linkUserId, address, detail: { ...detail, reason } });
+    return { kind: 'refused', reason };
+  };
+  const { signedIn } = attempt;
+  if (signedIn?.user.id !== linkUserId || (await requireRecentLogin(ctx, signedIn)) === null) return refused('connect_ended');
+  const existing = await findIdentity(ctx.db, connection.id, identity.subject);
+  if (existing && existing.user_id !== linkUserId) return refused('linked_elsewhere');
+  const { user } = signedIn;
+  if (!existing) {
+    if (!(await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: user.id, email: identity.email, now: ctx.now() })))
+      return refused('has_other_identity');
+    await ctx.audit({ type: 'identity_linked', actorId: user.id, userId: user.id, address, detail });
+  }
+  return { kind: 'linked', user };
+}
+
+/** Who the identity is here — its person, one whose address it may link to, or a new one — and their login. */
+async function logIn(ctx: AppContext, connection: Connection, attempt: FederatedAttempt): Promise<FederatedOutcome> {
   const { identity, address } = attempt;
   const detail = { connection: connection.id };
   const existing = await findIdentity(ctx.db, connection.id, identity.subject);
-  if (attempt.linkUserId !== null) {
-    const refused = async (reason: 'linked_elsewhere' | 'account_disabled' | 'has_other_identity'): Promise<FederatedOutcome> => {
-      await ctx.audit({ type: 'upstream_login_failed', userId: attempt.linkUserId, address, detail: { ...detail, by: 'connect', reason } });
-      return { kind: 'refused', reason };
-    };
-    if (existing && existing.user_id !== attempt.linkUserId) return refused('linked_elsewhere');
-    const user = await findUserById(ctx.db, attempt.linkUserId);
-    if (!user || user.disabled) return refused('account_disabled');
-    if (!existing) {
-      if (!(await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: user.id, email: identity.email, now: ctx.now() })))
-        return refused('has_other_identity');
-      await ctx.audit({ type: 'identity_linked', actorId: user.id, userId: user.id, address, detail: { ...detail, by: 'connect' } });
-    }
-    return { kind: 'linked', user };
-  }
-
   let user: User | undefined;
   if (existing) {
     user = await findUserById(ctx.db, existing.user_id);
@@ -108,7 +141,7 @@ export async function federatedLogin(ctx: AppContext, connection: Connection, at
         return { kind: 'account_exists', pendingIdentity: pending.token };
       }
       if (!(await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: holder.id, email: identity.email, now: ctx.now() })))
-        return { kind: 'refused', reason: 'has_other_identity' };
+        throw new Raced('the identity was linked meanwhile, or the person has another at this connection');
       await ctx.audit({ type: 'identity_linked', userId: holder.id, address, detail: { ...detail, by: 'verified_email' } });
       user = holder;
     } else if (connection.create_accounts === 1) {
@@ -140,6 +173,12 @@ async function logInThrough(ctx: AppContext, connection: Connection, user: User,
     }
   }
   const session = await startSession(ctx, user.id, attempt.previousSession, amr, connection.id);
+  // Disabled while the provider answered (it may answer slowly on purpose): the session it just
+  // got ends, as the ones before did.
+  if (!(await connectionEnabled(ctx.db, connection.id))) {
+    await endSession(ctx, session);
+    return { kind: 'refused', reason: 'connection_disabled' };
+  }
   await ctx.audit({ type: 'upstream_login', userId: user.id, address: attempt.address, detail });
   return { kind: 'session', user, session };
 }
@@ -163,22 +202,33 @@ async function freeUsername(ctx: AppContext, identity: UpstreamIdentity): Promis
     .replace(/[^A-Za-z0-9]/g, 'x')}`;
 }
 
-/** A new person for the identity, linked to it: no password, the provider's email (when no one has it), name and verified flag. */
+/**
+ * A new person for the identity, linked to it in the same transaction: no password, the
+ * provider's name, and its email only when the provider says it is verified — an unverified
+ * address kept here would later stand for the person whose address it is (a takeover waiting
+ * for its victim). Raced when a concurrent login linked the identity first.
+ */
 async function createFederatedAccount(ctx: AppContext, connection: Connection, identity: UpstreamIdentity): Promise<User> {
-  const email = identity.email !== null && emailProblem(identity.email) === null ? identity.email : '';
-  const user = await createAccount(
-    ctx.db,
-    {
-      username: await freeUsername(ctx, identity),
-      email,
-      password: null,
-      isAdmin: false,
-      displayName: safeDisplayName(identity.name),
-      emailVerified: email !== '' && identity.emailVerified,
-    },
-    ctx.now(),
-  );
-  await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: user.id, email: identity.email, now: ctx.now() });
+  const verified = identity.email !== null && identity.emailVerified && emailProblem(identity.email) === null;
+  const username = await freeUsername(ctx, identity);
+  const now = ctx.now();
+  const user = await ctx.db.transaction().execute(async (trx) => {
+    const created = await createAccount(
+      trx,
+      {
+        username,
+        email: verified ? identity.email! : '',
+        password: null,
+        isAdmin: false,
+        displayName: safeDisplayName(identity.name),
+        emailVerified: verified,
+      },
+      now,
+    );
+    if (!(await insertIdentity(trx, { connectionId: connection.id, subject: identity.subject, userId: created.id, email: identity.email, now })))
+      throw new Raced('the identity was linked meanwhile');
+    return created;
+  });
   await syncGroups(ctx, connection, user, identity, []);
   return user;
 }
@@ -199,12 +249,12 @@ async function refreshProfile(ctx: AppContext, connection: Connection, user: Use
   const patch: Partial<Pick<User, 'display_name' | 'email' | 'email_key' | 'email_verified'>> = {};
   const name = safeDisplayName(identity.name);
   if (name !== null && name !== user.display_name) patch.display_name = name;
-  if (identity.email !== null && emailProblem(identity.email) === null) {
-    const verified = identity.emailVerified ? 1 : 0;
+  // Only an address the provider vouches for replaces the person's (see createFederatedAccount).
+  if (identity.email !== null && identity.emailVerified && emailProblem(identity.email) === null) {
     if (lookupKey(identity.email) !== user.email_key) {
       const holder = await findUserByEmail(ctx.db, identity.email);
-      if (!holder) Object.assign(patch, { email: identity.email, email_key: lookupKey(identity.email), email_verified: verified });
-    } else if (verified === 1 && user.email_verified !== 1) patch.email_verified = 1;
+      if (!holder) Object.assign(patch, { email: identity.email, email_key: lookupKey(identity.email), email_verified: 1 });
+    } else if (user.email_verified !== 1) patch.email_verified = 1;
   }
   if (Object.keys(patch).length > 0) await updateUser(ctx.db, user.id, patch);
   const existing = await findIdentity(ctx.db, connection.id, identity.subject);

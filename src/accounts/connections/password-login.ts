@@ -11,12 +11,14 @@ import type { Connection, User } from '../../store/schema.ts';
 import { NO_PASSWORD } from '../passwords.ts';
 import { domainsOf, enabledConnections } from './connections.ts';
 
-/** The enabled connection that serves the address's email domain, if any (the first by name when several do). */
+/** The enabled connection that serves the address's email domain, if any: a required one, else the first by name. */
 export async function connectionForEmail(ctx: AppContext, address: string): Promise<Connection | undefined> {
   const at = address.lastIndexOf('@');
   if (at < 1) return undefined;
   const domain = address.slice(at + 1).toLowerCase();
-  return (await enabledConnections(ctx)).find((connection) => domainsOf(connection).includes(domain));
+  const serving = (await enabledConnections(ctx)).filter((connection) => domainsOf(connection).includes(domain));
+  // A required one first: no other connection of the domain may let its people use a password.
+  return serving.find((connection) => connection.required === 1) ?? serving[0];
 }
 
 /** Whether a password may not log the person in: their email domain's connection is required, or PASSWORD_LOGIN leaves them none. */

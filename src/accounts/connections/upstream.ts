@@ -32,6 +32,9 @@ export const UPSTREAM_LOGIN_TTL_MS = 10 * 60 * 1000;
 export const PROVIDER_TIMEOUT_MS = 5000;
 export const PROVIDER_MAX_BYTES = 64 * 1024;
 
+/** The longest provider `sub` kept (OIDC Core §2: at most 255 ASCII characters). */
+const MAX_SUBJECT_LENGTH = 255;
+
 /** Signature algorithms accepted on a provider's ID token: asymmetric ones (its JWKS), never HS* or `none`. */
 const ID_TOKEN_ALGS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 
@@ -231,6 +234,8 @@ export async function beginUpstreamLogin(
     nonce,
     next: p.next,
     link_user_id: p.linkUserId ?? null,
+    // Only an OpenID Connect provider's ID token can say when the person authenticated.
+    max_age: p.fresh && connection.kind === 'oidc' ? 0 : null,
     created_at: now,
     expires_at: now + UPSTREAM_LOGIN_TTL_MS,
   });
@@ -280,6 +285,8 @@ export async function finishUpstreamLogin(
       pkceCodeVerifier: row.code_verifier,
       expectedState: state,
       ...(oidcLogin ? { expectedNonce: row.nonce, idTokenExpected: true } : {}),
+      // Asked to authenticate afresh: the ID token's auth_time must say it did (not an old session at the provider).
+      ...(row.max_age === null ? {} : { maxAge: row.max_age }),
     });
     const identity = oidcLogin ? await openIdIdentity(ctx, connection, config, tokens) : await oauth2Identity(connection, config, tokens.access_token);
     return { identity, next: row.next, linkUserId: row.link_user_id };
@@ -302,6 +309,7 @@ async function openIdIdentity(
   await jwtVerify(tokens.id_token!, keys.getKey, { algorithms: ID_TOKEN_ALGS, issuer: config.serverMetadata().issuer, audience: connection.client_id });
   let claims: Claims = { ...tokens.claims()! };
   const subject = claims.sub as string;
+  if (subject.length > MAX_SUBJECT_LENGTH) throw new UpstreamFailure('invalid', `the ID token's sub is longer than ${MAX_SUBJECT_LENGTH} characters`);
   const missing = text(claims.email) === null || (connection.groups_claim !== null && claims[connection.groups_claim] === undefined);
   if (missing && config.serverMetadata().userinfo_endpoint) {
     // User info fills in what the ID token left out; its `sub` must be the ID token's.
@@ -316,7 +324,7 @@ async function oauth2Identity(connection: Connection, config: oidc.Configuration
   const claims = user as Claims;
   const id = claims.sub ?? claims.id;
   const subject = typeof id === 'number' && Number.isSafeInteger(id) ? String(id) : text(id);
-  if (subject === null || subject.length > 255) throw new UpstreamFailure('invalid', 'the user info names no id');
+  if (subject === null || subject.length > MAX_SUBJECT_LENGTH) throw new UpstreamFailure('invalid', 'the user info names no id, or one too long');
   const mapped: Claims = { ...claims, preferred_username: claims.preferred_username ?? claims.login ?? claims.username };
   if (connection.preset === 'github') Object.assign(mapped, await githubEmail(config, accessToken, connection.userinfo_url!));
   return identityFrom(connection, subject, mapped);

@@ -13,7 +13,8 @@
  *   those it granted.
  * - `upstream_logins`: a login under way at a provider, keyed by the SHA-256 of its `state`,
  *   bound to the browser that started it (the SHA-256 of a cookie's value), with the PKCE
- *   verifier and the nonce, where to go after, and for **Connect** the person to link to.
+ *   verifier and the nonce, where to go after, for **Connect** the person to link to, and
+ *   `max_age` when the provider was asked to authenticate the person afresh.
  *   Deleted when its callback arrives (single use) or after ten minutes.
  * - `pending_identities`: an identity whose email belongs to an account it may not take over
  *   (SPEC §4.13), waiting — ten minutes, by the SHA-256 of a cookie's token — for the person
@@ -74,6 +75,7 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('nonce', 'text', (c) => c.notNull())
     .addColumn('next', 'text', (c) => c.notNull())
     .addColumn('link_user_id', 'text', (c) => c.references('users.id').onDelete('cascade'))
+    .addColumn('max_age', 'integer')
     .addColumn('created_at', 'bigint', (c) => c.notNull())
     .addColumn('expires_at', 'bigint', (c) => c.notNull())
     .execute();
@@ -94,15 +96,6 @@ export async function up(db: Kysely<any>): Promise<void> {
 export async function down(db: Kysely<any>): Promise<void> {
   await db.schema.dropIndex('sessions_by_connection').execute();
   await db.schema.alterTable('pending_logins').dropColumn('connection_id').execute();
-  await db.schema
-    .createTable('pending_identities')
-    .addColumn('id_hash', 'text', (c) => c.primaryKey())
-    .addColumn('connection_id', 'text', (c) => c.notNull().references('connections.id').onDelete('cascade'))
-    .addColumn('subject', 'text', (c) => c.notNull())
-    .addColumn('email', 'text')
-    .addColumn('created_at', 'bigint', (c) => c.notNull())
-    .addColumn('expires_at', 'bigint', (c) => c.notNull())
-    .execute();
   await db.schema.alterTable('sessions').dropColumn('connection_id').execute();
   await db.schema.dropTable('pending_identities').execute();
   await db.schema.dropTable('upstream_logins').execute();
