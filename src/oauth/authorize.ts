@@ -23,7 +23,7 @@ import { OAuthError, invalidRequest, type OAuthErrorCode } from '../protocol/err
 import { AUTHORIZATION_CODE_GRANT_TYPE } from './grants/types.ts';
 import { readParams, single, type RawParams } from '../protocol/params.ts';
 import { checkChallenge } from './pkce.ts';
-import { consentOrigin, originOf, redirectUriMatches, redirectUrisOf } from '../protocol/redirect-uri.ts';
+import { consentOrigin, isPrivateUseRedirect, originOf, redirectUriMatches, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { requestScopes, requestedAudience, resourceDetail, type Audience } from './resources.ts';
 import { isSubset, joinScopes, splitScopes } from './scopes.ts';
 
@@ -208,9 +208,13 @@ export async function resolveTarget(raw: RawParams, ctx: AppContext, address: st
     throw invalidRequest('"redirect_uri" is not a redirect URL registered for this client');
   }
   if (requested === undefined && others.length > 0) throw invalidRequest('the "redirect_uri" parameter is missing: this client has several redirect URLs');
+  const redirectUri = requested ?? only;
+  // A popup's message and a posted form need a web origin; an application's own scheme (RFC 8252 §7.1) has none.
+  if (isPrivateUseRedirect(redirectUri) && (raw.response_mode === 'web_message' || raw.response_mode === 'form_post'))
+    throw invalidRequest('"response_mode" web_message and form_post need an https or loopback redirect URL');
   return {
     client,
-    redirectUri: requested ?? only,
+    redirectUri,
     // A repeated state is rejected by the next checks; the error then goes back without one.
     state: Array.isArray(raw.state) ? undefined : single(raw, 'state'),
     // An unknown mode is refused by the next checks; the error then goes back the default way.
