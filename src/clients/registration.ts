@@ -42,10 +42,13 @@ export interface RegistrationResponse {
 function listField(fields: Record<string, unknown>, name: string, allowed: readonly string[]): string[] {
   const value = fields[name];
   if (value === undefined) return [...allowed];
-  if (!isStringArray(value) || value.length === 0 || value.some((item) => !allowed.includes(item))) {
-    throw invalidMetadata(`${name} may only list ${allowed.join(', ')}`);
-  }
-  return [...new Set(value)];
+  if (!isStringArray(value)) throw invalidMetadata(`${name} must be an array of strings`);
+  // Values this server does not support are left out of the registration, whose answer says
+  // what was registered (RFC 7591 §3.2.1) — VS Code lists every grant the server's metadata
+  // names. A list with none it supports is refused.
+  const kept = [...new Set(value.filter((item) => allowed.includes(item)))];
+  if (kept.length === 0) throw invalidMetadata(`${name} must list ${allowed.join(' or ')}`);
+  return kept;
 }
 
 /** Checks the registration request `body` (parsed JSON) into the metadata to register; throws the RFC 7591 errors. */
@@ -69,7 +72,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
   if ('problem' in logoUri) throw invalidMetadata(logoUri.problem);
   const method = fields.token_endpoint_auth_method;
   if (method !== undefined && method !== 'none') throw invalidMetadata('token_endpoint_auth_method must be none: only public clients may register themselves');
-  const scope = fields.scope;
+  // An empty scope is none asked for (the MCP Inspector sends "" when the server names no scopes).
+  const scope = fields.scope === '' ? undefined : fields.scope;
   if (scope !== undefined && (typeof scope !== 'string' || scope.length > MAX_SCOPE_LENGTH || !SCOPE.test(scope)))
     throw invalidMetadata('scope must be a space-separated list of scope names');
 
