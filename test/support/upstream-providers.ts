@@ -58,6 +58,8 @@ export interface UpstreamAccount {
   /** How they authenticated (`["pwd", "otp"]`, `["mfa"]`…), in the ID token. */
   amr?: string[];
   acr?: string;
+  /** When they authenticated, in seconds since the epoch (the ID token's `auth_time`; default: now). startOidcUpstream only. */
+  authTime?: number;
 }
 
 const DISCOVERY = '/.well-known/openid-configuration';
@@ -65,8 +67,8 @@ const DISCOVERY = '/.well-known/openid-configuration';
 const random = (bytes = 16) => randomBytes(bytes).toString('base64url');
 const s256 = (verifier: string) => createHash('sha256').update(verifier).digest('base64url');
 
-/** The claims a provider's user info gives: the account without how it authenticated. */
-function profileClaims({ amr: _amr, acr: _acr, ...claims }: UpstreamAccount) {
+/** The claims a provider's user info gives: the account without how and when it authenticated. */
+function profileClaims({ amr: _amr, acr: _acr, authTime: _authTime, ...claims }: UpstreamAccount) {
   return claims;
 }
 
@@ -258,7 +260,7 @@ export async function startOidcUpstream(options: OidcUpstreamOptions = {}): Prom
     const grant = new provider.Grant({ accountId: login.sub, clientId: params.client_id! });
     grant.addOIDCScope(params.scope!);
     const consent = { grantId: await grant.save() };
-    await provider.interactionFinished(request, response, { login: { accountId: login.sub, amr: login.amr, acr: login.acr }, consent });
+    await provider.interactionFinished(request, response, { login: { accountId: login.sub, amr: login.amr, acr: login.acr, ts: login.authTime }, consent });
   }
 
   return {

@@ -140,8 +140,14 @@ async function logIn(ctx: AppContext, connection: Connection, attempt: Federated
         await ctx.audit({ type: 'upstream_login_failed', userId: null, address, detail: { ...detail, reason: 'account_exists' } });
         return { kind: 'account_exists', pendingIdentity: pending.token };
       }
-      if (!(await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: holder.id, email: identity.email, now: ctx.now() })))
-        throw new Raced('the identity was linked meanwhile, or the person has another at this connection');
+      if (
+        !(await insertIdentity(ctx.db, { connectionId: connection.id, subject: identity.subject, userId: holder.id, email: identity.email, now: ctx.now() }))
+      ) {
+        // Linked meanwhile by a concurrent login: look again. Otherwise the person has another identity here.
+        if (await findIdentity(ctx.db, connection.id, identity.subject)) throw new Raced('the identity was linked meanwhile');
+        await ctx.audit({ type: 'upstream_login_failed', userId: holder.id, address, detail: { ...detail, reason: 'has_other_identity' } });
+        return { kind: 'refused', reason: 'has_other_identity' };
+      }
       await ctx.audit({ type: 'identity_linked', userId: holder.id, address, detail: { ...detail, by: 'verified_email' } });
       user = holder;
     } else if (connection.create_accounts === 1) {
