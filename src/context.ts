@@ -90,7 +90,8 @@ export interface BackchannelLogouts {
   close(): Promise<void>;
 }
 
-export type RevocationReason = 'revoked' | 'refresh_reuse' | 'code_replay' | 'user_disabled' | 'client_deleted' | 'client_blocked' | 'access_removed';
+export type RevocationReason =
+  'revoked' | 'refresh_reuse' | 'code_replay' | 'user_disabled' | 'user_deleted' | 'client_deleted' | 'client_blocked' | 'client_disabled' | 'access_removed';
 
 export interface ContextLogger {
   info(object: object, message: string): void;

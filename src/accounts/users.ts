@@ -12,7 +12,18 @@ import { OAuthError } from '../protocol/errors.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { normalizeClientName } from '../oauth/client-names.ts';
 import { PAGE_SIZE, type Page, type PageCursor } from '../store/clients.ts';
-import { findUserById, findUserByLogin, findUserByUsername, insertUser, listUserPage, listUsers, lookupKey, updateUser } from '../store/users.ts';
+import {
+  countAdmins,
+  deleteUserRow,
+  findUserById,
+  findUserByLogin,
+  findUserByUsername,
+  insertUser,
+  listUserPage,
+  listUsers,
+  lookupKey,
+  updateUser,
+} from '../store/users.ts';
 import type { Database, User } from '../store/schema.ts';
 import { hashPassword, NO_PASSWORD, passwordProblem } from './passwords.ts';
 import { endUserSessions } from './sessions.ts';
@@ -183,6 +194,35 @@ export async function disableUser(ctx: AppContext, user: User, actor: Actor): Pr
   await endUserSessions(ctx, user.id);
   await revoke(ctx, { userId: user.id }, 'user_disabled');
   await ctx.audit({ type: 'user_disabled', ...madeBy(actor), userId: user.id });
+}
+
+/** Enables a disabled account (SPEC §4.16): the person may log in again. False when it was not disabled. */
+export async function enableUser(ctx: AppContext, user: User, actor: Actor): Promise<boolean> {
+  if (user.disabled !== 1) return false;
+  await updateUser(ctx.db, user.id, { disabled: 0 });
+  await ctx.audit({ type: 'user_enabled', ...madeBy(actor), userId: user.id });
+  return true;
+}
+
+/**
+ * Deletes the account (SPEC §4.16). Refused for oneself and for the last enabled
+ * administrator (the first-run setup would open again). In order: the account is disabled,
+ * so that no exchange or refresh under way issues anything more (store/grants.ts); its
+ * sessions end with their back-channel logouts queued (delivered after the row is gone);
+ * every grant is revoked, with the revocation's fan-out; then the row goes, and with it
+ * (foreign keys cascade) the person's grants and tokens, codes, consents, passkeys,
+ * authenticator app, recovery codes, identities at connections and group memberships. The
+ * audit trail keeps the person's id; `user_deleted` also names their username.
+ */
+export async function deleteUser(ctx: AppContext, user: User, actor: Actor): Promise<void> {
+  if (user.id === actor.userId) throw new AccountError('user', 'you cannot delete your own account');
+  if (user.is_admin === 1 && user.disabled === 0 && (await countAdmins(ctx.db)) <= 1)
+    throw new AccountError('user', `${user.username} is the last administrator: make another person an administrator first`);
+  await updateUser(ctx.db, user.id, { disabled: 1 });
+  await endUserSessions(ctx, user.id);
+  await revoke(ctx, { userId: user.id }, 'user_deleted');
+  await deleteUserRow(ctx.db, user.id);
+  await ctx.audit({ type: 'user_deleted', ...madeBy(actor), userId: user.id, detail: { username: user.username } });
 }
 
 export async function promoteUser(ctx: AppContext, user: User, actor: Actor): Promise<void> {

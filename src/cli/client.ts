@@ -1,8 +1,21 @@
-/** `gatehouse client …`: register, list, delete, block and unblock OAuth clients. */
+/** `gatehouse client …`: register, list, update, disable, enable, delete, block and unblock OAuth clients. */
 import { readFileSync } from 'node:fs';
 import { COMMAND_LINE } from '../audit.ts';
-import { PAGE_SIZE, blockClient, describeClient, listClients, registerClient, removeClient, unblockClient } from '../clients/clients.ts';
+import {
+  PAGE_SIZE,
+  blockClient,
+  changeClient,
+  clientNamed,
+  describeClient,
+  disableClient,
+  enableClient,
+  listClients,
+  registerClient,
+  removeClient,
+  unblockClient,
+} from '../clients/clients.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
+import { postLogoutRedirectUrisOf, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE } from '../oauth/grants/types.ts';
 import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
 
@@ -11,6 +24,32 @@ const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([
   ['device_code', DEVICE_CODE_GRANT_TYPE],
   ['jwt_bearer', JWT_BEARER_GRANT_TYPE],
 ]);
+
+/** The options of a client's settings, on `create` and `update`. */
+const SETTINGS_OPTIONS = {
+  name: { type: 'string' },
+  'redirect-uri': { type: 'string', multiple: true },
+  'grant-type': { type: 'string' },
+  confidential: { type: 'boolean' },
+  trusted: { type: 'boolean' },
+  'require-pkce': { type: 'boolean' },
+  scope: { type: 'string', multiple: true },
+  'post-logout-redirect-uri': { type: 'string', multiple: true },
+  'backchannel-logout-uri': { type: 'string' },
+  'id-token-alg': { type: 'string' },
+  'jwks-uri': { type: 'string' },
+  'jwks-file': { type: 'string' },
+} as const;
+
+/** The JWK Set in `--jwks-file`; undefined when it is not given. */
+function jwksFile(path: string | undefined): string | undefined {
+  if (path === undefined) return undefined;
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new UsageError(`--jwks-file: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+  }
+}
 
 const create = command({
   words: 'client create',
@@ -35,32 +74,12 @@ const create = command({
     'RS256, PS256, ES256 or EdDSA) make a confidential client without',
     'a secret that authenticates with private_key_jwt',
   ],
-  options: {
-    name: { type: 'string' },
-    'redirect-uri': { type: 'string', multiple: true },
-    'grant-type': { type: 'string' },
-    confidential: { type: 'boolean' },
-    trusted: { type: 'boolean' },
-    'require-pkce': { type: 'boolean' },
-    scope: { type: 'string', multiple: true },
-    'post-logout-redirect-uri': { type: 'string', multiple: true },
-    'backchannel-logout-uri': { type: 'string' },
-    'id-token-alg': { type: 'string' },
-    'jwks-uri': { type: 'string' },
-    'jwks-file': { type: 'string' },
-  },
+  options: SETTINGS_OPTIONS,
   async run(ctx, args, options, print) {
     noArguments(args);
     if (options.name === undefined) throw new UsageError('--name is required');
     if (options['jwks-uri'] !== undefined && options['jwks-file'] !== undefined) throw new UsageError('--jwks-uri and --jwks-file: give one or the other');
-    let jwks: string | null = null;
-    if (options['jwks-file'] !== undefined) {
-      try {
-        jwks = readFileSync(options['jwks-file'], 'utf8');
-      } catch (error) {
-        throw new UsageError(`--jwks-file: cannot read ${options['jwks-file']} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
-      }
-    }
+    const jwks = jwksFile(options['jwks-file']) ?? null;
     const keyed = jwks !== null || options['jwks-uri'] !== undefined;
     // Keys make a confidential client (private_key_jwt), with no secret.
     const given = options['grant-type'] ?? AUTHORIZATION_CODE_GRANT_TYPE;
@@ -115,12 +134,92 @@ const list = command({
     const clients = page.rows.map(describeClient);
     const known = { registered: '', metadata_document: '\tmetadata document', dynamic: '\tdynamically registered' };
     const line = (c: (typeof clients)[number]) =>
-      `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}`;
+      `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}${c.disabled ? '\tdisabled' : ''}`;
     const more = page.next ? `\nMore: gatehouse client list --after ${page.next.after}` : '';
     print(clients, (clients.map(line).join('\n') || 'No clients.') + more);
     return 0;
   },
 });
+
+const update: Command = command({
+  words: 'client update',
+  usage: [
+    '<client_id> [--name <n>] [--redirect-uri <url> …] [--[no-]trusted] [--[no-]require-pkce]',
+    '[--scope "<s1 s2>"] [--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>]',
+    '[--id-token-alg RS256|ES256] [--jwks-uri <url> | --jwks-file <path>]',
+  ],
+  help: [
+    "changes what the admin page's edit form changes, of a client an",
+    'administrator registered; what is not given stays as it is.',
+    'A list given replaces the list; "" empties an optional one',
+    '(--post-logout-redirect-uri "", --backchannel-logout-uri "").',
+    'The grant type and the client type stay as registered. Taking',
+    'a scope away revokes the grants that hold it; a changed redirect',
+    'URL or PKCE requirement voids the codes not yet exchanged',
+  ],
+  options: SETTINGS_OPTIONS,
+  async run(ctx, args, options, print) {
+    const client = await clientNamed(ctx, oneArgument(update, args));
+    if (options['grant-type'] !== undefined) throw new UsageError('--grant-type cannot be changed: register a new client instead');
+    if (options.confidential !== undefined) throw new UsageError('--confidential cannot be changed: register a new client instead');
+    if (options['jwks-uri'] !== undefined && options['jwks-file'] !== undefined) throw new UsageError('--jwks-uri and --jwks-file: give one or the other');
+    const settings = Object.keys(SETTINGS_OPTIONS).filter((name) => name !== 'grant-type' && name !== 'confidential');
+    if (settings.every((name) => options[name as keyof typeof options] === undefined))
+      throw new UsageError(`nothing to change: give ${settings.map((name) => `--${name}`).join(', ')}`);
+    const given = (values: string[] | undefined) => values?.filter((value) => value !== '');
+    const scope = options.scope?.join(' ');
+    const jwks = jwksFile(options['jwks-file']);
+    await changeClient(
+      ctx,
+      client,
+      {
+        name: options.name ?? client.name,
+        redirectUris: given(options['redirect-uri']) ?? redirectUrisOf(client),
+        trusted: options.trusted ?? client.trusted === 1,
+        requirePkce: options['require-pkce'] ?? client.require_pkce === 1,
+        // Empty means the built-in scopes on creation; kept as it is here unless given.
+        scope: scope === undefined || scope.trim() === '' ? client.scopes : scope,
+        postLogoutRedirectUris: given(options['post-logout-redirect-uri']) ?? postLogoutRedirectUrisOf(client),
+        backchannelLogoutUri: options['backchannel-logout-uri'] === undefined ? undefined : options['backchannel-logout-uri'] || null,
+        idTokenAlg: options['id-token-alg'],
+        // New keys replace the old ones (a URL or a set: the other goes).
+        ...(jwks !== undefined ? { jwks, jwksUri: null } : options['jwks-uri'] !== undefined ? { jwks: null, jwksUri: options['jwks-uri'] } : {}),
+      },
+      COMMAND_LINE,
+    );
+    const changed = describeClient(await clientNamed(ctx, client.id));
+    print(changed, `Updated client "${changed.name}" (${changed.client_id}).`);
+    return 0;
+  },
+});
+
+/** `client disable` and `client enable`. */
+function switchCommand(enabled: boolean, help: readonly string[]): Command {
+  const self: Command = command({
+    words: `client ${enabled ? 'enable' : 'disable'}`,
+    usage: '<client_id>',
+    help,
+    async run(ctx, args, _options, print) {
+      const client = await clientNamed(ctx, oneArgument(self, args));
+      const changed = enabled ? await enableClient(ctx, client, COMMAND_LINE) : await disableClient(ctx, client, COMMAND_LINE);
+      const state = enabled ? 'enabled' : 'disabled';
+      const text = !changed
+        ? `Client ${client.id} is already ${state}.`
+        : enabled
+          ? `Enabled client ${client.id}: it may get tokens again (what was revoked stays revoked).`
+          : `Disabled client ${client.id}: it is refused from now on, and everything issued to it is revoked.`;
+      print({ client_id: client.id, disabled: !enabled }, text);
+      return 0;
+    },
+  });
+  return self;
+}
+
+const disable = switchCommand(false, [
+  'refuse a client of any kind like a blocked one, and revoke',
+  'everything issued to it; its settings stay (client enable)',
+]);
+const enable = switchCommand(true, ['let a disabled client get tokens again']);
 
 const remove: Command = command({
   words: 'client delete',
@@ -162,4 +261,4 @@ const unblock: Command = command({
   },
 });
 
-export const CLIENT_COMMANDS: readonly Command[] = [create, list, remove, block, unblock];
+export const CLIENT_COMMANDS: readonly Command[] = [create, list, update, disable, enable, remove, block, unblock];

@@ -21,7 +21,8 @@ function entry(command: HelpEntry): string {
 
 /** The options every command takes, as help lists them. */
 const GLOBAL_OPTIONS_HELP = `  --json     print machine-readable JSON
-  --help     show this help`;
+  --help     show this help
+  --version  print the version of Gatehouse`;
 
 export function helpText(commands: readonly HelpEntry[]): string {
   return `Usage: gatehouse <command> [options]

@@ -4,6 +4,7 @@
  * with --json, and exits non-zero with one clear line on bad input.
  */
 import { isDeepStrictEqual, parseArgs, type ParseArgsOptionsConfig } from 'node:util';
+import pkg from '../../package.json' with { type: 'json' };
 import { loadConfig } from '../config.ts';
 import { type ContextLogger } from '../context.ts';
 import { openContext } from '../open-context.ts';
@@ -43,6 +44,7 @@ const HELP = helpText([SERVE, ...COMMANDS]);
 const GLOBAL_OPTIONS = {
   json: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
+  version: { type: 'boolean' },
 } as const satisfies ParseArgsOptionsConfig;
 
 /**
@@ -121,6 +123,11 @@ export async function runCommandLine(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args: argv, options: OPTIONS, allowPositionals: true, allowNegative: true, strict: false });
   const [first, second] = positionals;
   const help = values.help === true;
+  // `gatehouse --version`: the package's version, whatever else is on the line; nothing is opened.
+  if (values.version === true) {
+    console.log(pkg.version);
+    return 0;
+  }
   if (first === undefined || first === 'help') {
     console.log(HELP);
     return first === undefined && !help ? 2 : 0;

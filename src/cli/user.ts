@@ -1,13 +1,13 @@
 /**
- * `gatehouse user …`: create, list, update, disable users, set their passwords, reset their
- * second factors and unlink their identities at connections.
+ * `gatehouse user …`: create, list, update, disable, enable and delete users, set their
+ * passwords, reset their second factors and unlink their identities at connections.
  */
 import { ConnectionInputError, connectionNamed } from '../accounts/connections/connections.ts';
 import { unlinkIdentity } from '../accounts/connections/federated-login.ts';
 import { keepsAWayToLogIn } from '../accounts/connections/password-login.ts';
 import { allGroups } from '../accounts/groups.ts';
 import { resetSecondFactor as resetFactors } from '../accounts/second-factors.ts';
-import { allUsers, createUser, disableUser, findUserNamed, setPassword, updateProfile, type User } from '../accounts/users.ts';
+import { allUsers, createUser, deleteUser, disableUser, enableUser, findUserNamed, setPassword, updateProfile, type User } from '../accounts/users.ts';
 import { COMMAND_LINE } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { UsageError, command, noArguments, oneArgument, usageError, type Command } from './command.ts';
@@ -102,6 +102,36 @@ const disable = command({
   },
 });
 
+const enable = command({
+  words: 'user enable',
+  usage: '<username>',
+  help: 'a disabled user may log in again',
+  async run(ctx, args, _options, print) {
+    const user = await requireUser(ctx, args);
+    const changed = await enableUser(ctx, user, COMMAND_LINE);
+    print({ username: user.username, disabled: false }, changed ? `Enabled ${user.username}: they may log in again.` : `${user.username} is already enabled.`);
+    return 0;
+  },
+});
+
+const remove = command({
+  words: 'user delete',
+  usage: '<username>',
+  help: [
+    'revokes every grant and token of the user, ends their sessions',
+    '(with back-channel logouts), and removes their passkeys,',
+    'authenticator app, recovery codes, identities at connections,',
+    'consents and group memberships; the audit trail keeps their id.',
+    'The last administrator cannot be deleted',
+  ],
+  async run(ctx, args, _options, print) {
+    const user = await requireUser(ctx, args);
+    await deleteUser(ctx, user, COMMAND_LINE);
+    print({ username: user.username, id: user.id, deleted: true }, `Deleted ${user.username} (${user.id}); everything they had is revoked or removed.`);
+    return 0;
+  },
+});
+
 const setPasswordCommand = command({
   words: 'user set-password',
   usage: '<username> [--password-stdin]',
@@ -169,4 +199,4 @@ async function requireUser(ctx: AppContext, args: string[]) {
   return user;
 }
 
-export const USER_COMMANDS: readonly Command[] = [create, list, update, disable, setPasswordCommand, resetSecondFactor, unlink];
+export const USER_COMMANDS: readonly Command[] = [create, list, update, disable, enable, remove, setPasswordCommand, resetSecondFactor, unlink];

@@ -34,6 +34,7 @@ import {
   listClients as listClientPage,
   liveGrantsOfClient,
   setClientBlocked,
+  setClientDisabled,
   updateClient,
   PAGE_SIZE,
   type Page,
@@ -141,6 +142,7 @@ export function describeClient(client: Client) {
     grant_type: client.grant_type,
     kind: client.kind,
     blocked: client.blocked === 1,
+    disabled: client.disabled === 1,
     redirect_uris: redirectUrisOf(client),
     confidential: isConfidential(client),
     trusted: client.trusted === 1,
@@ -277,6 +279,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     grant_type: input.grantType as ClientGrantType,
     kind: 'registered',
     blocked: 0,
+    disabled: 0,
     redirect_uris: JSON.stringify(input.redirectUris),
     secret_hash: secret?.hash ?? null,
     ...keySettings(input),
@@ -317,7 +320,8 @@ export function clientChangeProblems(client: Client, changes: ClientChanges): Re
  * users are asked again next time).
  */
 export async function changeClient(ctx: AppContext, client: Client, changes: ClientChanges, actor: Actor): Promise<void> {
-  if (client.kind !== 'registered') throw new ClientInputError('client', 'only clients an administrator registered can be edited: block this one instead');
+  if (client.kind !== 'registered')
+    throw new ClientInputError('client', 'only clients an administrator registered can be edited: disable or block this one instead');
   const problem = firstProblem(clientChangeProblems(client, changes));
   if (problem) throw problem;
   await requireImportableKeys(changes);
@@ -366,6 +370,41 @@ export async function removeClient(ctx: AppContext, clientId: string, actor: Act
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'client_deleted');
   if (deleted) await ctx.audit({ type: 'client_deleted', ...madeBy(actor), clientId });
   return deleted;
+}
+
+/** The client with this id, of any kind; a ClientInputError when there is none. */
+export async function clientNamed(ctx: AppContext, clientId: string): Promise<Client> {
+  const client = await lookupClient(ctx.db, clientId);
+  if (!client) throw new ClientInputError('client', `no client with id ${clientId}`);
+  return client;
+}
+
+/**
+ * Disables a client of any kind (SPEC §4.16): it is refused like a blocked one from now on,
+ * at every endpoint, and everything issued to it is revoked — grants, tokens, codes not yet
+ * exchanged. As for a block, the flag is set first: an exchange or refresh that commits
+ * afterwards finds the client disabled (store/grants.ts), and one that committed before is
+ * revoked here. Its settings, consents and secret stay, for `enableClient`. False when it
+ * was disabled already (nothing is done then).
+ */
+export async function disableClient(ctx: AppContext, client: Client, actor: Actor): Promise<boolean> {
+  if (!(await setClientDisabled(ctx.db, client.id, true))) return false;
+  ctx.onClientsChanged([client.id]);
+  await voidCodes(ctx.db, { clientId: client.id });
+  await revoke(ctx, { clientId: client.id }, 'client_disabled');
+  await ctx.audit({ type: 'client_disabled', ...madeBy(actor), clientId: client.id });
+  return true;
+}
+
+/**
+ * Enables a disabled client again: it may ask for new tokens; what was revoked when it was
+ * disabled stays revoked. False when it was not disabled.
+ */
+export async function enableClient(ctx: AppContext, client: Client, actor: Actor): Promise<boolean> {
+  if (!(await setClientDisabled(ctx.db, client.id, false))) return false;
+  ctx.onClientsChanged([client.id]);
+  await ctx.audit({ type: 'client_enabled', ...madeBy(actor), clientId: client.id });
+  return true;
 }
 
 /** What a block or unblock applied to: one client, or a URL prefix of metadata documents. */

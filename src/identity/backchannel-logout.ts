@@ -29,6 +29,7 @@ import {
   type ClaimedBackchannelLogout,
 } from '../store/backchannel-logouts.ts';
 import { findClient } from '../store/clients.ts';
+import { isSwitchedOff } from '../oauth/client-auth.ts';
 import type { Database } from '../store/schema.ts';
 import type { Kysely } from 'kysely';
 import type { KeyRing } from './keys.ts';
@@ -87,7 +88,7 @@ export function backchannelLogouts(deps: BackchannelLogoutDeps): BackchannelLogo
 
   async function attempt(claimed: ClaimedBackchannelLogout): Promise<Outcome> {
     const client = await findClient(db, claimed.client_id);
-    const uri = client?.blocked === 0 ? client.backchannel_logout_uri : null;
+    const uri = client && !isSwitchedOff(client) ? client.backchannel_logout_uri : null;
     if (!client || uri === null) return { delivered: false, reason: 'the client has no back-channel logout URL any more', transient: false };
     const registered = client.kind === 'registered';
     const token = await logoutToken(deps, client, accountUri(claimed.username, deps.config), claimed.sid);

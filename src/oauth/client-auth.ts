@@ -42,6 +42,19 @@ export async function lookupClient(db: Kysely<Database>, id: string): Promise<Cl
   return isClientId(id) ? findClientById(db, id) : undefined;
 }
 
+/**
+ * Whether an administrator has switched the client off: blocked (a client no administrator
+ * registered, SPEC §4.8) or disabled (any kind, SPEC §4.16). Either is refused everywhere alike.
+ */
+export function isSwitchedOff(client: Pick<Client, 'blocked' | 'disabled'>): boolean {
+  return client.blocked === 1 || client.disabled === 1;
+}
+
+/** How the log names a switched-off client. */
+export function switchedOffDetail(client: Pick<Client, 'id' | 'blocked'>): string {
+  return `${client.blocked === 1 ? 'blocked' : 'disabled'} client ${client.id}`;
+}
+
 /** `invalid_client`, with a flag telling the route to answer 401 with a Basic challenge. */
 export class InvalidClient extends OAuthError {
   readonly usedBasic: boolean;
@@ -140,9 +153,9 @@ export async function authenticateClient(
   const findClient = (secret === undefined || secret === '') && assertion === undefined ? clients.find : clients.findStored;
   const client = isClientId(clientId) ? await findClient(clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
-  // A blocked client is unknown (SPEC §4.8), and is refused as such before its grant is looked
-  // at: whatever the request carries, the answer is the one a client that does not exist gets.
-  if (client.blocked === 1) throw new InvalidClient('unknown client', usedBasic, `blocked client ${client.id}`);
+  // A blocked or disabled client is unknown (SPEC §4.8, §4.16), and is refused as such before its
+  // grant is looked at: whatever the request carries, the answer is the one a client that does not exist gets.
+  if (isSwitchedOff(client)) throw new InvalidClient('unknown client', usedBasic, switchedOffDetail(client));
   const method = authMethodOf(client);
   if (assertion !== undefined) {
     // A client uses exactly its registered method: a client with a secret cannot switch to an assertion.

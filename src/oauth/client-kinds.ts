@@ -5,7 +5,8 @@
  * request goes on with the client it describes. The client is recorded as a `clients` row
  * only once a person approves it (`recordClient`), so that their consent, the code and the
  * grant can reference it: an anonymous request stores nothing (SPEC §4.8). Dynamically
- * registered clients are ordinary rows of their own kind. Either kind can be blocked.
+ * registered clients are ordinary rows of their own kind. Either kind can be blocked, and any
+ * kind disabled.
  */
 import { SCOPES } from '../config.ts';
 import type { PendingAuditEvent } from '../audit.ts';
@@ -13,7 +14,7 @@ import type { AppContext } from '../context.ts';
 import { findClient, recordMetadataClient } from '../store/clients.ts';
 import type { Client, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
-import { InvalidClient, isUuid } from './client-auth.ts';
+import { InvalidClient, isSwitchedOff, isUuid, switchedOffDetail } from './client-auth.ts';
 import { isAdministratorsClientName } from './client-names.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE } from './grants/types.ts';
 import { invalidRequest } from '../protocol/errors.ts';
@@ -33,7 +34,8 @@ export async function requestingClient(ctx: AppContext, clientId: string, addres
       ? await findClient(ctx.db, clientId)
       : undefined;
   if (!client) throw invalidRequest('unknown client: check the "client_id" parameter');
-  if (client.blocked === 1) throw invalidRequest('an administrator has blocked this application', `blocked client ${client.id}`);
+  if (client.blocked === 1) throw invalidRequest('an administrator has blocked this application', switchedOffDetail(client));
+  if (client.disabled === 1) throw invalidRequest('an administrator has disabled this application', switchedOffDetail(client));
   return client;
 }
 
@@ -42,7 +44,7 @@ export async function requestingClient(ctx: AppContext, clientId: string, addres
  * client, and so is one that takes the name of an administrator's client (asked of the
  * database each time: an administrator may have taken the name since the document was
  * cached). Nothing is stored: the row, if the client was recorded before, lends its standing
- * (blocked) and creation time; otherwise the client is a value made from the document alone.
+ * (blocked, disabled) and creation time; otherwise the client is a value made from the document alone.
  * A fetch (not a cached document) counts against the requesting address's budget
  * (TOKEN_REQUESTS_PER_ADDRESS a minute, like registrations): over it, 429.
  */
@@ -74,6 +76,7 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     kind: 'metadata_document',
     grant_type: AUTHORIZATION_CODE_GRANT_TYPE,
     blocked: 0,
+    disabled: 0,
     secret_hash: null,
     trusted: 0,
     require_pkce: 1,
@@ -131,13 +134,13 @@ function changes(previous: Client, now: Client, uris: (json: string) => string):
 
 /**
  * At the token endpoint, once a request has proven which client it comes from (SPEC §4.2,
- * §4.8): that client is not blocked, and a metadata-document client's document still
+ * §4.8): that client is not blocked nor disabled, and a metadata-document client's document still
  * resolves (from the cache, or fetched again once it expired). Else `invalid_client`. A
  * document that cannot be fetched right now (no slot, no answer) is not a refusal: the last
  * good copy stands in; with none, 503.
  */
 export async function requireStanding(ctx: AppContext, client: Client, address: string, withAssertion = false): Promise<void> {
-  if (client.blocked === 1) throw new InvalidClient('this client has been blocked', false, `blocked client ${client.id}`);
+  if (isSwitchedOff(client)) throw new InvalidClient(`this client has been ${client.blocked === 1 ? 'blocked' : 'disabled'}`, false, switchedOffDetail(client));
   if (client.kind !== 'metadata_document') return;
   const resolution = await ctx.clientMetadata.resolve(client.id, { address, lastGoodCopy: true });
   if (!resolution.ok && resolution.unavailable) throw new Throttled(resolution.unavailable.retryAfterMs, 503);

@@ -223,7 +223,7 @@ function urlListProblem(uris: readonly string[], field: string, publicClient: bo
 export interface ClientMetadataOptions {
   /** Epoch milliseconds; cache lifetimes follow it, so tests can move time on. */
   readonly now: () => number;
-  /** Whether an administrator blocked this URL (or a prefix of it); asked before the cache, on every call. */
+  /** Whether an administrator blocked or disabled this URL's client (or blocked a prefix of it); asked before the cache, on every call. */
   readonly isBlocked?: (url: string) => boolean | Promise<boolean>;
   /** Stands in for DNS (tests). */
   readonly lookup?: HostLookup;
@@ -308,7 +308,7 @@ export function createClientMetadataResolver(settings: Config['clientMetadata'],
       if (!hostAllowed(new URL(clientId).hostname, settings.allowedHosts)) {
         return { ok: false, reason: 'the client_id is on a host outside CLIENT_METADATA_ALLOWED_HOSTS' };
       }
-      if (await options.isBlocked?.(clientId)) return { ok: false, reason: 'the client is blocked' };
+      if (await options.isBlocked?.(clientId)) return { ok: false, reason: 'the client is blocked or disabled' };
 
       const unavailable = (reason: string, retryAfterMs: number): MetadataResolution => {
         const copy = documents.get(clientId);

@@ -7,7 +7,7 @@
  * confirm with a CSRF-protected form, so that a cross-site link alone logs nobody out.
  */
 import { type SignedIn } from '../login.ts';
-import { lookupClient } from '../oauth/client-auth.ts';
+import { isSwitchedOff, lookupClient } from '../oauth/client-auth.ts';
 import { accountUri, type Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import { invalidRequest } from '../protocol/errors.ts';
@@ -42,7 +42,7 @@ export async function readLogoutRequest(ctx: AppContext, raw: RawParams): Promis
     throw invalidRequest('the "client_id" is not the client the "id_token_hint" was issued to');
   const clientId = hint?.clientId ?? params.client_id;
   const found = clientId === undefined ? undefined : await lookupClient(ctx.db, clientId);
-  const client = found?.blocked === 0 ? found : undefined;
+  const client = found && !isSwitchedOff(found) ? found : undefined;
   const requested = params.post_logout_redirect_uri;
   let redirectTo: string | null = null;
   if (client && requested !== undefined && postLogoutRedirectUrisOf(client).includes(requested)) {

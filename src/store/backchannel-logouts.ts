@@ -18,15 +18,17 @@ export async function queueBackchannelLogouts(trx: Transaction<Database>, sids: 
   if (sids.length === 0) return 0;
   const result = await trx
     .insertInto('backchannel_logouts')
-    .columns(['sid', 'client_id', 'user_id', 'state', 'attempts', 'next_attempt_at', 'created_at', 'expires_at'])
+    .columns(['sid', 'client_id', 'user_id', 'username', 'state', 'attempts', 'next_attempt_at', 'created_at', 'expires_at'])
     .expression((eb) =>
       eb
         .selectFrom('grants')
         .innerJoin('clients', 'clients.id', 'grants.client_id')
+        .innerJoin('users', 'users.id', 'grants.user_id')
         .select((s) => [
           'grants.sid',
           'grants.client_id',
           'grants.user_id',
+          'users.username',
           sql<'pending'>`'pending'`.as('state'),
           s.lit(0).as('attempts'),
           // Typed: PostgreSQL cannot infer a parameter's type in a select list.
@@ -40,7 +42,7 @@ export async function queueBackchannelLogouts(trx: Transaction<Database>, sids: 
         // Scope lists are stored space-separated.
         .where(sql<boolean>`' ' || grants.scopes || ' ' like '% openid %'`)
         // One row per session and client, however many grants the client got in it.
-        .groupBy(['grants.sid', 'grants.client_id', 'grants.user_id']),
+        .groupBy(['grants.sid', 'grants.client_id', 'grants.user_id', 'users.username']),
     )
     .onConflict((conflict) => conflict.columns(['sid', 'client_id']).doNothing())
     .executeTakeFirst();
@@ -95,11 +97,12 @@ export async function claimBackchannelLogout(
     .where('next_attempt_at', '<=', now)
     .where('attempts', '<', maxAttempts)
     .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
-    .returning(['sid', 'client_id', 'user_id', 'attempts', 'claimed_until'])
+    .returning(['sid', 'client_id', 'user_id', 'username', 'attempts', 'claimed_until'])
     .executeTakeFirst();
   if (!claimed) return undefined;
-  const user = await db.selectFrom('users').select('username').where('id', '=', claimed.user_id).executeTakeFirst();
-  return user && { ...claimed, attempts: Number(claimed.attempts), claimed_until: until, username: user.username };
+  // Kept with the row since migration 20261128_002 (the person may since have been deleted); read for older rows.
+  const username = claimed.username ?? (await db.selectFrom('users').select('username').where('id', '=', claimed.user_id).executeTakeFirst())?.username;
+  return username === undefined ? undefined : { ...claimed, attempts: Number(claimed.attempts), claimed_until: until, username };
 }
 
 /**

@@ -217,6 +217,17 @@ export async function setClientBlocked(db: Kysely<Database>, id: string, blocked
   return result.numUpdatedRows > 0n;
 }
 
+/** Sets the client's disabled flag (SPEC §4.16); false when there is no such client or it was so already. */
+export async function setClientDisabled(db: Kysely<Database>, id: string, disabled: boolean): Promise<boolean> {
+  const result = await db
+    .updateTable('clients')
+    .set({ disabled: disabled ? 1 : 0 })
+    .where('id', '=', id)
+    .where('disabled', '=', disabled ? 0 : 1)
+    .executeTakeFirst();
+  return result.numUpdatedRows > 0n;
+}
+
 /** `substr(value, 1, length(prefix)) = prefix`: a prefix test with no LIKE wildcards to escape, on both backends. */
 const startsWith = (value: ReturnType<typeof sql>, prefix: ReturnType<typeof sql>) => sql<boolean>`substr(${value}, 1, length(${prefix})) = ${prefix}`;
 
@@ -257,11 +268,19 @@ export async function listClientBlocks(db: Kysely<Database>): Promise<Array<{ pr
   return db.selectFrom('client_blocks').selectAll().orderBy('prefix').execute();
 }
 
-/** Whether the client with this id is blocked, by its own flag or by a blocked prefix of its URL. */
+/** Whether the client with this id is switched off: blocked or disabled by its own flags, or under a blocked prefix of its URL. */
 export async function isClientBlocked(db: Kysely<Database>, id: string): Promise<boolean> {
   const row = await db
     .selectNoFrom((eb) => [
-      eb.exists(eb.selectFrom('clients').select('id').where('id', '=', id).where('blocked', '=', 1)).as('flagged'),
+      eb
+        .exists(
+          eb
+            .selectFrom('clients')
+            .select('id')
+            .where('id', '=', id)
+            .where((w) => w.or([w('blocked', '=', 1), w('disabled', '=', 1)])),
+        )
+        .as('flagged'),
       eb
         .exists(
           eb

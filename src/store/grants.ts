@@ -72,7 +72,7 @@ export const USER_GRANT_COLUMNS = [
 const CLIENT_GRANT_COLUMNS = ['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'] as const;
 
 // The new grant's row, selected from its parties' rows as the caller read them: no row when
-// they have changed since — the client deleted, blocked or given other scopes, the user
+// they have changed since — the client deleted, blocked, disabled or given other scopes, the user
 // disabled. Locked for share on PostgreSQL, so that they stay so until the grant commits.
 
 /** The parties of a user's grant: its client and its user. */
@@ -91,6 +91,7 @@ export const userGrantParties = (db: Kysely<Database>, p: UserGrantRow) =>
       .where('clients.id', '=', p.clientId)
       .where('clients.scopes', '=', p.clientScopes)
       .where('clients.blocked', '=', 0)
+      .where('clients.disabled', '=', 0)
       .where('users.id', '=', p.userId)
       .where('users.disabled', '=', 0),
   );
@@ -104,7 +105,8 @@ const clientGrantParty = (db: Kysely<Database>, p: GrantRow) =>
       .select((eb) => grantFromClient(eb, p))
       .where('clients.id', '=', p.clientId)
       .where('clients.scopes', '=', p.clientScopes)
-      .where('clients.blocked', '=', 0),
+      .where('clients.blocked', '=', 0)
+      .where('clients.disabled', '=', 0),
   );
 
 /** INSERT … SELECT from the parties: the grant exists only if they are as the caller read them. */
@@ -120,7 +122,7 @@ export interface GrantUse {
 }
 
 /**
- * A grant that may still issue tokens: not revoked, its client still there, unblocked and
+ * A grant that may still issue tokens: not revoked, its client still there, not blocked nor disabled, and
  * with the scopes the caller read, its user (if any) enabled. The parties are only read (a
  * token row references the grant, which the rotation holds, not the client or the user): a
  * delete or a disable committing after this read revokes the grant — new tokens and all —
@@ -135,7 +137,8 @@ export function grantUsable(eb: ExpressionBuilder<Database, 'grants'>, p: GrantU
         .select('clients.id')
         .whereRef('clients.id', '=', 'grants.client_id')
         .where('clients.scopes', '=', p.clientScopes)
-        .where('clients.blocked', '=', 0),
+        .where('clients.blocked', '=', 0)
+        .where('clients.disabled', '=', 0),
     ),
     eb.or([
       eb('grants.user_id', 'is', null),

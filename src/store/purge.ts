@@ -130,14 +130,14 @@ export const UNUSED_CLIENT_MS = 24 * 3600 * 1000;
  * expired (a grant expires with its last refresh token, REFRESH_TOKEN_TTL after it was
  * issued). What they held goes with them. Kept: a client someone approved within the day
  * (their consent is that recent: a code follows it, and the client is obtaining a token — the
- * purge does not pull the row from under an approval), and a blocked one — its row is the
- * administrator's block, and a metadata document, unlike a registration, can come back under
+ * purge does not pull the row from under an approval), and a blocked or disabled one — its row is the
+ * administrator's decision, and a metadata document, unlike a registration, can come back under
  * the same id.
  */
 async function purgeUnusedClients(db: Kysely<Database>, now: number, size: number): Promise<number> {
   const result = await sql`
     delete from clients where id in
-      (select id from clients where kind in ('dynamic', 'metadata_document') and blocked = 0 and created_at <= ${now - UNUSED_CLIENT_MS}
+      (select id from clients where kind in ('dynamic', 'metadata_document') and blocked = 0 and disabled = 0 and created_at <= ${now - UNUSED_CLIENT_MS}
         and not exists (select 1 from grants where grants.client_id = clients.id and grants.expires_at > ${now})
         and not exists (select 1 from consents where consents.client_id = clients.id and consents.created_at > ${now - UNUSED_CLIENT_MS})
         limit ${size})`.execute(db);

@@ -32,6 +32,8 @@ export interface ClientsTable {
   kind: ColumnType<ClientKind, ClientKind | undefined, ClientKind>;
   /** 1 when an administrator blocked it (kinds other than 'registered' only). */
   blocked: ColumnType<number, number | undefined, number>;
+  /** 1 when an administrator disabled it (any kind, SPEC §4.16): refused like a blocked client until enabled again. */
+  disabled: ColumnType<number, number | undefined, number>;
   /** The redirect URLs, as a JSON array of strings; read with `redirectUrisOf`. */
   redirect_uris: string;
   /** SHA-256 of the secret, for confidential clients; null for public ones. */
@@ -262,7 +264,10 @@ export interface GroupMembersTable {
 export interface BackchannelLogoutsTable {
   sid: Immutable<string>;
   client_id: Immutable<string>;
+  /** The person whose session ended; no longer a reference (a deleted person's logouts are still delivered, SPEC §4.16). */
   user_id: Immutable<string>;
+  /** Their username, for the logout token's `sub`; null in rows queued before it was kept (migration 20261128_002). */
+  username: ColumnType<string | null, string | null | undefined, never>;
   state: 'pending' | 'delivered' | 'failed';
   attempts: number;
   /** When the next attempt is due (while pending). */

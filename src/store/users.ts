@@ -75,6 +75,18 @@ export async function updateUser(
   return result.numUpdatedRows > 0n;
 }
 
+/**
+ * Deletes the user's row; everything that references it goes with it (foreign keys cascade):
+ * grants and their tokens, codes, device requests, consents, sessions, pending logins,
+ * passkeys, authenticator app, recovery codes, identities at connections, group memberships.
+ * The audit trail names people by id without a reference, and back-channel logouts keep the
+ * username (migration 20261128_002): both outlive the row. False when there was no such user.
+ */
+export async function deleteUserRow(db: Kysely<Database>, id: string): Promise<boolean> {
+  const result = await db.deleteFrom('users').where('id', '=', id).executeTakeFirst();
+  return result.numDeletedRows > 0n;
+}
+
 /** The user with this e-mail address (compared as usernames are), whatever their state. */
 export async function findUserByEmail(db: Kysely<Database>, email: string): Promise<User | undefined> {
   return db.selectFrom('users').selectAll().where('email_key', '=', lookupKey(email)).executeTakeFirst();

@@ -16,7 +16,7 @@
 import type { AppContext } from '../../context.ts';
 import type { Client } from '../../store/schema.ts';
 import { findTrustedIssuer } from '../../store/trusted-issuers.ts';
-import { InvalidClient, isUuid } from '../client-auth.ts';
+import { InvalidClient, isSwitchedOff, isUuid } from '../client-auth.ts';
 import { OAuthError, invalidRequest } from '../../protocol/errors.ts';
 import { mintTokenResponse, type TokenResponse } from '../issue.ts';
 import { allowedScopes, invalidTarget, requestScopes, requestedAudience, resourceDetail, type Audience } from '../resources.ts';
@@ -82,7 +82,7 @@ async function verify(read: ReadAssertion, client: Client | null, ctx: AppContex
   const iss = read.claims.iss;
   if (typeof iss !== 'string' || iss === '') throw refused("Missing claim 'iss' (issuer) from grant token.");
   const publisher = isUuid(iss) ? await ctx.clients.find(iss) : undefined;
-  if (publisher && publisher.blocked === 0) {
+  if (publisher && !isSwitchedOff(publisher)) {
     if (publisher.grant_type !== JWT_BEARER_GRANT_TYPE) throw notRegisteredFor(TITLE);
     return verifyPublisherToken(read, publisher, ctx);
   }
