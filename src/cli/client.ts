@@ -133,8 +133,9 @@ const list = command({
     const page = await listClients(ctx, options.after === undefined ? {} : { after: options.after }, limit);
     const clients = page.rows.map(describeClient);
     const known = { registered: '', metadata_document: '\tmetadata document', dynamic: '\tdynamically registered' };
+    const switches = (c: (typeof clients)[number]) => `${c.blocked ? '\tblocked' : ''}${c.disabled ? '\tdisabled' : ''}`;
     const line = (c: (typeof clients)[number]) =>
-      `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${c.blocked ? '\tblocked' : ''}${c.disabled ? '\tdisabled' : ''}`;
+      `${c.client_id}\t${c.name}\t${c.grant_type}\t${c.redirect_uris.join(' ') || '-'}${known[c.kind]}${switches(c)}`;
     const more = page.next ? `\nMore: gatehouse client list --after ${page.next.after}` : '';
     print(clients, (clients.map(line).join('\n') || 'No clients.') + more);
     return 0;

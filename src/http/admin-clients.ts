@@ -1,6 +1,7 @@
 /**
- * `/admin/oauthclients` (SPEC §4.5): register, edit, rotate the secret of and delete OAuth
- * clients; block and unblock the clients no administrator registered. Registered inside the
+ * `/admin/oauthclients` (SPEC §4.5, §4.16): register, edit and rotate the secret of OAuth
+ * clients; disable, enable and delete (after a confirm page) clients of every kind; block and
+ * unblock the clients no administrator registered. Registered inside the
  * admin console's plugin (src/http/admin.ts), whose guard admits enabled administrators only;
  * every form is CSRF-protected. The decisions and the audit are the domain's
  * (src/clients/clients.ts), shared with the CLI.
@@ -15,6 +16,8 @@ import {
   clientChangeProblems,
   clientInputProblems,
   describeClient,
+  disableClient,
+  enableClient,
   listClients,
   registerClient,
   removeClient,
@@ -29,7 +32,7 @@ import { AUTHORIZATION_CODE_GRANT_TYPE, CLIENT_GRANT_TYPES } from '../oauth/gran
 import { SCOPES } from '../config.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
-import type { RawParams } from '../protocol/params.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import { scopeDescriptions } from '../oauth/resources.ts';
 import { PageRefusal } from './errors.ts';
 import { requireFormBody, type AdminRoomOptions } from './helpers.ts';
@@ -40,6 +43,8 @@ const NOTICES: Record<string, string> = {
   deleted: 'The client was deleted and everything issued to it was revoked.',
   blocked: 'The client is blocked: it is refused from now on, and everything issued to it was revoked.',
   unblocked: 'The client is no longer blocked.',
+  disabled: 'The client is disabled: it is refused from now on, and everything issued to it was revoked.',
+  enabled: 'The client is enabled: it may get tokens again. What was revoked stays revoked.',
   saved: 'Changes saved.',
 };
 
@@ -187,6 +192,46 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
     });
   }
 
+  // Clients of every kind are disabled, enabled and deleted; the form carries the ID (a URL, maybe).
+  async function anyClientOr404(clientId: string): Promise<Client> {
+    const client = await lookupClient(ctx.db, clientId);
+    if (!client) throw new PageRefusal(404, 'There is no OAuth client with this ID.');
+    return client;
+  }
+
+  for (const [action, perform] of Object.entries({ disable: disableClient, enable: enableClient })) {
+    app.post(`/admin/oauthclients/${action}`, post, async (request, reply) => {
+      const client = await anyClientOr404(field(requireFormBody(request), 'client_id'));
+      await perform(ctx, client, actor(request));
+      request.log.info({ event: `admin_client_${action}d`, admin: admin(request).id, client: client.id }, `client ${action}d`);
+      // From a registered client's own page (`?from=edit`), back to it; else to the list.
+      const fromItsPage = single(request.query as RawParams, 'from') === 'edit' && client.kind === 'registered';
+      const back = fromItsPage ? `/admin/oauthclients/${client.id}` : '/admin/oauthclients';
+      return reply.redirect(`${back}?done=${action}d`, 303);
+    });
+  }
+
+  async function deletePage(reply: FastifyReply, client: Client) {
+    return reply.view('admin-client-delete.eta', {
+      title: `Delete ${client.name}`,
+      client: clientRow(client),
+      // A registered client's own page; the list for the others, whose IDs may be URLs.
+      back: client.kind === 'registered' ? `/admin/oauthclients/${client.id}` : '/admin/oauthclients',
+      csrfToken: formToken(reply),
+    });
+  }
+
+  app.get('/admin/oauthclients/delete', page, async (request, reply) =>
+    deletePage(reply, await anyClientOr404(single(request.query as RawParams, 'client_id') ?? '')),
+  );
+
+  app.post('/admin/oauthclients/delete', post, async (request, reply) => {
+    const client = await anyClientOr404(field(requireFormBody(request), 'client_id'));
+    await removeClient(ctx, client.id, actor(request));
+    request.log.info({ event: 'admin_client_deleted', admin: admin(request).id, client: client.id }, 'client deleted');
+    return reply.redirect('/admin/oauthclients?done=deleted', 303);
+  });
+
   app.get('/admin/oauthclients/new', page, async (_request, reply) => {
     const values: ClientFormValues = {
       name: '',
@@ -269,10 +314,7 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
     return reply.view('admin-client-registered.eta', { title: `New secret for ${client.name}`, client: clientRow(client), secret, rotated: true });
   });
 
-  app.get('/admin/oauthclients/:id/delete', page, async (request, reply) => {
-    const client = await clientOr404(request);
-    return reply.view('admin-client-delete.eta', { title: `Delete ${client.name}`, client: clientRow(client), csrfToken: formToken(reply) });
-  });
+  app.get('/admin/oauthclients/:id/delete', page, async (request, reply) => deletePage(reply, await clientOr404(request)));
 
   app.post('/admin/oauthclients/:id/delete', post, async (request, reply) => {
     const client = await clientOr404(request);

@@ -1,6 +1,6 @@
 /**
- * `/admin/users` (SPEC §4.5): find, create, edit, disable and promote users, a page at a
- * time; `/admin/users/groups`: groups and their members. Registered inside the admin
+ * `/admin/users` (SPEC §4.5, §4.16): find, create, edit, disable, enable, delete (after a
+ * confirm page) and promote users, a page at a time; `/admin/users/groups`: groups and their members. Registered inside the admin
  * console's plugin (src/http/admin.ts), whose guard admits enabled administrators only; every
  * form is CSRF-protected. The decisions and the audit are the domain's (src/accounts/), shared
  * with the CLI.
@@ -9,7 +9,19 @@ import { connectionNamesOfUsers } from '../accounts/connections/connections.ts';
 import { factorNamesOf } from '../accounts/second-factors.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addMember, allGroups, createGroup, groupsOf, removeGroup, removeMember } from '../accounts/groups.ts';
-import { AccountError, createUser, disableUser, findUser, findUserNamed, findUsers, promoteUser, updateProfile, type User } from '../accounts/users.ts';
+import {
+  AccountError,
+  createUser,
+  deleteUser,
+  disableUser,
+  enableUser,
+  findUser,
+  findUserNamed,
+  findUsers,
+  promoteUser,
+  updateProfile,
+  type User,
+} from '../accounts/users.ts';
 import { single, type RawParams } from '../protocol/params.ts';
 import { PageRefusal } from './errors.ts';
 import { requireFormBody, type AdminRoomOptions } from './helpers.ts';
@@ -19,6 +31,8 @@ import { formToken } from './session.ts';
 const NOTICES: Record<string, string> = {
   created: 'User created.',
   disabled: 'User disabled: their sessions ended and every access they gave was revoked.',
+  enabled: 'User enabled: they may log in again.',
+  deleted: 'User deleted: everything they had was revoked or removed.',
   promoted: 'User promoted to administrator.',
   saved: 'Changes saved.',
   group_created: 'Group created.',
@@ -184,7 +198,13 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
   async function profileForm(reply: FastifyReply, user: User, form: { notice: string | null; values: ProfileValues; errors: Errors }) {
     return reply.view('admin-user-form.eta', {
       title: `Edit ${user.username}`,
-      user: { id: user.id, username: user.username, groups: await groupsOf(ctx, user.id) },
+      user: {
+        id: user.id,
+        username: user.username,
+        groups: await groupsOf(ctx, user.id),
+        disabled: user.disabled === 1,
+        self: user.id === admin(reply.request).id,
+      },
       csrfToken: formToken(reply),
       ...form,
     });
@@ -219,7 +239,7 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
   });
 
   /** The actions on one user, each a domain function that checks and audits itself. */
-  const userActions = { disable: disableUser, promote: promoteUser } as const;
+  const userActions = { disable: disableUser, enable: enableUser, promote: promoteUser } as const;
   for (const [action, perform] of Object.entries(userActions)) {
     app.post(`/admin/users/:id/${action}`, post, async (request, reply) => {
       const user = await userOr404(request);
@@ -229,4 +249,27 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
       return reply.redirect(`/admin/users?done=${action}d`, 303);
     });
   }
+
+  // Deleting a person cannot be undone: a page says what goes, and its form does it.
+  app.get('/admin/users/:id/delete', page, async (request, reply) => {
+    const user = await userOr404(request);
+    return reply.view('admin-user-delete.eta', {
+      title: `Delete ${user.username}`,
+      user: { id: user.id, username: user.username, email: user.email, admin: user.is_admin === 1, self: user.id === admin(request).id },
+      csrfToken: formToken(reply),
+    });
+  });
+
+  app.post('/admin/users/:id/delete', post, async (request, reply) => {
+    const user = await userOr404(request);
+    requireFormBody(request);
+    try {
+      await deleteUser(ctx, user, actor(request));
+    } catch (error) {
+      if (!(error instanceof AccountError)) throw error;
+      throw new PageRefusal(400, sentence(error.message));
+    }
+    request.log.info({ event: 'admin_user_deleted', admin: admin(request).id, user: user.id }, 'user deleted');
+    return reply.redirect('/admin/users?done=deleted', 303);
+  });
 }

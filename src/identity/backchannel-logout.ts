@@ -28,8 +28,7 @@ import {
   type BackchannelLogoutKey,
   type ClaimedBackchannelLogout,
 } from '../store/backchannel-logouts.ts';
-import { findClient } from '../store/clients.ts';
-import { isSwitchedOff } from '../oauth/client-auth.ts';
+import { findClient, isSwitchedOff } from '../store/clients.ts';
 import type { Database } from '../store/schema.ts';
 import type { Kysely } from 'kysely';
 import type { KeyRing } from './keys.ts';

@@ -6,7 +6,9 @@
  * §3.2.1; RFC 7523 §2.2, §3
  */
 import type { Kysely } from 'kysely';
-import { findClient as findClientById } from '../store/clients.ts';
+import { findClient as findClientById, isSwitchedOff } from '../store/clients.ts';
+
+export { isSwitchedOff };
 import type { Client, Database } from '../store/schema.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { CLIENT_ASSERTION_TYPE, ClientAssertionRefused, assertedClientId, type ClientAssertionCheck } from './assertions/client-assertion.ts';
@@ -40,14 +42,6 @@ export function isClientId(value: string): boolean {
  */
 export async function lookupClient(db: Kysely<Database>, id: string): Promise<Client | undefined> {
   return isClientId(id) ? findClientById(db, id) : undefined;
-}
-
-/**
- * Whether an administrator has switched the client off: blocked (a client no administrator
- * registered, SPEC §4.8) or disabled (any kind, SPEC §4.16). Either is refused everywhere alike.
- */
-export function isSwitchedOff(client: Pick<Client, 'blocked' | 'disabled'>): boolean {
-  return client.blocked === 1 || client.disabled === 1;
 }
 
 /** How the log names a switched-off client. */

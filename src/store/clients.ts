@@ -13,6 +13,14 @@ import type { Client, Database, NewClient } from './schema.ts';
 export const clientConfidential = sql<number>`case when clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
     or (clients.secret_hash is null and clients.jwks is null and clients.jwks_uri is null) then 0 else 1 end`.as('client_confidential');
 
+/**
+ * Whether an administrator has switched the client off: blocked (a client no administrator
+ * registered, SPEC §4.8) or disabled (any kind, SPEC §4.16). Either is refused everywhere alike.
+ */
+export function isSwitchedOff(client: Pick<Client, 'blocked' | 'disabled'>): boolean {
+  return client.blocked === 1 || client.disabled === 1;
+}
+
 export async function insertClient(db: Kysely<Database>, client: NewClient): Promise<void> {
   await db.insertInto('clients').values(client).execute();
 }
