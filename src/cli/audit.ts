@@ -1,12 +1,12 @@
 /** `gatehouse audit`: the newest security events matching the filters, newest first. */
 import { findUserNamed } from '../accounts/users.ts';
 import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../audit.ts';
-import { isClientId } from '../oauth/client-auth.ts';
+import { isClientId, isUuid } from '../oauth/client-auth.ts';
 import { UsageError, command, noArguments } from './command.ts';
 
 export const AUDIT = command({
   words: 'audit',
-  usage: '[--user <username>] [--client <client_id>] [--type <event type>] [--limit <n>]',
+  usage: '[--user <username or user ID>] [--client <client_id>] [--type <event type>] [--limit <n>]',
   help: 'the newest security events (default 50, newest first)',
   // --client is repeatable for `issuer create`; options mean the same for every command (cli/index.ts), so here one is allowed.
   options: { user: { type: 'string' }, client: { type: 'string', multiple: true }, type: { type: 'string' }, limit: { type: 'string' } },
@@ -22,7 +22,8 @@ export const AUDIT = command({
       filter.type = options.type;
     }
     if (options.user !== undefined) {
-      const user = await findUserNamed(ctx, options.user);
+      // A user ID finds the events of a person who was deleted, too (no username is a UUID).
+      const user = isUuid(options.user) ? { id: options.user } : await findUserNamed(ctx, options.user);
       if (!user) throw new UsageError(`no user named ${options.user}`);
       filter.userId = user.id;
     }

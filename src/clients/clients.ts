@@ -417,7 +417,8 @@ export type BlockTarget = { kind: 'client'; client: Client } | { kind: 'prefix';
 async function blockTarget(ctx: AppContext, target: string): Promise<BlockTarget> {
   const client = await lookupClient(ctx.db, target);
   if (client) {
-    if (client.kind === 'registered') throw new ClientInputError('client', 'an administrator registered this client: delete it instead of blocking it');
+    if (client.kind === 'registered')
+      throw new ClientInputError('client', 'an administrator registered this client: disable it (gatehouse client disable) instead of blocking it');
     return { kind: 'client', client };
   }
   const prefix = blockedPrefix(target);

@@ -8,7 +8,7 @@ import { findUserNamed } from '../accounts/users.ts';
 import { PAGE_SIZE } from '../clients/clients.ts';
 import { AUDIT_EVENT_TYPES, isAuditEventType, listAuditEvents, type AuditFilter } from '../audit.ts';
 import type { AppContext } from '../context.ts';
-import { isClientId } from '../oauth/client-auth.ts';
+import { isClientId, isUuid } from '../oauth/client-auth.ts';
 import { single, type RawParams } from '../protocol/params.ts';
 import { formatTime, page } from './pages.ts';
 
@@ -24,7 +24,8 @@ export default async function auditRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const filter: AuditFilter = { limit: PAGE_SIZE + 1 };
     const problems: string[] = [];
     if (values.user !== '') {
-      const user = await findUserNamed(ctx, values.user);
+      // A user ID finds the events of a person who was deleted, too (no username is a UUID).
+      const user = isUuid(values.user) ? { id: values.user } : await findUserNamed(ctx, values.user);
       if (user) filter.userId = user.id;
       else problems.push(`There is no user named "${values.user}".`);
     }

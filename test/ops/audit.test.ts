@@ -260,7 +260,7 @@ for (const backend of BACKENDS) {
     test('gatehouse --help lists the audit command, its filters and the event types', async () => {
       const help = await gatehouse(['--help'], {});
       assert.equal(help.code, 0);
-      assert.match(help.stdout, /audit \[--user <username>\] \[--client <client_id>\] \[--type <event type>\] \[--limit <n>\]/);
+      assert.match(help.stdout, /audit \[--user <username or user ID>\] \[--client <client_id>\] \[--type <event type>\] \[--limit <n>\]/);
       assert.match(help.stdout, /AUDIT_RETENTION_DAYS/);
       assert.match(help.stdout, /refresh_reuse_detected/);
     });
