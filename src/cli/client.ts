@@ -262,4 +262,4 @@ const unblock: Command = command({
   },
 });
 
-export const CLIENT_COMMANDS: readonly Command[] = [create, list, update, disable, enable, remove, block, unblock];
+export const CLIENT_COMMANDS: readonly Command[] = [create, list, remove, update, disable, enable, block, unblock];
