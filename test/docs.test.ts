@@ -73,6 +73,24 @@ for (const backend of BACKENDS) {
       for (const example of examples) assert.equal(example, userid.replace(host, 'localhost'));
     });
 
+    test('every label docs/oidc.md names on the admin page for registering a client is on that page, word for word', async () => {
+      const paragraph = /^The admin page does the same:[\s\S]*?\n\n/m.exec(DOCS['oidc.md']!)?.[0];
+      assert.ok(paragraph, 'docs/oidc.md no longer describes the admin page');
+      const named = [...paragraph.matchAll(/\*\*([^*]+)\*\*/g)].map((match) => match[1]!.replace(/\s+/g, ' '));
+      assert.ok(named.length >= 8, `only ${named.length} labels named`);
+      await server.createUser('root', { admin: true });
+      const admin = new UserAgent(server.url);
+      await admin.login('root');
+      // What a person reads on the list and on the form, tags and entities aside.
+      const text = (html: string) =>
+        html
+          .replace(/<[^>]*>/g, ' ')
+          .replace(/&amp;/g, '&')
+          .replace(/\s+/g, ' ');
+      const pages = text((await admin.visit('/admin/oauthclients')).html) + text((await admin.visit('/admin/oauthclients/new')).html);
+      for (const label of named) assert.ok(pages.includes(label), `docs/oidc.md names "${label}", the admin pages do not show it`);
+    });
+
     test('a refused metadata document is logged under the name docs/mcp.md gives', async () => {
       const [, name] = /log line for that request \(`"([^"]+)"`, in `detail`\)/.exec(DOCS['mcp.md']!)!;
       const authorize = new URL((await metadata()).authorization_endpoint!);
