@@ -9,6 +9,7 @@ import { execFile } from 'node:child_process';
 import { readFile, readdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
+import * as oidc from 'openid-client';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { discover, obtainTokens, profile } from './support/oauth-client.ts';
 import { startServer, type TestServer } from './support/server.ts';
@@ -89,6 +90,14 @@ for (const backend of BACKENDS) {
           .replace(/\s+/g, ' ');
       const pages = text((await admin.visit('/admin/oauthclients')).html) + text((await admin.visit('/admin/oauthclients/new')).html);
       for (const label of named) assert.ok(pages.includes(label), `docs/oidc.md names "${label}", the admin pages do not show it`);
+    });
+
+    test('docs/oidc.md: openid-client refuses a Gatehouse on plain http with the error it quotes, and discovers it with allowInsecureRequests', async () => {
+      const [, quoted] = /\| openid-client: "([^"]+)" \|/.exec(DOCS['oidc.md']!)!;
+      await assert.rejects(oidc.discovery(new URL(server.url), 'any-client'), (error: Error) => error.message === quoted);
+      assert.match(DOCS['oidc.md']!, /execute: \[oidc\.allowInsecureRequests\]/);
+      const config = await oidc.discovery(new URL(server.url), 'any-client', undefined, undefined, { execute: [oidc.allowInsecureRequests] });
+      assert.equal(config.serverMetadata().issuer, server.url);
     });
 
     test('a refused metadata document is logged under the name docs/mcp.md gives', async () => {
