@@ -225,11 +225,12 @@ export async function addPasskey(
   const now = ctx.now();
   const proof = provingNewFactor(ctx, p.recent, p.session, PASSKEY_LOGIN_AMR);
   const audit = ctx.audit.pending({
-    type: 'passkey_added',
+    // A factor added, as the authenticator app's is (second-factors.ts): one type for every factor.
+    type: 'second_factor_added',
     userId: user.id,
     address: p.address,
     // The session counts as a login with the passkey from now on: the trail says so.
-    detail: { name, credential: credential.id.slice(0, 16), ...(proof && { session_upgraded: true }) },
+    detail: { factor: 'passkey', name, credential: credential.id.slice(0, 16), ...(proof && { session_upgraded: true }) },
   });
   const stored = await insertPasskey(
     ctx.db,
@@ -274,10 +275,10 @@ export async function removeUserPasskey(
   if (passkey === undefined || passkey.user_id !== user.id) return false;
   const keep = mustHaveSecondFactor(ctx.config, user);
   const audit = ctx.audit.pending({
-    type: 'passkey_removed',
+    type: 'second_factor_removed',
     userId: user.id,
     address: p.address,
-    detail: { name: passkey.name, credential: p.id.slice(0, 16) },
+    detail: { factor: 'passkey', name: passkey.name, credential: p.id.slice(0, 16) },
   });
   if (!(await deletePasskey(ctx.db, { userId: user.id, id: p.id, keepASecondFactor: keep }, audit.row))) {
     if (keep && (await findPasskey(ctx.db, p.id)) !== undefined) {
