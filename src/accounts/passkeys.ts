@@ -292,7 +292,7 @@ export async function removeUserPasskey(
     return false;
   }
   audit.committed();
-  await endOtherSessions(ctx, user.id, p.session);
+  await endOtherSessions(ctx, user.id, p.session, p.address);
   return true;
 }
 
@@ -404,7 +404,7 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
   }
   if (!(await recordPasskeyUse(ctx.db, use))) return fail('concurrent_use', user.id);
   await throttle.loginSucceeded(account, attempt.address);
-  const session = await startSession(ctx, user.id, attempt.session, PASSKEY_LOGIN_AMR);
+  const session = await startSession(ctx, user.id, attempt.session, PASSKEY_LOGIN_AMR, null, attempt.address);
   await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr: PASSKEY_LOGIN_AMR } });
   return { ok: true, user, session };
 }

@@ -109,7 +109,7 @@ const setPasswordCommand = command({
   options: { 'password-stdin': { type: 'boolean' } },
   async run(ctx, args, options, print) {
     const user = await requireUser(ctx, args);
-    await setPassword(ctx, user, await readPassword(options));
+    await setPassword(ctx, user, await readPassword(options), COMMAND_LINE);
     print({ username: user.username, password_changed: true }, `Password changed for ${user.username}.`);
     return 0;
   },

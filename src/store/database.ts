@@ -48,6 +48,7 @@ import * as secondFactors from './migrations/20261126_011_second_factors.ts';
 import * as jwtGrants from './migrations/20261126_009_jwt_grants.ts';
 import * as fanOutMessages from './migrations/20261127_001_fan_out_messages.ts';
 import * as connections from './migrations/20261128_001_connections.ts';
+import * as backchannelLogoutAddress from './migrations/20261129_001_backchannel_logout_address.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -85,6 +86,7 @@ export const migrations: Record<string, Migration> = {
   '20261126_009_jwt_grants': jwtGrants,
   '20261127_001_fan_out_messages': fanOutMessages,
   '20261128_001_connections': connections,
+  '20261129_001_backchannel_logout_address': backchannelLogoutAddress,
 };
 
 /**
