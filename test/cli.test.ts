@@ -18,7 +18,7 @@ import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
 import { CLIENT_CACHE_TTL_MS } from '../src/client-cache.ts';
 import { migrate, openStore } from '../src/store/database.ts';
-import { parseDatabaseUrl } from '../src/config.ts';
+import { loadConfig, parseDatabaseUrl } from '../src/config.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { discover, insecure, obtainCode, obtainTokens, profile, refresh } from './support/oauth-client.ts';
 import { PASSWORD, startServer, type TestServer } from './support/server.ts';
@@ -83,6 +83,25 @@ describe('the command line, before any database', () => {
     ]) {
       assert.ok(run.stdout.includes(command), `--help does not mention "${command}"`);
     }
+  });
+
+  test('--help lists every setting config.ts reads, each with what it is', async () => {
+    // The names loadConfig reads, recorded as it reads them: not a list kept here that could fall behind.
+    const read = new Set<string>();
+    const recording = new Proxy(
+      {},
+      {
+        get: (_, name) => {
+          if (typeof name === 'string') read.add(name);
+          return undefined;
+        },
+      },
+    );
+    loadConfig(recording);
+    assert.ok(read.size >= 35, `only ${read.size} settings read`);
+    const run = await gatehouse(['--help'], {});
+    assert.equal(run.code, 0);
+    for (const name of read) assert.match(run.stdout, new RegExp(`^ {2}${name} +\\S.{10,}$`, 'm'), `--help does not list ${name} with what it is`);
   });
 
   test('a mistyped command is refused with one line, before any database is opened', async () => {

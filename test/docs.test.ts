@@ -10,6 +10,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import * as oidc from 'openid-client';
+import { SETTINGS } from '../src/config.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { discover, obtainTokens, profile } from './support/oauth-client.ts';
 import { startServer, type TestServer } from './support/server.ts';
@@ -39,6 +40,11 @@ test('every command in the README table is one the command line knows, with its 
       assert.match(stdout.split('\n')[0]!, new RegExp(`^Usage: gatehouse ${words}( |$)`), `gatehouse ${words} --help`);
     }),
   );
+});
+
+test("every setting config.ts reads is in the README's table of settings", () => {
+  const table = README.slice(README.indexOf('\n## Settings'), README.indexOf('\n## Command line'));
+  for (const { name } of SETTINGS) assert.ok(table.includes(`\`${name}\``), `the README's settings table leaves out ${name}`);
 });
 
 for (const backend of BACKENDS) {

@@ -4,6 +4,7 @@
  * --help` shows one command's usage, options and help.
  */
 import { AUDIT_EVENT_TYPES } from '../audit.ts';
+import { SETTINGS } from '../config.ts';
 import type { HelpEntry } from './command.ts';
 
 /** The column a command's help starts at. */
@@ -17,6 +18,11 @@ function entry(command: HelpEntry): string {
   const last = usage.length - 1;
   if (help.length > 0 && usage[last]!.length <= HELP_COLUMN - 2) usage[last] = usage[last]!.padEnd(HELP_COLUMN) + help.shift();
   return [...usage, ...help.map((line) => ' '.repeat(HELP_COLUMN) + line)].join('\n');
+}
+
+/** One setting's line: its name, what it is, and its default. */
+function setting(s: (typeof SETTINGS)[number]): string {
+  return `  ${s.name}`.padEnd(HELP_COLUMN) + s.help + (s.default === undefined ? '' : ` [default ${s.default}]`);
 }
 
 /** The options every command takes, as help lists them. */
@@ -34,13 +40,9 @@ ${GLOBAL_OPTIONS_HELP}
 
 Passwords are prompted for (without echo) unless --password-stdin is given, and so is a
 connection's client secret unless --client-secret-stdin is.
-Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
-PORT, HOST, WORKERS, PUBLIC_URL, ACCESS_TOKEN_TTL, JWT_ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL, DEVICE_CODE_TTL,
-REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
-AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL, CLIENT_METADATA_DOCUMENTS,
-CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES, DYNAMIC_CLIENT_REGISTRATION,
-REQUIRE_SECOND_FACTOR (none, admins or all), PASSWORD_LOGIN (all, admins or none), KEYS_SECRET.
-See README.md.
+
+Settings, from the environment (every command reads them; README.md says more):
+${SETTINGS.map(setting).join('\n')}
 
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
 }
