@@ -125,7 +125,8 @@ describe('the command line, before any database', () => {
     assert.equal(run.code, 0);
     assert.equal(run.stdout.split('\n')[0], 'Usage: gatehouse user set-password <username> [--password-stdin]');
     assert.match(run.stdout, /also ends the user's sessions/);
-    assert.match(run.stdout, /^ {2}--password-stdin$/m);
+    assert.match(run.stdout, /^ {2}--password-stdin {2}read the password from standard input instead of prompting$/m);
+    assert.match(run.stdout, /^ {2}--json {12}print machine-readable JSON$/m);
     assert.doesNotMatch(run.stdout, /user create|client/);
   });
 

@@ -5,7 +5,7 @@
  */
 import { AUDIT_EVENT_TYPES } from '../audit.ts';
 import { SETTINGS } from '../config.ts';
-import type { HelpEntry } from './command.ts';
+import { GLOBAL_OPTIONS, type Flags, type HelpEntry } from './command.ts';
 
 /** The column a command's help starts at. */
 const HELP_COLUMN = 42;
@@ -25,9 +25,24 @@ function setting(s: (typeof SETTINGS)[number]): string {
   return `  ${s.name}`.padEnd(HELP_COLUMN) + s.help + (s.default === undefined ? '' : ` [default ${s.default}]`);
 }
 
+/**
+ * Options as help lists them, one line each: the option (with `<value>` when it takes one),
+ * then what it does, aligned; a repeatable one says so.
+ */
+function flagLines(flags: Flags, column: number): string[] {
+  return Object.entries(flags).map(([name, flag]) => {
+    const option = `  --${name}${flag.type === 'string' ? ' <value>' : ''}`;
+    return `${option.padEnd(column)}${flag.help}${flag.multiple ? ' (repeat for several)' : ''}`;
+  });
+}
+
+/** The column options' help starts at: after the longest option of `flags`, with two spaces. */
+function flagColumn(...flags: Flags[]): number {
+  return Math.max(...flags.flatMap((f) => Object.entries(f).map(([name, flag]) => `  --${name}${flag.type === 'string' ? ' <value>' : ''}`.length))) + 2;
+}
+
 /** The options every command takes, as help lists them. */
-const GLOBAL_OPTIONS_HELP = `  --json     print machine-readable JSON
-  --help     show this help`;
+const GLOBAL_OPTIONS_HELP = flagLines(GLOBAL_OPTIONS, flagColumn(GLOBAL_OPTIONS)).join('\n');
 
 export function helpText(commands: readonly HelpEntry[]): string {
   return `Usage: gatehouse <command> [options]
@@ -57,15 +72,15 @@ ${commands.map(entry).join('\n')}
 See gatehouse ${noun} <command> --help.`;
 }
 
-/** `gatehouse user create --help`: its usage, what it does, and its options. */
+/** `gatehouse user create --help`: its usage, what it does, and its options, each with what it does. */
 export function commandHelp(command: HelpEntry): string {
-  const own = Object.entries(command.options).map(([name, option]) => `  --${name}${option.type === 'string' ? ' <value>' : ''}`);
+  const column = flagColumn(command.options, GLOBAL_OPTIONS);
   return [
     `Usage: gatehouse ${[command.words, ...command.usage].join(' ')}`,
     ...(command.help.length > 0 ? ['', ...command.help] : []),
     '',
     'Options:',
-    ...own,
-    GLOBAL_OPTIONS_HELP,
+    ...flagLines(command.options, column),
+    ...flagLines(GLOBAL_OPTIONS, column),
   ].join('\n');
 }
