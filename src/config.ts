@@ -111,7 +111,71 @@ export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
+/** A setting as `gatehouse --help` lists it: its name, what it is, and its default when unset (a value that means the same when given). */
+export interface Setting {
+  readonly name: string;
+  readonly help: string;
+  /** Setting it to this changes nothing (test/unit/config.test.ts checks); absent: unset means something no value says. */
+  readonly default?: string;
+}
+
+/**
+ * Every setting `loadConfig` reads, in the order the README's table has them: `gatehouse
+ * --help` lists them from here, and `loadConfig` refuses to read a name that is not here, so
+ * a new setting cannot be left out of the help.
+ */
+export const SETTINGS: readonly Setting[] = [
+  { name: 'DATABASE_URL', help: 'sqlite:<path>, sqlite::memory:, or postgres://…', default: 'sqlite:./data/gatehouse.db' },
+  { name: 'REDIS_URL', help: 'redis://…: throttling counters and revocation fan-out shared by several instances' },
+  { name: 'PORT', help: 'the port to listen on', default: '5000' },
+  { name: 'HOST', help: 'the address to listen on', default: '127.0.0.1' },
+  { name: 'WORKERS', help: 'processes serve answers from, on one port: 1 to 64, or auto (one per core)', default: '1' },
+  { name: 'TRUST_PROXY', help: "the load balancer's addresses or CIDR ranges, comma-separated, or a hop count" },
+  { name: 'PUBLIC_URL', help: "the issuer (default http://localhost:PORT); its host name is in every person's id" },
+  { name: 'ACCESS_TOKEN_TTL', help: 'opaque access token lifetime, seconds', default: '3600' },
+  { name: 'JWT_ACCESS_TOKEN_TTL', help: 'JWT access token lifetime, seconds (60–3600)', default: '300' },
+  { name: 'REFRESH_TOKEN_TTL', help: 'refresh token lifetime, seconds', default: '2592000' },
+  { name: 'AUTH_CODE_TTL', help: 'authorization code lifetime, seconds (at most 3600)', default: '600' },
+  { name: 'DEVICE_CODE_TTL', help: 'device code lifetime, seconds (10–86400)', default: '600' },
+  { name: 'REFRESH_GRACE_SECONDS', help: 'how long a rotated refresh token still gets the same answer (0–3600)', default: '60' },
+  { name: 'REQUIRE_PKCE', help: "true: every client must use PKCE; false: each client's own flag decides", default: 'false' },
+  { name: 'SESSION_TTL', help: 'login session lifetime, seconds', default: '1209600' },
+  { name: 'CONSENT_TTL', help: 'how long an approval is remembered, seconds', default: '31536000' },
+  { name: 'PURGE_INTERVAL_SECONDS', help: 'seconds between purges of expired rows (0: never)', default: '600' },
+  { name: 'AUDIT_RETENTION_DAYS', help: 'days an audit event is kept (1–36500)', default: '365' },
+  { name: 'METRICS_TOKEN', help: 'when set, /metrics requires it as a Bearer token (16+ visible characters)' },
+  { name: 'LOGIN_FAILURES_PER_ACCOUNT', help: 'failed logins per account within the window (0: no limit)', default: '10' },
+  { name: 'LOGIN_FAILURES_PER_ADDRESS', help: 'failed logins per client address within the window (0: no limit)', default: '100' },
+  { name: 'LOGIN_THROTTLE_WINDOW', help: 'the login throttling window, seconds', default: '900' },
+  { name: 'TOKEN_REQUESTS_PER_CLIENT', help: 'token requests per client a minute (0: no limit)', default: '1200' },
+  { name: 'TOKEN_REQUESTS_PER_ADDRESS', help: 'token requests per client address a minute (0: no limit)', default: '600' },
+  { name: 'CLIENT_METADATA_DOCUMENTS', help: 'accept clients named by the https URL of a metadata document', default: 'true' },
+  { name: 'CLIENT_METADATA_ALLOWED_HOSTS', help: 'comma-separated hosts metadata documents may come from (*.example.com); unset: any' },
+  { name: 'CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES', help: 'true: metadata documents from loopback and private addresses (tests only)', default: 'false' },
+  { name: 'DYNAMIC_CLIENT_REGISTRATION', help: 'true: open POST /oauth/register (RFC 7591)', default: 'false' },
+  { name: 'KEYS_SECRET', help: '32+ characters: stored private keys and secrets are encrypted under it' },
+  { name: 'SIGNING_KEY_ROTATION_DAYS', help: 'days a signing key signs before a successor (0: only gatehouse keys rotate)', default: '90' },
+  { name: 'ID_TOKEN_TTL', help: 'ID token lifetime, seconds (60–86400)', default: '3600' },
+  { name: 'REQUIRE_SECOND_FACTOR', help: 'who must have a second factor: none, admins or all', default: 'none' },
+  { name: 'PASSWORD_LOGIN', help: 'who may log in with a password: all, admins or none', default: 'all' },
+  { name: 'WEBAUTHN_RP_ID', help: "passkeys' RP ID: PUBLIC_URL's host name (default) or a parent domain; none on an IP" },
+  { name: 'SQLITE_GROUP_COMMIT', help: 'false: every SQLite write in a transaction of its own', default: 'true' },
+  { name: 'LOG_LEVEL', help: 'fatal, error, warn, info, debug, trace or silent', default: 'info' },
+];
+
 type Env = Readonly<Record<string, string | undefined>>;
+
+const SETTING_NAMES = new Set(SETTINGS.map((setting) => setting.name));
+
+/** The environment as `loadConfig` may read it: only the names SETTINGS declares (a programming error otherwise). */
+export function declaredOnly(env: Env): Env {
+  return new Proxy(env, {
+    get(target, name) {
+      if (typeof name === 'string' && !SETTING_NAMES.has(name)) throw new Error(`config.ts reads ${name}, which SETTINGS does not declare (nor --help list)`);
+      return Reflect.get(target, name);
+    },
+  });
+}
 
 function integer(env: Env, name: string, fallback: number, min: number, max = Number.MAX_SAFE_INTEGER): number {
   const raw = env[name];
@@ -247,7 +311,8 @@ function hostPatterns(env: Env, name: string): readonly string[] {
   return Object.freeze(entries);
 }
 
-export function loadConfig(env: Env = process.env): Config {
+export function loadConfig(environment: Env = process.env): Config {
+  const env = declaredOnly(environment);
   const port = integer(env, 'PORT', 5000, 0, 65535);
   const issuer = publicUrl(env, port);
   return Object.freeze({

@@ -74,7 +74,7 @@ describe('gatehouse connection: its help, and what the command line itself refus
       /^Usage: gatehouse connection create --name <n> \(--preset github\|google\|microsoft\|gitlab\|orcid \| --issuer <url> \| --kind oauth2 /,
     );
     for (const option of ['--client-secret-stdin', '--tenant <value>', '--domains <value>', '--required', '--create-accounts', '--allow-private-address'])
-      assert.ok(create.stdout.includes(`\n  ${option}\n`), `${option} in:\n${create.stdout}`);
+      assert.match(create.stdout, new RegExp(`\n  ${option} {2,}\\S`), `${option}, with what it does, in:\n${create.stdout}`);
     assert.match(create.stdout, /read from standard input with\n--client-secret-stdin \(else prompted for\), sealed at rest, never shown/);
     for (const words of ['create', 'list', 'update <id>', 'disable <id>', 'enable <id>', 'delete <id>'])
       assert.match(said(noun), new RegExp(`^  connection ${words}`, 'm'));

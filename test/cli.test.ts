@@ -18,7 +18,7 @@ import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
 import { CLIENT_CACHE_TTL_MS } from '../src/client-cache.ts';
 import { migrate, openStore } from '../src/store/database.ts';
-import { parseDatabaseUrl } from '../src/config.ts';
+import { loadConfig, parseDatabaseUrl } from '../src/config.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { discover, insecure, obtainCode, obtainTokens, profile, refresh } from './support/oauth-client.ts';
 import { PASSWORD, startServer, type TestServer } from './support/server.ts';
@@ -85,6 +85,25 @@ describe('the command line, before any database', () => {
     }
   });
 
+  test('--help lists every setting config.ts reads, each with what it is', async () => {
+    // The names loadConfig reads, recorded as it reads them: not a list kept here that could fall behind.
+    const read = new Set<string>();
+    const recording = new Proxy(
+      {},
+      {
+        get: (_, name) => {
+          if (typeof name === 'string') read.add(name);
+          return undefined;
+        },
+      },
+    );
+    loadConfig(recording);
+    assert.ok(read.size >= 35, `only ${read.size} settings read`);
+    const run = await gatehouse(['--help'], {});
+    assert.equal(run.code, 0);
+    for (const name of read) assert.match(run.stdout, new RegExp(`^ {2}${name} +\\S.{10,}$`, 'm'), `--help does not list ${name} with what it is`);
+  });
+
   test('a mistyped command is refused with one line, before any database is opened', async () => {
     const directory = await mkdtemp(join(tmpdir(), 'gatehouse-cli-'));
     try {
@@ -106,7 +125,8 @@ describe('the command line, before any database', () => {
     assert.equal(run.code, 0);
     assert.equal(run.stdout.split('\n')[0], 'Usage: gatehouse user set-password <username> [--password-stdin]');
     assert.match(run.stdout, /also ends the user's sessions/);
-    assert.match(run.stdout, /^ {2}--password-stdin$/m);
+    assert.match(run.stdout, /^ {2}--password-stdin {2}read the password from standard input instead of prompting$/m);
+    assert.match(run.stdout, /^ {2}--json {12}print machine-readable JSON$/m);
     assert.doesNotMatch(run.stdout, /user create|client/);
   });
 

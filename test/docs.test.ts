@@ -9,6 +9,8 @@ import { execFile } from 'node:child_process';
 import { readFile, readdir } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
+import * as oidc from 'openid-client';
+import { SETTINGS } from '../src/config.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { discover, obtainTokens, profile } from './support/oauth-client.ts';
 import { startServer, type TestServer } from './support/server.ts';
@@ -38,6 +40,11 @@ test('every command in the README table is one the command line knows, with its 
       assert.match(stdout.split('\n')[0]!, new RegExp(`^Usage: gatehouse ${words}( |$)`), `gatehouse ${words} --help`);
     }),
   );
+});
+
+test("every setting config.ts reads is in the README's table of settings", () => {
+  const table = README.slice(README.indexOf('\n## Settings'), README.indexOf('\n## Command line'));
+  for (const { name } of SETTINGS) assert.ok(table.includes(`\`${name}\``), `the README's settings table leaves out ${name}`);
 });
 
 for (const backend of BACKENDS) {
@@ -71,6 +78,32 @@ for (const backend of BACKENDS) {
       const examples = [...EVERY_DOC.matchAll(/acct:alice@localhost[^\s"`,)]*/g)].map((match) => match[0]);
       assert.ok(examples.length > 0);
       for (const example of examples) assert.equal(example, userid.replace(host, 'localhost'));
+    });
+
+    test('every label docs/oidc.md names on the admin page for registering a client is on that page, word for word', async () => {
+      const paragraph = /^The admin page does the same:[\s\S]*?\n\n/m.exec(DOCS['oidc.md']!)?.[0];
+      assert.ok(paragraph, 'docs/oidc.md no longer describes the admin page');
+      const named = [...paragraph.matchAll(/\*\*([^*]+)\*\*/g)].map((match) => match[1]!.replace(/\s+/g, ' '));
+      assert.ok(named.length >= 8, `only ${named.length} labels named`);
+      await server.createUser('root', { admin: true });
+      const admin = new UserAgent(server.url);
+      await admin.login('root');
+      // What a person reads on the list and on the form, tags and entities aside.
+      const text = (html: string) =>
+        html
+          .replace(/<[^>]*>/g, ' ')
+          .replace(/&amp;/g, '&')
+          .replace(/\s+/g, ' ');
+      const pages = text((await admin.visit('/admin/oauthclients')).html) + text((await admin.visit('/admin/oauthclients/new')).html);
+      for (const label of named) assert.ok(pages.includes(label), `docs/oidc.md names "${label}", the admin pages do not show it`);
+    });
+
+    test('docs/oidc.md: openid-client refuses a Gatehouse on plain http with the error it quotes, and discovers it with allowInsecureRequests', async () => {
+      const [, quoted] = /\| openid-client: "([^"]+)" \|/.exec(DOCS['oidc.md']!)!;
+      await assert.rejects(oidc.discovery(new URL(server.url), 'any-client'), (error: Error) => error.message === quoted);
+      assert.match(DOCS['oidc.md']!, /execute: \[oidc\.allowInsecureRequests\]/);
+      const config = await oidc.discovery(new URL(server.url), 'any-client', undefined, undefined, { execute: [oidc.allowInsecureRequests] });
+      assert.equal(config.serverMetadata().issuer, server.url);
     });
 
     test('a refused metadata document is logged under the name docs/mcp.md gives', async () => {

@@ -107,7 +107,7 @@ export async function logIn(ctx: AppContext, attempt: LoginAttempt): Promise<Log
     return { ok: true, user, pending, next: needsCode ? 'code' : 'set_up' };
   }
   await throttle.loginSucceeded(account, address);
-  const session = await startSession(ctx, user.id, attempt.session, PASSWORD_LOGIN_AMR);
+  const session = await startSession(ctx, user.id, attempt.session, PASSWORD_LOGIN_AMR, null, address);
   await ctx.audit({ type: 'login_succeeded', userId: user.id, address });
   return { ok: true, user, session };
 }
@@ -120,7 +120,7 @@ function refused(error: unknown): LoginResult {
 
 /** Ends the session; a logout is recorded when the session was a live one. */
 export async function logOut(ctx: AppContext, session: string | undefined, address: string): Promise<void> {
-  const user = await sessionUser(ctx, session);
-  await endSession(ctx, session);
+  const user = await sessionUser(ctx, session, address);
+  await endSession(ctx, session, address);
   if (user) await ctx.audit({ type: 'logout', userId: user.id, address });
 }

@@ -225,11 +225,12 @@ export async function addPasskey(
   const now = ctx.now();
   const proof = provingNewFactor(ctx, p.recent, p.session, PASSKEY_LOGIN_AMR);
   const audit = ctx.audit.pending({
-    type: 'passkey_added',
+    // A factor added, as the authenticator app's is (second-factors.ts): one type for every factor.
+    type: 'second_factor_added',
     userId: user.id,
     address: p.address,
     // The session counts as a login with the passkey from now on: the trail says so.
-    detail: { name, credential: credential.id.slice(0, 16), ...(proof && { session_upgraded: true }) },
+    detail: { factor: 'passkey', name, credential: credential.id.slice(0, 16), ...(proof && { session_upgraded: true }) },
   });
   const stored = await insertPasskey(
     ctx.db,
@@ -274,10 +275,10 @@ export async function removeUserPasskey(
   if (passkey === undefined || passkey.user_id !== user.id) return false;
   const keep = mustHaveSecondFactor(ctx.config, user);
   const audit = ctx.audit.pending({
-    type: 'passkey_removed',
+    type: 'second_factor_removed',
     userId: user.id,
     address: p.address,
-    detail: { name: passkey.name, credential: p.id.slice(0, 16) },
+    detail: { factor: 'passkey', name: passkey.name, credential: p.id.slice(0, 16) },
   });
   if (!(await deletePasskey(ctx.db, { userId: user.id, id: p.id, keepASecondFactor: keep }, audit.row))) {
     if (keep && (await findPasskey(ctx.db, p.id)) !== undefined) {
@@ -291,7 +292,7 @@ export async function removeUserPasskey(
     return false;
   }
   audit.committed();
-  await endOtherSessions(ctx, user.id, p.session);
+  await endOtherSessions(ctx, user.id, p.session, p.address);
   return true;
 }
 
@@ -403,7 +404,7 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
   }
   if (!(await recordPasskeyUse(ctx.db, use))) return fail('concurrent_use', user.id);
   await throttle.loginSucceeded(account, attempt.address);
-  const session = await startSession(ctx, user.id, attempt.session, PASSKEY_LOGIN_AMR);
+  const session = await startSession(ctx, user.id, attempt.session, PASSKEY_LOGIN_AMR, null, attempt.address);
   await ctx.audit({ type: 'login_succeeded', userId: user.id, address: attempt.address, detail: { method: 'passkey', amr: PASSKEY_LOGIN_AMR } });
   return { ok: true, user, session };
 }

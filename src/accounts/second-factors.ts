@@ -260,7 +260,7 @@ export async function confirmAppSetup(
     const done = await completeSecondStep(ctx, step, { amr: OTP_FACTOR_AMR, use: confirm, audit: [added(false)] }, { address, previousSession });
     if (!done.ok) return notConfirmed();
     // The login counts as one with the app from now on; the person's other sessions (and half-done logins) end.
-    await endOtherSessions(ctx, user.id, done.session, { andPendingLogins: true });
+    await endOtherSessions(ctx, user.id, done.session, address, { andPendingLogins: true });
     return { ok: true, session: done.session };
   }
   // From a session, confirming the app counts as using it: a login without a second factor becomes
@@ -271,7 +271,7 @@ export async function confirmAppSetup(
   event.committed();
   // The session stays (it proved a second factor already) or was replaced; the person's others end.
   const session = proof?.session ?? step.session;
-  await endOtherSessions(ctx, user.id, session);
+  await endOtherSessions(ctx, user.id, session, address);
   return { ok: true, session };
 }
 
@@ -290,7 +290,7 @@ export async function removeApp(ctx: AppContext, recent: RecentLogin, session: s
     return { ok: false, reason: keep && (await findApp(ctx.db, user.id, ctx.now()))?.confirmed_at != null ? 'required' : 'none' };
   }
   removed.committed();
-  await endOtherSessions(ctx, user.id, session);
+  await endOtherSessions(ctx, user.id, session, address);
   return { ok: true };
 }
 
@@ -311,7 +311,7 @@ export async function generateRecoveryCodes(ctx: AppContext, recent: RecentLogin
     [generated.row],
   );
   generated.committed();
-  await endOtherSessions(ctx, user.id, session);
+  await endOtherSessions(ctx, user.id, session, address);
   return codes.map((c) => c.display);
 }
 
@@ -333,6 +333,6 @@ export async function resetSecondFactor(ctx: AppContext, user: User, actor: Acto
   const event = ctx.audit.pending({ type: 'second_factor_reset', ...madeBy(actor), userId: user.id });
   const removed = await deleteAllFactors(ctx.db, user.id, [event.row]);
   event.committed();
-  await endUserSessions(ctx, user.id);
+  await endUserSessions(ctx, user.id, actor.address);
   return removed;
 }

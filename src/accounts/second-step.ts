@@ -124,7 +124,7 @@ export async function completeSecondStep(
   const through = step.pending ? step.pending.connectionId : await sessionConnectionId(ctx.db, stepUp!);
   const consume: ThenInTransaction = step.pending
     ? (trx) => consumePendingLogin(trx, step.pending.idHash, now)
-    : (trx) => consumeSession(trx, { idHash: stepUp!, userId, now });
+    : (trx) => consumeSession(trx, { idHash: stepUp!, userId, now, address: p.address });
   const refused = await allOrNothing(
     ctx.db,
     { factor: proof.use, step: consume },
@@ -135,10 +135,10 @@ export async function completeSecondStep(
   // The stepped-up session ended in the transaction: the clients that got ID tokens in it are told.
   if (stepUp !== null) ctx.backchannelLogouts.wake();
   const amr = amrUnion(amrSoFar(step), proof.amr);
-  const session = await startSession(ctx, userId, step.pending ? p.previousSession : undefined, amr, through);
+  const session = await startSession(ctx, userId, step.pending ? p.previousSession : undefined, amr, through, p.address);
   // A connection disabled while the step was completed ends this session too (SPEC §4.13).
   if (through !== null && !(await connectionEnabled(ctx.db, through))) {
-    await endSession(ctx, session);
+    await endSession(ctx, session, p.address);
     return { ok: false, reason: 'ended' };
   }
   await ctx.audit({ type: 'login_succeeded', userId, address: p.address, detail: { ...proof.detail, amr } });

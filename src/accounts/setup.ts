@@ -73,7 +73,8 @@ export async function firstAdministratorLogin(
   ctx: AppContext,
   user: User,
   previousSession: string | undefined,
+  address: string,
 ): Promise<{ session: string; pending?: undefined } | { pending: string }> {
   if (mustHaveSecondFactor(ctx.config, user)) return { pending: await startPendingLogin(ctx, user.id) };
-  return { session: await startSession(ctx, user.id, previousSession, PASSWORD_LOGIN_AMR) };
+  return { session: await startSession(ctx, user.id, previousSession, PASSWORD_LOGIN_AMR, null, address) };
 }

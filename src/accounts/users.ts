@@ -177,13 +177,14 @@ export async function findUsers(ctx: AppContext, text: string, cursor: PageCurso
 
 /**
  * Changes the password and ends every session of the user (SPEC §4.5): whoever was signed in
- * with the old password, perhaps the reason for the change, is signed out.
+ * with the old password, perhaps the reason for the change, is signed out. `actor`: who
+ * changed it, from where (their back-channel logouts are audited with that address).
  */
-export async function setPassword(ctx: AppContext, user: User, password: string): Promise<void> {
+export async function setPassword(ctx: AppContext, user: User, password: string, actor: Actor): Promise<void> {
   const problem = passwordProblem(password);
   if (problem) throw new AccountError('password', `password ${problem}`);
   await updateUser(ctx.db, user.id, { password_hash: await hashPassword(password) });
-  await endUserSessions(ctx, user.id);
+  await endUserSessions(ctx, user.id, actor.address);
 }
 
 /** Disables the account: its sessions end and every grant it gave is revoked. */
@@ -191,7 +192,7 @@ export async function disableUser(ctx: AppContext, user: User, actor: Actor): Pr
   // Disabling oneself would lock the last administrator out as easily as anyone else.
   if (user.id === actor.userId) throw new OAuthError('invalid_request', 'You cannot disable your own account.');
   await updateUser(ctx.db, user.id, { disabled: 1 });
-  await endUserSessions(ctx, user.id);
+  await endUserSessions(ctx, user.id, actor.address);
   await revoke(ctx, { userId: user.id }, 'user_disabled');
   await ctx.audit({ type: 'user_disabled', ...madeBy(actor), userId: user.id });
 }
@@ -219,7 +220,7 @@ export async function deleteUser(ctx: AppContext, user: User, actor: Actor): Pro
   if (user.is_admin === 1 && user.disabled === 0 && (await countAdmins(ctx.db)) <= 1)
     throw new AccountError('user', `${user.username} is the last administrator: make another person an administrator first`);
   await updateUser(ctx.db, user.id, { disabled: 1 });
-  await endUserSessions(ctx, user.id);
+  await endUserSessions(ctx, user.id, actor.address);
   await revoke(ctx, { userId: user.id }, 'user_deleted');
   await deleteUserRow(ctx.db, user.id);
   await ctx.audit({ type: 'user_deleted', ...madeBy(actor), userId: user.id, detail: { username: user.username } });

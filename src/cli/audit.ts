@@ -9,7 +9,12 @@ export const AUDIT = command({
   usage: '[--user <username or user ID>] [--client <client_id>] [--type <event type>] [--limit <n>]',
   help: 'the newest security events (default 50, newest first)',
   // --client is repeatable for `issuer create`; options mean the same for every command (cli/index.ts), so here one is allowed.
-  options: { user: { type: 'string' }, client: { type: 'string', multiple: true }, type: { type: 'string' }, limit: { type: 'string' } },
+  options: {
+    user: { type: 'string', help: 'events about this user, or made by them as an administrator' },
+    client: { type: 'string', multiple: true, help: 'events about this client: its client ID (once)' },
+    type: { type: 'string', help: 'events of this type (gatehouse --help lists the types)' },
+    limit: { type: 'string', help: 'how many, from 1 to 99999 (default 50)' },
+  },
   async run(ctx, args, options, print) {
     noArguments(args);
     const filter: AuditFilter = { limit: 50 };

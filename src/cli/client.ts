@@ -17,7 +17,7 @@ import {
 import { lookupClient } from '../oauth/client-auth.ts';
 import { postLogoutRedirectUrisOf, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE } from '../oauth/grants/types.ts';
-import { UsageError, command, noArguments, oneArgument, type Command } from './command.ts';
+import { UsageError, command, noArguments, oneArgument, type Command, type Flags } from './command.ts';
 
 /** `--grant-type` values that stand for a longer registered name (SPEC §2). */
 const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([
@@ -27,19 +27,19 @@ const GRANT_TYPE_SHORT_FORMS: ReadonlyMap<string, string> = new Map([
 
 /** The options of a client's settings, on `create` and `update`. */
 const SETTINGS_OPTIONS = {
-  name: { type: 'string' },
-  'redirect-uri': { type: 'string', multiple: true },
-  'grant-type': { type: 'string' },
-  confidential: { type: 'boolean' },
-  trusted: { type: 'boolean' },
-  'require-pkce': { type: 'boolean' },
-  scope: { type: 'string', multiple: true },
-  'post-logout-redirect-uri': { type: 'string', multiple: true },
-  'backchannel-logout-uri': { type: 'string' },
-  'id-token-alg': { type: 'string' },
-  'jwks-uri': { type: 'string' },
-  'jwks-file': { type: 'string' },
-} as const;
+  name: { type: 'string', help: 'the name people see on the consent page' },
+  'redirect-uri': { type: 'string', multiple: true, help: 'where the code comes back, matched exactly (a loopback http URL: any port)' },
+  'grant-type': { type: 'string', help: 'authorization_code (the default), client_credentials, device_code or jwt_bearer' },
+  confidential: { type: 'boolean', help: 'a client with a secret, shown once (a public client has none)' },
+  trusted: { type: 'boolean', help: 'skip the consent page: only for your own applications' },
+  'require-pkce': { type: 'boolean', help: 'refuse code requests without PKCE (on for public clients; --no-require-pkce: off)' },
+  scope: { type: 'string', multiple: true, help: 'exactly the scopes it may ask for (default: the built-in and identity scopes)' },
+  'post-logout-redirect-uri': { type: 'string', multiple: true, help: 'where logout may send people back to, matched exactly' },
+  'backchannel-logout-uri': { type: 'string', help: 'where a logout token is posted when a session it got an ID token in ends' },
+  'id-token-alg': { type: 'string', help: 'how its ID tokens and logout tokens are signed: RS256 (the default) or ES256' },
+  'jwks-uri': { type: 'string', help: 'the https URL of its public keys: it authenticates with private_key_jwt, no secret' },
+  'jwks-file': { type: 'string', help: 'a file holding its public keys (a JWK Set): private_key_jwt, no secret' },
+} as const satisfies Flags;
 
 /** The JWK Set in `--jwks-file`; undefined when it is not given. */
 function jwksFile(path: string | undefined): string | undefined {
@@ -124,7 +124,10 @@ const list = command({
     'after that client (with --json: after the last client_id printed,',
     'until fewer than the limit come back)',
   ],
-  options: { limit: { type: 'string' }, after: { type: 'string' } },
+  options: {
+    limit: { type: 'string', help: 'how many, from 1 to 1000 (default 100)' },
+    after: { type: 'string', help: 'start after this client ID (the last one printed)' },
+  },
   async run(ctx, args, options, print) {
     noArguments(args);
     const limit = options.limit === undefined ? PAGE_SIZE : Number(options.limit);

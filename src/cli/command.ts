@@ -3,7 +3,7 @@
  * `gatehouse --help` shows them, the options it takes (node:util parseArgs) and what it runs.
  * Each noun's commands live in their own file here; src/cli/index.ts assembles them.
  */
-import type { ParseArgsOptionsConfig, parseArgs } from 'node:util';
+import type { ParseArgsOptionDescriptor, ParseArgsOptionsConfig, parseArgs } from 'node:util';
 import type { AppContext } from '../context.ts';
 
 /** Bad input on the command line: one line on stderr, exit code 2. */
@@ -17,6 +17,26 @@ export type OptionValues<O extends ParseArgsOptionsConfig> = ReturnType<
   typeof parseArgs<{ options: O; allowPositionals: true; allowNegative: true }>
 >['values'];
 
+/** An option a command takes: how parseArgs reads it, and what it does, one line in the command's --help. */
+export interface Flag extends ParseArgsOptionDescriptor {
+  readonly help: string;
+}
+
+/** A command's options by name. */
+export type Flags = Readonly<Record<string, Flag>>;
+
+/** Options as parseArgs takes them: without their help. */
+export function parseOptions(flags: Flags): ParseArgsOptionsConfig {
+  return Object.fromEntries(Object.entries(flags).map(([name, { help: _, ...option }]) => [name, option]));
+}
+
+/** The options every command takes. */
+export const GLOBAL_OPTIONS = {
+  json: { type: 'boolean', help: 'print machine-readable JSON' },
+  help: { type: 'boolean', short: 'h', help: 'show this help' },
+  version: { type: 'boolean', help: 'print the version of Gatehouse' },
+} as const satisfies Flags;
+
 /** A command as --help lists it. */
 export interface HelpEntry {
   /** The words that name it: `user create`. */
@@ -25,8 +45,8 @@ export interface HelpEntry {
   readonly usage: readonly string[];
   /** What it does, beside the usage; empty when the usage says it all. */
   readonly help: readonly string[];
-  /** The options it takes, besides --json and --help. */
-  readonly options: ParseArgsOptionsConfig;
+  /** The options it takes, besides --json and --help, each with its help. */
+  readonly options: Flags;
 }
 
 export interface Command extends HelpEntry {
@@ -35,7 +55,7 @@ export interface Command extends HelpEntry {
 }
 
 /** A command whose `run` sees its own options typed. */
-export function command<const O extends ParseArgsOptionsConfig = {}>(spec: {
+export function command<const O extends Flags = {}>(spec: {
   words: string;
   usage?: string | readonly string[];
   help?: string | readonly string[];

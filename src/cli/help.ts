@@ -4,7 +4,8 @@
  * --help` shows one command's usage, options and help.
  */
 import { AUDIT_EVENT_TYPES } from '../audit.ts';
-import type { HelpEntry } from './command.ts';
+import { SETTINGS } from '../config.ts';
+import { GLOBAL_OPTIONS, type Flags, type HelpEntry } from './command.ts';
 
 /** The column a command's help starts at. */
 const HELP_COLUMN = 42;
@@ -19,10 +20,29 @@ function entry(command: HelpEntry): string {
   return [...usage, ...help.map((line) => ' '.repeat(HELP_COLUMN) + line)].join('\n');
 }
 
+/** One setting's line: its name, what it is, and its default. */
+function setting(s: (typeof SETTINGS)[number]): string {
+  return `  ${s.name}`.padEnd(HELP_COLUMN) + s.help + (s.default === undefined ? '' : ` [default ${s.default}]`);
+}
+
+/**
+ * Options as help lists them, one line each: the option (with `<value>` when it takes one),
+ * then what it does, aligned; a repeatable one says so.
+ */
+function flagLines(flags: Flags, column: number): string[] {
+  return Object.entries(flags).map(([name, flag]) => {
+    const option = `  --${name}${flag.type === 'string' ? ' <value>' : ''}`;
+    return `${option.padEnd(column)}${flag.help}${flag.multiple ? ' (repeat for several)' : ''}`;
+  });
+}
+
+/** The column options' help starts at: after the longest option of `flags`, with two spaces. */
+function flagColumn(...flags: Flags[]): number {
+  return Math.max(...flags.flatMap((f) => Object.entries(f).map(([name, flag]) => `  --${name}${flag.type === 'string' ? ' <value>' : ''}`.length))) + 2;
+}
+
 /** The options every command takes, as help lists them. */
-const GLOBAL_OPTIONS_HELP = `  --json     print machine-readable JSON
-  --help     show this help
-  --version  print the version of Gatehouse`;
+const GLOBAL_OPTIONS_HELP = flagLines(GLOBAL_OPTIONS, flagColumn(GLOBAL_OPTIONS)).join('\n');
 
 export function helpText(commands: readonly HelpEntry[]): string {
   return `Usage: gatehouse <command> [options]
@@ -35,13 +55,9 @@ ${GLOBAL_OPTIONS_HELP}
 
 Passwords are prompted for (without echo) unless --password-stdin is given, and so is a
 connection's client secret unless --client-secret-stdin is.
-Settings come from the environment: DATABASE_URL (default sqlite:./data/gatehouse.db),
-PORT, HOST, WORKERS, PUBLIC_URL, ACCESS_TOKEN_TTL, JWT_ACCESS_TOKEN_TTL, REFRESH_TOKEN_TTL, AUTH_CODE_TTL, DEVICE_CODE_TTL,
-REFRESH_GRACE_SECONDS, REQUIRE_PKCE, SESSION_TTL, CONSENT_TTL, PURGE_INTERVAL_SECONDS,
-AUDIT_RETENTION_DAYS, METRICS_TOKEN, REDIS_URL, TRUST_PROXY, LOG_LEVEL, CLIENT_METADATA_DOCUMENTS,
-CLIENT_METADATA_ALLOWED_HOSTS, CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES, DYNAMIC_CLIENT_REGISTRATION,
-REQUIRE_SECOND_FACTOR (none, admins or all), PASSWORD_LOGIN (all, admins or none), KEYS_SECRET.
-See README.md.
+
+Settings, from the environment (every command reads them; README.md says more):
+${SETTINGS.map(setting).join('\n')}
 
 Audit event types: ${AUDIT_EVENT_TYPES.join(', ')}.`;
 }
@@ -56,15 +72,15 @@ ${commands.map(entry).join('\n')}
 See gatehouse ${noun} <command> --help.`;
 }
 
-/** `gatehouse user create --help`: its usage, what it does, and its options. */
+/** `gatehouse user create --help`: its usage, what it does, and its options, each with what it does. */
 export function commandHelp(command: HelpEntry): string {
-  const own = Object.entries(command.options).map(([name, option]) => `  --${name}${option.type === 'string' ? ' <value>' : ''}`);
+  const column = flagColumn(command.options, GLOBAL_OPTIONS);
   return [
     `Usage: gatehouse ${[command.words, ...command.usage].join(' ')}`,
     ...(command.help.length > 0 ? ['', ...command.help] : []),
     '',
     'Options:',
-    ...own,
-    GLOBAL_OPTIONS_HELP,
+    ...flagLines(command.options, column),
+    ...flagLines(GLOBAL_OPTIONS, column),
   ].join('\n');
 }

@@ -11,7 +11,7 @@ import { openContext } from '../open-context.ts';
 import { migrate, openStore } from '../store/database.ts';
 import { AUDIT } from './audit.ts';
 import { CLIENT_COMMANDS } from './client.ts';
-import { UsageError, closest, noArguments, type Command, type HelpEntry } from './command.ts';
+import { GLOBAL_OPTIONS, UsageError, closest, noArguments, parseOptions, type Command, type HelpEntry } from './command.ts';
 import { CONNECTION_COMMANDS } from './connection.ts';
 import { MIGRATE, PURGE } from './database.ts';
 import { GROUP_COMMANDS } from './group.ts';
@@ -40,21 +40,15 @@ const COMMANDS: readonly Command[] = [
 
 const HELP = helpText([SERVE, ...COMMANDS]);
 
-/** The options every command takes. */
-const GLOBAL_OPTIONS = {
-  json: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-  version: { type: 'boolean' },
-} as const satisfies ParseArgsOptionsConfig;
-
 /**
  * Every command's options, for one parse of the whole command line: an option is accepted
- * whatever the command (as ever); two commands that take the same option must mean the same.
+ * whatever the command (as ever); two commands that take the same option must read it the
+ * same way (each says in its own words what it does there).
  */
 function allOptions(commands: readonly Command[]): ParseArgsOptionsConfig {
-  const options: ParseArgsOptionsConfig = { ...GLOBAL_OPTIONS };
-  for (const { words, options: own } of commands) {
-    for (const [name, option] of Object.entries(own)) {
+  const options: ParseArgsOptionsConfig = parseOptions(GLOBAL_OPTIONS);
+  for (const { words, options: flags } of commands) {
+    for (const [name, option] of Object.entries(parseOptions(flags))) {
       if (name in options && !isDeepStrictEqual(options[name], option))
         throw new Error(`gatehouse ${words}: --${name} is declared differently by another command`);
       options[name] = option;
@@ -72,8 +66,8 @@ const cliLog: ContextLogger = {
   error: (object, message) => console.error(`gatehouse: ${message}`, object),
 };
 
-/** Every command, `serve` included, for looking one up by its words. */
-const ALL: readonly HelpEntry[] = [SERVE, ...COMMANDS];
+/** Every command, `serve` included, for looking one up by its words (and for the tests of their help). */
+export const ALL: readonly HelpEntry[] = [SERVE, ...COMMANDS];
 
 /** The nouns whose commands take a second word: user, client, …. */
 const NOUNS = new Set(ALL.filter((c) => c.words.includes(' ')).map((c) => c.words.split(' ')[0]!));
@@ -100,7 +94,7 @@ function findCommand(first: string, second: string | undefined, help: boolean): 
 
 /** Parses `argv` with only `command`'s options (and --json, --help): an option another command takes is refused, with the closest it takes. */
 function parseFor(command: HelpEntry, argv: string[]) {
-  const options = { ...GLOBAL_OPTIONS, ...command.options };
+  const options = parseOptions({ ...GLOBAL_OPTIONS, ...command.options });
   try {
     return parseArgs({ args: argv, options, allowPositionals: true, allowNegative: true, strict: true });
   } catch (error) {

@@ -25,15 +25,15 @@ const create = command({
     '--scope caps the scopes it may obtain (absent: no cap of its own)',
   ],
   options: {
-    issuer: { type: 'string' },
-    profile: { type: 'string' },
-    'jwks-uri': { type: 'string' },
-    'allow-private-address': { type: 'boolean' },
-    'subject-claim': { type: 'string' },
-    subject: { type: 'string' },
-    client: { type: 'string', multiple: true },
-    scope: { type: 'string', multiple: true },
-    resource: { type: 'string' },
+    issuer: { type: 'string', help: "the issuer's URL, exactly as the iss of its assertions" },
+    profile: { type: 'string', help: "id-jag (an IdP's identity assertions) or workload (CI or Kubernetes tokens)" },
+    'jwks-uri': { type: 'string', help: 'where its keys are (default: from its discovery document)' },
+    'allow-private-address': { type: 'boolean', help: 'its keys may be on a loopback or private address' },
+    'subject-claim': { type: 'string', help: 'id-jag: how users are found, sub (the default) or email (a verified one)' },
+    subject: { type: 'string', help: 'workload: the exact sub its tokens must carry' },
+    client: { type: 'string', multiple: true, help: 'a client that may present its assertions; workload: the one client' },
+    scope: { type: 'string', multiple: true, help: 'the most it may obtain (default: no cap of its own)' },
+    resource: { type: 'string', help: 'workload: the resource its tokens are for by default' },
   },
   async run(ctx, args, options, print) {
     noArguments(args);
@@ -69,7 +69,10 @@ const list = command({
   words: 'issuer list',
   usage: '[--limit <n>] [--after <url>]',
   help: ['the trusted issuers, by URL, 100 at a time (--limit: 1 to 1000);', '--after continues after that issuer'],
-  options: { limit: { type: 'string' }, after: { type: 'string' } },
+  options: {
+    limit: { type: 'string', help: 'how many, from 1 to 1000 (default 100)' },
+    after: { type: 'string', help: 'start after this issuer URL (the last one printed)' },
+  },
   async run(ctx, args, options, print) {
     noArguments(args);
     const limit = options.limit === undefined ? PAGE_SIZE : Number(options.limit);

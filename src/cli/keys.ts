@@ -46,7 +46,7 @@ const rotate = command({
     'publish a new key per algorithm, signing after the publication lead (1 hour)',
     '--now: the new keys sign at once (after a suspected compromise, with keys revoke)',
   ],
-  options: { now: { type: 'boolean' } },
+  options: { now: { type: 'boolean', help: 'the new keys sign at once, not after the hour of publication' } },
   async run(ctx, args, options, print) {
     noArguments(args);
     const keys = await rotateKeys(ctx, { now: options.now === true }, COMMAND_LINE);

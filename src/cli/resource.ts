@@ -15,10 +15,10 @@ import { UsageError, command, noArguments, oneArgument, usageError, type Command
 
 /** The options that set how a resource server's tokens are made, on `create` and `update`. */
 const TOKEN_OPTIONS = {
-  'token-format': { type: 'string' },
-  'signing-alg': { type: 'string' },
-  'access-token-ttl': { type: 'string' },
-  'require-second-factor': { type: 'boolean' },
+  'token-format': { type: 'string', help: 'its access tokens: opaque (the default) or jwt' },
+  'signing-alg': { type: 'string', help: 'how its JWT access tokens are signed: ES256 (the default) or RS256' },
+  'access-token-ttl': { type: 'string', help: "its access tokens' lifetime, seconds (60-3600 for jwt, 60-86400 for opaque)" },
+  'require-second-factor': { type: 'boolean', help: 'its tokens only for a login with a second factor (--no-…: any login)' },
 } as const;
 const TOKEN_USAGE = ['[--token-format opaque|jwt] [--signing-alg ES256|RS256]', '[--access-token-ttl <s>|default] [--[no-]require-second-factor]'];
 
@@ -71,7 +71,12 @@ const create: Command = command({
     'default: JWT_ACCESS_TOKEN_TTL or ACCESS_TOKEN_TTL); --require-second-factor:',
     'its tokens only for a login with a passkey or an authenticator app (step-up)',
   ],
-  options: { uri: { type: 'string' }, name: { type: 'string' }, scope: { type: 'string', multiple: true }, ...TOKEN_OPTIONS },
+  options: {
+    uri: { type: 'string', help: "the API's URI: its resource indicator, and the aud of its tokens" },
+    name: { type: 'string', help: 'the name consent pages show' },
+    scope: { type: 'string', multiple: true, help: '"<name>=<description>": a scope it defines, in plain words for consent pages' },
+    ...TOKEN_OPTIONS,
+  },
   async run(ctx, args, options, print) {
     noArguments(args);
     if (options.uri === undefined || options.name === undefined) throw usageError(create);

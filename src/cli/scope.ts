@@ -6,7 +6,10 @@ import { UsageError, command, noArguments, oneArgument, usageError, type Command
 const create: Command = command({
   words: 'scope create',
   usage: '<name> --resource <uri> --description <text>',
-  options: { resource: { type: 'string' }, description: { type: 'string' } },
+  options: {
+    resource: { type: 'string', help: 'the URI of the resource server it belongs to' },
+    description: { type: 'string', help: 'what it allows, in plain words, for consent pages' },
+  },
   async run(ctx, args, options, print) {
     const [name, ...extra] = args;
     if (name === undefined || extra.length > 0 || options.resource === undefined || options.description === undefined) throw usageError(create);
@@ -32,7 +35,7 @@ const update: Command = command({
   words: 'scope update',
   usage: '<name> --description <text>',
   help: 'the words the consent page shows for it; built-in scopes too',
-  options: { description: { type: 'string' } },
+  options: { description: { type: 'string', help: 'the new words consent pages show for it' } },
   async run(ctx, args, options, print) {
     const name = oneArgument(update, args);
     if (options.description === undefined) throw usageError(update);

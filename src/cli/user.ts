@@ -14,7 +14,10 @@ import { UsageError, command, noArguments, oneArgument, usageError, type Command
 import { readPassword } from './password.ts';
 
 /** The options of a user's profile, on `create` and `update`. */
-const PROFILE_OPTIONS = { name: { type: 'string' }, 'email-verified': { type: 'boolean' } } as const;
+const PROFILE_OPTIONS = {
+  name: { type: 'string', help: 'the display name (the name claim applications get); "" removes it' },
+  'email-verified': { type: 'boolean', help: 'an administrator checked the address (email_verified); --no-email-verified: not' },
+} as const;
 
 function profileJson(user: User) {
   return { display_name: user.display_name, email_verified: user.email_verified === 1 };
@@ -23,7 +26,12 @@ function profileJson(user: User) {
 const create: Command = command({
   words: 'user create',
   usage: ['<username> --email <e> [--admin] [--password-stdin]', '[--name <display name>] [--email-verified]'],
-  options: { email: { type: 'string' }, admin: { type: 'boolean' }, 'password-stdin': { type: 'boolean' }, ...PROFILE_OPTIONS },
+  options: {
+    email: { type: 'string', help: 'their e-mail address, which also logs in' },
+    admin: { type: 'boolean', help: 'an administrator: the admin pages are theirs' },
+    'password-stdin': { type: 'boolean', help: 'read the password from standard input instead of prompting' },
+    ...PROFILE_OPTIONS,
+  },
   async run(ctx, args, options, print) {
     const username = oneArgument(create, args);
     if (options.email === undefined) throw new UsageError('--email is required');
@@ -75,7 +83,7 @@ const update: Command = command({
   words: 'user update',
   usage: '<username> [--name <display name>] [--email <e>] [--[no-]email-verified]',
   help: ['a new --email is unverified unless --email-verified comes with it;', '--name "" removes the display name'],
-  options: { email: { type: 'string' }, ...PROFILE_OPTIONS },
+  options: { email: { type: 'string', help: 'a new e-mail address, unverified unless --email-verified comes with it' }, ...PROFILE_OPTIONS },
   async run(ctx, args, options, print) {
     const user = await requireUser(ctx, args);
     if (options.name === undefined && options.email === undefined && options['email-verified'] === undefined)
@@ -136,10 +144,10 @@ const setPasswordCommand = command({
   words: 'user set-password',
   usage: '<username> [--password-stdin]',
   help: "also ends the user's sessions",
-  options: { 'password-stdin': { type: 'boolean' } },
+  options: { 'password-stdin': { type: 'boolean', help: 'read the password from standard input instead of prompting' } },
   async run(ctx, args, options, print) {
     const user = await requireUser(ctx, args);
-    await setPassword(ctx, user, await readPassword(options));
+    await setPassword(ctx, user, await readPassword(options), COMMAND_LINE);
     print({ username: user.username, password_changed: true }, `Password changed for ${user.username}.`);
     return 0;
   },

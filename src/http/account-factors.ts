@@ -75,7 +75,7 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
     const session = sessionToken(request, ctx)!;
     const result = await confirmAppSetup(ctx, { user: signedIn.user, session, recent: signedIn }, single(body, 'code') ?? '', request.ip, session);
     if (result.ok) {
-      request.log.info({ event: 'second_factor_added', user: signedIn.user.id }, 'authenticator app set up');
+      request.log.info({ event: 'second_factor_added', factor: 'app', user: signedIn.user.id }, 'authenticator app set up');
       if (result.session !== session) {
         setSessionCookie(reply, ctx, result.session);
         renewCsrfSecret(reply, ctx);
@@ -101,7 +101,7 @@ export default async function accountFactorRoutes(app: FastifyInstance, { ctx }:
       return problemPage(request, reply, signedIn, 409, 'Your account must have a second factor: add a passkey or another app before you remove this one.');
     }
     if (result.ok) {
-      request.log.info({ event: 'second_factor_removed', user: signedIn.user.id }, 'authenticator app removed');
+      request.log.info({ event: 'second_factor_removed', factor: 'app', user: signedIn.user.id }, 'authenticator app removed');
       notify(reply, ctx, signedIn.user.id, 'app-removed');
     }
     return reply.redirect(SECURITY_PATH, 303);

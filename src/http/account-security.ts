@@ -71,7 +71,7 @@ export default async function accountSecurityRoutes(app: FastifyInstance, { ctx 
       name: field(body, 'name'),
       address: request.ip,
     });
-    request.log.info({ event: 'passkey_added', user: user.id }, 'passkey added');
+    request.log.info({ event: 'second_factor_added', factor: 'passkey', user: user.id }, 'passkey added');
     // The session now counts as a login with the passkey, under a new token (accounts/recent-login.ts).
     if (session !== null) {
       setSessionCookie(reply, ctx, session);
@@ -96,7 +96,7 @@ export default async function accountSecurityRoutes(app: FastifyInstance, { ctx 
     const body = requireFormBody(request);
     // Nothing to remove (say, already removed in another tab): the page shows how things are.
     if (await removeUserPasskey(ctx, { recent, id: field(body, 'id'), session: sessionToken(request, ctx), address: request.ip })) {
-      request.log.info({ event: 'passkey_removed', user: user.id }, 'passkey removed');
+      request.log.info({ event: 'second_factor_removed', factor: 'passkey', user: user.id }, 'passkey removed');
       notify(reply, ctx, user.id, 'passkey-removed');
     }
     return reply.redirect(PATH, 303);

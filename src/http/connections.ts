@@ -49,7 +49,8 @@ const FAILURES: Record<UpstreamFailure['kind'] | Extract<FederatedOutcome, { kin
   has_other_identity: (name) => `Your account is already connected to another ${name} identity. Disconnect it first.`,
   connection_disabled: (name) => `Logging in with ${name} is not available right now.`,
   connect_ended: (name) =>
-    `Connecting ${name} was not finished: you are no longer logged in as the person who started it, or not recently enough. Start again from your security page.`,
+    `Connecting ${name} was not finished: you are no longer logged in as the person who started it, or not recently enough. ` +
+    'Start again from your security page.',
 };
 
 export default async function connectionRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {

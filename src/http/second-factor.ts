@@ -176,7 +176,7 @@ export default async function secondFactorRoutes(app: FastifyInstance, { ctx }: 
     if (!at) return reauth(reply, next);
     const result = await confirmAppSetup(ctx, at, single(body, 'code') ?? '', request.ip, sessionToken(request, ctx));
     if (result.ok) {
-      request.log.info({ event: 'second_factor_added', user: step.user.id }, 'authenticator app set up');
+      request.log.info({ event: 'second_factor_added', factor: 'app', user: step.user.id }, 'authenticator app set up');
       return completed(reply, result.session, next);
     }
     if (result.reason === 'exists') return reply.redirect(secondStepUrl('code', next), 303);

@@ -77,7 +77,7 @@ const resolved = new WeakMap<FastifyRequest, Promise<SignedIn | null>>();
 export function currentLogin(request: FastifyRequest, ctx: AppContext): Promise<SignedIn | null> {
   let signedIn = resolved.get(request);
   if (!signedIn) {
-    signedIn = sessionLogin(ctx, sessionToken(request, ctx));
+    signedIn = sessionLogin(ctx, sessionToken(request, ctx), request.ip);
     resolved.set(request, signedIn);
   }
   return signedIn;

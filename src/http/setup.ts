@@ -46,7 +46,7 @@ export default async function setupRoutes(app: FastifyInstance, { ctx }: { ctx: 
       }
       const user = await createFirstAdministrator(ctx, token, { ...values, password: field(body, 'password') }, request.ip);
       request.log.info({ event: 'first_administrator_created', user: user.id }, 'first administrator created');
-      const login = await firstAdministratorLogin(ctx, user, sessionToken(request, ctx));
+      const login = await firstAdministratorLogin(ctx, user, sessionToken(request, ctx), request.ip);
       if (login.pending !== undefined) {
         setPendingCookie(reply, ctx, login.pending);
         return reply.redirect(secondStepUrl('set_up', '/admin/oauthclients'), 303);

@@ -110,7 +110,8 @@ export function backchannelLogouts(deps: BackchannelLogoutDeps): BackchannelLogo
       reason: `could not send it (${error.message})`,
       transient: true,
     }));
-    const about = { userId: claimed.user_id, clientId: claimed.client_id };
+    // The address of the request that ended the session: the delivery is its consequence.
+    const about = { userId: claimed.user_id, clientId: claimed.client_id, address: claimed.address };
     if (outcome.delivered) {
       await finishBackchannelLogout(db, claimed, { state: 'delivered' });
       await deps.audit({ type: 'backchannel_logout_delivered', ...about, detail: { sid: claimed.sid, attempt: claimed.attempts } });

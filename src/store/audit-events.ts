@@ -4,7 +4,11 @@ import { bigint, gated, type Gate } from './chained-writes.ts';
 import { prepare } from './prepared.ts';
 import type { AuditEventsTable, Database } from './schema.ts';
 
-/** Every kind of event the trail records; the admin page and the CLI filter by these names. */
+/**
+ * Every kind of event the trail records; the admin page and the CLI filter by these names.
+ * Every change of a person's factors is `second_factor_added` or `second_factor_removed`, its
+ * detail's `factor` saying which (`app`, `passkey`), so one filter finds them all.
+ */
 export const AUDIT_EVENT_TYPES = [
   'login_succeeded',
   'login_failed',
@@ -14,9 +18,7 @@ export const AUDIT_EVENT_TYPES = [
   'second_factor_removed',
   'second_factor_reset',
   'recovery_codes_generated',
-  'passkey_added',
   'passkey_renamed',
-  'passkey_removed',
   'passkey_sign_count_regressed',
   'backchannel_logout_delivered',
   'backchannel_logout_failed',
@@ -78,8 +80,17 @@ export const AUDIT_EVENT_TYPES = [
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 
-export function isAuditEventType(value: string): value is AuditEventType {
-  return (AUDIT_EVENT_TYPES as readonly string[]).includes(value);
+/**
+ * Types no longer written, which older rows still carry (adding and removing a passkey were
+ * `passkey_added` and `passkey_removed` before they became second-factor changes like the
+ * app's): a filter may still name them, to find those rows; nothing records them.
+ */
+export const RETIRED_AUDIT_EVENT_TYPES = ['passkey_added', 'passkey_removed'] as const;
+export type RetiredAuditEventType = (typeof RETIRED_AUDIT_EVENT_TYPES)[number];
+
+/** A type a filter may name: one the trail records, or a retired one older rows carry. */
+export function isAuditEventType(value: string): value is AuditEventType | RetiredAuditEventType {
+  return (AUDIT_EVENT_TYPES as readonly string[]).includes(value) || (RETIRED_AUDIT_EVENT_TYPES as readonly string[]).includes(value);
 }
 
 /** Plain facts about an event. Typed as scalars so that nothing structured (a request, a token response) slips in whole. */
@@ -183,7 +194,7 @@ export interface AuditFilter {
   /** Events about this user, or made by them as an administrator. */
   userId?: string;
   clientId?: string;
-  type?: AuditEventType;
+  type?: AuditEventType | RetiredAuditEventType;
   /** Only events older than this id: the next page. */
   beforeId?: number;
   limit: number;

@@ -12,13 +12,14 @@ const KEPT_MS = 24 * 3600 * 1000;
  * Queues a delivery for every client with a back-channel logout URL that got an ID token in
  * one of the sessions `sids` — a grant approved in it whose scopes hold `openid` (revoked or
  * not: the ID token was issued all the same). A (sid, client) already queued is left alone.
- * Returns how many were queued.
+ * `address` is where the session end came from (the request's address; null: the command
+ * line), for the delivery's audit event. Returns how many were queued.
  */
-export async function queueBackchannelLogouts(trx: Transaction<Database>, sids: readonly string[], now: number): Promise<number> {
+export async function queueBackchannelLogouts(trx: Transaction<Database>, sids: readonly string[], now: number, address: string | null): Promise<number> {
   if (sids.length === 0) return 0;
   const result = await trx
     .insertInto('backchannel_logouts')
-    .columns(['sid', 'client_id', 'user_id', 'username', 'state', 'attempts', 'next_attempt_at', 'created_at', 'expires_at'])
+    .columns(['sid', 'client_id', 'user_id', 'username', 'state', 'attempts', 'next_attempt_at', 'created_at', 'expires_at', 'address'])
     .expression((eb) =>
       eb
         .selectFrom('grants')
@@ -35,6 +36,7 @@ export async function queueBackchannelLogouts(trx: Transaction<Database>, sids: 
           sql<number>`cast(${now} as bigint)`.as('next_attempt_at'),
           sql<number>`cast(${now} as bigint)`.as('created_at'),
           sql<number>`cast(${now + KEPT_MS} as bigint)`.as('expires_at'),
+          sql<string | null>`cast(${address} as text)`.as('address'),
         ])
         .where('grants.sid', 'in', sids)
         .where('grants.user_id', 'is not', null)
@@ -71,6 +73,8 @@ export async function dueBackchannelLogouts(db: Kysely<Database>, now: number, l
 export interface ClaimedBackchannelLogout extends BackchannelLogoutKey {
   user_id: string;
   username: string;
+  /** Where the session end came from; null: the command line. */
+  address: string | null;
   /** This attempt's number, from 1. */
   attempts: number;
   claimed_until: number;
@@ -97,7 +101,7 @@ export async function claimBackchannelLogout(
     .where('next_attempt_at', '<=', now)
     .where('attempts', '<', maxAttempts)
     .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
-    .returning(['sid', 'client_id', 'user_id', 'username', 'attempts', 'claimed_until'])
+    .returning(['sid', 'client_id', 'user_id', 'username', 'attempts', 'claimed_until', 'address'])
     .executeTakeFirst();
   if (!claimed) return undefined;
   // Kept with the row since migration 20261128_002 (the person may since have been deleted); read for older rows.

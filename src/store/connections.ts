@@ -37,10 +37,11 @@ export async function updateConnection(db: Kysely<Database>, id: string, patch: 
 
 /**
  * Ends every session (and half-done second step) that came through the connection, with their
- * back-channel logouts queued in the same transaction; with `remove`, deletes the connection
- * too (its identities and logins under way go with it). Returns how many deliveries were queued.
+ * back-channel logouts queued in the same transaction (from `o.address`, the administrator's;
+ * null: the command line); with `remove`, deletes the connection too (its identities and
+ * logins under way go with it). Returns how many deliveries were queued.
  */
-export async function endConnectionSessions(db: Kysely<Database>, id: string, now: number, o: { remove: boolean }): Promise<number> {
+export async function endConnectionSessions(db: Kysely<Database>, id: string, now: number, o: { remove: boolean; address: string | null }): Promise<number> {
   return db.transaction().execute(async (trx) => {
     const ended = await trx.deleteFrom('sessions').where('connection_id', '=', id).returning('sid').execute();
     await trx.deleteFrom('pending_logins').where('connection_id', '=', id).execute();
@@ -49,6 +50,7 @@ export async function endConnectionSessions(db: Kysely<Database>, id: string, no
       trx,
       ended.map((session) => session.sid),
       now,
+      o.address,
     );
   });
 }
@@ -199,8 +201,11 @@ export async function takePendingIdentity(db: Kysely<Database>, idHash: string, 
   return Number(deleted.numDeletedRows) === 1;
 }
 
-/** Ends the person's sessions that came through the connection (but the one `except` names), with their back-channel logouts queued. */
-export async function endIdentitySessions(db: Kysely<Database>, p: { userId: string; connectionId: string; except?: string; now: number }): Promise<number> {
+/** Ends the person's sessions that came through the connection (but the one `except` names), with their back-channel logouts queued (from `address`). */
+export async function endIdentitySessions(
+  db: Kysely<Database>,
+  p: { userId: string; connectionId: string; except?: string; now: number; address: string | null },
+): Promise<number> {
   return db.transaction().execute(async (trx) => {
     let remove = trx.deleteFrom('sessions').where('user_id', '=', p.userId).where('connection_id', '=', p.connectionId);
     if (p.except !== undefined) remove = remove.where('id_hash', '<>', p.except);
@@ -209,6 +214,7 @@ export async function endIdentitySessions(db: Kysely<Database>, p: { userId: str
       trx,
       ended.map((session) => session.sid),
       p.now,
+      p.address,
     );
   });
 }

@@ -49,6 +49,7 @@ import * as jwtGrants from './migrations/20261126_009_jwt_grants.ts';
 import * as fanOutMessages from './migrations/20261127_001_fan_out_messages.ts';
 import * as connections from './migrations/20261128_001_connections.ts';
 import * as switches from './migrations/20261128_002_switches.ts';
+import * as backchannelLogoutAddress from './migrations/20261129_001_backchannel_logout_address.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -87,6 +88,7 @@ export const migrations: Record<string, Migration> = {
   '20261127_001_fan_out_messages': fanOutMessages,
   '20261128_001_connections': connections,
   '20261128_002_switches': switches,
+  '20261129_001_backchannel_logout_address': backchannelLogoutAddress,
 };
 
 /**

@@ -276,6 +276,8 @@ export interface BackchannelLogoutsTable {
   claimed_until: number | null;
   created_at: Immutable<number>;
   expires_at: Immutable<number>;
+  /** The address of the request that ended the session, for the delivery's audit event; null: the command line (or a row queued before it was kept). */
+  address: Immutable<string | null>;
 }
 
 export type SigningKeyState = 'next' | 'active' | 'retiring';

@@ -69,10 +69,11 @@ const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
  */
 /**
  * In the transaction that completes a step-up second step, ends session `idHash` of `userId`
- * (live), with its back-channel logouts queued: true for the one caller that found it live — a
- * session steps up once; the login that replaces it starts once that transaction commits.
+ * (live), with its back-channel logouts queued (from `address`, the request's): true for the
+ * one caller that found it live — a session steps up once; the login that replaces it starts
+ * once that transaction commits.
  */
-export async function consumeSession(trx: Transaction<Database>, p: { idHash: string; userId: string; now: number }): Promise<boolean> {
+export async function consumeSession(trx: Transaction<Database>, p: { idHash: string; userId: string; now: number; address: string | null }): Promise<boolean> {
   const ended = await trx
     .deleteFrom('sessions')
     .where('id_hash', '=', p.idHash)
@@ -81,7 +82,7 @@ export async function consumeSession(trx: Transaction<Database>, p: { idHash: st
     .returning('sid')
     .executeTakeFirst();
   if (ended === undefined) return false;
-  await queueBackchannelLogouts(trx, [ended.sid], p.now);
+  await queueBackchannelLogouts(trx, [ended.sid], p.now, p.address);
   return true;
 }
 
@@ -95,7 +96,8 @@ export async function findSessionUser(
 
 /**
  * Ends one session (by `idHash`) or every session of a user (but one, `except`), and in the same transaction
- * queues the back-channel logouts of the sessions that ended (store/backchannel-logouts.ts).
+ * queues the back-channel logouts of the sessions that ended (store/backchannel-logouts.ts),
+ * from `address` (the request's that ended them; null: the command line).
  * A session ended twice at once is deleted, and its logouts queued, by one of the two only.
  * Returns how many deliveries were queued.
  */
@@ -103,6 +105,7 @@ export async function deleteSessions(
   db: Kysely<Database>,
   which: { idHash: string } | { userId: string; /** A session of the user's to keep (theirs, when they change their own factors). */ except?: string },
   now: number,
+  address: string | null,
 ): Promise<number> {
   return db.transaction().execute(async (trx) => {
     const [column, value] = 'idHash' in which ? (['id_hash', which.idHash] as const) : (['user_id', which.userId] as const);
@@ -113,6 +116,7 @@ export async function deleteSessions(
       trx,
       ended.map((session) => session.sid),
       now,
+      address,
     );
   });
 }

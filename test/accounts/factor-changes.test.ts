@@ -108,12 +108,19 @@ for (const backend of BACKENDS) {
         .selectFrom('audit_events')
         .select(['type', 'detail'])
         .where('user_id', '=', user.id)
-        .where('type', 'in', ['passkey_added', 'passkey_renamed', 'passkey_removed', 'recovery_codes_generated'])
+        .where('type', 'in', ['second_factor_added', 'passkey_renamed', 'second_factor_removed', 'recovery_codes_generated'])
         .orderBy('id')
         .execute();
+      // Adding and removing a passkey are factor changes like an app's: one type each, the factor in the detail.
       assert.deepEqual(
-        events.map((e) => e.type),
-        ['passkey_added', 'passkey_added', 'passkey_renamed', 'recovery_codes_generated', 'passkey_removed'],
+        events.map((e) => [e.type, JSON.parse(e.detail!).factor]),
+        [
+          ['second_factor_added', 'passkey'],
+          ['second_factor_added', 'passkey'],
+          ['passkey_renamed', undefined],
+          ['recovery_codes_generated', undefined],
+          ['second_factor_removed', 'passkey'],
+        ],
       );
       assert.equal(JSON.parse(events[0]!.detail!).session_upgraded, true, 'the trail says the first one made the session a login with it');
       assert.equal(JSON.parse(events[1]!.detail!).session_upgraded, undefined, 'the second changed nothing of the session');

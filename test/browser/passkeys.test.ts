@@ -130,7 +130,10 @@ for (const backend of BACKENDS) {
       const [stored] = await passkeysOf(alice);
       assert.equal(stored?.name, 'Work laptop');
       assert.equal(stored?.id, Buffer.from(credential.credentialId, 'base64').toString('base64url'));
-      assert.equal((await audited('passkey_added')).length, 1);
+      const [addedEvent, ...more] = await audited('second_factor_added');
+      assert.equal(more.length, 0);
+      assert.equal(addedEvent!.detail.factor, 'passkey', 'a passkey added is a second factor added, as an app is');
+      assert.equal(addedEvent!.detail.name, 'Work laptop');
 
       await logOut(page);
       await page.getByLabel('Username or email').waitFor();
@@ -369,7 +372,10 @@ for (const backend of BACKENDS) {
       await page.getByRole('status').getByText('Passkey removed.').waitFor();
       await page.getByText('You have no passkey yet.').waitFor();
       assert.equal((await sessionsOf(alice)).length, 1);
-      assert.equal((await audited('passkey_removed')).length, 1);
+      assert.deepEqual(
+        (await audited('second_factor_removed')).map((event) => event.detail.factor),
+        ['passkey'],
+      );
       await elsewhere.goto(new URL('/account/applications', server.url).href);
       assert.equal(new URL(elsewhere.url()).pathname, '/login');
       await elsewhere.context().close();

@@ -306,6 +306,36 @@ for (const backend of BACKENDS) {
       }
     });
 
+    test("docs/oidc.md §3: an application with an API's token reads the claims from its ID token; userinfo wants a token for Gatehouse itself", async () => {
+      await registerResourceServer(server, 'https://calendar.example/api', [{ name: 'calendar:read', description: 'Read your calendar' }]);
+      const calendar = await discover((await server.createClient({ name: 'Calendar', scope: 'openid profile email calendar:read' })).client.id);
+      const agent = new UserAgent(server.url);
+      const api = await signIn(calendar, agent, { scope: 'openid profile email calendar:read', resource: 'https://calendar.example/api' });
+      assert.deepEqual(
+        [api.claims.sub, api.claims.preferred_username, api.claims.email],
+        ['acct:alice@127.0.0.1', 'alice', 'alice@example.com'],
+        'the identity claims ride along with a request for an API, in the ID token',
+      );
+      const refused = await userinfo(api.tokens.access_token);
+      assert.equal(refused.status, 401, "userinfo refuses the API's token (SPEC §4.10: a token for the built-in resource)");
+      assert.match(refused.headers.get('www-authenticate')!, /error="invalid_token"/);
+      // The refresh's ID token carries them too; its access token is still for the API alone.
+      const refreshed = await client.refreshTokenGrant(calendar, api.tokens.refresh_token!);
+      assert.equal(refreshed.claims()!.email, 'alice@example.com');
+      assert.equal((await userinfo(refreshed.access_token)).status, 401);
+      // One more request, the identity scopes alone and no resource: its token opens userinfo, with the same claims.
+      const identity = await signIn(calendar, agent, { scope: 'openid profile email' });
+      const info = (await (await userinfo(identity.tokens.access_token)).json()) as Record<string, unknown>;
+      assert.deepEqual(info, {
+        sub: 'acct:alice@127.0.0.1',
+        preferred_username: 'alice',
+        name: 'Alice Liddell',
+        email: 'alice@example.com',
+        email_verified: true,
+      });
+      assert.equal(api.claims.name, info.name);
+    });
+
     async function signInWithoutOpenid(): Promise<string> {
       const pending = await authorization(rp, { scope: 'annotation:read' });
       const outcome = await new UserAgent(server.url).authorize(pending.url);

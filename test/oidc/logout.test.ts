@@ -41,7 +41,12 @@ async function logOutAtHome(agent: UserAgent): Promise<Response> {
 const claimsOf = (jwt: string) => decodeJwt(jwt);
 
 async function auditEvents(server: TestServer, type: string) {
-  return server.store.db.selectFrom('audit_events').select(['type', 'user_id', 'client_id', 'detail']).where('type', '=', type).orderBy('id').execute();
+  return server.store.db
+    .selectFrom('audit_events')
+    .select(['type', 'user_id', 'client_id', 'address', 'detail'])
+    .where('type', '=', type)
+    .orderBy('id')
+    .execute();
 }
 
 for (const backend of BACKENDS) {
@@ -181,16 +186,18 @@ for (const backend of BACKENDS) {
 
     test('back-channel: every way a session ends sends one logout token, which verifies against the JWKS as the SPEC says', async () => {
       const jwks = createRemoteJWKSet(new URL('/oauth/jwks', server.url));
-      const ends: [string, (agent: UserAgent) => Promise<unknown>][] = [
-        ['POST /logout', logOutAtHome],
-        ['RP-initiated logout', async () => {}], // filled below: needs the ID token
+      // Each with where its delivery is audited as coming from: the browser's address, or the command line (none).
+      const ends: [string, (agent: UserAgent) => Promise<unknown>, string | null][] = [
+        ['POST /logout', logOutAtHome, '127.0.0.1'],
+        ['RP-initiated logout', async () => {}, '127.0.0.1'], // filled below: needs the ID token
         [
           'user set-password',
           () => gatehouse(['user', 'set-password', 'alice', '--password-stdin'], { DATABASE_URL: databaseUrl(server.config) }, `${PASSWORD}\n`),
+          null,
         ],
-        ['user disabled', async () => disableUser(server.app.gatehouse, (await findUserNamed(server.app.gatehouse, 'alice'))!, COMMAND_LINE)],
+        ['user disabled', async () => disableUser(server.app.gatehouse, (await findUserNamed(server.app.gatehouse, 'alice'))!, COMMAND_LINE), null],
       ];
-      for (const [how, end] of ends) {
+      for (const [how, end, address] of ends) {
         const agent = new UserAgent(server.url);
         const { sid, idToken } = await openIdLogin(notes, agent, 'alice');
         if (how === 'RP-initiated logout') await agent.visit(`/oauth/logout?${new URLSearchParams({ id_token_hint: idToken })}`);
@@ -215,6 +222,8 @@ for (const backend of BACKENDS) {
         await until(`the delivery after ${how} is audited`, async () =>
           (await auditEvents(server, 'backchannel_logout_delivered')).some((event) => JSON.parse(event.detail ?? '{}').sid === sid),
         );
+        const delivered = (await auditEvents(server, 'backchannel_logout_delivered')).find((event) => JSON.parse(event.detail ?? '{}').sid === sid)!;
+        assert.equal(delivered.address, address, `the delivery after ${how} is audited as coming from where the logout came from`);
         assert.equal(ofSession().length, 1, `one delivery for the session ended by ${how}`);
         if (how === 'user disabled') await server.store.db.updateTable('users').set({ disabled: 0 }).where('username', '=', 'alice').execute();
       }
@@ -224,6 +233,33 @@ for (const backend of BACKENDS) {
         'no token in the audit trail',
       );
       assert.ok(!server.logs.some((line) => receiver.tokens.some((token) => line.includes(token))), 'no token in the logs');
+    });
+
+    test('a back-channel logout is audited as coming from where the session end came from: the browser, an administrator, not the command line', async () => {
+      const deliveredFor = async (sid: string) => {
+        await until('the delivery is audited', async () =>
+          (await auditEvents(server, 'backchannel_logout_delivered')).some((event) => JSON.parse(event.detail ?? '{}').sid === sid),
+        );
+        return (await auditEvents(server, 'backchannel_logout_delivered')).find((event) => JSON.parse(event.detail ?? '{}').sid === sid)!;
+      };
+      // A person's logout in the browser: `gatehouse audit` shows the browser's address.
+      const browser = new UserAgent(server.url);
+      const { sid } = await openIdLogin(notes, browser, 'alice');
+      await logOutAtHome(browser);
+      assert.equal((await deliveredFor(sid)).address, '127.0.0.1');
+      const listed = await gatehouse(['audit', '--type', 'backchannel_logout_delivered'], { DATABASE_URL: databaseUrl(server.config) });
+      const line = listed.stdout.split('\n').find((entry) => entry.includes(`sid=${sid}`));
+      assert.match(line ?? '', /  from=127\.0\.0\.1  /, listed.stdout);
+      // An administrator disabling the person on a page: the administrator's address.
+      const root = await server.createUser('root', { admin: true });
+      const again = await openIdLogin(notes, new UserAgent(server.url), 'alice');
+      const alice = (await findUserNamed(server.app.gatehouse, 'alice'))!;
+      await disableUser(server.app.gatehouse, alice, { userId: root.id, address: '198.51.100.9' });
+      try {
+        assert.equal((await deliveredFor(again.sid)).address, '198.51.100.9');
+      } finally {
+        await server.store.db.updateTable('users').set({ disabled: 0 }).where('username', '=', 'alice').execute();
+      }
     });
 
     test('a client with ES256 ID tokens gets ES256 logout tokens; a client that got no ID token in the session gets none', async () => {

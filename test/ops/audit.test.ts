@@ -265,6 +265,37 @@ for (const backend of BACKENDS) {
       assert.match(help.stdout, /refresh_reuse_detected/);
     });
 
+    test('rows of a retired type (passkey_added, before passkeys were second_factor_added) are still found by it; it is no longer listed', async () => {
+      const alice = (await findUserByUsername(server.store.db, 'alice'))!;
+      const at = Date.now();
+      await server.store.db
+        .insertInto('audit_events')
+        .values({
+          at,
+          type: 'passkey_added',
+          actor_id: null,
+          user_id: alice.id,
+          client_id: null,
+          address: '192.0.2.7',
+          detail: '{"name":"Old key"}',
+          expires_at: at + 86_400_000,
+        })
+        .execute();
+      const found = await cliEvents('--type', 'passkey_added');
+      assert.deepEqual(
+        found.map((e) => [e.type, e.username, e.detail?.name]),
+        [['passkey_added', 'alice', 'Old key']],
+      );
+      const page = await admin.visit('/admin/audit?type=passkey_added');
+      assert.deepEqual(
+        auditRows(page.html).map((row) => row.event),
+        ['passkey_added'],
+      );
+      const help = await gatehouse(['--help'], {});
+      assert.doesNotMatch(help.stdout, /passkey_added/);
+      assert.match(help.stdout, /second_factor_added/);
+    });
+
     test('gatehouse audit refuses bad options with one clear line', async () => {
       for (const [args, message] of [
         [['--limit', '0'], /--limit must be a whole number/],

@@ -1,8 +1,9 @@
 /** Settings (src/config.ts `loadConfig`): defaults, accepted forms, and that a bad value stops start-up naming the setting. */
 import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { describe, test } from 'node:test';
-import { ConfigError, loadConfig } from '../../src/config.ts';
+import { ConfigError, SETTINGS, declaredOnly, loadConfig } from '../../src/config.ts';
 
 /** Asserts that `env` is refused with a ConfigError whose message names `setting`. */
 function refuses(env: Record<string, string>, setting: string): void {
@@ -163,5 +164,34 @@ describe('loadConfig', () => {
     refuses({ PUBLIC_URL: 'https://login.example.com', WEBAUTHN_RP_ID: 'ample.com' }, 'WEBAUTHN_RP_ID');
     refuses({ PUBLIC_URL: 'http://127.0.0.1:5000', WEBAUTHN_RP_ID: '127.0.0.1' }, 'WEBAUTHN_RP_ID');
     refuses({ WEBAUTHN_RP_ID: 'https://localhost' }, 'WEBAUTHN_RP_ID');
+  });
+
+  test('SETTINGS names every setting loadConfig reads, no more: what --help lists is what is read', () => {
+    const read = new Set<string>();
+    const recording = new Proxy({} as Record<string, string | undefined>, {
+      get: (_, name) => {
+        if (typeof name === 'string') read.add(name);
+        return undefined;
+      },
+    });
+    loadConfig(recording);
+    assert.deepEqual([...read].sort(), SETTINGS.map((setting) => setting.name).sort());
+    // Also a read that only some values reach: every name config.ts passes to a reader or reads off env.
+    const source = readFileSync(new URL('../../src/config.ts', import.meta.url), 'utf8');
+    const named = [...source.matchAll(/\benv(?:\.([A-Z][A-Z0-9_]+)|, '([A-Z][A-Z0-9_]+)')/g)].map((match) => match[1] ?? match[2]!);
+    assert.ok(named.length >= 30, `only ${named.length} reads found`);
+    for (const name of named) assert.ok(read.has(name), `config.ts reads ${name}, SETTINGS does not name it`);
+  });
+
+  test('the environment loadConfig reads refuses a name SETTINGS does not declare (so none can be missing from --help)', () => {
+    const env = declaredOnly({ PORT: '5001', UNDECLARED_SETTING: 'x' });
+    assert.equal(env.PORT, '5001');
+    assert.throws(() => env.UNDECLARED_SETTING, /config\.ts reads UNDECLARED_SETTING, which SETTINGS does not declare/);
+  });
+
+  test('every default SETTINGS gives (and --help shows) is the real one: setting it to that value changes nothing', () => {
+    const defaults = SETTINGS.filter((setting) => setting.default !== undefined);
+    assert.ok(defaults.length >= 25);
+    for (const { name, default: value } of defaults) assert.deepEqual(loadConfig({ [name]: value! }), loadConfig({}), `${name}=${value} is not the default`);
   });
 });

@@ -50,7 +50,7 @@ describe('the login decision', () => {
       const result = await logIn(ctx, attempt(login, PASSWORD));
       assert.ok(result.ok, login);
       assert.equal(result.user.username, 'alice');
-      assert.equal((await sessionUser(ctx, result.session))?.username, 'alice');
+      assert.equal((await sessionUser(ctx, result.session, '192.0.2.7'))?.username, 'alice');
     }
   });
 
@@ -85,6 +85,6 @@ describe('the login decision', () => {
     const second = await logIn(ctx, attempt('alice', PASSWORD, { session: first.session }));
     assert.ok(second.ok);
     assert.notEqual(second.session, first.session);
-    assert.equal(await sessionUser(ctx, first.session), null);
+    assert.equal(await sessionUser(ctx, first.session, '192.0.2.7'), null);
   });
 });

@@ -399,14 +399,14 @@ export async function setConnectionEnabled(ctx: AppContext, id: string, enabled:
   const current = await connectionNamed(ctx, id);
   if ((current.enabled === 1) === enabled) return;
   await updateConnection(ctx.db, id, { enabled: enabled ? 1 : 0, updated_at: ctx.now() });
-  if (!enabled && (await endConnectionSessions(ctx.db, id, ctx.now(), { remove: false })) > 0) ctx.backchannelLogouts.wake();
+  if (!enabled && (await endConnectionSessions(ctx.db, id, ctx.now(), { remove: false, address: actor.address })) > 0) ctx.backchannelLogouts.wake();
   await ctx.audit({ type: enabled ? 'connection_enabled' : 'connection_disabled', ...madeBy(actor), detail: { connection: id } });
 }
 
 /** Deletes a connection: its sessions end, its people's identities there are unlinked. */
 export async function deleteConnection(ctx: AppContext, id: string, actor: Actor): Promise<void> {
   await connectionNamed(ctx, id);
-  if ((await endConnectionSessions(ctx.db, id, ctx.now(), { remove: true })) > 0) ctx.backchannelLogouts.wake();
+  if ((await endConnectionSessions(ctx.db, id, ctx.now(), { remove: true, address: actor.address })) > 0) ctx.backchannelLogouts.wake();
   await ctx.audit({ type: 'connection_deleted', ...madeBy(actor), detail: { connection: id } });
 }
 

@@ -178,11 +178,11 @@ async function logInThrough(ctx: AppContext, connection: Connection, user: User,
       return { kind: 'second_step', user, pending, next: hasCode ? 'code' : 'set_up' };
     }
   }
-  const session = await startSession(ctx, user.id, attempt.previousSession, amr, connection.id);
+  const session = await startSession(ctx, user.id, attempt.previousSession, amr, connection.id, attempt.address);
   // Disabled while the provider answered (it may answer slowly on purpose): the session it just
   // got ends, as the ones before did.
   if (!(await connectionEnabled(ctx.db, connection.id))) {
-    await endSession(ctx, session);
+    await endSession(ctx, session, attempt.address);
     return { kind: 'refused', reason: 'connection_disabled' };
   }
   await ctx.audit({ type: 'upstream_login', userId: user.id, address: attempt.address, detail });
@@ -335,7 +335,8 @@ export async function unlinkIdentity(
   const removed = await deleteIdentity(ctx.db, user.id, connectionId);
   if (!removed) return 'not_linked';
   const except = p.keepSession === undefined ? undefined : (hashIfWellFormed('session', p.keepSession) ?? undefined);
-  if ((await endIdentitySessions(ctx.db, { userId: user.id, connectionId, except, now: ctx.now() })) > 0) ctx.backchannelLogouts.wake();
+  if ((await endIdentitySessions(ctx.db, { userId: user.id, connectionId, except, now: ctx.now(), address: p.actor.address })) > 0)
+    ctx.backchannelLogouts.wake();
   await ctx.audit({ type: 'identity_unlinked', ...madeBy(p.actor), userId: user.id, detail: { connection: connectionId } });
   return 'unlinked';
 }

@@ -19,7 +19,7 @@ import {
 import { sessionLogin, startSession } from '../../../src/accounts/sessions.ts';
 import { allOrNothing } from '../../../src/store/second-factors.ts';
 import type { User } from '../../../src/store/schema.ts';
-import { memoryContext, person, setUpApp, type TestContext } from '../support/context.ts';
+import { ADDRESS, memoryContext, person, setUpApp, type TestContext } from '../support/context.ts';
 
 /** A password and an app or recovery code (SPEC §4.12). */
 const PASSWORD_AND_CODE = 'pwd otp mfa';
@@ -77,7 +77,7 @@ describe('recent login', () => {
 
   test('provingNewFactor: nothing for a login that has mfa already, or without a (well-formed) session', async () => {
     const withMfa = (await requireRecentLogin(t.ctx, login(bob, PASSWORD_AND_CODE)))!;
-    const session = await startSession(t.ctx, bob.id, undefined, PASSWORD_AND_CODE);
+    const session = await startSession(t.ctx, bob.id, undefined, PASSWORD_AND_CODE, null, ADDRESS);
     assert.equal(provingNewFactor(t.ctx, withMfa, session, PASSWORD_AND_CODE), null);
     const passwordOnly = (await requireRecentLogin(t.ctx, login(alice, PASSWORD_LOGIN_AMR)))!;
     assert.equal(provingNewFactor(t.ctx, passwordOnly, undefined, PASSWORD_AND_CODE), null);
@@ -85,15 +85,15 @@ describe('recent login', () => {
   });
 
   test("provingNewFactor: the adding session is replaced by one whose login has the factor's amr, under a new token", async () => {
-    const session = await startSession(t.ctx, alice.id, undefined, PASSWORD_LOGIN_AMR);
-    const signedIn = (await sessionLogin(t.ctx, session))!;
+    const session = await startSession(t.ctx, alice.id, undefined, PASSWORD_LOGIN_AMR, null, ADDRESS);
+    const signedIn = (await sessionLogin(t.ctx, session, ADDRESS))!;
     assert.equal(signedIn.login.amr, PASSWORD_LOGIN_AMR);
     const proof = provingNewFactor(t.ctx, (await requireRecentLogin(t.ctx, signedIn))!, session, PASSWORD_AND_CODE);
     assert.ok(proof);
     assert.notEqual(proof.session, session);
     assert.equal(await allOrNothing(t.ctx.db, { session: proof.record }, []), null);
-    assert.equal(await sessionLogin(t.ctx, session), null, 'the old token is gone');
-    const upgraded = (await sessionLogin(t.ctx, proof.session))!;
+    assert.equal(await sessionLogin(t.ctx, session, ADDRESS), null, 'the old token is gone');
+    const upgraded = (await sessionLogin(t.ctx, proof.session, ADDRESS))!;
     assert.ok(upgraded.login.amr.split(' ').includes('mfa'), upgraded.login.amr);
     assert.ok(upgraded.login.amr.split(' ').includes('pwd'), upgraded.login.amr);
     assert.equal(upgraded.login.authTime, t.clock.now, 'the login counts from the proof');
@@ -101,12 +101,12 @@ describe('recent login', () => {
   });
 
   test('provingNewFactor: a session whose login went stale before the write is not upgraded, and stays as it was', async () => {
-    const session = await startSession(t.ctx, alice.id, undefined, PASSWORD_LOGIN_AMR);
-    const recent = (await requireRecentLogin(t.ctx, (await sessionLogin(t.ctx, session))!))!;
+    const session = await startSession(t.ctx, alice.id, undefined, PASSWORD_LOGIN_AMR, null, ADDRESS);
+    const recent = (await requireRecentLogin(t.ctx, (await sessionLogin(t.ctx, session, ADDRESS))!))!;
     t.clock.now += RECENT_LOGIN_MS + 1_000; // the factor is proven after the window closed
     const proof = provingNewFactor(t.ctx, recent, session, PASSWORD_AND_CODE)!;
     assert.equal(await allOrNothing(t.ctx.db, { session: proof.record }, []), 'session');
-    assert.equal((await sessionLogin(t.ctx, session))?.login.amr, PASSWORD_LOGIN_AMR);
-    assert.equal(await sessionLogin(t.ctx, proof.session), null);
+    assert.equal((await sessionLogin(t.ctx, session, ADDRESS))?.login.amr, PASSWORD_LOGIN_AMR);
+    assert.equal(await sessionLogin(t.ctx, proof.session, ADDRESS), null);
   });
 });

@@ -74,7 +74,7 @@ describe('accepting a code once', () => {
     const code = totpCode(secret, t.clock.now);
     const done = await submitCode(t.ctx, await secondStep(), code, ADDRESS, undefined);
     assert.ok(done.ok);
-    assert.equal((await sessionLogin(t.ctx, done.session))?.login.amr, PASSWORD_AND_CODE);
+    assert.equal((await sessionLogin(t.ctx, done.session, ADDRESS))?.login.amr, PASSWORD_AND_CODE);
     assert.deepEqual(await submitCode(t.ctx, await secondStep(), code, ADDRESS, undefined), { ok: false, reason: 'wrong_code' });
   });
 
@@ -105,7 +105,7 @@ describe('accepting a code once', () => {
     assert.match(codes![0]!, /^[a-z2-9]{5}-[a-z2-9]{5}$/);
     const first = await submitCode(t.ctx, await secondStep(), codes![0]!.toUpperCase().replace('-', ' '), ADDRESS, undefined);
     assert.ok(first.ok);
-    assert.equal((await sessionLogin(t.ctx, first.session))?.login.amr, PASSWORD_AND_CODE);
+    assert.equal((await sessionLogin(t.ctx, first.session, ADDRESS))?.login.amr, PASSWORD_AND_CODE);
     assert.deepEqual(await submitCode(t.ctx, await secondStep(), codes![0]!, ADDRESS, undefined), { ok: false, reason: 'wrong_code' });
     assert.ok((await submitCode(t.ctx, await secondStep(), codes![1]!, ADDRESS, undefined)).ok);
   });
