@@ -94,7 +94,18 @@ if (problems.length > 0) {
 const files = process.argv.slice(2);
 const result = spawnSync(
   process.execPath,
-  ['--test', '--test-concurrency=2', '--test-timeout=180000', '--test-reporter=spec', ...(files.length > 0 ? files : ['test/**/*.test.ts'])],
+  [
+    '--test',
+    // Two files at a time (2 cores here); each file has its own databases and servers.
+    '--test-concurrency=2',
+    '--test-timeout=180000',
+    '--test-reporter=spec',
+    '--test-reporter-destination=stdout',
+    // A line as each file finishes: where a long run is (test/progress-reporter.ts).
+    '--test-reporter=./test/progress-reporter.ts',
+    '--test-reporter-destination=stderr',
+    ...(files.length > 0 ? files : ['test/**/*.test.ts']),
+  ],
   {
     stdio: 'inherit',
     env,
