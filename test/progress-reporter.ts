@@ -16,7 +16,7 @@ export default async function* progress(source: AsyncIterable<FileEvent>): Async
   let failed = 0;
   for await (const { type, data } of source) {
     // The file's own test is named by its path as the runner found it.
-    const isFile = data.nesting === 0 && data.file !== undefined && data.name.endsWith('.test.ts') && data.file.endsWith(data.name);
+    const isFile = data.nesting === 0 && typeof data.name === 'string' && data.name.endsWith('.test.ts') && data.file?.endsWith(data.name) === true;
     if (!isFile) continue;
     if (type === 'test:enqueue') queued.add(data.file!);
     if (type !== 'test:complete') continue;
