@@ -49,6 +49,7 @@ import openapi from './http/openapi.ts';
 import { cookieOptions, csrfCookieName, isHttps } from './http/session.ts';
 import { warnOfSecretsInClear } from './secrets-at-rest.ts';
 import setupRoutes from './http/setup.ts';
+import mailedLinkRoutes from './http/mailed-links.ts';
 import wsRoutes from './http/ws.ts';
 
 declare module 'fastify' {
@@ -295,6 +296,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   await app.register(secondFactorRoutes, { ctx });
   await app.register(logoutRoutes, { ctx });
   await app.register(setupRoutes, { ctx });
+  await app.register(mailedLinkRoutes, { ctx });
   await app.register(accountRoutes, { ctx });
   await app.register(accountFactorRoutes, { ctx });
   await app.register(accountSecurityRoutes, { ctx });

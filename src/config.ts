@@ -98,6 +98,11 @@ export interface Config {
    * WEBAUTHN_RP_ID: browsers refuse an IP address as an RP ID).
    */
   readonly webauthn: { readonly rpId: string; readonly origin: string } | null;
+  /**
+   * Mail (SPEC §4.16): the SMTP server's URL (`smtp://` or `smtps://`, user and password in
+   * it: never logged) and the From address; null when SMTP_URL is unset, and no mail is sent.
+   */
+  readonly mail: { readonly smtpUrl: string; readonly from: string } | null;
 }
 
 /**
@@ -158,6 +163,8 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'ID_TOKEN_TTL', help: 'ID token lifetime, seconds (60–86400)', default: '3600' },
   { name: 'REQUIRE_SECOND_FACTOR', help: 'who must have a second factor: none, admins or all', default: 'none' },
   { name: 'PASSWORD_LOGIN', help: 'who may log in with a password: all, admins or none', default: 'all' },
+  { name: 'SMTP_URL', help: 'smtp:// or smtps:// (user and password in the URL): mail for forgotten passwords and verification' },
+  { name: 'MAIL_FROM', help: 'the From of that mail: an address, or Name <address> (default: gatehouse@ the host of PUBLIC_URL)' },
   { name: 'WEBAUTHN_RP_ID', help: "passkeys' RP ID: PUBLIC_URL's host name (default) or a parent domain; none on an IP" },
   { name: 'SQLITE_GROUP_COMMIT', help: 'false: every SQLite write in a transaction of its own', default: 'true' },
   { name: 'LOG_LEVEL', help: 'fatal, error, warn, info, debug, trace or silent', default: 'info' },
@@ -300,6 +307,30 @@ function keysSecret(env: Env): string | null {
   return raw;
 }
 
+/** A bare address, or a display name and the address in angle brackets. */
+const MAIL_FROM = /^(?:[^<>\r\n]{1,200} )?<?[^\s@<>]{1,64}@[^\s@<>]{1,255}>?$/;
+
+/** SMTP_URL and MAIL_FROM; the URL is never repeated in a message (it holds the SMTP password). */
+function mail(env: Env, issuer: string): Config['mail'] {
+  const raw = env.SMTP_URL;
+  if (raw === undefined || raw === '') {
+    if (env.MAIL_FROM) throw new ConfigError('MAIL_FROM is set but SMTP_URL is not: set SMTP_URL too, or unset MAIL_FROM');
+    return null;
+  }
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError('SMTP_URL must be a URL such as smtps://user:password@mail.example.com');
+  }
+  if ((url.protocol !== 'smtp:' && url.protocol !== 'smtps:') || url.hostname === '')
+    throw new ConfigError('SMTP_URL must start with smtp:// or smtps:// and name a host');
+  const from = env.MAIL_FROM || `Gatehouse <gatehouse@${new URL(issuer).hostname}>`;
+  const bracketed = from.includes('<');
+  if (!MAIL_FROM.test(from) || bracketed !== from.endsWith('>')) throw new ConfigError(`MAIL_FROM must be an address or Name <address>, got "${from}"`);
+  return Object.freeze({ smtpUrl: raw, from });
+}
+
 /** Lower-cased host names, each optionally `*.`-prefixed; empty entries (a trailing comma) are dropped. */
 function hostPatterns(env: Env, name: string): readonly string[] {
   const entries = (env[name] ?? '')
@@ -357,6 +388,7 @@ export function loadConfig(environment: Env = process.env): Config {
     requireSecondFactor: oneOf(env, 'REQUIRE_SECOND_FACTOR', ['none', 'admins', 'all'] as const, 'none'),
     passwordLogin: oneOf(env, 'PASSWORD_LOGIN', ['all', 'admins', 'none'] as const, 'all'),
     webauthn: webauthn(env, issuer),
+    mail: mail(env, issuer),
   });
 }
 

@@ -60,7 +60,9 @@ export interface AppContext {
   /** The signing keys (SPEC §4.9): what signs and verifies JWTs, and the JWKS. */
   readonly keys: SigningKeys;
   /** Back-channel logout deliveries (SPEC §4.10): woken when a session ends here; delivering on the server only. */
-  readonly backchannelLogouts: BackchannelLogouts;
+  readonly backchannelLogouts: Deliveries;
+  /** Mail (SPEC §4.16): queued in the database, sent by the server in the background (mail.ts). */
+  readonly mail: Mail;
 }
 
 /** What signs and verifies Gatehouse's own JWTs and publishes the JWKS: this process's key ring (identity/keys.ts). */
@@ -80,14 +82,20 @@ export interface SigningKeys {
   refresh(): Promise<void>;
 }
 
-/** Back-channel logout deliveries (identity/backchannel-logout.ts). */
-export interface BackchannelLogouts {
+/** A queue in the database that every server instance works off (events/deliveries.ts): back-channel logouts, mail. */
+export interface Deliveries {
   /** Delivers what is due now, in the background (after a session ended here). Does nothing until started. */
   wake(): void;
   /** Starts delivering on this instance (the server; not the command line). */
   start(): void;
   /** Stops, waiting for the deliveries under way. */
   close(): Promise<void>;
+}
+
+/** Mail (mail.ts): without SMTP_URL it is not `enabled`, and nothing is queued. */
+export interface Mail extends Deliveries {
+  /** Whether mail can be sent (SMTP_URL is set): pages that would send some say to ask an administrator otherwise. */
+  readonly enabled: boolean;
 }
 
 export type RevocationReason =

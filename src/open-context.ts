@@ -7,7 +7,9 @@ import { auditTrail } from './audit.ts';
 import { createClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
 import type { ContextLogger, OpenContext } from './context.ts';
+import { composeMail } from './accounts/account-mail.ts';
 import { backchannelLogouts } from './identity/backchannel-logout.ts';
+import { mailer } from './mail.ts';
 import { KeyRing } from './identity/keys.ts';
 import { createMetrics } from './metrics.ts';
 import { RemoteKeys } from './oauth/assertions/remote-keys.ts';
@@ -34,6 +36,8 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     throw error;
   }
   const logouts = backchannelLogouts({ config, db: store.db, keys, audit, now, log });
+  // A message is composed with the whole context (who the person is now, whether they may use a password).
+  const mail = mailer({ config, db: store.db, audit, now, log, compose: (queued) => composeMail(context, queued) });
   const publishing = new Set<Promise<void>>();
   /** Keeps a fan-out message being sent until it is, for close(); a failure is logged, never thrown. */
   const track = (sending: Promise<void>, what: string) => {
@@ -41,7 +45,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     publishing.add(sent);
     void sent.finally(() => publishing.delete(sent));
   };
-  return {
+  const context: OpenContext = {
     config,
     store,
     db: store.db,
@@ -51,6 +55,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     audit,
     keys,
     backchannelLogouts: logouts,
+    mail,
     clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
     remoteKeys: new RemoteKeys({ now, allowPrivateAddresses: config.clientMetadata.allowPrivateAddresses }),
     onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
@@ -63,10 +68,11 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     onClientsChanged: (clientIds) => track(services.bus.publishClientChanges(clientIds), 'client change'),
     onScopesChanged: () => track(services.bus.publishChange('scopes'), 'scope change'),
     async close() {
-      await logouts.close();
+      await Promise.all([logouts.close(), mail.close()]);
       keys.close();
       await Promise.all(publishing);
       await services.close();
     },
   };
+  return context;
 }

@@ -72,6 +72,12 @@ export interface Throttle {
   reserveUserCodeGuess(userId: string, address: string): Promise<void>;
   /** The code was right after all: gives the reserved guess back. */
   userCodeAccepted(userId: string, address: string): Promise<void>;
+  /**
+   * Counts a request for mail to a person — a forgotten password, a verification link — against
+   * the account (loginAccountKey) and the address, the login limits in counters of their own;
+   * refuses it (Throttled) once either is used up. Every request counts, sent or not.
+   */
+  mailRequest(account: string, address: string): Promise<void>;
   /** Counts a dynamic client registration against its address (TOKEN_REQUESTS_PER_ADDRESS a minute); refuses it over the limit. */
   registrationFrom(address: string): Promise<void>;
 }
@@ -94,6 +100,8 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const userCodeAddress = limiter('user-code:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
   const tokenClient = limiter('token:client', throttle.tokenRequestsPerClient, 60);
   const tokenAddress = limiter('token:address', throttle.tokenRequestsPerAddress, 60);
+  const mailAccount = limiter('mail:account', throttle.loginFailuresPerAccount, throttle.loginWindowSeconds);
+  const mailAddress = limiter('mail:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
   const registrationAddress = limiter('register:address', throttle.tokenRequestsPerAddress, 60);
 
   const giveBack = async (counter: RateLimiterAbstract | null, key: string) => {
@@ -140,6 +148,7 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
     tokenRequestOf: (clientId) => consume(tokenClient, clientId),
     reserveUserCodeGuess: (userId, address) => reserveBoth(userCodeUser, userId, userCodeAddress, addressKey(address)),
     userCodeAccepted: (userId, address) => releaseBoth(userCodeUser, userId, userCodeAddress, addressKey(address)),
+    mailRequest: (account, address) => reserveBoth(mailAccount, account, mailAddress, addressKey(address)),
     registrationFrom: (address) => consume(registrationAddress, addressKey(address)),
   };
 }

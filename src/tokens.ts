@@ -26,6 +26,10 @@ export const TOKEN_PREFIX = {
   upstreamBinding: 'gub_',
   /** An identity waiting to be linked to the account that has its email (accounts/connections/federated-login.ts). */
   pendingIdentity: 'gpi_',
+  /** A password reset link's token (accounts/account-mail.ts). */
+  passwordReset: 'gpr_',
+  /** An email verification link's token (accounts/account-mail.ts). */
+  emailVerification: 'gev_',
 } as const;
 export type TokenKind = keyof typeof TOKEN_PREFIX;
 

@@ -4,7 +4,7 @@
  * Passwords are NFKC-normalized first, so the same password typed on different keyboards
  * verifies. At most a few hashes run at once (HASHING), whoever asks for them.
  */
-import { randomBytes, scrypt as scryptCallback, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { hash, randomBytes, scrypt as scryptCallback, timingSafeEqual, type ScryptOptions } from 'node:crypto';
 import { Throttled } from '../throttle.ts';
 
 // N=2^15, r=8, p=1 (32 MiB, tens of milliseconds): OWASP's scrypt minimum is N=2^17 with
@@ -76,9 +76,38 @@ export const DECOY_HASH = ['scrypt', PARAMS.N, PARAMS.r, PARAMS.p, randomBytes(1
 /** The stored hash of a person who has no password (created at a login through a connection, SPEC §4.13): no password matches it. */
 export const NO_PASSWORD = '';
 
-/** Why `password` is not acceptable, or null. */
-export function passwordProblem(password: string): string | null {
+/** How many of the most common passwords are refused (SPEC §4.16). */
+export const COMMON_PASSWORDS = 10_000;
+
+let common: Promise<ReadonlySet<string>> | undefined;
+
+/**
+ * The 10 000 most common passwords, most common first in zxcvbn's list (from leaked password
+ * sets), which the package ships: loaded on first use, so that commands that set no password
+ * do not pay for it.
+ */
+function commonPasswords(): Promise<ReadonlySet<string>> {
+  common ??= import('@zxcvbn-ts/language-common').then(({ dictionary }) => new Set(dictionary['passwords-common'].slice(0, COMMON_PASSWORDS)));
+  return common;
+}
+
+/**
+ * Why `password` is not acceptable, or null: too short, too long, or one of the most common
+ * passwords — compared as typed on any keyboard and in any case (the list is lower case),
+ * since `Password1` is guessed as soon as `password1`.
+ */
+export async function passwordProblem(password: string): Promise<string | null> {
   if (password.length < MIN_PASSWORD_LENGTH) return `must be at least ${MIN_PASSWORD_LENGTH} characters`;
   if (password.length > MAX_PASSWORD_LENGTH) return `must be at most ${MAX_PASSWORD_LENGTH} characters`;
+  if ((await commonPasswords()).has(password.normalize('NFKC').toLowerCase())) return 'is one of the most common passwords: choose another';
   return null;
+}
+
+/**
+ * What a password reset link remembers of the password it replaces (SPEC §4.16): a digest of
+ * its stored hash, so the link stops working once the password changes, without a second
+ * copy of the hash.
+ */
+export function passwordFingerprint(storedHash: string): string {
+  return hash('sha256', storedHash, 'base64url');
 }

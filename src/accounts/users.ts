@@ -25,6 +25,7 @@ import {
   updateUser,
 } from '../store/users.ts';
 import type { Database, User } from '../store/schema.ts';
+import { deleteLinks } from '../store/account-links.ts';
 import { hashPassword, NO_PASSWORD, passwordProblem } from './passwords.ts';
 import { endUserSessions } from './sessions.ts';
 
@@ -89,7 +90,7 @@ export async function createAccount(db: Kysely<Database>, account: NewAccount, n
   const problems: Array<[string, string | null]> = [
     ['username', usernameProblem(account.username)],
     ['email', account.email === '' && account.password === null ? null : emailProblem(account.email)],
-    ['password', account.password === null ? null : passwordProblem(account.password)],
+    ['password', account.password === null ? null : await passwordProblem(account.password)],
   ];
   for (const [field, problem] of problems) if (problem) throw new AccountError(field, `${field} ${problem}`);
   const displayName = displayNameOf(account.displayName);
@@ -150,6 +151,8 @@ export async function updateProfile(ctx: AppContext, user: User, changes: Profil
   const changed = (Object.keys(patch) as Array<keyof typeof patch>).filter((column) => column !== 'email_key' && patch[column] !== user[column]);
   if (changed.length === 0) return user;
   await updateUser(ctx.db, user.id, patch);
+  // Links mailed to the old address are not for the new one.
+  if (patch.email !== undefined) await deleteLinks(ctx.db, user.id);
   // Which fields changed, not their values: the trail records who changed what.
   await ctx.audit({ type: 'user_updated', ...madeBy(actor), userId: user.id, detail: { changed: changed.join(' ') } });
   return { ...user, ...patch };
@@ -173,18 +176,6 @@ export function allUsers(ctx: AppContext): Promise<User[]> {
 /** A page of the users whose username or email contains `text` (all when empty), in username order. */
 export async function findUsers(ctx: AppContext, text: string, cursor: PageCursor): Promise<Page<User>> {
   return listUserPage(ctx.db, text, cursor, PAGE_SIZE);
-}
-
-/**
- * Changes the password and ends every session of the user (SPEC §4.5): whoever was signed in
- * with the old password, perhaps the reason for the change, is signed out. `actor`: who
- * changed it, from where (their back-channel logouts are audited with that address).
- */
-export async function setPassword(ctx: AppContext, user: User, password: string, actor: Actor): Promise<void> {
-  const problem = passwordProblem(password);
-  if (problem) throw new AccountError('password', `password ${problem}`);
-  await updateUser(ctx.db, user.id, { password_hash: await hashPassword(password) });
-  await endUserSessions(ctx, user.id, actor.address);
 }
 
 /** Disables the account: its sessions end and every grant it gave is revoked. */

@@ -7,7 +7,9 @@ import { unlinkIdentity } from '../accounts/connections/federated-login.ts';
 import { keepsAWayToLogIn } from '../accounts/connections/password-login.ts';
 import { allGroups } from '../accounts/groups.ts';
 import { resetSecondFactor as resetFactors } from '../accounts/second-factors.ts';
-import { allUsers, createUser, deleteUser, disableUser, enableUser, findUserNamed, setPassword, updateProfile, type User } from '../accounts/users.ts';
+import { allUsers, createUser, deleteUser, disableUser, enableUser, findUserNamed, updateProfile, type User } from '../accounts/users.ts';
+import { setPassword } from '../accounts/password-changes.ts';
+import { sendVerification } from '../accounts/email-verification.ts';
 import { COMMAND_LINE } from '../audit.ts';
 import type { AppContext } from '../context.ts';
 import { UsageError, command, noArguments, oneArgument, usageError, type Command } from './command.ts';
@@ -153,6 +155,21 @@ const setPasswordCommand = command({
   },
 });
 
+const sendVerificationCommand = command({
+  words: 'user send-verification',
+  usage: '<username>',
+  help: [
+    'mails the user a link that marks their email address verified once they open it (24 hours, single use);',
+    'a running server sends it (SMTP_URL must be set)',
+  ],
+  async run(ctx, args, _options, print) {
+    const user = await requireUser(ctx, args);
+    await sendVerification(ctx, user, COMMAND_LINE);
+    print({ username: user.username, email: user.email, queued: true }, `A verification link for ${user.email} is queued; the server sends it.`);
+    return 0;
+  },
+});
+
 const resetSecondFactor = command({
   words: 'user reset-second-factor',
   usage: '<username>',
@@ -207,4 +224,15 @@ async function requireUser(ctx: AppContext, args: string[]) {
   return user;
 }
 
-export const USER_COMMANDS: readonly Command[] = [create, list, update, disable, enable, remove, setPasswordCommand, resetSecondFactor, unlink];
+export const USER_COMMANDS: readonly Command[] = [
+  create,
+  list,
+  update,
+  disable,
+  enable,
+  remove,
+  setPasswordCommand,
+  sendVerificationCommand,
+  resetSecondFactor,
+  unlink,
+];

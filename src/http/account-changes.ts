@@ -18,7 +18,7 @@ export const REAUTH_URL = `/login?${new URLSearchParams({ switch: '1', reauth: '
 /** How long the notice of a change waits for the page it is shown on. */
 const NOTICE_TTL = 60;
 /** The notices the page may show, by the cookie's value: fixed texts, nothing from the request. */
-const NOTICES = {
+export const NOTICES = {
   'passkey-added': 'Passkey added. You can now log in with it, without your password.',
   'passkey-renamed': 'Passkey renamed.',
   'passkey-removed': 'Passkey removed. Your other sessions have been logged out.',
@@ -26,6 +26,9 @@ const NOTICES = {
   'app-removed': 'Authenticator app removed. Your other sessions have been logged out.',
   'identity-linked': 'Identity connected. You can now log in with it.',
   'identity-unlinked': 'Identity disconnected. Your other sessions that came through it have been logged out.',
+  'password-changed': 'Password changed. Your other sessions have been logged out.',
+  'verification-sent': 'A link to verify your address is on its way to it. It works once, for 24 hours.',
+  'email-change-sent': 'A link to confirm your new address is on its way to it. Your account keeps its current address until you open that link.',
 } as const satisfies Record<string, string>;
 
 /** The signed-in person, whose login is recent enough to change their factors, as the proof those changes take; refused otherwise. */

@@ -1,8 +1,8 @@
 /**
- * `/account/security` (SPEC §4.12, §4.13): how the signed-in person logs in — their passkeys
- * here; the authenticator app and recovery codes in src/http/account-factors.ts; their
- * identities at connections listed here, with **Connect** and **Disconnect** posting to
- * src/http/connections.ts. Every change needs a recent login with every factor the person has
+ * `/account/security` (SPEC §4.12, §4.13, §4.16): how the signed-in person logs in — their
+ * email address (verifying it, changing it), their password and their passkeys here; the
+ * authenticator app and recovery codes in src/http/account-factors.ts; their identities at
+ * connections listed here, with **Connect** and **Disconnect** posting to src/http/connections.ts. Every change needs a recent login with every factor the person has
  * (accounts/recent-login.ts): without one, the page offers to log in again instead of the
  * forms and buttons, and the endpoints refuse.
  *
@@ -10,22 +10,28 @@
  * `/account/security/passkeys/options` for the options, lets the browser make the passkey,
  * and posts the result to `/account/security/passkeys`; both answer JSON.
  */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { passwordRefusedFor } from '../accounts/connections/password-login.ts';
+import { requestEmailChange, sendVerification } from '../accounts/email-verification.ts';
+import { changeOwnPassword } from '../accounts/password-changes.ts';
+import { NO_PASSWORD } from '../accounts/passwords.ts';
+import { AccountError } from '../accounts/users.ts';
+import type { SignedIn } from '../login.ts';
+import { PageRefusal } from './errors.ts';
 import { enabledConnections, identitiesOfPerson } from '../accounts/connections/connections.ts';
 import { addPasskey, passkeysOf, registrationOptions, removeUserPasskey, renameUserPasskey } from '../accounts/passkeys.ts';
 import { isRecentLogin, secondFactorsOf } from '../accounts/recent-login.ts';
-import { notify, REAUTH_URL, recentLoginOrRefuse, SECURITY_PATH as PATH, takeNotice } from './account-changes.ts';
+import { notify, NOTICES, REAUTH_URL, recentLoginOrRefuse, SECURITY_PATH as PATH, takeNotice } from './account-changes.ts';
 import { factorsSection } from './account-factors.ts';
 import type { AppContext } from '../context.ts';
 import { requireFormBody } from './helpers.ts';
-import { field, formatTime, navigation, page, toLogin } from './pages.ts';
+import { field, formatTime, navigation, page, sentence, toLogin } from './pages.ts';
 import { currentLogin, formToken, renewCsrfSecret, sessionToken, setSessionCookie, webauthnBinding, webauthnCookieName } from './session.ts';
 
 export default async function accountSecurityRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
-  app.get(PATH, page, async (request, reply) => {
+  /** The page for the signed-in person; `errors`: a refused form's problem, by its field. */
+  async function securityPage(request: FastifyRequest, reply: FastifyReply, signedIn: SignedIn, errors: Record<string, string> = {}) {
     reply.header('Cache-Control', 'no-store');
-    const signedIn = await currentLogin(request, ctx);
-    if (!signedIn) return toLogin(request, reply, PATH);
     const { user } = signedIn;
     navigation(request, reply, user);
     const factors = await secondFactorsOf(ctx, user.id);
@@ -46,9 +52,60 @@ export default async function accountSecurityRoutes(app: FastifyInstance, { ctx 
       recent: isRecentLogin(ctx, signedIn, factors),
       factors: await factorsSection(ctx, user.id),
       identities,
+      email: { address: user.email, verified: user.email_verified === 1, mail: ctx.mail.enabled },
+      password: { has: user.password_hash !== NO_PASSWORD, usable: !(await passwordRefusedFor(ctx, user)) },
+      errors,
       reauthUrl: REAUTH_URL,
       notice,
       csrfToken: formToken(reply),
+    });
+  }
+
+  app.get(PATH, page, async (request, reply) => {
+    const signedIn = await currentLogin(request, ctx);
+    if (!signedIn) return toLogin(request, reply, PATH);
+    return securityPage(request, reply, signedIn);
+  });
+
+  /** Runs a change of a form on the page: back to the page with its notice, or the page again (400) with the problem at its field. */
+  async function change(request: FastifyRequest, reply: FastifyReply, signedIn: SignedIn, work: () => Promise<keyof typeof NOTICES>) {
+    try {
+      notify(reply, ctx, signedIn.user.id, await work());
+    } catch (error) {
+      if (!(error instanceof AccountError)) throw error;
+      return securityPage(request, reply.code(400), signedIn, { [error.field]: sentence(error.message) });
+    }
+    return reply.redirect(PATH, 303);
+  }
+
+  app.post(`${PATH}/password`, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+    const recent = await recentLoginOrRefuse(request, ctx);
+    const body = requireFormBody(request);
+    return change(request, reply, recent, async () => {
+      if (field(body, 'password') !== field(body, 'password_again')) throw new AccountError('password_again', 'the two passwords differ');
+      const session = sessionToken(request, ctx);
+      await changeOwnPassword(ctx, recent, { current: field(body, 'current'), password: field(body, 'password'), session, address: request.ip });
+      request.log.info({ event: 'password_changed', user: recent.user.id }, 'password changed by its owner');
+      return 'password-changed';
+    });
+  });
+
+  app.post(`${PATH}/email`, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+    const recent = await recentLoginOrRefuse(request, ctx);
+    const email = field(requireFormBody(request), 'email');
+    return change(request, reply, recent, async () => {
+      await requestEmailChange(ctx, recent, email, request.ip);
+      return 'email-change-sent';
+    });
+  });
+
+  // Sending oneself a link needs no recent login: it only proves the address that is already the account's.
+  app.post(`${PATH}/email/verify`, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+    const signedIn = await currentLogin(request, ctx);
+    if (!signedIn) throw new PageRefusal(401, 'You are not logged in. Log in and try again.', 'no session');
+    return change(request, reply, signedIn, async () => {
+      await sendVerification(ctx, signedIn.user, { userId: signedIn.user.id, address: request.ip });
+      return 'verification-sent';
     });
   });
 

@@ -7,6 +7,7 @@
  */
 import { connectionNamesOfUsers } from '../accounts/connections/connections.ts';
 import { factorNamesOf } from '../accounts/second-factors.ts';
+import { sendVerification } from '../accounts/email-verification.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { addMember, allGroups, createGroup, groupsOf, removeGroup, removeMember } from '../accounts/groups.ts';
 import {
@@ -35,6 +36,7 @@ const NOTICES: Record<string, string> = {
   deleted: 'User deleted: everything they had was revoked or removed.',
   promoted: 'User promoted to administrator.',
   saved: 'Changes saved.',
+  verification_sent: 'A link to verify their address is on its way to it.',
   group_created: 'Group created.',
   group_deleted: 'Group deleted.',
   member_added: 'Member added.',
@@ -204,6 +206,8 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
         groups: await groupsOf(ctx, user.id),
         disabled: user.disabled === 1,
         self: user.id === admin(reply.request).id,
+        // Whether a verification link can be sent: an address, not verified, and mail to send it with.
+        canVerify: ctx.mail.enabled && user.email !== '' && user.email_verified !== 1,
       },
       csrfToken: formToken(reply),
       ...form,
@@ -236,6 +240,18 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
     }
     request.log.info({ event: 'admin_user_updated', admin: admin(request).id, user: user.id }, 'user updated');
     return reply.redirect(`/admin/users/${user.id}?done=saved`, 303);
+  });
+
+  app.post('/admin/users/:id/verify-email', post, async (request, reply) => {
+    const user = await userOr404(request);
+    requireFormBody(request);
+    try {
+      await sendVerification(ctx, user, actor(request));
+    } catch (error) {
+      if (!(error instanceof AccountError)) throw error;
+      throw new PageRefusal(400, sentence(error.message));
+    }
+    return reply.redirect(`/admin/users/${user.id}?done=verification_sent`, 303);
   });
 
   /** The actions on one user, each a domain function that checks and audits itself. */

@@ -5,9 +5,7 @@
  *
  * The deliveries are queued in the transaction that ends the session (store/sessions.ts
  * `deleteSessions`), so the logout itself never waits for them. Every server instance then
- * delivers what is due — woken at once when it ended the session itself, and on a short poll
- * for what others queued (the command line, which runs no deliveries) or left to retry. An
- * attempt is claimed by one conditional update (store/backchannel-logouts.ts), so of several
+ * delivers what is due (events/deliveries.ts). An attempt is claimed by one conditional update (store/backchannel-logouts.ts), so of several
  * instances exactly one makes it. Each attempt has 5 seconds; a failure with no definitive
  * answer (a timeout, no connection, a 5xx) is retried after a back-off, up to 3 attempts.
  * Every delivery and failure is in the audit trail, never the token.
@@ -19,7 +17,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Audit } from '../audit.ts';
 import { accountUri, type Config } from '../config.ts';
-import type { ContextLogger, BackchannelLogouts } from '../context.ts';
+import type { ContextLogger, Deliveries } from '../context.ts';
+import { deliveryLoop, inBatches } from '../events/deliveries.ts';
 import { safeFetch } from '../protocol/safe-fetch.ts';
 import {
   claimBackchannelLogout,
@@ -46,8 +45,6 @@ export const DELIVERY_ATTEMPTS = 3;
 const retryDelayMs = (attempt: number) => 1000 * 2 ** attempt;
 /** How long a claim holds: well past an attempt's deadline, so a crashed instance's claim lapses and another retries. */
 const CLAIM_MS = 30_000;
-/** How often an instance looks for deliveries it was not woken for. */
-const POLL_MS = 2000;
 /** Deliveries made at once by an instance. */
 const BATCH = 20;
 /** The receiver's answer is not read beyond this. */
@@ -79,11 +76,8 @@ export async function logoutToken(
 
 type Outcome = { delivered: true } | { delivered: false; reason: string; transient: boolean };
 
-export function backchannelLogouts(deps: BackchannelLogoutDeps): BackchannelLogouts {
+export function backchannelLogouts(deps: BackchannelLogoutDeps): Deliveries {
   const { db, now, log } = deps;
-  let timer: NodeJS.Timeout | null = null;
-  let running: Promise<void> | null = null;
-  let again = false;
 
   async function attempt(claimed: ClaimedBackchannelLogout): Promise<Outcome> {
     const client = await findClient(db, claimed.client_id);
@@ -130,42 +124,5 @@ export function backchannelLogouts(deps: BackchannelLogoutDeps): BackchannelLogo
     });
   }
 
-  /** Delivers everything due, a batch at a time: deliveries run side by side, so one slow receiver holds up no other. */
-  async function deliverDue(): Promise<void> {
-    for (;;) {
-      const due = await dueBackchannelLogouts(db, now(), BATCH);
-      await Promise.all(due.map((key) => deliver(key)));
-      if (due.length < BATCH) return;
-    }
-  }
-
-  function wake(): void {
-    if (timer === null) return;
-    if (running) {
-      again = true;
-      return;
-    }
-    running = deliverDue()
-      .catch((error: Error) => log.error({ err: error }, 'back-channel logout delivery failed'))
-      .finally(() => {
-        running = null;
-        if (again) {
-          again = false;
-          wake();
-        }
-      });
-  }
-
-  return {
-    wake,
-    start() {
-      timer ??= setInterval(wake, POLL_MS).unref();
-      wake();
-    },
-    async close() {
-      if (timer) clearInterval(timer);
-      timer = null;
-      await running;
-    },
-  };
+  return deliveryLoop('back-channel logout', () => inBatches(BATCH, (limit) => dueBackchannelLogouts(db, now(), limit), deliver), log);
 }

@@ -77,6 +77,15 @@ export const AUDIT_EVENT_TYPES = [
   'upstream_login_failed',
   'identity_linked',
   'identity_unlinked',
+  'mail_sent',
+  'mail_failed',
+  'password_reset_requested',
+  'password_reset',
+  'password_changed',
+  'email_verification_requested',
+  'email_verified',
+  'email_change_requested',
+  'email_changed',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -50,6 +50,7 @@ import * as fanOutMessages from './migrations/20261127_001_fan_out_messages.ts';
 import * as connections from './migrations/20261128_001_connections.ts';
 import * as switches from './migrations/20261128_002_switches.ts';
 import * as backchannelLogoutAddress from './migrations/20261129_001_backchannel_logout_address.ts';
+import * as accountLifeCycle from './migrations/20261130_001_account_life_cycle.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -89,6 +90,7 @@ export const migrations: Record<string, Migration> = {
   '20261128_001_connections': connections,
   '20261128_002_switches': switches,
   '20261129_001_backchannel_logout_address': backchannelLogoutAddress,
+  '20261130_001_account_life_cycle': accountLifeCycle,
 };
 
 /**

@@ -22,6 +22,8 @@ const EXPIRING: Record<string, string[]> = {
   webauthn_challenges: ['challenge_hash'],
   upstream_logins: ['state_hash'],
   pending_identities: ['id_hash'],
+  mail_outbox: ['id'],
+  account_links: ['id_hash'],
 };
 
 /**

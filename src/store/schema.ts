@@ -497,6 +497,43 @@ export interface FanOutMessagesTable {
   sent_at: Immutable<number>;
 }
 
+/** What a queued message is (SPEC §4.16): each kind has its composer (accounts/account-mail.ts). */
+export type MailKind = 'password_reset' | 'verify_email' | 'email_change_notice' | 'password_changed';
+
+/** A message to send (mail.ts): what to send, not the message itself (migration 20261130_001). */
+export interface MailOutboxTable {
+  id: Immutable<string>;
+  kind: Immutable<MailKind>;
+  /** The person it is about; null for a reset asked for an address no account has (composed to nothing). */
+  user_id: Immutable<string | null>;
+  to_address: Immutable<string>;
+  /** Plain facts its composer needs, as JSON (never a token or a password). */
+  detail: Immutable<string>;
+  /** The address of the request that asked for it, for its audit events; null: the command line. */
+  address: Immutable<string | null>;
+  state: 'pending' | 'sent' | 'failed' | 'skipped';
+  attempts: number;
+  next_attempt_at: number;
+  claimed_until: number | null;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
+export type AccountLinkPurpose = 'password_reset' | 'verify_email';
+
+/** A single-use link a message carries (accounts/account-links.ts), by its token's hash; at most one per person and purpose. */
+export interface AccountLinksTable {
+  id_hash: Immutable<string>;
+  purpose: Immutable<AccountLinkPurpose>;
+  user_id: Immutable<string>;
+  /** verify_email: the address it verifies (the person's, or the one they are changing to). */
+  email: Immutable<string | null>;
+  /** password_reset: the fingerprint of the password hash it replaces (accounts/passwords.ts). */
+  password_fingerprint: Immutable<string | null>;
+  created_at: Immutable<number>;
+  expires_at: Immutable<number>;
+}
+
 export interface Database {
   users: UsersTable;
   clients: ClientsTable;
@@ -529,6 +566,8 @@ export interface Database {
   user_identities: UserIdentitiesTable;
   upstream_logins: UpstreamLoginsTable;
   pending_identities: PendingIdentitiesTable;
+  mail_outbox: MailOutboxTable;
+  account_links: AccountLinksTable;
 }
 
 export type User = Selectable<UsersTable>;

@@ -1,0 +1,61 @@
+/**
+ * The loop that works off a queue in the database — back-channel logouts (identity/
+ * backchannel-logout.ts) and mail (mail.ts): every server instance delivers what is due,
+ * woken at once when it queued something itself, and on a short poll for what others queued
+ * (the command line, which delivers nothing) or left to retry. Which instance makes an
+ * attempt is the queue's business (one conditional update claims a row); the loop only makes
+ * sure that one pass runs at a time and that a wake during a pass is not lost.
+ */
+import type { ContextLogger, Deliveries } from '../context.ts';
+
+/** How often an instance looks for deliveries it was not woken for. */
+const POLL_MS = 2000;
+
+/**
+ * `deliverDue` delivers everything due (a pass); `what` names the queue in the log line of a
+ * pass that failed.
+ */
+export function deliveryLoop(what: string, deliverDue: () => Promise<void>, log: ContextLogger): Deliveries {
+  let timer: NodeJS.Timeout | null = null;
+  let running: Promise<void> | null = null;
+  let again = false;
+
+  function wake(): void {
+    if (timer === null) return;
+    if (running) {
+      again = true;
+      return;
+    }
+    running = deliverDue()
+      .catch((error: Error) => log.error({ err: error }, `${what} delivery failed`))
+      .finally(() => {
+        running = null;
+        if (again) {
+          again = false;
+          wake();
+        }
+      });
+  }
+
+  return {
+    wake,
+    start() {
+      timer ??= setInterval(wake, POLL_MS).unref();
+      wake();
+    },
+    async close() {
+      if (timer) clearInterval(timer);
+      timer = null;
+      await running;
+    },
+  };
+}
+
+/** Runs `deliver` for each row `due` finds, a batch at a time side by side (one slow receiver holds up no other), until a batch is short. */
+export async function inBatches<Key>(batch: number, due: (limit: number) => Promise<Key[]>, deliver: (key: Key) => Promise<void>): Promise<void> {
+  for (;;) {
+    const keys = await due(batch);
+    await Promise.all(keys.map((key) => deliver(key)));
+    if (keys.length < batch) return;
+  }
+}

@@ -1,0 +1,116 @@
+/**
+ * The mail queue (SPEC §4.16, MailOutboxTable): a row per message, written by the request that
+ * asks for it, claimed by one instance at a time for an attempt, finished by it.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Kysely, Transaction } from 'kysely';
+import type { Database, MailKind } from './schema.ts';
+
+/** A queued row is kept this long, whatever became of it, then purged. */
+const KEPT_MS = 7 * 24 * 3600 * 1000;
+
+export interface QueuedMail {
+  kind: MailKind;
+  userId: string | null;
+  to: string;
+  /** Plain facts its composer needs (never a token or a password). */
+  detail?: Readonly<Record<string, string>>;
+  /** The address of the request that asked for it; null: the command line. */
+  address: string | null;
+}
+
+/** Queues a message, due at once; its id. */
+export async function queueMail(db: Kysely<Database> | Transaction<Database>, mail: QueuedMail, now: number): Promise<string> {
+  const id = randomUUID();
+  await db
+    .insertInto('mail_outbox')
+    .values({
+      id,
+      kind: mail.kind,
+      user_id: mail.userId,
+      to_address: mail.to,
+      detail: JSON.stringify(mail.detail ?? {}),
+      address: mail.address,
+      state: 'pending',
+      attempts: 0,
+      next_attempt_at: now,
+      claimed_until: null,
+      created_at: now,
+      expires_at: now + KEPT_MS,
+    })
+    .execute();
+  return id;
+}
+
+/** Pending messages whose attempt is due and that no instance holds, oldest first. */
+export async function dueMail(db: Kysely<Database>, now: number, limit: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('mail_outbox')
+    .select('id')
+    .where('state', '=', 'pending')
+    .where('next_attempt_at', '<=', now)
+    .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
+    .orderBy('next_attempt_at')
+    .limit(limit)
+    .execute();
+  return rows.map((row) => row.id);
+}
+
+/** What an instance that claimed a message needs to compose and send it. */
+export interface ClaimedMail {
+  id: string;
+  kind: MailKind;
+  user_id: string | null;
+  to_address: string;
+  detail: Record<string, string>;
+  address: string | null;
+  /** This attempt's number, from 1. */
+  attempts: number;
+  claimed_until: number;
+}
+
+/**
+ * Claims the message for one attempt until `until`: one conditional update, so that of the
+ * instances that found it due exactly one gets it (undefined for the others, and once
+ * `maxAttempts` were made).
+ */
+export async function claimMail(db: Kysely<Database>, id: string, now: number, until: number, maxAttempts: number): Promise<ClaimedMail | undefined> {
+  const claimed = await db
+    .updateTable('mail_outbox')
+    .set((eb) => ({ claimed_until: until, attempts: eb('attempts', '+', 1) }))
+    .where('id', '=', id)
+    .where('state', '=', 'pending')
+    .where('next_attempt_at', '<=', now)
+    .where('attempts', '<', maxAttempts)
+    .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
+    .returning(['id', 'kind', 'user_id', 'to_address', 'detail', 'address', 'attempts'])
+    .executeTakeFirst();
+  if (!claimed) return undefined;
+  return { ...claimed, detail: JSON.parse(claimed.detail) as Record<string, string>, attempts: Number(claimed.attempts), claimed_until: until };
+}
+
+/** Records the outcome of a claimed attempt — done, or to be tried again at `retryAt` — while the claim is still the caller's. */
+export async function finishMail(
+  db: Kysely<Database>,
+  claimed: ClaimedMail,
+  outcome: { state: 'sent' | 'failed' | 'skipped' } | { retryAt: number },
+): Promise<void> {
+  await db
+    .updateTable('mail_outbox')
+    .set('retryAt' in outcome ? { next_attempt_at: outcome.retryAt, claimed_until: null } : { state: outcome.state, claimed_until: null })
+    .where('id', '=', claimed.id)
+    .where('claimed_until', '=', claimed.claimed_until)
+    .execute();
+}
+
+/** Whether the person has a message of `kind` still waiting to be sent (so a page can say it is on its way). */
+export async function hasPendingMail(db: Kysely<Database>, userId: string, kind: MailKind): Promise<boolean> {
+  const row = await db
+    .selectFrom('mail_outbox')
+    .select('id')
+    .where('user_id', '=', userId)
+    .where('kind', '=', kind)
+    .where('state', '=', 'pending')
+    .executeTakeFirst();
+  return row !== undefined;
+}
