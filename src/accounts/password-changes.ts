@@ -49,7 +49,8 @@ export async function requestPasswordReset(ctx: AppContext, typed: string, addre
   if (problem) throw new AccountError('email', `email ${problem}`);
   const user = await findUserByEmail(ctx.db, email);
   await ctx.services.throttle.mailRequest(loginAccountKey(user?.id, email), address);
-  await queueMail(ctx.db, { kind: 'password_reset', userId: user?.id ?? null, to: email, address }, ctx.now());
+  // To the address as the account has it; a message for no account is composed to nothing.
+  await queueMail(ctx.db, { kind: 'password_reset', userId: user?.id ?? null, to: user?.email ?? email, address }, ctx.now());
   await ctx.audit({ type: 'password_reset_requested', userId: user?.id ?? null, address });
   ctx.mail.wake();
 }

@@ -2,7 +2,8 @@
  * `/account/security` (SPEC §4.12, §4.13, §4.16): how the signed-in person logs in — their
  * email address (verifying it, changing it), their password and their passkeys here; the
  * authenticator app and recovery codes in src/http/account-factors.ts; their identities at
- * connections listed here, with **Connect** and **Disconnect** posting to src/http/connections.ts. Every change needs a recent login with every factor the person has
+ * connections listed here, with **Connect** and **Disconnect** posting to src/http/connections.ts.
+ * Every change needs a recent login with every factor the person has
  * (accounts/recent-login.ts): without one, the page offers to log in again instead of the
  * forms and buttons, and the endpoints refuse.
  *
