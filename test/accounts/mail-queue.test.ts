@@ -28,15 +28,22 @@ async function settled(server: TestServer, to: string, timeoutMs = 20_000) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const rows = await server.store.db.selectFrom('mail_outbox').select(['state', 'attempts']).where('to_address', '=', to).execute();
-    if ((rows.length > 0 && rows.every((row) => row.state !== 'pending')) || Date.now() > deadline) return rows.map((row) => ({ ...row, attempts: Number(row.attempts) }));
+    if ((rows.length > 0 && rows.every((row) => row.state !== 'pending')) || Date.now() > deadline)
+      return rows.map((row) => ({ ...row, attempts: Number(row.attempts) }));
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 
 const mailEvents = async (server: TestServer, userId: string) =>
-  (await server.store.db.selectFrom('audit_events').select(['type', 'detail']).where('user_id', '=', userId).where('type', 'like', 'mail_%').orderBy('id').execute()).map(
-    (row) => ({ type: row.type, ...(JSON.parse(row.detail ?? '{}') as Record<string, unknown>) }),
-  );
+  (
+    await server.store.db
+      .selectFrom('audit_events')
+      .select(['type', 'detail'])
+      .where('user_id', '=', userId)
+      .where('type', 'like', 'mail_%')
+      .orderBy('id')
+      .execute()
+  ).map((row) => ({ type: row.type, ...(JSON.parse(row.detail ?? '{}') as Record<string, unknown>) }));
 
 for (const backend of BACKENDS) {
   describe(`the mail queue (${backend.name})`, backendOptions(backend), () => {
@@ -147,4 +154,3 @@ async function waitFor(condition: () => Promise<boolean>, timeoutMs = 15_000): P
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
-
