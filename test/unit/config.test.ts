@@ -195,3 +195,26 @@ describe('loadConfig', () => {
     for (const { name, default: value } of defaults) assert.deepEqual(loadConfig({ [name]: value! }), loadConfig({}), `${name}=${value} is not the default`);
   });
 });
+
+describe('SMTP_URL and MAIL_FROM', () => {
+  test('unset: no mail; set: the URL as given and MAIL_FROM, by default gatehouse@ the host of PUBLIC_URL', () => {
+    assert.equal(loadConfig({}).mail, null);
+    const url = 'smtps://mailer:s3cret@mail.example.com:465';
+    assert.deepEqual(loadConfig({ SMTP_URL: url, PUBLIC_URL: 'https://id.example.com' }).mail, { smtpUrl: url, from: 'Gatehouse <gatehouse@id.example.com>' });
+    assert.equal(loadConfig({ SMTP_URL: 'smtp://127.0.0.1:2525', MAIL_FROM: 'Accounts <accounts@example.com>' }).mail?.from, 'Accounts <accounts@example.com>');
+    assert.equal(loadConfig({ SMTP_URL: 'smtp://127.0.0.1:2525', MAIL_FROM: 'accounts@example.com' }).mail?.from, 'accounts@example.com');
+  });
+
+  test('a bad value stops start-up naming it, never repeating the SMTP password', () => {
+    for (const SMTP_URL of ['http://mail.example.com', 'mail.example.com', 'smtp://', 'smtps://user:pa ss@']) {
+      refuses({ SMTP_URL }, 'SMTP_URL');
+      assert.throws(
+        () => loadConfig({ SMTP_URL }),
+        (error: Error) => !error.message.includes('pa ss'),
+      );
+    }
+    for (const MAIL_FROM of ['no address', 'Name <a@b', 'a@b>', 'x\r\nBcc: victim@example.com <a@b.c>'])
+      refuses({ SMTP_URL: 'smtp://127.0.0.1', MAIL_FROM }, 'MAIL_FROM');
+    refuses({ MAIL_FROM: 'a@example.com' }, 'SMTP_URL');
+  });
+});
