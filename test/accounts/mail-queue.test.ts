@@ -43,7 +43,7 @@ const mailEvents = async (server: TestServer, userId: string) =>
       .where('type', 'like', 'mail_%')
       .orderBy('id')
       .execute()
-  ).map((row) => ({ type: row.type, ...(JSON.parse(row.detail ?? '{}') as Record<string, unknown>) }));
+  ).map((row): Record<string, unknown> => ({ type: row.type, ...(JSON.parse(row.detail ?? '{}') as Record<string, unknown>) }));
 
 for (const backend of BACKENDS) {
   describe(`the mail queue (${backend.name})`, backendOptions(backend), () => {
