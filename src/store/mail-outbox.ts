@@ -102,15 +102,3 @@ export async function finishMail(
     .where('claimed_until', '=', claimed.claimed_until)
     .execute();
 }
-
-/** Whether the person has a message of `kind` still waiting to be sent (so a page can say it is on its way). */
-export async function hasPendingMail(db: Kysely<Database>, userId: string, kind: MailKind): Promise<boolean> {
-  const row = await db
-    .selectFrom('mail_outbox')
-    .select('id')
-    .where('user_id', '=', userId)
-    .where('kind', '=', kind)
-    .where('state', '=', 'pending')
-    .executeTakeFirst();
-  return row !== undefined;
-}
