@@ -15,7 +15,6 @@
  */
 import { Eta } from 'eta';
 import { fileURLToPath } from 'node:url';
-import { createTransport } from 'nodemailer';
 import type { Audit } from './audit.ts';
 import type { Config } from './config.ts';
 import type { ContextLogger, Mail } from './context.ts';
@@ -76,16 +75,23 @@ type Outcome = { sent: true } | { sent: false; reason: string; permanent: boolea
 export function mailer(deps: MailDeps): Mail {
   const { config, db, now, log } = deps;
   if (config.mail === null) return { enabled: false, wake() {}, start() {}, close: async () => {} };
-  const transport = createTransport(config.mail.smtpUrl, { from: config.mail.from });
-  // nodemailer's options beside the URL: the URL is parsed by it, the deadlines are ours.
-  Object.assign(transport.options, TIMEOUTS);
+  const { smtpUrl, from } = config.mail;
+  // nodemailer is loaded with the first message: a process that sends none (the command line) never pays for it.
+  let transport: Promise<import('nodemailer').Transporter> | undefined;
+  const transporter = () =>
+    (transport ??= import('nodemailer').then(({ createTransport }) => {
+      const made = createTransport(smtpUrl, { from });
+      // nodemailer's options beside the URL: the URL is parsed by it, the deadlines are ours.
+      Object.assign(made.options, TIMEOUTS);
+      return made;
+    }));
 
   async function attempt(claimed: ClaimedMail): Promise<Outcome> {
     const composed = await deps.compose(claimed);
     if ('skip' in composed) return { skipped: composed.skip };
     const { message } = composed;
     try {
-      await transport.sendMail({ to: claimed.to_address, subject: message.subject, text: textOf(message), html: htmlOf(message) });
+      await (await transporter()).sendMail({ to: claimed.to_address, subject: message.subject, text: textOf(message), html: htmlOf(message) });
       return { sent: true };
     } catch (error) {
       const failure = error as Error & { permanent?: boolean; code?: string; responseCode?: number };
@@ -122,7 +128,7 @@ export function mailer(deps: MailDeps): Mail {
     ...loop,
     async close() {
       await loop.close();
-      transport.close();
+      (await transport)?.close();
     },
   };
 }

@@ -19,17 +19,12 @@
  * count that was checked: two uses racing with one count cannot both be accepted.
  */
 import { randomBytes } from 'node:crypto';
-import {
-  generateAuthenticationOptions,
-  generateRegistrationOptions,
-  verifyAuthenticationResponse,
-  verifyRegistrationResponse,
-  type AuthenticationResponseJSON,
-  type PublicKeyCredentialCreationOptionsJSON,
-  type PublicKeyCredentialRequestOptionsJSON,
-  type RegistrationResponseJSON,
+import type {
+  AuthenticationResponseJSON,
+  PublicKeyCredentialCreationOptionsJSON,
+  PublicKeyCredentialRequestOptionsJSON,
+  RegistrationResponseJSON,
 } from '@simplewebauthn/server';
-import { decodeClientDataJSON, isoBase64URL } from '@simplewebauthn/server/helpers';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { holdsNul } from '../protocol/params.ts';
@@ -96,13 +91,27 @@ function refused(description: string, detail: string, status = 400): OAuthError 
 }
 
 /**
+ * @simplewebauthn/server and its helpers, loaded at the first WebAuthn step: their CBOR and
+ * ASN.1 parsers are the largest share of a process's start-up, and most processes — the
+ * command line, a server nobody uses a passkey on yet — never run a ceremony.
+ */
+let library: Promise<{ server: typeof import('@simplewebauthn/server'); helpers: typeof import('@simplewebauthn/server/helpers') }> | undefined;
+function webauthn() {
+  library ??= Promise.all([import('@simplewebauthn/server'), import('@simplewebauthn/server/helpers')]).then(([server, helpers]) => ({ server, helpers }));
+  return library;
+}
+
+/**
  * The response as the browser library sent it (JSON text in a form field), with the
  * challenge its client data names; undefined when it is not shaped like one. The form field
  * cannot hold NUL (params.ts), but its JSON can (`\u0000`), in the credential ID looked up
  * by a login: such a response is malformed, as anything holding NUL is (holdsNul).
  */
-function parseResponse<T extends RegistrationResponseJSON | AuthenticationResponseJSON>(text: string): { response: T; challenge: string } | undefined {
+async function parseResponse<T extends RegistrationResponseJSON | AuthenticationResponseJSON>(
+  text: string,
+): Promise<{ response: T; challenge: string } | undefined> {
   if (text.length === 0 || text.length > RESPONSE_MAX) return undefined;
+  const { isoBase64URL, decodeClientDataJSON } = (await webauthn()).helpers;
   try {
     const response = JSON.parse(text) as T;
     if (
@@ -159,7 +168,7 @@ export async function registrationOptions(ctx: AppContext, recent: RecentLogin, 
   const { rpId } = passkeyConfig(ctx);
   const existing = await listPasskeys(ctx.db, user.id);
   const challenge = await newChallenge(ctx, binding, 'register', user.id);
-  return generateRegistrationOptions({
+  return (await webauthn()).server.generateRegistrationOptions({
     rpName: 'Gatehouse',
     rpID: rpId,
     userName: user.username,
@@ -198,7 +207,7 @@ export async function addPasskey(
   const { user } = p.recent;
   const { rpId, origin } = passkeyConfig(ctx);
   const name = passkeyName(p.name);
-  const parsed = parseResponse<RegistrationResponseJSON>(p.response);
+  const parsed = await parseResponse<RegistrationResponseJSON>(p.response);
   if (parsed === undefined) throw refused('The passkey could not be read. Try again.', 'malformed registration response');
   const challenge = await takeChallenge(ctx, parsed.challenge, p.binding, 'register');
   if (challenge === undefined || challenge.userId !== user.id) {
@@ -209,7 +218,9 @@ export async function addPasskey(
   }
   let verified;
   try {
-    verified = await verifyRegistrationResponse({
+    verified = await (
+      await webauthn()
+    ).server.verifyRegistrationResponse({
       response: parsed.response,
       expectedChallenge: parsed.challenge,
       expectedOrigin: origin,
@@ -237,7 +248,7 @@ export async function addPasskey(
     {
       id: credential.id,
       userId: user.id,
-      publicKey: isoBase64URL.fromBuffer(credential.publicKey),
+      publicKey: (await webauthn()).helpers.isoBase64URL.fromBuffer(credential.publicKey),
       signCount: credential.counter,
       transports: JSON.stringify(credential.transports ?? []),
       name,
@@ -307,7 +318,13 @@ export async function authenticationOptions(ctx: AppContext, binding: string, us
   const { rpId } = passkeyConfig(ctx);
   const allowCredentials = user === undefined ? undefined : (await listPasskeys(ctx.db, user.id)).map((row) => ({ id: row.id, transports: transportsOf(row) }));
   const challenge = await newChallenge(ctx, binding, user === undefined ? 'login' : 'second_step', user?.id ?? null);
-  return generateAuthenticationOptions({ rpID: rpId, challenge, timeout: CHALLENGE_TTL_MS, userVerification: 'required', allowCredentials });
+  return (await webauthn()).server.generateAuthenticationOptions({
+    rpID: rpId,
+    challenge,
+    timeout: CHALLENGE_TTL_MS,
+    userVerification: 'required',
+    allowCredentials,
+  });
 }
 
 /** Whether the person has a passkey they could use here (passkeys on, and one stored). */
@@ -337,7 +354,7 @@ export interface PasskeyLoginAttempt {
 export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAttempt): Promise<SessionLoginResult> {
   const { rpId, origin } = passkeyConfig(ctx);
   const { throttle } = ctx.services;
-  const parsed = parseResponse<AuthenticationResponseJSON>(attempt.response);
+  const parsed = await parseResponse<AuthenticationResponseJSON>(attempt.response);
   const passkey = parsed === undefined || parsed.response.id.length > 1024 ? undefined : await findPasskey(ctx.db, parsed.response.id);
   const step = attempt.secondStep;
   const account = loginAccountKey(step?.user.id ?? passkey?.user_id, `passkey:${parsed?.response.id.slice(0, 1024) ?? ''}`);
@@ -361,13 +378,16 @@ export async function logInWithPasskey(ctx: AppContext, attempt: PasskeyLoginAtt
   if (user === undefined) return fail('unknown_credential', null);
   // WebAuthn L2 §7.2 step 6: the user handle must be the credential owner's.
   const handle = parsed.response.response.userHandle;
+  const { isoBase64URL } = (await webauthn()).helpers;
   if (typeof handle !== 'string' || !isoBase64URL.isBase64URL(handle) || Buffer.from(handle, 'base64url').toString('utf8') !== user.id) {
     return fail('user_handle_mismatch', user.id);
   }
   if (user.disabled) return fail('account_disabled', user.id);
   let verified;
   try {
-    verified = await verifyAuthenticationResponse({
+    verified = await (
+      await webauthn()
+    ).server.verifyAuthenticationResponse({
       response: parsed.response,
       expectedChallenge: parsed.challenge,
       expectedOrigin: origin,

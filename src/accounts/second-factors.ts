@@ -15,7 +15,6 @@
  */
 import { randomInt } from 'node:crypto';
 import { Secret, TOTP } from 'otpauth';
-import QRCode from 'qrcode';
 import { madeBy, type Actor } from '../audit.ts';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
@@ -206,6 +205,8 @@ export async function currentAppSetup(ctx: AppContext, user: User): Promise<AppS
 
 async function appSetup(ctx: AppContext, user: User, secret: string): Promise<AppSetup> {
   const uri = totp(secret, user, ctx.config).toString();
+  // Loaded when a QR code is drawn: a process that draws none never pays for it.
+  const { default: QRCode } = await import('qrcode');
   const qrSvg = await QRCode.toString(uri, { type: 'svg', errorCorrectionLevel: 'M', margin: 2 });
   return { secret: secret.replace(/(.{4})(?=.)/g, '$1 '), uri, qrSvg };
 }
