@@ -4,14 +4,13 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { createAccount } from '../../src/accounts/users.ts';
+import { createPerson } from './accounts.ts';
 import { loadConfig } from '../../src/config.ts';
 import { createClient, type ClientInput, type RegisteredClient } from '../../src/clients/clients.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import { postgres } from './backends.ts';
 import { freePort } from './ports.ts';
 import { answers, startChild, stopChild } from './processes.ts';
-import { PASSWORD } from './server.ts';
 
 const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
 
@@ -40,7 +39,7 @@ export async function startCluster(
   starting?: (databaseUrl: string) => void,
   hostname = '127.0.0.1',
 ): Promise<Cluster> {
-  const database = await postgres.create();
+  const database = await postgres.createMigrated();
   const store = openStore(loadConfig({ DATABASE_URL: database.url }).database);
   await migrate(store);
   starting?.(database.url);
@@ -69,8 +68,7 @@ export async function startCluster(
     instances,
     publicUrl,
     store,
-    createUser: async (username, options = {}) =>
-      void (await createAccount(store.db, { username, email: `${username}@example.com`, password: PASSWORD, isAdmin: options.admin ?? false }, Date.now())),
+    createUser: async (username, options = {}) => void (await createPerson(store.db, username, options, Date.now())),
     createClient: (input = {}) =>
       createClient(
         store.db,

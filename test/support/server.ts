@@ -5,7 +5,7 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../src/app.ts';
-import { createAccount } from '../../src/accounts/users.ts';
+import { createPerson } from './accounts.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { createClient, type ClientInput, type RegisteredClient } from '../../src/clients/clients.ts';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
@@ -27,7 +27,7 @@ export interface TestServer {
   close(): Promise<void>;
 }
 
-export const PASSWORD = 'correct horse battery staple';
+export { PASSWORD } from './accounts.ts';
 
 /**
  * With `env.DATABASE_URL` the server opens that existing database (say, one the CLI works
@@ -36,7 +36,7 @@ export const PASSWORD = 'correct horse battery staple';
  * passkeys, which browsers refuse on an IP address.
  */
 export async function startServer(backend: Backend, env: Record<string, string> = {}, hostname = '127.0.0.1'): Promise<TestServer> {
-  const database = env.DATABASE_URL ? { url: env.DATABASE_URL, drop: async () => {} } : await backend.create();
+  const database = env.DATABASE_URL ? { url: env.DATABASE_URL, drop: async () => {} } : await backend.createMigrated();
   const port = await freePort();
   const config = loadConfig({
     DATABASE_URL: database.url,
@@ -66,8 +66,7 @@ export async function startServer(backend: Backend, env: Record<string, string> 
     store,
     logs,
     advance: (seconds) => void (offset += seconds * 1000),
-    createUser: (username, options = {}) =>
-      createAccount(store.db, { username, email: `${username}@example.com`, password: options.password ?? PASSWORD, isAdmin: options.admin ?? false }, now()),
+    createUser: (username, options = {}) => createPerson(store.db, username, options, now()),
     createClient: (input = {}) =>
       createClient(
         store.db,
