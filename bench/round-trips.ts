@@ -85,6 +85,18 @@ try {
 
   const machine = await server.createClient({ name: 'Machine', grantType: 'client_credentials', redirectUris: [], confidential: true });
   const machineApp = await discover(server, machine.client.id, { secret: machine.secret });
+  const confidential = await server.createClient({ name: 'Confidential', confidential: true });
+  const confidentialApp = await discover(server, confidential.client.id, { secret: confidential.secret });
+  const confidentialPair = await obtainTokens(confidentialApp, agent);
+  rows.push([
+    'revocation (confidential client, refresh token)',
+    await counted(async () =>
+      assertStatus(200)(
+        await oauth.revocationRequest(confidentialApp.as, confidentialApp.client, confidentialApp.auth, confidentialPair.refresh_token!, insecure),
+      ),
+    ),
+  ]);
+
   rows.push([
     'client_credentials',
     await counted(async () =>

@@ -87,11 +87,23 @@ for (const backend of BACKENDS) {
     test('count the statements sent to the database: none for a scrape, one for a bearer check', async () => {
       const tokens = await obtainTokens(app, new UserAgent(server.url));
       await scrapeUntil(server, (samples) => samples.has('gatehouse_table_rows{table="users"}')); // the count at start is over
-      const first = await scrape(server);
-      const second = await scrape(server);
-      assert.equal(growth(first, second, 'gatehouse_database_statements_total'), 0);
-      assert.equal((await fetch(`${server.url}/api/profile`, { headers: { authorization: `Bearer ${tokens.access_token}` } })).status, 200);
-      assert.equal(growth(second, await scrape(server), 'gatehouse_database_statements_total'), 1);
+      // The background queues (back-channel logouts, mail) look for work every 2 seconds, a
+      // statement each time: of a few tries, one falls between two polls.
+      const grown: Array<{ scrape: number; bearer: number }> = [];
+      for (let tries = 0; tries < 5 && !grown.some((g) => g.scrape === 0 && g.bearer === 1); tries++) {
+        const first = await scrape(server);
+        const second = await scrape(server);
+        assert.equal((await fetch(`${server.url}/api/profile`, { headers: { authorization: `Bearer ${tokens.access_token}` } })).status, 200);
+        const third = await scrape(server);
+        grown.push({
+          scrape: growth(first, second, 'gatehouse_database_statements_total'),
+          bearer: growth(second, third, 'gatehouse_database_statements_total'),
+        });
+      }
+      assert.ok(
+        grown.some((g) => g.scrape === 0 && g.bearer === 1),
+        JSON.stringify(grown),
+      );
     });
 
     test('label routes by pattern, so no code or token reaches the metrics', async () => {
