@@ -3,6 +3,7 @@
  * transaction that ends a session, claimed by one instance at a time, finished by it.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
+import { outcomeColumns, takeableAt, type AttemptOutcome } from './queue-rows.ts';
 import type { Database } from './schema.ts';
 
 /** A queued row is kept this long, whatever became of it, then purged. */
@@ -58,15 +59,7 @@ export interface BackchannelLogoutKey {
 
 /** Pending deliveries whose attempt is due and that no instance holds, oldest first. */
 export async function dueBackchannelLogouts(db: Kysely<Database>, now: number, limit: number): Promise<BackchannelLogoutKey[]> {
-  return db
-    .selectFrom('backchannel_logouts')
-    .select(['sid', 'client_id'])
-    .where('state', '=', 'pending')
-    .where('next_attempt_at', '<=', now)
-    .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
-    .orderBy('next_attempt_at')
-    .limit(limit)
-    .execute();
+  return db.selectFrom('backchannel_logouts').select(['sid', 'client_id']).where(takeableAt(now)).orderBy('next_attempt_at').limit(limit).execute();
 }
 
 /** What an instance that claimed a delivery needs to make it. */
@@ -97,10 +90,8 @@ export async function claimBackchannelLogout(
     .set((eb) => ({ claimed_until: until, attempts: eb('attempts', '+', 1) }))
     .where('sid', '=', key.sid)
     .where('client_id', '=', key.client_id)
-    .where('state', '=', 'pending')
-    .where('next_attempt_at', '<=', now)
+    .where(takeableAt(now))
     .where('attempts', '<', maxAttempts)
-    .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
     .returning(['sid', 'client_id', 'user_id', 'username', 'attempts', 'claimed_until', 'address'])
     .executeTakeFirst();
   if (!claimed) return undefined;
@@ -116,11 +107,11 @@ export async function claimBackchannelLogout(
 export async function finishBackchannelLogout(
   db: Kysely<Database>,
   claimed: ClaimedBackchannelLogout,
-  outcome: { state: 'delivered' | 'failed' } | { retryAt: number },
+  outcome: AttemptOutcome<'delivered' | 'failed'>,
 ): Promise<void> {
   await db
     .updateTable('backchannel_logouts')
-    .set('retryAt' in outcome ? { next_attempt_at: outcome.retryAt, claimed_until: null } : { state: outcome.state, claimed_until: null })
+    .set(outcomeColumns(outcome))
     .where('sid', '=', claimed.sid)
     .where('client_id', '=', claimed.client_id)
     .where('claimed_until', '=', claimed.claimed_until)

@@ -4,6 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
+import { outcomeColumns, takeableAt, type AttemptOutcome } from './queue-rows.ts';
 import type { Database, MailKind } from './schema.ts';
 
 /** A queued row is kept this long, whatever became of it, then purged. */
@@ -44,15 +45,7 @@ export async function queueMail(db: Kysely<Database> | Transaction<Database>, ma
 
 /** Pending messages whose attempt is due and that no instance holds, oldest first. */
 export async function dueMail(db: Kysely<Database>, now: number, limit: number): Promise<string[]> {
-  const rows = await db
-    .selectFrom('mail_outbox')
-    .select('id')
-    .where('state', '=', 'pending')
-    .where('next_attempt_at', '<=', now)
-    .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
-    .orderBy('next_attempt_at')
-    .limit(limit)
-    .execute();
+  const rows = await db.selectFrom('mail_outbox').select('id').where(takeableAt(now)).orderBy('next_attempt_at').limit(limit).execute();
   return rows.map((row) => row.id);
 }
 
@@ -79,10 +72,8 @@ export async function claimMail(db: Kysely<Database>, id: string, now: number, u
     .updateTable('mail_outbox')
     .set((eb) => ({ claimed_until: until, attempts: eb('attempts', '+', 1) }))
     .where('id', '=', id)
-    .where('state', '=', 'pending')
-    .where('next_attempt_at', '<=', now)
+    .where(takeableAt(now))
     .where('attempts', '<', maxAttempts)
-    .where((eb) => eb.or([eb('claimed_until', 'is', null), eb('claimed_until', '<=', now)]))
     .returning(['id', 'kind', 'user_id', 'to_address', 'detail', 'address', 'attempts'])
     .executeTakeFirst();
   if (!claimed) return undefined;
@@ -90,15 +81,6 @@ export async function claimMail(db: Kysely<Database>, id: string, now: number, u
 }
 
 /** Records the outcome of a claimed attempt — done, or to be tried again at `retryAt` — while the claim is still the caller's. */
-export async function finishMail(
-  db: Kysely<Database>,
-  claimed: ClaimedMail,
-  outcome: { state: 'sent' | 'failed' | 'skipped' } | { retryAt: number },
-): Promise<void> {
-  await db
-    .updateTable('mail_outbox')
-    .set('retryAt' in outcome ? { next_attempt_at: outcome.retryAt, claimed_until: null } : { state: outcome.state, claimed_until: null })
-    .where('id', '=', claimed.id)
-    .where('claimed_until', '=', claimed.claimed_until)
-    .execute();
+export async function finishMail(db: Kysely<Database>, claimed: ClaimedMail, outcome: AttemptOutcome<'sent' | 'failed' | 'skipped'>): Promise<void> {
+  await db.updateTable('mail_outbox').set(outcomeColumns(outcome)).where('id', '=', claimed.id).where('claimed_until', '=', claimed.claimed_until).execute();
 }
