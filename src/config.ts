@@ -307,8 +307,8 @@ function keysSecret(env: Env): string | null {
   return raw;
 }
 
-/** A bare address, or a display name and the address in angle brackets. */
-const MAIL_FROM = /^(?:[^<>\r\n]{1,200} )?<?[^\s@<>]{1,64}@[^\s@<>]{1,255}>?$/;
+/** A bare address, or a display name and the address in angle brackets; nothing a header would read as a list, a quote or a comment. */
+const MAIL_FROM = /^(?:[^<>\r\n,;:"()]{1,200} )?<?[^\s@<>,;:"()]{1,64}@[^\s@<>,;:"()]{1,255}>?$/;
 
 /** SMTP_URL and MAIL_FROM; the URL is never repeated in a message (it holds the SMTP password). */
 function mail(env: Env, issuer: string): Config['mail'] {

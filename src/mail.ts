@@ -19,7 +19,7 @@ import type { Audit } from './audit.ts';
 import type { Config } from './config.ts';
 import type { ContextLogger, Mail } from './context.ts';
 import { deliveryLoop, inBatches } from './events/deliveries.ts';
-import { claimMail, dueMail, finishMail, type ClaimedMail } from './store/mail-outbox.ts';
+import { claimMail, dueMail, finishMail, type ClaimedMail, type DueMail } from './store/mail-outbox.ts';
 import type { Database } from './store/schema.ts';
 import type { Kysely } from 'kysely';
 
@@ -91,7 +91,10 @@ export function mailer(deps: MailDeps): Mail {
     if ('skip' in composed) return { skipped: composed.skip };
     const { message } = composed;
     try {
-      await (await transporter()).sendMail({ to: claimed.to_address, subject: message.subject, text: textOf(message), html: htmlOf(message) });
+      // One address, as an object: as a string, nodemailer would read a list or a display name into it.
+      await (
+        await transporter()
+      ).sendMail({ to: { name: '', address: claimed.to_address }, subject: message.subject, text: textOf(message), html: htmlOf(message) });
       return { sent: true };
     } catch (error) {
       const failure = error as Error & { permanent?: boolean; code?: string; responseCode?: number };
@@ -101,28 +104,47 @@ export function mailer(deps: MailDeps): Mail {
     }
   }
 
-  async function deliver(id: string): Promise<void> {
+  /** Makes one attempt if this instance can claim it; whether it could. */
+  async function deliver(id: string): Promise<boolean> {
     const claimed = await claimMail(db, id, now(), now() + CLAIM_MS, ATTEMPTS);
-    if (!claimed) return; // another instance has it, or it is done
+    if (!claimed) return false; // another instance has it, or it is done
     const outcome = await attempt(claimed).catch((error: Error): Outcome => ({ sent: false, reason: error.message, permanent: false }));
     const about = { userId: claimed.user_id, address: claimed.address };
     if ('skipped' in outcome) {
       await finishMail(db, claimed, { state: 'skipped' });
       log.info({ event: 'mail_skipped', kind: claimed.kind, reason: outcome.skipped }, 'mail not sent: nothing to send any more');
-      return;
+      return true;
     }
     if (outcome.sent) {
       await finishMail(db, claimed, { state: 'sent' });
       await deps.audit({ type: 'mail_sent', ...about, detail: { kind: claimed.kind, attempt: claimed.attempts } });
-      return;
+      return true;
     }
     const retrying = !outcome.permanent && claimed.attempts < ATTEMPTS;
     await finishMail(db, claimed, retrying ? { retryAt: now() + retryDelayMs(claimed.attempts) } : { state: 'failed' });
     log.warn({ event: 'mail_failed', kind: claimed.kind, attempt: claimed.attempts, reason: outcome.reason, retrying }, 'mail not sent');
     await deps.audit({ type: 'mail_failed', ...about, detail: { kind: claimed.kind, attempt: claimed.attempts, reason: outcome.reason, retrying } });
+    return true;
   }
 
-  const loop = deliveryLoop('mail', () => inBatches(BATCH, (limit) => dueMail(db, now(), limit), deliver), log);
+  /**
+   * A batch's messages side by side, but each person's in the order they were queued: a
+   * message with a link replaces the person's last link of its kind, so the one that arrives
+   * last must be the one composed last.
+   */
+  async function deliverInOrder(due: DueMail[]): Promise<number> {
+    const byPerson = Map.groupBy(due, (mail) => mail.user_id ?? mail.id);
+    const claimed = await Promise.all(
+      [...byPerson.values()].map(async (mails) => {
+        let count = 0;
+        for (const mail of mails) if (await deliver(mail.id)) count++;
+        return count;
+      }),
+    );
+    return claimed.reduce((a, b) => a + b, 0);
+  }
+
+  const loop = deliveryLoop('mail', () => inBatches(BATCH, (limit) => dueMail(db, now(), limit, ATTEMPTS), deliverInOrder), log);
   return {
     enabled: true,
     ...loop,

@@ -75,9 +75,11 @@ export interface Throttle {
   /**
    * Counts a request for mail to a person — a forgotten password, a verification link — against
    * the account (loginAccountKey) and the address, the login limits in counters of their own;
-   * refuses it (Throttled) once either is used up. Every request counts, sent or not.
+   * refuses it (Throttled) once either is used up. Every request counts, sent or not. What
+   * `anyone` may ask (a reset) and what only `the person` may (verifying or changing their
+   * address) count apart, so that strangers asking for resets cannot stop the person's own.
    */
-  mailRequest(account: string, address: string): Promise<void>;
+  mailRequest(account: string, address: string, asker: 'anyone' | 'the person'): Promise<void>;
   /** Counts a dynamic client registration against its address (TOKEN_REQUESTS_PER_ADDRESS a minute); refuses it over the limit. */
   registrationFrom(address: string): Promise<void>;
 }
@@ -100,8 +102,11 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
   const userCodeAddress = limiter('user-code:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
   const tokenClient = limiter('token:client', throttle.tokenRequestsPerClient, 60);
   const tokenAddress = limiter('token:address', throttle.tokenRequestsPerAddress, 60);
-  const mailAccount = limiter('mail:account', throttle.loginFailuresPerAccount, throttle.loginWindowSeconds);
-  const mailAddress = limiter('mail:address', throttle.loginFailuresPerAddress, throttle.loginWindowSeconds);
+  const mailCounters = (asker: string) => ({
+    account: limiter(`mail:${asker}:account`, throttle.loginFailuresPerAccount, throttle.loginWindowSeconds),
+    address: limiter(`mail:${asker}:address`, throttle.loginFailuresPerAddress, throttle.loginWindowSeconds),
+  });
+  const mail = { anyone: mailCounters('anyone'), 'the person': mailCounters('person') };
   const registrationAddress = limiter('register:address', throttle.tokenRequestsPerAddress, 60);
 
   const giveBack = async (counter: RateLimiterAbstract | null, key: string) => {
@@ -148,7 +153,7 @@ export function createThrottle(config: Config, redis: Redis | null): Throttle {
     tokenRequestOf: (clientId) => consume(tokenClient, clientId),
     reserveUserCodeGuess: (userId, address) => reserveBoth(userCodeUser, userId, userCodeAddress, addressKey(address)),
     userCodeAccepted: (userId, address) => releaseBoth(userCodeUser, userId, userCodeAddress, addressKey(address)),
-    mailRequest: (account, address) => reserveBoth(mailAccount, account, mailAddress, addressKey(address)),
+    mailRequest: (account, address, asker) => reserveBoth(mail[asker].account, account, mail[asker].address, addressKey(address)),
     registrationFrom: (address) => consume(registrationAddress, addressKey(address)),
   };
 }

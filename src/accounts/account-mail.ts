@@ -49,7 +49,10 @@ export async function composeMail(ctx: AppContext, mail: ClaimedMail): Promise<C
       });
     }
     case 'verify_email': {
-      const change = !forAddress(mail.to_address);
+      // A change is for the address the account had when it was asked (`from`); a verification, for the address it has.
+      const change = mail.detail.from !== undefined;
+      if (change && mail.detail.from !== user.email_key) return { skip: 'the account has another address since the change was asked for' };
+      if (!change && !forAddress(mail.to_address)) return { skip: 'the account has another address now' };
       if (!change && user.email_verified === 1) return { skip: 'the address is verified already' };
       const url = await newLink(ctx, user, 'verify_email', { email: mail.to_address });
       return message({

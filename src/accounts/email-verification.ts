@@ -27,29 +27,34 @@ export async function sendVerification(ctx: AppContext, user: User, actor: Actor
   if (!ctx.mail.enabled) throw new AccountError('email', NO_MAIL);
   if (user.email === '') throw new AccountError('email', `${user.username} has no email address`);
   if (user.email_verified === 1) throw new AccountError('email', `${user.email} is verified already`);
-  await ctx.services.throttle.mailRequest(loginAccountKey(user.id, ''), actor.address ?? 'command line');
+  await ctx.services.throttle.mailRequest(loginAccountKey(user.id, ''), actor.address ?? 'command line', 'the person');
   await queueMail(ctx.db, { kind: 'verify_email', userId: user.id, to: user.email, address: actor.address }, ctx.now());
   await ctx.audit({ type: 'email_verification_requested', ...madeBy(actor), userId: user.id });
   ctx.mail.wake();
 }
 
-/** The signed-in person (a recent login) asks to change their address to `typed`: a link goes to it, a notice to the old one. */
-export async function requestEmailChange(ctx: AppContext, recent: RecentLogin, typed: string, address: string): Promise<string> {
+/**
+ * The signed-in person (a recent login) asks to change their address to `typed`: a link goes
+ * to it and a notice to the old one. An address another account has gets the same answer and
+ * no link (the form must not tell who has an account); its holder is not bothered, and the
+ * person's old address is still told. Throttled before anything is looked up.
+ */
+export async function requestEmailChange(ctx: AppContext, recent: RecentLogin, typed: string, address: string): Promise<void> {
   const { user } = recent;
   if (!ctx.mail.enabled) throw new AccountError('email', NO_MAIL);
   const email = typed.trim();
   const problem = emailProblem(email);
   if (problem) throw new AccountError('email', `email ${problem}`);
   if (lookupKey(email) === user.email_key) throw new AccountError('email', 'that is your address already');
+  await ctx.services.throttle.mailRequest(loginAccountKey(user.id, ''), address, 'the person');
   const holder = await findUserByLogin(ctx.db, email);
-  if (holder && holder.id !== user.id) throw new AccountError('email', 'that email address belongs to another account');
-  await ctx.services.throttle.mailRequest(loginAccountKey(user.id, ''), address);
   const now = ctx.now();
-  await queueMail(ctx.db, { kind: 'verify_email', userId: user.id, to: email, address }, now);
+  // The change is for the address the account has now: a link composed after it changed otherwise is not sent (account-mail.ts).
+  const detail = { from: user.email_key };
+  if (!holder) await queueMail(ctx.db, { kind: 'verify_email', userId: user.id, to: email, detail, address }, now);
   if (user.email !== '') await queueMail(ctx.db, { kind: 'email_change_notice', userId: user.id, to: user.email, detail: { new_email: email }, address }, now);
   await ctx.audit({ type: 'email_change_requested', ...madeBy({ userId: user.id, address }), userId: user.id });
   ctx.mail.wake();
-  return email;
 }
 
 /** The address a verification link would verify (the page that asks to confirm it), without using it; null when the link does not work. */

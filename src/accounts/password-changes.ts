@@ -48,7 +48,7 @@ export async function requestPasswordReset(ctx: AppContext, typed: string, addre
   const problem = emailProblem(email);
   if (problem) throw new AccountError('email', `email ${problem}`);
   const user = await findUserByEmail(ctx.db, email);
-  await ctx.services.throttle.mailRequest(loginAccountKey(user?.id, email), address);
+  await ctx.services.throttle.mailRequest(loginAccountKey(user?.id, email), address, 'anyone');
   // To the address as the account has it; a message for no account is composed to nothing.
   await queueMail(ctx.db, { kind: 'password_reset', userId: user?.id ?? null, to: user?.email ?? email, address }, ctx.now());
   await ctx.audit({ type: 'password_reset_requested', userId: user?.id ?? null, address });
@@ -116,13 +116,13 @@ export async function setPassword(ctx: AppContext, user: User, password: string,
   await passwordReplaced(ctx, user.id, { how: 'by an administrator', actor, type: 'password_changed' });
 }
 
-/** What follows every new password: the reset links go, the sessions end (unless done already), the change is audited and the person told. */
+/** What follows every new password: every link goes (reset and verification: whoever asked for one may be why), the sessions end (unless done already), the change is audited and the person told. */
 async function passwordReplaced(
   ctx: AppContext,
   userId: string,
   p: { how: string; actor: Actor; type: 'password_reset' | 'password_changed'; sessionsEnded?: boolean },
 ): Promise<void> {
-  await deleteLinks(ctx.db, userId, 'password_reset');
+  await deleteLinks(ctx.db, userId);
   if (!p.sessionsEnded) await endUserSessions(ctx, userId, p.actor.address);
   await ctx.audit({ type: p.type, ...madeBy(p.actor), userId });
   await tellPerson(ctx, userId, 'password_changed', { how: p.how }, p.actor.address);

@@ -37,7 +37,13 @@ export class AccountError extends InputError {
 }
 
 const USERNAME = /^[A-Za-z0-9][A-Za-z0-9._-]{2,29}$/;
-const EMAIL = /^[^\s@]{1,64}@[^\s@]{1,255}\.[^\s@]{1,63}$/;
+/**
+ * An address with nothing a mail header would read otherwise: no spaces or control characters,
+ * and none of the characters that separate addresses, quote or bracket them, or comment (a
+ * list `a,b@x`, a name `victim<attacker@x>`), so the mailbox mail goes to is the address shown.
+ */
+const ADDRESS_PART = String.raw`[^\s\p{Cc}@,;:<>()[\]\\"]`;
+const EMAIL = new RegExp(`^${ADDRESS_PART}{1,64}@${ADDRESS_PART}{1,255}\\.${ADDRESS_PART}{1,63}$`, 'u');
 
 export function usernameProblem(username: string): string | null {
   return USERNAME.test(username) ? null : 'must be 3-30 characters: letters, digits, ".", "_" or "-", starting with a letter or digit';
@@ -183,6 +189,8 @@ export async function disableUser(ctx: AppContext, user: User, actor: Actor): Pr
   // Disabling oneself would lock the last administrator out as easily as anyone else.
   if (user.id === actor.userId) throw new OAuthError('invalid_request', 'You cannot disable your own account.');
   await updateUser(ctx.db, user.id, { disabled: 1 });
+  // Links mailed before are not to work again if the account is enabled.
+  await deleteLinks(ctx.db, user.id);
   await endUserSessions(ctx, user.id, actor.address);
   await revoke(ctx, { userId: user.id }, 'user_disabled');
   await ctx.audit({ type: 'user_disabled', ...madeBy(actor), userId: user.id });

@@ -51,11 +51,20 @@ export function deliveryLoop(what: string, deliverDue: () => Promise<void>, log:
   };
 }
 
-/** Runs `deliver` for each row `due` finds, a batch at a time side by side (one slow receiver holds up no other), until a batch is short. */
-export async function inBatches<Key>(batch: number, due: (limit: number) => Promise<Key[]>, deliver: (key: Key) => Promise<void>): Promise<void> {
+/**
+ * Works off what `due` finds, a batch at a time, until a batch is short — or until a batch
+ * of which this instance could claim nothing (other instances hold it all): looking again at
+ * once would find the same rows. `deliver` makes a batch's attempts and says how many rows it claimed.
+ */
+export async function inBatches<Key>(batch: number, due: (limit: number) => Promise<Key[]>, deliver: (keys: Key[]) => Promise<number>): Promise<void> {
   for (;;) {
     const keys = await due(batch);
-    await Promise.all(keys.map((key) => deliver(key)));
-    if (keys.length < batch) return;
+    const claimed = await deliver(keys);
+    if (keys.length < batch || claimed === 0) return;
   }
+}
+
+/** Makes every attempt of a batch side by side, so one slow receiver holds up no other; how many were claimed. */
+export async function sideBySide<Key>(keys: Key[], attempt: (key: Key) => Promise<boolean>): Promise<number> {
+  return (await Promise.all(keys.map(attempt))).filter(Boolean).length;
 }

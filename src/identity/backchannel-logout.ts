@@ -18,7 +18,7 @@ import { randomUUID } from 'node:crypto';
 import type { Audit } from '../audit.ts';
 import { accountUri, type Config } from '../config.ts';
 import type { ContextLogger, Deliveries } from '../context.ts';
-import { deliveryLoop, inBatches } from '../events/deliveries.ts';
+import { deliveryLoop, inBatches, sideBySide } from '../events/deliveries.ts';
 import { safeFetch } from '../protocol/safe-fetch.ts';
 import {
   claimBackchannelLogout,
@@ -96,9 +96,10 @@ export function backchannelLogouts(deps: BackchannelLogoutDeps): Deliveries {
     return answer.ok ? { delivered: true } : { delivered: false, reason: answer.reason, transient: answer.transient };
   }
 
-  async function deliver(key: BackchannelLogoutKey): Promise<void> {
+  /** Makes one attempt if this instance can claim it; whether it could. */
+  async function deliver(key: BackchannelLogoutKey): Promise<boolean> {
     const claimed = await claimBackchannelLogout(db, key, now(), now() + CLAIM_MS, DELIVERY_ATTEMPTS);
-    if (!claimed) return; // another instance has it, or it is done
+    if (!claimed) return false; // another instance has it, or it is done
     const outcome = await attempt(claimed).catch((error: Error): Outcome => ({
       delivered: false,
       reason: `could not send it (${error.message})`,
@@ -109,7 +110,7 @@ export function backchannelLogouts(deps: BackchannelLogoutDeps): Deliveries {
     if (outcome.delivered) {
       await finishBackchannelLogout(db, claimed, { state: 'delivered' });
       await deps.audit({ type: 'backchannel_logout_delivered', ...about, detail: { sid: claimed.sid, attempt: claimed.attempts } });
-      return;
+      return true;
     }
     const retrying = outcome.transient && claimed.attempts < DELIVERY_ATTEMPTS;
     await finishBackchannelLogout(db, claimed, retrying ? { retryAt: now() + retryDelayMs(claimed.attempts) } : { state: 'failed' });
@@ -122,7 +123,17 @@ export function backchannelLogouts(deps: BackchannelLogoutDeps): Deliveries {
       ...about,
       detail: { sid: claimed.sid, attempt: claimed.attempts, reason: outcome.reason, retrying },
     });
+    return true;
   }
 
-  return deliveryLoop('back-channel logout', () => inBatches(BATCH, (limit) => dueBackchannelLogouts(db, now(), limit), deliver), log);
+  return deliveryLoop(
+    'back-channel logout',
+    () =>
+      inBatches(
+        BATCH,
+        (limit) => dueBackchannelLogouts(db, now(), limit, DELIVERY_ATTEMPTS),
+        (keys) => sideBySide(keys, deliver),
+      ),
+    log,
+  );
 }

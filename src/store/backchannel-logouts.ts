@@ -57,9 +57,15 @@ export interface BackchannelLogoutKey {
   client_id: string;
 }
 
-/** Pending deliveries whose attempt is due and that no instance holds, oldest first. */
-export async function dueBackchannelLogouts(db: Kysely<Database>, now: number, limit: number): Promise<BackchannelLogoutKey[]> {
-  return db.selectFrom('backchannel_logouts').select(['sid', 'client_id']).where(takeableAt(now)).orderBy('next_attempt_at').limit(limit).execute();
+/** Pending deliveries whose attempt is due, with attempts left, that no instance holds, oldest first. */
+export async function dueBackchannelLogouts(db: Kysely<Database>, now: number, limit: number, maxAttempts: number): Promise<BackchannelLogoutKey[]> {
+  return db
+    .selectFrom('backchannel_logouts')
+    .select(['sid', 'client_id'])
+    .where(takeableAt(now, maxAttempts))
+    .orderBy('next_attempt_at')
+    .limit(limit)
+    .execute();
 }
 
 /** What an instance that claimed a delivery needs to make it. */
@@ -90,8 +96,7 @@ export async function claimBackchannelLogout(
     .set((eb) => ({ claimed_until: until, attempts: eb('attempts', '+', 1) }))
     .where('sid', '=', key.sid)
     .where('client_id', '=', key.client_id)
-    .where(takeableAt(now))
-    .where('attempts', '<', maxAttempts)
+    .where(takeableAt(now, maxAttempts))
     .returning(['sid', 'client_id', 'user_id', 'username', 'attempts', 'claimed_until', 'address'])
     .executeTakeFirst();
   if (!claimed) return undefined;

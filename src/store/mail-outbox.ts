@@ -43,10 +43,15 @@ export async function queueMail(db: Kysely<Database> | Transaction<Database>, ma
   return id;
 }
 
-/** Pending messages whose attempt is due and that no instance holds, oldest first. */
-export async function dueMail(db: Kysely<Database>, now: number, limit: number): Promise<string[]> {
-  const rows = await db.selectFrom('mail_outbox').select('id').where(takeableAt(now)).orderBy('next_attempt_at').limit(limit).execute();
-  return rows.map((row) => row.id);
+/** A message due, and the person it is about. */
+export interface DueMail {
+  id: string;
+  user_id: string | null;
+}
+
+/** Pending messages whose attempt is due, with attempts left, that no instance holds, oldest first. */
+export async function dueMail(db: Kysely<Database>, now: number, limit: number, maxAttempts: number): Promise<DueMail[]> {
+  return db.selectFrom('mail_outbox').select(['id', 'user_id']).where(takeableAt(now, maxAttempts)).orderBy('next_attempt_at').limit(limit).execute();
 }
 
 /** What an instance that claimed a message needs to compose and send it. */
@@ -72,8 +77,7 @@ export async function claimMail(db: Kysely<Database>, id: string, now: number, u
     .updateTable('mail_outbox')
     .set((eb) => ({ claimed_until: until, attempts: eb('attempts', '+', 1) }))
     .where('id', '=', id)
-    .where(takeableAt(now))
-    .where('attempts', '<', maxAttempts)
+    .where(takeableAt(now, maxAttempts))
     .returning(['id', 'kind', 'user_id', 'to_address', 'detail', 'address', 'attempts'])
     .executeTakeFirst();
   if (!claimed) return undefined;

@@ -6,9 +6,14 @@
  */
 import { sql, type SqlBool } from 'kysely';
 
-/** A row an instance may take for an attempt at `now`: pending, due, and held by no instance (or by one whose claim has lapsed). */
-export function takeableAt(now: number) {
-  return sql<SqlBool>`state = 'pending' and next_attempt_at <= ${now} and (claimed_until is null or claimed_until <= ${now})`;
+/**
+ * A row an instance may take for an attempt at `now`: pending, due, with attempts left, and
+ * held by no instance (or by one whose claim has lapsed). A row whose last attempt's instance
+ * died before recording it has none left: it is never taken again (and is purged with the
+ * rest), rather than found due for ever and crowding out the others.
+ */
+export function takeableAt(now: number, maxAttempts: number) {
+  return sql<SqlBool>`state = 'pending' and next_attempt_at <= ${now} and attempts < ${maxAttempts} and (claimed_until is null or claimed_until <= ${now})`;
 }
 
 /** How an attempt ended: for good (in `state`), or to be tried again at `retryAt`. */

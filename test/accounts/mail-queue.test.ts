@@ -85,6 +85,38 @@ for (const backend of BACKENDS) {
     });
   });
 
+  describe(`a queue with rows whose last attempt never ended (${backend.name})`, backendOptions(backend), () => {
+    test('rows out of attempts, left pending by an instance that died, do not hold up the others', async () => {
+      const smtp = await startSmtpServer();
+      const server = await startServer(backend, { SMTP_URL: smtp.url });
+      try {
+        const now = Date.now();
+        const stuck = Array.from({ length: 25 }, (_, i) => ({
+          id: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`,
+          kind: 'password_changed' as const,
+          user_id: null,
+          to_address: `stuck${i}@example.com`,
+          detail: '{}',
+          address: null,
+          state: 'pending' as const,
+          attempts: 10,
+          next_attempt_at: now - 60_000,
+          claimed_until: now - 30_000,
+          created_at: now - 120_000,
+          expires_at: now + 3_600_000,
+        }));
+        await server.store.db.insertInto('mail_outbox').values(stuck).execute();
+        await server.createUser('fresh');
+        assert.equal((await askForLink(server, 'fresh@example.com')).status, 200);
+        assert.equal((await smtp.next('fresh@example.com')).subject, 'Reset your password');
+        assert.ok(!smtp.offered.some((to) => to.startsWith('stuck')));
+      } finally {
+        await server.close();
+        await smtp.close();
+      }
+    });
+  });
+
   describe(`mail while the SMTP server is away (${backend.name})`, backendOptions(backend), () => {
     test('a request does not wait for an SMTP server that never answers', async () => {
       // Accepts connections and says nothing: nodemailer waits for a greeting that never comes.
