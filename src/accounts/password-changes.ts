@@ -116,7 +116,11 @@ export async function setPassword(ctx: AppContext, user: User, password: string,
   await passwordReplaced(ctx, user.id, { how: 'by an administrator', actor, type: 'password_changed' });
 }
 
-/** What follows every new password: every link goes (reset and verification: whoever asked for one may be why), the sessions end (unless done already), the change is audited and the person told. */
+/**
+ * What follows every new password: every link goes (reset and verification: whoever asked for
+ * one may be why), the sessions end (unless done already), the change is audited and the
+ * person told.
+ */
 async function passwordReplaced(
   ctx: AppContext,
   userId: string,
