@@ -119,7 +119,7 @@ for (const backend of BACKENDS) {
       // The unknown address's message was queued like any other, and composed to nothing.
       const rows = await server.store.db.selectFrom('mail_outbox').select(['to_address', 'state']).where('to_address', '=', 'nobody@example.com').execute();
       assert.equal(rows.length, 1);
-      for (let i = 0; i < 50 && rows[0]!.state === 'pending'; i++) {
+      for (let i = 0; i < 200 && rows[0]!.state === 'pending'; i++) {
         await new Promise((resolve) => setTimeout(resolve, 100));
         rows[0] = await server.store.db
           .selectFrom('mail_outbox')
