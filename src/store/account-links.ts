@@ -8,12 +8,24 @@ import type { AccountLinkPurpose, AccountLinksTable, Database } from './schema.t
 
 export type AccountLink = Selectable<AccountLinksTable>;
 
-/** Stores a link, replacing the person's last one of its purpose (that one stops working), in one transaction. */
+/**
+ * Stores a link, replacing the person's last one of its purpose (that one stops working): one
+ * upsert on the unique (person, purpose), so two instances composing at once leave one link.
+ */
 export async function putLink(db: Kysely<Database>, link: AccountLink): Promise<void> {
-  await db.transaction().execute(async (trx) => {
-    await trx.deleteFrom('account_links').where('user_id', '=', link.user_id).where('purpose', '=', link.purpose).execute();
-    await trx.insertInto('account_links').values(link).execute();
-  });
+  await db
+    .insertInto('account_links')
+    .values(link)
+    .onConflict((conflict) =>
+      conflict.columns(['user_id', 'purpose']).doUpdateSet({
+        id_hash: link.id_hash,
+        email: link.email,
+        password_fingerprint: link.password_fingerprint,
+        created_at: link.created_at,
+        expires_at: link.expires_at,
+      }),
+    )
+    .execute();
 }
 
 /** The live link of `purpose` with this hash, left in place (a page that shows the form the link opens). */

@@ -523,15 +523,16 @@ export type AccountLinkPurpose = 'password_reset' | 'verify_email';
 
 /** A single-use link a message carries (accounts/account-links.ts), by its token's hash; at most one per person and purpose. */
 export interface AccountLinksTable {
-  id_hash: Immutable<string>;
+  /** Replaced, with the rest but the person and purpose, when a newer link replaces this one. */
+  id_hash: string;
   purpose: Immutable<AccountLinkPurpose>;
   user_id: Immutable<string>;
   /** verify_email: the address it verifies (the person's, or the one they are changing to). */
-  email: Immutable<string | null>;
+  email: string | null;
   /** password_reset: the fingerprint of the password hash it replaces (accounts/passwords.ts). */
-  password_fingerprint: Immutable<string | null>;
-  created_at: Immutable<number>;
-  expires_at: Immutable<number>;
+  password_fingerprint: string | null;
+  created_at: number;
+  expires_at: number;
 }
 
 export interface Database {

@@ -46,7 +46,8 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('created_at', 'bigint', (c) => c.notNull())
     .addColumn('expires_at', 'bigint', (c) => c.notNull())
     .execute();
-  await db.schema.createIndex('account_links_user_id').on('account_links').columns(['user_id', 'purpose']).execute();
+  // One live link per person and purpose: a new one replaces the last in one write (an upsert), whichever instance composes it.
+  await db.schema.createIndex('account_links_user_purpose').on('account_links').columns(['user_id', 'purpose']).unique().execute();
   await db.schema.createIndex('account_links_expires_at').on('account_links').column('expires_at').execute();
 }
 
