@@ -7,6 +7,7 @@
  * the server only.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { RESET_PATH, VERIFY_PATH } from '../accounts/account-mail.ts';
 import { addressOfLink, verifyEmail } from '../accounts/email-verification.ts';
 import { LinkInvalid, requestPasswordReset, resetLinkWorks, resetPassword } from '../accounts/password-changes.ts';
 import { AccountError } from '../accounts/users.ts';
@@ -17,8 +18,9 @@ import { field, page, sentence } from './pages.ts';
 import { formToken } from './session.ts';
 
 const FORGOT = '/password/forgot';
-const RESET = '/password/reset';
-const VERIFY = '/email/verify';
+// Where the mailed links point: the composer makes them (accounts/account-mail.ts).
+const RESET = RESET_PATH;
+const VERIFY = VERIFY_PATH;
 
 export default async function mailedLinkRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.addHook('onReady', async () => ctx.mail.start());
