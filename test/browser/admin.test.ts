@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
 import type { BrowserContext, Page } from 'playwright-core';
 import { sqlite } from '../support/backends.ts';
-import { browserOptions, launchBrowser, logIn, openAs, startClientSite, type ClientSite, type TestBrowser } from '../support/browser.ts';
+import { browserOptions, launchBrowser, follow, logIn, openAs, startClientSite, type ClientSite, type TestBrowser } from '../support/browser.ts';
 import { authorizationUrl, discover, insecure, obtainTokens, profile } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -129,7 +129,7 @@ describe('the admin console in a browser', browserOptions(), () => {
 
     const admin = await open('/admin/users', 'root');
     await admin.getByLabel('Search users').fill('caro');
-    await admin.getByRole('button', { name: 'Search' }).click();
+    await follow(admin, admin.getByRole('button', { name: 'Search' }));
     assert.deepEqual(await admin.locator('tbody tr td:first-child').allTextContents(), ['carol']);
 
     await admin.getByLabel('Username').fill('carol');

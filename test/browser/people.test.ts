@@ -11,7 +11,7 @@ import type { Page } from 'playwright-core';
 import { createAccount } from '../../src/accounts/users.ts';
 import { insertUser, lookupKey } from '../../src/store/users.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { browserOptions, launchBrowser, openAs, type TestBrowser } from '../support/browser.ts';
+import { browserOptions, launchBrowser, follow, openAs, type TestBrowser } from '../support/browser.ts';
 import { PASSWORD, startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 
@@ -154,19 +154,19 @@ for (const backend of BACKENDS) {
       const first = await usernames();
       assert.equal(first.length, 100);
       assert.equal(await admin.getByRole('link', { name: 'Previous users' }).count(), 0);
-      await admin.getByRole('link', { name: 'Next users' }).click();
+      await follow(admin, admin.getByRole('link', { name: 'Next users' }));
       const second = await usernames();
       assert.equal(second.length, total - 100);
       assert.deepEqual([...first, ...second], [...first, ...second].sort(), 'in username order');
       assert.equal(new Set([...first, ...second]).size, total, 'every user once');
       assert.equal(await admin.getByRole('link', { name: 'Next users' }).count(), 0);
-      await admin.getByRole('link', { name: 'Previous users' }).click();
+      await follow(admin, admin.getByRole('link', { name: 'Previous users' }));
       assert.deepEqual(await usernames(), first);
 
       await admin.getByLabel('Search users').fill('user-');
-      await admin.getByRole('button', { name: 'Search' }).click();
+      await follow(admin, admin.getByRole('button', { name: 'Search' }));
       assert.equal((await usernames()).length, 100);
-      await admin.getByRole('link', { name: 'Next users' }).click();
+      await follow(admin, admin.getByRole('link', { name: 'Next users' }));
       assert.deepEqual(await usernames(), ['user-100', ...Array.from({ length: 19 }, (_, i) => `user-${101 + i}`)]);
       assert.equal(await admin.getByLabel('Search users').inputValue(), 'user-', 'the search is kept');
     });
@@ -191,11 +191,11 @@ for (const backend of BACKENDS) {
       assert.equal(first.length, 100);
       assert.equal(first[1], 'API 000', 'oldest first, after the built-in resource');
       assert.equal(await admin.getByRole('link', { name: 'Previous resource servers' }).count(), 0);
-      await admin.getByRole('link', { name: 'Next resource servers' }).click();
+      await follow(admin, admin.getByRole('link', { name: 'Next resource servers' }));
       const second = await names();
       assert.deepEqual(second, ['API 099', 'API 100', 'API 101', 'API 102', 'API 103', 'API 104']);
       assert.equal(await admin.getByRole('link', { name: 'Next resource servers' }).count(), 0);
-      await admin.getByRole('link', { name: 'Previous resource servers' }).click();
+      await follow(admin, admin.getByRole('link', { name: 'Previous resource servers' }));
       assert.deepEqual(await names(), first);
     });
 

@@ -9,7 +9,7 @@
  */
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
-import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Page } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type BrowserContextOptions, type Locator, type Page } from 'playwright-core';
 import { PASSWORD } from './server.ts';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -61,6 +61,13 @@ export async function logIn(page: Page, username: string, password = PASSWORD): 
   await page.getByLabel('Username or email').fill(username);
   await page.getByLabel('Password').fill(password);
   await page.getByRole('button', { name: 'Log in', exact: true }).click();
+}
+
+/** Clicks a link or a GET form's button and waits until the page it leads to has loaded (a click returns when the navigation starts). */
+export async function follow(page: Page, target: Locator): Promise<void> {
+  const from = page.url();
+  await target.click();
+  await page.waitForURL((at) => at.href !== from);
 }
 
 export interface ClientSite {
@@ -144,6 +151,10 @@ export async function startClientSite(files: Record<string, SiteFile> = {}): Pro
 export async function openAs(browser: TestBrowser, url: string, username: string): Promise<Page> {
   const page = await (await browser.newContext()).newPage();
   await page.goto(url);
-  if (new URL(page.url()).pathname === '/login') await logIn(page, username);
+  if (new URL(page.url()).pathname === '/login') {
+    await logIn(page, username);
+    // The click returns once the login is posted; the page asked for may still be arriving.
+    await page.waitForURL((at) => at.pathname !== '/login');
+  }
   return page;
 }
