@@ -23,6 +23,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { type AppContext } from './context.ts';
+import { createMetrics } from './metrics.ts';
 import { openContext } from './open-context.ts';
 import { OAuthError, invalidRequest } from './protocol/errors.ts';
 import { USERINFO_PATH, metadataPaths } from './oauth/metadata.ts';
@@ -215,7 +216,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
       );
     },
   });
-  const ctx = await openContext(config, store, app.log, options.now);
+  const ctx = await openContext(config, store, app.log, { now: options.now, metrics: createMetrics(store) });
   // A serving process hears what the others change (on SQLite, by reading the database: events/fan-out.ts); ctx.close() stops it.
   app.addHook('onReady', async () => ctx.services.bus.listen());
   app.addHook('onClose', () => ctx.close());

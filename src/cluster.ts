@@ -9,7 +9,6 @@
  * several instances").
  */
 import cluster, { type Worker } from 'node:cluster';
-import { RateLimiterClusterMaster } from 'rate-limiter-flexible';
 
 /**
  * A worker's place among the n, 0 to n-1, kept by its replacement: the one place that runs
@@ -40,7 +39,8 @@ export interface PrimaryLogger {
  * or SIGINT is passed on to every worker, which finishes its in-flight requests and exits;
  * resolves with 0 once all have exited cleanly (1 if one did not, or after giving up).
  */
-export function runPrimary(count: number, log: PrimaryLogger): Promise<number> {
+export async function runPrimary(count: number, log: PrimaryLogger): Promise<number> {
+  const { RateLimiterClusterMaster } = await import('rate-limiter-flexible');
   new RateLimiterClusterMaster(); // answers the workers' throttling counters (src/throttle.ts)
   const slots = new Map<Worker, number>();
   const restarts: number[] = [];

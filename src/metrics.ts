@@ -14,7 +14,9 @@ import type { PurgeCounts } from './store/purge.ts';
 import { countTableRows } from './store/stats.ts';
 
 export interface Metrics {
-  readonly registry: Registry;
+  /** The exposition format's media type, and the metrics in it: what `GET /metrics` answers. */
+  readonly contentType: string;
+  scrape(): Promise<string>;
   /**
    * What counts the finished requests of one method and route: `route` is the route pattern,
    * never the raw URL (which may carry a code). Taken once per route, so that a request costs
@@ -123,7 +125,8 @@ export function createMetrics(store: Store): Metrics {
   };
 
   return {
-    registry,
+    contentType: registry.contentType,
+    scrape: () => registry.metrics(),
     requests(method, route) {
       const observe = latency.labels({ method, route }).observe;
       const counters = new Map<number, () => void>();

@@ -11,7 +11,7 @@ import { composeMail } from './accounts/account-mail.ts';
 import { backchannelLogouts } from './identity/backchannel-logout.ts';
 import { mailer } from './mail.ts';
 import { KeyRing } from './identity/keys.ts';
-import { createMetrics } from './metrics.ts';
+import type { Metrics } from './metrics.ts';
 import { RemoteKeys } from './oauth/assertions/remote-keys.ts';
 import { createClientMetadataResolver } from './oauth/client-metadata.ts';
 import { forgetScopeCatalogue } from './oauth/resources.ts';
@@ -20,8 +20,30 @@ import { openServices } from './services.ts';
 import { isClientBlocked } from './store/clients.ts';
 import type { Store } from './store/database.ts';
 
-export async function openContext(config: Config, store: Store, log: ContextLogger, now: () => number = Date.now): Promise<OpenContext> {
-  const metrics = createMetrics(store);
+/**
+ * What a command line counts: nothing. It has no `/metrics` for anyone to scrape, and
+ * prom-client is not worth loading for a process that lives a second.
+ */
+const UNCOUNTED: Metrics = {
+  contentType: 'text/plain',
+  scrape: async () => '',
+  requests: () => () => {},
+  failure: () => {},
+  event: () => {},
+  grantsRevoked: () => {},
+  purge: () => {},
+  countTables: async () => {},
+};
+
+export interface ContextOptions {
+  /** Epoch milliseconds; tests inject their own clock. */
+  now?: () => number;
+  /** The server's metrics (metrics.ts `createMetrics`); without them (the command line), nothing is counted. */
+  metrics?: Metrics;
+}
+
+export async function openContext(config: Config, store: Store, log: ContextLogger, options: ContextOptions = {}): Promise<OpenContext> {
+  const { now = Date.now, metrics = UNCOUNTED } = options;
   const services = await openServices(config, store, log);
   const clients = createClientCache(store.db);
   services.bus.subscribeClientChanges((clientIds) => clients.forget(clientIds));

@@ -9,7 +9,7 @@
  * on; ioredis keeps reconnecting in the background, and the outage is logged as JSON lines
  * through the app's logger.
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
 import type { Config } from './config.ts';
 import { openFanOut, type BusLogger, type FanOut } from './events/fan-out.ts';
 import type { Store } from './store/database.ts';
@@ -46,6 +46,8 @@ const ERROR_LOG_INTERVAL_MS = 30_000;
 export async function openServices(config: Config, store: Store, log: ServicesLogger): Promise<Services> {
   let redis: { publisher: Redis; subscriber: Redis } | null = null;
   if (config.redisUrl) {
+    // Loaded only when configured: a command without Redis starts that much sooner.
+    const { Redis } = await import('ioredis');
     const publisher = new Redis(config.redisUrl, REDIS_OPTIONS);
     const subscriber = publisher.duplicate();
     logConnectionErrors(publisher, 'commands', log);

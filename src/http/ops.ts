@@ -48,8 +48,8 @@ export default async function opsRoutes(app: FastifyInstance, { ctx, purges }: {
   const checkMetricsAccess = metricsAccess(ctx.config.metricsToken);
   app.get('/metrics', { schema: metricsSchema }, async (request, reply) => {
     checkMetricsAccess(request.headers.authorization);
-    reply.header('Cache-Control', 'no-store').type(ctx.metrics.registry.contentType);
-    return ctx.metrics.registry.metrics();
+    reply.header('Cache-Control', 'no-store').type(ctx.metrics.contentType);
+    return ctx.metrics.scrape();
   });
 
   rejectOtherMethods(app, ['/_status', '/metrics'], 'GET');

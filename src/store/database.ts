@@ -22,35 +22,11 @@ import {
   type SqliteDatabase,
   type SqliteStatement,
 } from 'kysely';
-import pg from 'pg';
+import type pg from 'pg';
 import type { DatabaseLocation } from '../config.ts';
 import { writeAlone } from './group-commit.ts';
 import { LATER, registerReadNow, statementName, type ReadNow } from './prepared.ts';
 import type { Database } from './schema.ts';
-import * as initial from './migrations/20261122_001_initial.ts';
-import * as setupTokens from './migrations/20261122_002_setup_tokens.ts';
-import * as audit from './migrations/20261122_003_audit.ts';
-import * as successorBoxIndex from './migrations/20261122_004_successor_box_index.ts';
-import * as deviceCodes from './migrations/20261122_005_device_codes.ts';
-import * as resources from './migrations/20261123_001_resources.ts';
-import * as clientKinds from './migrations/20261123_002_client_kinds.ts';
-import * as fewerPagesPerWrite from './migrations/20261123_003_fewer_pages_per_write.ts';
-import * as consentRedirectOrigin from './migrations/20261126_001_consent_redirect_origin.ts';
-import * as canonicalClientBlocks from './migrations/20261126_002_canonical_client_blocks.ts';
-import * as signingKeys from './migrations/20261126_003_signing_keys.ts';
-import * as resourceTokenSettings from './migrations/20261126_004_resource_token_settings.ts';
-import * as authTime from './migrations/20261126_005_auth_time.ts';
-import * as openid from './migrations/20261126_006_openid.ts';
-import * as backchannelLogout from './migrations/20261126_007_backchannel_logout.ts';
-import * as privateKeyJwt from './migrations/20261126_008_private_key_jwt.ts';
-import * as passkeys from './migrations/20261126_010_passkeys.ts';
-import * as secondFactors from './migrations/20261126_011_second_factors.ts';
-import * as jwtGrants from './migrations/20261126_009_jwt_grants.ts';
-import * as fanOutMessages from './migrations/20261127_001_fan_out_messages.ts';
-import * as connections from './migrations/20261128_001_connections.ts';
-import * as switches from './migrations/20261128_002_switches.ts';
-import * as backchannelLogoutAddress from './migrations/20261129_001_backchannel_logout_address.ts';
-import * as accountLifeCycle from './migrations/20261130_001_account_life_cycle.ts';
 
 export interface Store {
   readonly db: Kysely<Database>;
@@ -65,33 +41,45 @@ interface StatementCounter {
   sent: number;
 }
 
-/** Every migration by name, in order; exported for the migration tests, which stop part-way. */
-export const migrations: Record<string, Migration> = {
-  '20261122_001_initial': initial,
-  '20261122_002_setup_tokens': setupTokens,
-  '20261122_003_audit': audit,
-  '20261122_004_successor_box_index': successorBoxIndex,
-  '20261122_005_device_codes': deviceCodes,
-  '20261123_001_resources': resources,
-  '20261123_002_client_kinds': clientKinds,
-  '20261123_003_fewer_pages_per_write': fewerPagesPerWrite,
-  '20261126_001_consent_redirect_origin': consentRedirectOrigin,
-  '20261126_002_canonical_client_blocks': canonicalClientBlocks,
-  '20261126_003_signing_keys': signingKeys,
-  '20261126_004_resource_token_settings': resourceTokenSettings,
-  '20261126_005_auth_time': authTime,
-  '20261126_006_openid': openid,
-  '20261126_007_backchannel_logout': backchannelLogout,
-  '20261126_008_private_key_jwt': privateKeyJwt,
-  '20261126_010_passkeys': passkeys,
-  '20261126_011_second_factors': secondFactors,
-  '20261126_009_jwt_grants': jwtGrants,
-  '20261127_001_fan_out_messages': fanOutMessages,
-  '20261128_001_connections': connections,
-  '20261128_002_switches': switches,
-  '20261129_001_backchannel_logout_address': backchannelLogoutAddress,
-  '20261130_001_account_life_cycle': accountLifeCycle,
-};
+/** Every migration's name (its file in ./migrations/), in the order they apply. */
+const MIGRATIONS = [
+  '20261122_001_initial',
+  '20261122_002_setup_tokens',
+  '20261122_003_audit',
+  '20261122_004_successor_box_index',
+  '20261122_005_device_codes',
+  '20261123_001_resources',
+  '20261123_002_client_kinds',
+  '20261123_003_fewer_pages_per_write',
+  '20261126_001_consent_redirect_origin',
+  '20261126_002_canonical_client_blocks',
+  '20261126_003_signing_keys',
+  '20261126_004_resource_token_settings',
+  '20261126_005_auth_time',
+  '20261126_006_openid',
+  '20261126_007_backchannel_logout',
+  '20261126_008_private_key_jwt',
+  '20261126_010_passkeys',
+  '20261126_011_second_factors',
+  '20261126_009_jwt_grants',
+  '20261127_001_fan_out_messages',
+  '20261128_001_connections',
+  '20261128_002_switches',
+  '20261129_001_backchannel_logout_address',
+  '20261130_001_account_life_cycle',
+] as const;
+
+/**
+ * Every migration by name, in order; exported for the migration tests, which stop part-way.
+ * Each file is loaded when its migration runs: a command on an up-to-date database (most of
+ * them) does not load them at all.
+ */
+export const migrations: Record<string, Migration> = Object.fromEntries(
+  MIGRATIONS.map((name) => {
+    const load = (): Promise<Migration> => import(`./migrations/${name}.ts`);
+    return [name, { up: async (db) => (await load()).up(db), down: async (db) => (await load()).down!(db) }];
+  }),
+);
 
 /**
  * The most pages the WAL holds before the commit that crosses it copies them back into the
@@ -235,16 +223,17 @@ class LockWaitingSqliteDialect extends SqliteDialect {
   }
 }
 
-/** BIGINT (epoch milliseconds) and COUNT(*) come back as numbers, as they do from SQLite. */
-const pgTypes = {
-  getTypeParser(oid: number, format?: 'text' | 'binary') {
-    if (oid === pg.types.builtins.INT8) return (value: string) => Number(value);
-    return pg.types.getTypeParser(oid, format);
-  },
-};
-
-function postgresPool(url: string, counter: StatementCounter): PostgresPool {
-  const pool = new pg.Pool({ connectionString: url, max: 10, types: pgTypes });
+/** node-postgres, loaded when a PostgreSQL database is first used: a command on SQLite never loads it. */
+async function postgresPool(url: string, counter: StatementCounter): Promise<PostgresPool> {
+  const { default: pg } = await import('pg');
+  // BIGINT (epoch milliseconds) and COUNT(*) come back as numbers, as they do from SQLite.
+  const types = {
+    getTypeParser(oid: number, format?: 'text' | 'binary') {
+      if (oid === pg.types.builtins.INT8) return (value: string) => Number(value);
+      return pg.types.getTypeParser(oid, format);
+    },
+  };
+  const pool = new pg.Pool({ connectionString: url, max: 10, types });
   // An idle connection that dies (a database restart, an administrator's kill) is reported
   // here; without a listener it would crash the process. The pool has already dropped it and
   // opens a fresh one on demand, and the next query that fails says so where it matters.
@@ -285,7 +274,7 @@ export function openStore(location: DatabaseLocation): Store {
     if (!location.groupCommit) writeAlone(db);
     return { db, kind: location.kind, statements, close: () => db.destroy() };
   }
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: postgresPool(location.url, counter) }) });
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: () => postgresPool(location.url, counter) }) });
   return { db, kind: location.kind, statements, close: () => db.destroy() };
 }
 

@@ -5,7 +5,7 @@
  * a failure.
  */
 import { sql, type Kysely, type QueryCreator, type RawBuilder } from 'kysely';
-import pg from 'pg';
+import type { Client } from 'pg';
 import type { StepName } from './chained-writes.ts';
 import type { Database } from './schema.ts';
 
@@ -40,7 +40,8 @@ export async function listenPostgres(
   log: ListenerLogger,
 ): Promise<NotifyChannel> {
   let closed = false;
-  let listener: pg.Client | null = null;
+  const { default: pg } = await import('pg');
+  let listener: Client | null = null;
   const connect = async (): Promise<void> => {
     const client = new pg.Client({ connectionString: url });
     client.on('notification', (message) => message.channel === channel && message.payload !== undefined && receive(message.payload));

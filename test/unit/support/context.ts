@@ -34,7 +34,7 @@ export async function memoryContext(env: Record<string, string> = {}): Promise<T
   const store = openStore(config.database);
   await migrate(store);
   const clock = { now: START };
-  const ctx = await openContext(config, store, silent, () => clock.now);
+  const ctx = await openContext(config, store, silent, { now: () => clock.now });
   return {
     ctx,
     store,
