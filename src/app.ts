@@ -24,6 +24,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { type AppContext } from './context.ts';
 import { createMetrics } from './metrics.ts';
+import { finishHandlersOnClose } from './http/in-flight.ts';
 import { openContext } from './open-context.ts';
 import { OAuthError, invalidRequest } from './protocol/errors.ts';
 import { USERINFO_PATH, metadataPaths } from './oauth/metadata.ts';
@@ -220,6 +221,7 @@ export async function buildApp(config: Config, store: Store, options: AppOptions
   // A serving process hears what the others change (on SQLite, by reading the database: events/fan-out.ts); ctx.close() stops it.
   app.addHook('onReady', async () => ctx.services.bus.listen());
   app.addHook('onClose', () => ctx.close());
+  finishHandlersOnClose(app, app.log); // before ctx.close(): onClose hooks run last-added first
   if (config.keys.secret === null && config.database.kind === 'postgres') await warnOfSecretsInClear(store.db, app.log);
   const { metrics } = ctx;
   // Every answer gets nosniff and, behind https, HSTS; helmet's browser headers come from a

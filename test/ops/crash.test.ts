@@ -2,8 +2,8 @@
  * Crash safety (SPEC §1, §4.2): `gatehouse serve` killed with SIGKILL in the middle of a
  * load of code exchanges and refreshes, then restarted on the same database. Every token
  * a client was answered 200 for must still work, and no half-written state may be left —
- * each exchange and rotation commits whole or not at all. And SIGTERM lets the request in
- * flight finish, then exits 0.
+ * each exchange and rotation commits whole or not at all. And SIGTERM lets the requests in
+ * flight finish, then exits 0 — those whose clients hung up too.
  */
 import assert from 'node:assert/strict';
 import { connect } from 'node:net';
@@ -18,7 +18,7 @@ import { discover, exchangeRequest, obtainCallback, profile, refreshRequest, typ
 import { serve, type Serving } from '../support/processes.ts';
 import { freePort } from '../support/ports.ts';
 import { PASSWORD, type TestServer } from '../support/server.ts';
-import { UserAgent } from '../support/user-agent.ts';
+import { UserAgent, formFields } from '../support/user-agent.ts';
 
 interface TokenBody {
   access_token: string;
@@ -215,5 +215,64 @@ for (const backend of BACKENDS) {
       server = await serve(env);
       assert.equal((await profile(asTestServer(), tokens.access_token)).status, 200);
     });
+
+    test('SIGTERM while logins whose clients hung up are still being checked: each is finished and audited before the database closes', async () => {
+      server?.process.kill('SIGTERM'); // the one the test before restarted
+      await server?.exited;
+      const port = String(await freePort());
+      // Every attempt is a full password check (no throttle refuses one early): 30 of them queue behind 4 at a time.
+      server = await serve({
+        ...env,
+        PORT: port,
+        PUBLIC_URL: `http://127.0.0.1:${port}`,
+        LOG_LEVEL: 'info',
+        LOGIN_FAILURES_PER_ACCOUNT: '0',
+        LOGIN_FAILURES_PER_ADDRESS: '0',
+      });
+      const agent = new UserAgent(server.url);
+      const form = formFields((await agent.visit('/login')).html, '/login');
+      const failedBefore = await auditedLoginFailures();
+      const attempts = 30;
+      const cookie = [...agent.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
+      const sockets = Array.from({ length: attempts }, (_, i) => {
+        const body = new URLSearchParams(form);
+        body.set('username', 'alice');
+        body.set('password', `not the password ${i}`);
+        const socket = connect(Number(port), '127.0.0.1');
+        socket.on('error', () => {});
+        const request = `POST /login HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: ${cookie}\r\nContent-Type: application/x-www-form-urlencoded\r\n`;
+        socket.write(`${request}Content-Length: ${String(body).length}\r\n\r\n${body}`);
+        return socket;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 150)); // every request is in, most still waiting for their check
+      for (const socket of sockets) socket.destroy(); // the clients hang up
+      server.process.kill('SIGTERM');
+      assert.equal(await server.exited, 0);
+
+      const log = server.stdout
+        .join('')
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as { level: number; msg: string; handlers?: number });
+      assert.deepEqual(
+        log.filter((line) => line.level >= 50),
+        [],
+        'nothing failed: the store was open for every handler',
+      );
+      const waited = log.find((line) => line.msg === 'the handlers under way have finished');
+      assert.ok(waited && waited.handlers! > 0, 'shutdown waited for handlers still running');
+      assert.equal((await auditedLoginFailures()) - failedBefore, attempts, 'every attempt was checked and audited');
+    });
+
+    const auditedLoginFailures = async () =>
+      Number(
+        (
+          await store.db
+            .selectFrom('audit_events')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .where('type', '=', 'login_failed')
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
   });
 }
