@@ -17,8 +17,7 @@
  * logs that never quotes the body, and whether it was definitive (SafeFetchResult).
  */
 import { Resolver } from 'node:dns/promises';
-import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
-import { request as httpsRequest } from 'node:https';
+import type { IncomingHttpHeaders } from 'node:http';
 import { isIP, type LookupFunction } from 'node:net';
 import ipaddr from 'ipaddr.js';
 
@@ -188,7 +187,9 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
   return new Promise((resolve) => {
     const { request } = options;
     const body = request ? request.body : options.form?.toString();
-    const req = (http ? httpRequest : httpsRequest)(
+    // Not imported: node:http's module facade loads all of undici, which a command never fetching pays for at start-up.
+    const send = http ? process.getBuiltinModule('node:http').request : process.getBuiltinModule('node:https').request;
+    const req = send(
       url,
       {
         method: request?.method ?? (body === undefined ? 'GET' : 'POST'),
