@@ -1,20 +1,12 @@
 /**
- * The `gatehouse` command (SPEC §2), run by bin/gatehouse.js and `npm start`: the command
- * line (src/cli/) and its exit code. Bad input exits 2 with one line; anything else, 1.
+ * The `gatehouse` command (SPEC §2), run by bin/gatehouse.js (`npm start`, `npm run
+ * gatehouse`): the command line (src/cli/) and its exit code. Bad input exits 2 with one
+ * line; anything else, 1.
  */
-import { enableCompileCache } from 'node:module';
-
-// Node keeps the compiled modules on disk (under the system's temporary directory) and the
-// next start reads them instead of compiling again: a command starts in about half the time.
-// Before anything else is imported, so that it covers everything.
-enableCompileCache();
-
-const [{ UsageError }, { runCommandLine }, { ConfigError }, { InputError }] = await Promise.all([
-  import('./cli/command.ts'),
-  import('./cli/index.ts'),
-  import('./config.ts'),
-  import('./input-error.ts'),
-]);
+import { UsageError } from './cli/command.ts';
+import { runCommandLine } from './cli/index.ts';
+import { ConfigError } from './config.ts';
+import { InputError } from './input-error.ts';
 
 runCommandLine(process.argv.slice(2)).then(
   (code) => process.exit(code),

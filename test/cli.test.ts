@@ -26,7 +26,7 @@ import { assertPollError, requestCodes } from './support/device.ts';
 import { assertDead, assertWorks } from './support/token-checks.ts';
 import { UserAgent } from './support/user-agent.ts';
 
-const MAIN = fileURLToPath(new URL('../src/main.ts', import.meta.url));
+const MAIN = fileURLToPath(new URL('../bin/gatehouse.js', import.meta.url));
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
 
 interface Run {

@@ -33,7 +33,7 @@ test('every command in the README table is one the command line knows, with its 
   assert.ok(commands.length >= 10, `only ${commands.length} commands found in the table`);
   await Promise.all(
     commands.map(async (words) => {
-      const { stdout } = await promisify(execFile)(process.execPath, ['src/main.ts', ...words.split(' '), '--help'], {
+      const { stdout } = await promisify(execFile)(process.execPath, ['bin/gatehouse.js', ...words.split(' '), '--help'], {
         cwd: REPOSITORY,
         env: { PATH: process.env.PATH },
       });

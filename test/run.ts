@@ -109,10 +109,10 @@ if (caDir) {
 }
 
 /**
- * Every test process, and every server and command it starts, keeps its compiled modules in
- * one cache for the run (src/main.ts does the same for `gatehouse` on its own): the ~160 test
- * processes and the hundreds of commands the CLI suites run each compile the sources once
- * instead of every time.
+ * Every test process keeps its compiled modules in one cache for the run, as every
+ * `gatehouse` it starts does in its own (bin/gatehouse.js): the ~160 test processes and the
+ * hundreds of commands the CLI suites run each strip and compile the sources once instead of
+ * every time.
  */
 const compileCache = mkdtempSync(join(tmpdir(), 'gatehouse-test-compile-cache-'));
 env.NODE_COMPILE_CACHE = compileCache;

@@ -30,7 +30,7 @@ const options = issuer.protocol === 'http:' ? { [oauth.allowInsecureRequests]: t
 async function deviceClientId(): Promise<string> {
   if (process.env.EXAMPLE_CLIENT_ID) return process.env.EXAMPLE_CLIENT_ID;
   const run = async (...args: string[]) =>
-    JSON.parse((await promisify(execFile)(process.execPath, [join(REPOSITORY, 'src/main.ts'), ...args, '--json'], { cwd: REPOSITORY })).stdout);
+    JSON.parse((await promisify(execFile)(process.execPath, [join(REPOSITORY, 'bin/gatehouse.js'), ...args, '--json'], { cwd: REPOSITORY })).stdout);
   const file = join(dataDir, 'client.json');
   let known: string | undefined;
   try {

@@ -84,7 +84,7 @@ interface Registration {
 
 /** Runs Gatehouse's command line in the repository, with this process's environment. */
 async function gatehouse(...args: string[]): Promise<unknown> {
-  const { stdout } = await promisify(execFile)(process.execPath, [join(REPOSITORY, 'src/main.ts'), ...args, '--json'], { cwd: REPOSITORY });
+  const { stdout } = await promisify(execFile)(process.execPath, [join(REPOSITORY, 'bin/gatehouse.js'), ...args, '--json'], { cwd: REPOSITORY });
   return JSON.parse(stdout);
 }
 

@@ -18,7 +18,7 @@ async function serve(): Promise<{ process: ChildProcess; url: string; stderr: ()
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
   const { REDIS_URL: _ignored, ...env } = process.env;
-  const child = spawn(process.execPath, ['src/main.ts', 'serve'], {
+  const child = spawn(process.execPath, ['bin/gatehouse.js', 'serve'], {
     env: { ...env, DATABASE_URL: `sqlite:${join(directory, 'gatehouse.db')}`, PORT: String(port), HOST: '127.0.0.1', PUBLIC_URL: url, LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

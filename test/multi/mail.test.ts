@@ -15,7 +15,7 @@ import { startSmtpServer, type TestSmtpServer } from '../support/smtp.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
 const PEOPLE = 12;
-const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../bin/gatehouse.js', import.meta.url));
 
 describe('mail with two instances', postgres.unavailable ? { skip: `needs PostgreSQL: ${postgres.unavailable}` } : {}, () => {
   let cluster: Cluster;

@@ -20,7 +20,7 @@ import { databaseUrl } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
-const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../bin/gatehouse.js', import.meta.url));
 const EXPIRED_GRANTS = 10_000; // 30,000 expired rows: a grant with an access and a refresh token each
 const WORKERS = 4;
 /** Requests that must complete while the purge process runs. */

@@ -12,7 +12,7 @@ import { postgres } from './backends.ts';
 import { freePort } from './ports.ts';
 import { answers, startChild, stopChild } from './processes.ts';
 
-const MAIN = fileURLToPath(new URL('../../src/main.ts', import.meta.url));
+const MAIN = fileURLToPath(new URL('../../bin/gatehouse.js', import.meta.url));
 
 export interface Instance {
   url: string;
