@@ -244,7 +244,8 @@ for (const backend of BACKENDS) {
         socket.write(`${request}Content-Length: ${String(body).length}\r\n\r\n${body}`);
         return socket;
       });
-      await new Promise((resolve) => setTimeout(resolve, 150)); // every request is in, most still waiting for their check
+      // Once the first check is done every request has long been read, and most still wait for theirs.
+      while (!server.stdout.join('').includes('"login failed"')) await new Promise((resolve) => setTimeout(resolve, 5));
       for (const socket of sockets) socket.destroy(); // the clients hang up
       server.process.kill('SIGTERM');
       assert.equal(await server.exited, 0);
