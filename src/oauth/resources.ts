@@ -10,7 +10,7 @@ import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { JoinedTokenSettings } from '../store/codes.ts';
 import { isMultiFactor, type Login } from '../login.ts';
-import { BUILTIN_RESOURCE_ID, findResourceById, findResourceByUri, listScopes, scopesOfResource } from '../store/resources.ts';
+import { BUILTIN_RESOURCE_ID, findResourceWithScopes, listScopes } from '../store/resources.ts';
 import type { Resource, ScopeRow } from '../store/schema.ts';
 import { OAuthError, invalidScope } from '../protocol/errors.ts';
 import { IDENTITY_SCOPES, IDENTITY_SCOPE_NAMES, grantableScopes, splitScopes } from './scopes.ts';
@@ -121,14 +121,15 @@ export async function requestedAudience(ctx: AppContext, resource: string | stri
   const normalized = normalizeResourceUri(resource);
   if (!('uri' in normalized)) throw invalidTarget(`the "resource" parameter ${normalized.problem}`);
   if (normalized.uri === builtinResourceUri(ctx)) return audienceById(ctx, BUILTIN_RESOURCE_ID);
-  const found = await findResourceByUri(ctx.db, normalized.uri);
-  if (!found) throw invalidTarget('the requested resource is unknown to this authorization server');
+  const stored = await findResourceWithScopes(ctx.db, { uri: normalized.uri });
+  if (!stored) throw invalidTarget('the requested resource is unknown to this authorization server');
+  const { resource: found, scopes } = stored;
   return {
     id: found.id,
     uri: normalized.uri,
     name: found.name,
     builtin: false,
-    scopes: await scopesOfResource(ctx.db, found.id),
+    scopes,
     tokens: tokenAudience(found, normalized.uri),
     requireSecondFactor: found.require_second_factor === 1,
   };
@@ -136,8 +137,9 @@ export async function requestedAudience(ctx: AppContext, resource: string | stri
 
 /** The audience a code or grant was issued for; undefined when its resource server is gone. */
 export async function audienceById(ctx: AppContext, id: string): Promise<Audience> {
-  const found = await findResourceById(ctx.db, id);
-  if (!found) throw invalidTarget('the resource server of this request no longer exists');
+  const stored = await findResourceWithScopes(ctx.db, { id });
+  if (!stored) throw invalidTarget('the resource server of this request no longer exists');
+  const { resource: found, scopes } = stored;
   const builtin = found.id === BUILTIN_RESOURCE_ID;
   const uri = builtin ? builtinResourceUri(ctx) : found.uri!;
   return {
@@ -145,7 +147,7 @@ export async function audienceById(ctx: AppContext, id: string): Promise<Audienc
     uri,
     name: found.name,
     builtin,
-    scopes: await scopesOfResource(ctx.db, found.id),
+    scopes,
     tokens: tokenAudience(found, uri),
     requireSecondFactor: found.require_second_factor === 1,
   };

@@ -29,6 +29,20 @@ export const tokenSettingsColumns = [
 const resourceByUri = prepare((db, p: { uri: string }) => db.selectFrom('resources').selectAll().where('uri', '=', p.uri));
 const resourceById = prepare((db, p: { id: string }) => db.selectFrom('resources').selectAll().where('id', '=', p.id));
 const scopesOf = prepare((db, p: { resourceId: string }) => db.selectFrom('scopes').selectAll().where('resource_id', '=', p.resourceId).orderBy('name'));
+/**
+ * A resource server and its scopes in one statement (the authorization request and the
+ * client_credentials grant read both): one row per scope, in name order, the resource's
+ * columns on each — or one row with no scope when it has none.
+ */
+const withScopes = (db: Kysely<Database>) =>
+  db
+    .selectFrom('resources')
+    .leftJoin('scopes', 'scopes.resource_id', 'resources.id')
+    .selectAll('resources')
+    .select(['scopes.name as scope_name', 'scopes.description as scope_description', 'scopes.created_at as scope_created_at'])
+    .orderBy('scopes.name');
+const resourceWithScopesById = prepare((db, p: { id: string }) => withScopes(db).where('resources.id', '=', p.id));
+const resourceWithScopesByUri = prepare((db, p: { uri: string }) => withScopes(db).where('resources.uri', '=', p.uri));
 const resourceOfClient = prepare((db, p: { clientId: string }) => db.selectFrom('resources').select('id').where('client_id', '=', p.clientId));
 
 export async function findResourceByUri(db: Kysely<Database>, uri: string): Promise<Resource | undefined> {
@@ -37,6 +51,20 @@ export async function findResourceByUri(db: Kysely<Database>, uri: string): Prom
 
 export async function findResourceById(db: Kysely<Database>, id: string): Promise<Resource | undefined> {
   return resourceById.first(db, { id });
+}
+
+/** The resource server with this id or URI, and its scopes in name order; undefined when there is none. */
+export async function findResourceWithScopes(
+  db: Kysely<Database>,
+  key: { id: string } | { uri: string },
+): Promise<{ resource: Resource; scopes: ScopeRow[] } | undefined> {
+  const { rows } = 'id' in key ? await resourceWithScopesById.execute(db, key) : await resourceWithScopesByUri.execute(db, key);
+  if (rows.length === 0) return undefined;
+  const { scope_name: _name, scope_description: _description, scope_created_at: _createdAt, ...resource } = rows[0]!;
+  const scopes = rows.flatMap((row) =>
+    row.scope_name === null ? [] : [{ name: row.scope_name, resource_id: resource.id, description: row.scope_description!, created_at: row.scope_created_at! }],
+  );
+  return { resource, scopes };
 }
 
 export async function scopesOfResource(db: Kysely<Database>, resourceId: string): Promise<ScopeRow[]> {
