@@ -7,6 +7,7 @@
  * the server only.
  */
 import type { FastifyInstance, FastifyReply } from 'fastify';
+// Where the mailed links point is the composer's to say: it makes the links.
 import { RESET_PATH, VERIFY_PATH } from '../accounts/account-mail.ts';
 import { addressOfLink, verifyEmail } from '../accounts/email-verification.ts';
 import { LinkInvalid, requestPasswordReset, resetLinkWorks, resetPassword } from '../accounts/password-changes.ts';
@@ -18,9 +19,6 @@ import { field, page, sentence } from './pages.ts';
 import { formToken } from './session.ts';
 
 const FORGOT = '/password/forgot';
-// Where the mailed links point: the composer makes them (accounts/account-mail.ts).
-const RESET = RESET_PATH;
-const VERIFY = VERIFY_PATH;
 
 export default async function mailedLinkRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
   app.addHook('onReady', async () => ctx.mail.start());
@@ -70,13 +68,13 @@ export default async function mailedLinkRoutes(app: FastifyInstance, { ctx }: { 
       csrfToken: formToken(reply),
     });
 
-  app.get(RESET, page, async (request, reply) => {
+  app.get(RESET_PATH, page, async (request, reply) => {
     const token = single(request.query as RawParams, 'token');
     if (!(await resetLinkWorks(ctx, token))) return linkInvalid(reply, new LinkInvalid(), resetAgain);
     return resetPage(reply, { token });
   });
 
-  app.post(RESET, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+  app.post(RESET_PATH, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
     const body = requireFormBody(request);
     const token = field(body, 'token');
     if (field(body, 'password') !== field(body, 'password_again'))
@@ -92,14 +90,14 @@ export default async function mailedLinkRoutes(app: FastifyInstance, { ctx }: { 
     return resetPage(reply, { done: true });
   });
 
-  app.get(VERIFY, page, async (request, reply) => {
+  app.get(VERIFY_PATH, page, async (request, reply) => {
     const token = single(request.query as RawParams, 'token');
     const email = await addressOfLink(ctx, token);
     if (email === null) return linkInvalid(reply, new LinkInvalid(), verifyAgain);
     return reply.view('email-verify.eta', { title: 'Verify your email address', email, token, done: false, csrfToken: formToken(reply) });
   });
 
-  app.post(VERIFY, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
+  app.post(VERIFY_PATH, { ...page, preHandler: app.csrfProtection }, async (request, reply) => {
     const token = field(requireFormBody(request), 'token');
     const email = await addressOfLink(ctx, token);
     try {
