@@ -8,6 +8,15 @@
  * the database's non-constant-time index comparison away from the secret itself: timing
  * can reveal at most a prefix of a hash, which does not help forge a token. A fast hash is
  * right here because the input has full entropy; passwords get scrypt instead.
+ *
+ * The tokens written most — access and refresh tokens, codes, and a JWT access token's
+ * `jti` — also carry the millisecond they were made, in 12 hex digits between the prefix
+ * and the secret, and their stored hash starts with those digits (`TIME_KEYED`). The key
+ * of their rows is then ordered by time, so consecutive writes land in the same B-tree
+ * leaf — the rightmost — and a group commit writes that leaf once for all of them, where a
+ * random key writes a leaf of its own per row (docs/performance.md). The time is no secret
+ * (a JWT says it in `iat` anyway) and decides nothing: the rest of the key is the token's
+ * hash, as before, so a token with a made-up time finds no row.
  */
 import { createCipheriv, createDecipheriv, createSecretKey, hash, hkdfSync, randomBytes, randomInt, timingSafeEqual, type KeyObject } from 'node:crypto';
 
@@ -30,33 +39,58 @@ export const TOKEN_PREFIX = {
   passwordReset: 'gpr_',
   /** An email verification link's token (accounts/account-mail.ts). */
   emailVerification: 'gev_',
+  /** A JWT access token's `jti` (identity/jwt-access-tokens.ts): a claim, never presented alone, so no prefix. */
+  jwtId: '',
 } as const;
 export type TokenKind = keyof typeof TOKEN_PREFIX;
 
 const SECRET_BYTES = 32;
 const SECRET_LENGTH = 43; // base64url of 32 bytes, unpadded
 
+/** The kinds whose rows are keyed by time first (see above). */
+const TIME_KEYED: ReadonlySet<TokenKind> = new Set<TokenKind>(['access', 'refresh', 'code', 'jwtId']);
+const TIME_LENGTH = 12; // hex digits of the Unix time in milliseconds: 48 bits, as in a UUIDv7
+const TIME_DIGITS = /^[0-9a-f]{12}$/;
+
 export interface MintedToken {
   /** The value given to its holder once; never stored or logged. */
   readonly token: string;
-  /** What the database keeps. */
+  /** What the database keeps: the token's SHA-256, after its time for the `TIME_KEYED` kinds. */
   readonly hash: string;
 }
 
+/**
+ * A new token of `kind`. The time in a time-keyed token is the machine's clock, not the
+ * request's (`ctx.now()`): it only says where in the index the row goes, which follows the
+ * order in which rows are really written.
+ */
 export function mintToken(kind: TokenKind): MintedToken {
-  const token = TOKEN_PREFIX[kind] + randomBytes(SECRET_BYTES).toString('base64url');
-  return { token, hash: hashToken(token) };
+  const secret = randomBytes(SECRET_BYTES).toString('base64url');
+  if (!TIME_KEYED.has(kind)) {
+    const token = TOKEN_PREFIX[kind] + secret;
+    return { token, hash: hashToken(token) };
+  }
+  const time = Date.now().toString(16).padStart(TIME_LENGTH, '0');
+  const token = TOKEN_PREFIX[kind] + time + secret;
+  return { token, hash: time + hashToken(token) };
 }
 
 export function hashToken(token: string): string {
   return hash('sha256', token, 'base64url'); // one call: cheaper than a Hash object for a short input
 }
 
-/** The hash of `token` when it is shaped like a token of `kind`, else null (no lookup needed). */
+/** The stored hash of `token` when it is shaped like a token of `kind`, else null (no lookup needed). */
 export function hashIfWellFormed(kind: TokenKind, token: string): string | null {
   const prefix = TOKEN_PREFIX[kind];
-  if (token.length !== prefix.length + SECRET_LENGTH || !token.startsWith(prefix)) return null;
-  return hashToken(token);
+  if (!token.startsWith(prefix)) return null;
+  const length = token.length - prefix.length;
+  // Made before tokens carried their time (issue 35): their rows are keyed by the plain
+  // hash. The last of them is gone once the longest-lived, a refresh token, has expired
+  // (REFRESH_TOKEN_TTL after the upgrade); then this shape goes from the time-keyed kinds.
+  if (length === SECRET_LENGTH) return hashToken(token);
+  if (length !== TIME_LENGTH + SECRET_LENGTH || !TIME_KEYED.has(kind)) return null;
+  const time = token.slice(prefix.length, prefix.length + TIME_LENGTH);
+  return TIME_DIGITS.test(time) ? time + hashToken(token) : null;
 }
 
 /**

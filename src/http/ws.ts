@@ -14,7 +14,7 @@ import { authenticateAccessToken, bearerToken, liveAccessTokens } from '../oauth
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../protocol/errors.ts';
 import { single, type RawParams } from '../protocol/params.ts';
-import { hashToken } from '../tokens.ts';
+import { hashIfWellFormed } from '../tokens.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './schemas.ts';
 /** Close code for "your token is no longer valid": the client should refresh and reconnect. */
 export const TOKEN_INVALID_CLOSE_CODE = 4001;
@@ -150,7 +150,7 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
         if (left === 0) socketsPerGrant.delete(grantId);
         else socketsPerGrant.set(grantId, left);
       });
-      admitted.set(request, { grantId, tokenHash: hashToken(token!), expiresAt: info.expires_at, username: info.username });
+      admitted.set(request, { grantId, tokenHash: hashIfWellFormed('access', token!)!, expiresAt: info.expires_at, username: info.username });
     },
     // Only an upgrade opens a socket: a plain GET is told so (426), not sent a 404.
     handler: async () => {

@@ -3,14 +3,13 @@
  * `jwt`, and read back when one comes to introspection or revocation.
  *
  * A JWT's `jti` is stored hashed where an opaque token's hash would be, so every lookup of an
- * access token — introspection, revocation — reaches the JWT's row by `hashToken(jti)`, and
+ * access token — introspection, revocation — reaches the JWT's row by the hash of its `jti`, and
  * revoking the grant reaches the JWT like any access token. Offline verifiers cannot know of a
  * revocation, which is why a JWT's lifetime is short (ACCESS_TOKEN_TTL_RANGE).
  */
-import { randomBytes } from 'node:crypto';
 import type { AppContext } from '../context.ts';
 import { loginClaims, type Login } from '../login.ts';
-import { hashToken } from '../tokens.ts';
+import { hashIfWellFormed, mintToken } from '../tokens.ts';
 import type { SigningAlg } from './key-schedule.ts';
 
 /** The `typ` of a JWT access token's header (RFC 9068 §2.1). */
@@ -31,7 +30,8 @@ export interface JwtAccessTokenClaims {
 /**
  * A JWT access token (RFC 9068 §2.2) signed by the active key of `alg`: who it speaks for, for
  * which resource server, and nothing about the person beyond their userid; `jti` is 256 random
- * bits. `hash` is what the store keeps: the hash of its `jti`.
+ * bits after the time it was made (tokens.ts `TIME_KEYED`). `hash` is what the store keeps: the
+ * hash of its `jti`.
  */
 export async function signJwtAccessToken(
   ctx: AppContext,
@@ -40,7 +40,7 @@ export async function signJwtAccessToken(
   now: number,
   lifetime: number,
 ): Promise<{ token: string; hash: string }> {
-  const jti = randomBytes(32).toString('base64url');
+  const { token: jti, hash } = mintToken('jwtId');
   const iat = Math.floor(now / 1000);
   const claims = {
     iss: ctx.config.publicUrl,
@@ -53,7 +53,7 @@ export async function signJwtAccessToken(
     exp: iat + lifetime,
     ...loginClaims(what.login),
   };
-  return { token: await ctx.keys.signJwt(alg, { typ: JWT_ACCESS_TOKEN_TYPE }, claims), hash: hashToken(jti) };
+  return { token: await ctx.keys.signJwt(alg, { typ: JWT_ACCESS_TOKEN_TYPE }, claims), hash };
 }
 
 /**
@@ -71,5 +71,6 @@ export async function readJwtAccessToken(
   if (token.split('.').length !== 3) return null;
   const claims = await ctx.keys.verifyJwt(token, { typ: JWT_ACCESS_TOKEN_TYPE, ignoreExpiry: options.acceptExpired });
   if (claims === null || claims.iss !== ctx.config.publicUrl || typeof claims.jti !== 'string') return null;
-  return { jti: claims.jti, hash: hashToken(claims.jti) };
+  const hash = hashIfWellFormed('jwtId', claims.jti);
+  return hash === null ? null : { jti: claims.jti, hash };
 }

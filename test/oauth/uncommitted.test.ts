@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Transaction } from 'kysely';
 import type { Database } from '../../src/store/schema.ts';
 import { findLiveBearerToken, insertTokens, tokenRows } from '../../src/store/tokens.ts';
-import { hashToken, mintToken } from '../../src/tokens.ts';
+import { hashIfWellFormed, mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { obtainTokens, profile } from '../support/oauth-client.ts';
 import { startWithApp, type Setup } from '../support/token-checks.ts';
@@ -50,7 +50,7 @@ for (const backend of BACKENDS) {
     }
 
     async function grantOf(accessToken: string): Promise<string> {
-      const info = await findLiveBearerToken(setup.server.store.db, hashToken(accessToken), Date.now());
+      const info = await findLiveBearerToken(setup.server.store.db, hashIfWellFormed('access', accessToken)!, Date.now());
       return info!.grant_id;
     }
 

@@ -12,11 +12,32 @@ describe('mintToken', () => {
     for (const kind of KINDS) assert.ok(mintToken(kind).token.startsWith(TOKEN_PREFIX[kind]), kind);
   });
 
-  test('after the prefix come 32 random bytes as 43 base64url characters (256 bits)', () => {
-    const { token } = mintToken('access');
-    const secret = token.slice(TOKEN_PREFIX.access.length);
-    assert.match(secret, /^[A-Za-z0-9_-]{43}$/);
-    assert.equal(Buffer.from(secret, 'base64url').length, 32);
+  test('the secret is 32 random bytes as 43 base64url characters (256 bits), last in the token', () => {
+    for (const kind of KINDS) {
+      const secret = mintToken(kind).token.slice(-43);
+      assert.match(secret, /^[A-Za-z0-9_-]{43}$/);
+      assert.equal(Buffer.from(secret, 'base64url').length, 32);
+    }
+    assert.equal(mintToken('session').token.length, TOKEN_PREFIX.session.length + 43);
+  });
+
+  test('the tokens written most carry the millisecond they were made, and their stored hash starts with it', () => {
+    for (const kind of ['access', 'refresh', 'code', 'jwtId'] as const) {
+      const before = Date.now();
+      const { token, hash } = mintToken(kind);
+      const time = token.slice(TOKEN_PREFIX[kind].length, TOKEN_PREFIX[kind].length + 12);
+      assert.match(time, /^[0-9a-f]{12}$/, kind);
+      assert.ok(parseInt(time, 16) >= before && parseInt(time, 16) <= Date.now(), kind);
+      assert.equal(hash, time + hashToken(token), kind);
+    }
+  });
+
+  test('so the stored hashes of tokens made later sort after those made earlier: inserts go to one end of the index', async () => {
+    const earlier = Array.from({ length: 50 }, () => mintToken('access').hash);
+    await new Promise((resolve) => setTimeout(resolve, 2));
+    const later = Array.from({ length: 50 }, () => mintToken('access').hash);
+    const newestEarlier = earlier.sort().at(-1)!;
+    assert.ok(later.every((hash) => hash > newestEarlier));
   });
 
   test('tokens do not repeat', () => {
@@ -24,11 +45,12 @@ describe('mintToken', () => {
     assert.equal(tokens.size, 1000);
   });
 
-  test('the stored hash is the SHA-256 of the whole token and does not contain it', () => {
-    const { token, hash } = mintToken('refresh');
-    assert.equal(hash, createHash('sha256').update(token).digest('base64url'));
-    assert.equal(hash, hashToken(token));
-    assert.ok(!hash.includes(token.slice(4)));
+  test('the stored hash is the SHA-256 of the whole token and does not contain its secret', () => {
+    for (const kind of ['session', 'refresh'] as const) {
+      const { token, hash } = mintToken(kind);
+      assert.ok(hash.endsWith(createHash('sha256').update(token).digest('base64url')), kind);
+      assert.ok(!hash.includes(token.slice(-43)), kind);
+    }
   });
 });
 
@@ -42,6 +64,21 @@ describe('hashIfWellFormed', () => {
     const access = mintToken('access').token;
     assert.equal(hashIfWellFormed('refresh', access), null);
     assert.equal(hashIfWellFormed('session', access), null);
+  });
+
+  test('a token made before tokens carried their time is still read, by its plain hash', () => {
+    const legacy = `${TOKEN_PREFIX.refresh}${mintToken('session').token.slice(-43)}`;
+    assert.equal(hashIfWellFormed('refresh', legacy), hashToken(legacy));
+  });
+
+  test('a made-up time gives another stored hash (no row), and a time that is not 12 hex digits is refused', () => {
+    const { token, hash } = mintToken('access');
+    const time = token.slice(4, 16);
+    const otherTime = `${token.slice(0, 4)}${(parseInt(time, 16) + 1).toString(16).padStart(12, '0')}${token.slice(16)}`;
+    assert.equal(hashIfWellFormed('access', token), hash);
+    assert.notEqual(hashIfWellFormed('access', otherTime), hash);
+    assert.equal(hashIfWellFormed('access', `${token.slice(0, 4)}${time.toUpperCase().replace(/[0-9]/g, 'Z')}${token.slice(16)}`), null);
+    assert.equal(hashIfWellFormed('session', `${TOKEN_PREFIX.session}${time}${token.slice(16)}`), null, 'only the time-keyed kinds carry a time');
   });
 
   test('truncated, extended, unprefixed or empty values are refused', () => {
