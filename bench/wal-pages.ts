@@ -13,6 +13,8 @@ import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { DatabaseSync } from 'node:sqlite';
 import { parseArgs } from 'node:util';
 import * as oauth from 'oauth4webapi';
+import { COMMAND_LINE } from '../src/audit.ts';
+import { registerResource } from '../src/clients/resources.ts';
 import { sqlite } from '../test/support/backends.ts';
 import { answerAtDevicePage, deviceApp, requestCodes } from '../test/support/device.ts';
 import { authorizationUrl, discover, exchangeRequest, insecure, profile, refresh, revokeToken } from '../test/support/oauth-client.ts';
@@ -22,14 +24,20 @@ import { commandLine, fixed, markdownTable } from './harness.ts';
 
 const HELP = `Usage: npm run bench:wal -- [--requests N] [--concurrency N] [--trees]
 
-Counts the pages Gatehouse writes to SQLite's WAL per request, per operation, one request
-at a time (or N), the commits per request, and the pages a checkpoint copies back into the
-database file per request when it runs every 1,000 or every 10,000 WAL pages.
+Counts the pages Gatehouse writes to SQLite's WAL per request, per operation (the code
+exchange and the refresh also with an ES256 JWT access token), one request at a time (or
+N), the commits per request, and the pages a checkpoint copies back into the database file
+per request when it runs every 1,000 or every 10,000 WAL pages.
   --requests N     requests per operation (default 2000: enough for the tables to span many pages)
   --concurrency N  requests in flight at once (default 1); above 1, writes that reach the
                    database in the same turn of the event loop share a commit (group commit,
                    src/store/group-commit.ts), as they do under load
   --trees          also the pages per request of each table and index`;
+
+/** A resource server whose access tokens are ES256 JWTs, and the scope asked of it. */
+const JWT_RESOURCE = 'https://es256.bench.example/api';
+const JWT_SCOPE = 'bench:es256';
+const JWT_ASKED = { resource: JWT_RESOURCE, scope: JWT_SCOPE };
 
 const WAL_HEADER = 32;
 const FRAME_HEADER = 24;
@@ -108,11 +116,17 @@ async function main(): Promise<void> {
   };
 
   await server.createUser('alice');
-  const { client } = await server.createClient({ name: 'Bench', requirePkce: true });
+  await registerResource(
+    server.app.gatehouse,
+    { uri: JWT_RESOURCE, name: 'ES256 API', scopes: [{ name: JWT_SCOPE, description: 'Bench' }], tokenFormat: 'jwt', signingAlg: 'ES256' },
+    COMMAND_LINE,
+  );
+  const { client } = await server.createClient({ name: 'Bench', requirePkce: true, scope: `annotation:read annotation:write ${JWT_SCOPE}` });
   const app = await discover(server, client.id);
   const agent = new UserAgent(server.url);
   await agent.login('alice');
   await agent.authorize((await authorizationUrl(app)).url); // consent, once
+  await agent.authorize((await authorizationUrl(app, JWT_ASKED)).url); // and for the JWT resource server
 
   const results: Result[] = [];
   /** Sends `request` for each of `inputs`, one at a time, and counts the WAL frames they add. */
@@ -143,15 +157,19 @@ async function main(): Promise<void> {
   }
   const times = Array.from({ length: n }, (_, i) => i);
 
-  const authorizations = await Promise.all(times.map(() => authorizationUrl(app)));
-  const callbacks = await measure('authorize (consented session → code)', authorizations, async (authorization) => {
+  const authorizeEach = (asked: Record<string, string>) => async () => {
+    const authorization = await authorizationUrl(app, asked);
     const outcome = await agent.visit(authorization.url.pathname + authorization.url.search);
     return { callback: oauth.validateAuthResponse(app.as, app.client, outcome.redirect!, authorization.state), verifier: authorization.verifier };
-  });
-  const pairs = await measure('code exchange', callbacks, async (authorized) =>
-    oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, authorized)),
-  );
+  };
+  const callbacks = await measure('authorize (consented session → code)', times, authorizeEach({}));
+  const exchangeEach = async (authorized: Awaited<ReturnType<ReturnType<typeof authorizeEach>>>) =>
+    oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, authorized));
+  const pairs = await measure('code exchange', callbacks, exchangeEach);
   const rotated = await measure('refresh with rotation', pairs, (pair) => refresh(app, pair.refresh_token!));
+  const jwtCallbacks = await Promise.all(times.map(authorizeEach(JWT_ASKED)));
+  const jwtPairs = await measure('code exchange, ES256 JWT access token', jwtCallbacks, exchangeEach);
+  await measure('refresh, ES256 JWT access token', jwtPairs, (pair) => refresh(app, pair.refresh_token!));
   await measure('bearer GET /api/profile', rotated, async (pair) => {
     if ((await profile(server, pair.access_token)).status !== 200) throw new Error('a bearer request failed');
   });
