@@ -86,7 +86,7 @@ export function hashIfWellFormed(kind: TokenKind, token: string): string | null 
   const length = token.length - prefix.length;
   // Made before tokens carried their time (issue 35): their rows are keyed by the plain
   // hash. The last of them is gone once the longest-lived, a refresh token, has expired
-  // (REFRESH_TOKEN_TTL after the upgrade); then this shape goes from the time-keyed kinds.
+  // (docs/operations.md §5 has the query that tells); then this shape goes from the time-keyed kinds.
   if (length === SECRET_LENGTH) return hashToken(token);
   if (length !== TIME_LENGTH + SECRET_LENGTH || !TIME_KEYED.has(kind)) return null;
   const time = token.slice(prefix.length, prefix.length + TIME_LENGTH);

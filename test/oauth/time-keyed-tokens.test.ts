@@ -7,10 +7,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
+import { TOKEN_INVALID_CLOSE_CODE } from '../../src/http/ws.ts';
 import { hashIfWellFormed, hashToken, TOKEN_PREFIX } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { exchangeRequest, obtainCallback, obtainTokens, profile, refresh, refreshRequest, revokeToken, tokenResult } from '../support/oauth-client.ts';
 import { assertDead, startWithApp, type Setup } from '../support/token-checks.ts';
+import { connect, timeToClose } from '../support/ws-client.ts';
 
 type Kind = 'access' | 'refresh' | 'code';
 const TABLES = { access: 'access_tokens', refresh: 'refresh_tokens', code: 'auth_codes' } as const;
@@ -81,6 +83,18 @@ for (const backend of BACKENDS) {
 
       await revokeToken(setup.app, access);
       await assertDead(setup, [{ access_token: access }, rotated]);
+    });
+
+    test('a socket opened with either shape is closed by the once-a-second check when its grant is revoked behind the fan-out’s back', async () => {
+      const current = await obtainTokens(setup.app, setup.agent);
+      const before = await obtainTokens(setup.app, setup.agent);
+      const sockets = [
+        await connect(setup.server.url, current.access_token),
+        await connect(setup.server.url, await asMadeBefore(setup, 'access', before.access_token)),
+      ];
+      // Straight in the database, as another process on SQLite would: only the liveness check, which reads each socket's token by its stored hash, can notice.
+      await setup.server.store.db.updateTable('grants').set({ revoked_at: Date.now() }).where('revoked_at', 'is', null).execute();
+      for (const socket of sockets) assert.equal((await timeToClose(socket, 5000)).code, TOKEN_INVALID_CLOSE_CODE);
     });
 
     test('a code made before the upgrade is still exchanged, once', async () => {

@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 
-/** Anything shaped like a Gatehouse token, code or client secret (prefix + 43 characters, src/tokens.ts). */
+/** Anything shaped like a Gatehouse token, code or client secret (prefix, for some kinds a time, then 43 characters: src/tokens.ts). */
 const SECRET_SHAPED = /g(at|rt|ac|cs|ss)_[A-Za-z0-9_-]{43}/;
 
 /** The server logged something, and nothing in it looks like a token, code or secret. */
