@@ -286,8 +286,8 @@ export async function rotateRefreshToken(
   refreshed: AuditEventRow,
 ): Promise<Rotation> {
   const use: GrantUse = { grantId: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt: grantExpiry(successor) };
-  const mark: RotationMark = { hash: refresh.hash, now, successorHash: successor.refreshHash, successorBox: successor.box };
-  const rows = tokenRows(refresh.grantId, successor, now);
+  const mark: RotationMark = { hash: refresh.hash, now, successorHash: successor.refreshHash };
+  const rows = tokenRows(refresh.grantId, successor, now, successor.box);
   return writeTogether(db, 'rotated', {
     decidedBy: { usable: 'grant_unusable', rotated: 'already_rotated' },
     statement: () => rotateStatement.first(db, { ...use, ...mark, ...rows, ...auditArgs(refreshed) }),

@@ -67,6 +67,7 @@ const MIGRATIONS = [
   '20261128_002_switches',
   '20261129_001_backchannel_logout_address',
   '20261130_001_account_life_cycle',
+  '20261201_001_replay_box',
 ] as const;
 
 /**

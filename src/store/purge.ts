@@ -104,13 +104,13 @@ export async function purgeExpired(
   counts.successor_boxes = await inBatches(batchSize, pacing, async (size) => {
     const wiped = await db
       .updateTable('refresh_tokens')
-      .set({ successor_box: null })
+      .set({ replay_box: null })
       .where('hash', 'in', (eb) =>
         eb
           .selectFrom('refresh_tokens')
           .select('hash')
-          .where('successor_box', 'is not', null)
-          .where('rotated_at', '<=', now - graceMs)
+          .where('replay_box', 'is not', null)
+          .where('created_at', '<=', now - graceMs)
           .limit(size),
       )
       .executeTakeFirst();

@@ -173,8 +173,14 @@ export interface RefreshTokensTable {
   expires_at: Immutable<number>;
   rotated_at: number | null;
   successor_hash: string | null;
-  /** The successor pair, sealed under a key derived from this token; kept during the grace window only. */
-  successor_box: string | null;
+  /**
+   * This token's own pair — it and the access token issued with it — sealed under a key derived
+   * from the refresh token it replaced, so that the grace window can hand the pair out again to
+   * that predecessor; written with the row, cleared by the purge once the window is over, null
+   * for a first token. On the new row rather than the rotated one: an insert appends, where
+   * growing an old row splits its page.
+   */
+  replay_box: ColumnType<string | null, string | null | undefined, null>;
 }
 
 /** The scopes a user approved for a client on one resource server. */

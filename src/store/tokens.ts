@@ -41,11 +41,13 @@ export interface TokenRows {
   accessExpiresAt: number;
   refreshHash: string | null;
   refreshExpiresAt: number;
+  /** The pair sealed for the grace window of the token it replaces (a rotation); null otherwise. */
+  replayBox: string | null;
 }
 
-export function tokenRows(grantId: string, tokens: IssuedTokens, now: number): TokenRows {
+export function tokenRows(grantId: string, tokens: IssuedTokens, now: number, replayBox: string | null = null): TokenRows {
   const { accessHash, accessExpiresAt, refreshHash, refreshExpiresAt, scopes } = tokens;
-  return { grantId, now, accessHash, accessScopes: scopes, accessExpiresAt, refreshHash, refreshExpiresAt };
+  return { grantId, now, accessHash, accessScopes: scopes, accessExpiresAt, refreshHash, refreshExpiresAt, replayBox };
 }
 
 // INSERT … SELECT rather than VALUES, so that `gate` can make the insert conditional: on
@@ -72,7 +74,7 @@ export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: 
 export const insertRefreshTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: Gate) =>
   db
     .insertInto('refresh_tokens')
-    .columns(['hash', 'grant_id', 'created_at', 'expires_at'])
+    .columns(['hash', 'grant_id', 'created_at', 'expires_at', 'replay_box'])
     .expression(
       gated(
         db.selectNoFrom((eb) => [
@@ -80,6 +82,7 @@ export const insertRefreshTokenRow = (db: Kysely<Database>, p: TokenRows, gate?:
           eb.val(p.grantId).as('grant_id'),
           bigint(eb, p.now).as('created_at'),
           bigint(eb, p.refreshExpiresAt).as('expires_at'),
+          eb.val(p.replayBox).as('replay_box'),
         ]),
         gate,
       ),
@@ -180,7 +183,10 @@ export interface RefreshTokenInfo extends JoinedTokenSettings {
   expires_at: number;
   rotated_at: number | null;
   successor_hash: string | null;
+  /** The successor's sealed pair, while the grace window lasts (`RefreshTokensTable.replay_box`). */
   successor_box: string | null;
+  /** Whether the successor has been used itself (null: not, or no successor). */
+  successor_rotated_at: number | null;
   client_id: string;
   /** 1 when the owning client is confidential, so presenting the token requires its secret. */
   client_confidential: number;
@@ -207,6 +213,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
     .innerJoin('clients', 'clients.id', 'grants.client_id')
     .leftJoin('resources', 'resources.id', 'grants.resource_id')
     .leftJoin('users', 'users.id', 'grants.user_id')
+    .leftJoin('refresh_tokens as successor', 'successor.hash', 'refresh_tokens.successor_hash')
     .select(clientConfidential)
     .select(tokenSettingsColumns)
     .select([
@@ -215,7 +222,8 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'refresh_tokens.expires_at',
       'refresh_tokens.rotated_at',
       'refresh_tokens.successor_hash',
-      'refresh_tokens.successor_box',
+      'successor.replay_box as successor_box',
+      'successor.rotated_at as successor_rotated_at',
       'grants.client_id',
       'clients.scopes as client_scopes',
       'clients.kind as client_kind',
@@ -231,7 +239,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
     .where('refresh_tokens.hash', '=', p.hash),
 );
 
-/** The refresh token row and its grant, whatever their state. */
+/** The refresh token row, its grant, and its successor's grace-window state, whatever their state. */
 export async function findRefreshToken(db: Kysely<Database>, hash: string): Promise<RefreshTokenInfo | undefined> {
   return refreshTokenByHash.first(db, { hash });
 }
@@ -273,22 +281,11 @@ export interface RotationMark {
   hash: string;
   now: number;
   successorHash: string | null;
-  successorBox: string | null;
 }
 
 /** Marks the refresh token rotated and records its successor, when no rotation has yet: the exactly-once write of a refresh. */
 export const markRotated = (db: Kysely<Database>, p: RotationMark) =>
-  db
-    .updateTable('refresh_tokens')
-    .set({ rotated_at: p.now, successor_hash: p.successorHash, successor_box: p.successorBox })
-    .where('hash', '=', p.hash)
-    .where('rotated_at', 'is', null);
-
-/** Whether the refresh token with this hash has been rotated itself (null if unknown). */
-export async function refreshRotatedAt(db: Kysely<Database>, hash: string): Promise<number | null | undefined> {
-  const row = await db.selectFrom('refresh_tokens').select('rotated_at').where('hash', '=', hash).executeTakeFirst();
-  return row?.rotated_at;
-}
+  db.updateTable('refresh_tokens').set({ rotated_at: p.now, successor_hash: p.successorHash }).where('hash', '=', p.hash).where('rotated_at', 'is', null);
 
 export interface TokenOwner {
   grant_id: string;

@@ -103,7 +103,7 @@ for (const backend of BACKENDS) {
       // The sealed successor pairs of the grace window: only the predecessor token opens one;
       // nothing the database holds does, and the box does not carry the pair in clear.
       const storedValues = new Set(Object.values(dump).flatMap((rows) => rows.flatMap((row) => Object.values(row).filter((v) => typeof v === 'string'))));
-      const boxes = dump.refresh_tokens!.flatMap((row) => (typeof row.successor_box === 'string' ? [row.successor_box] : []));
+      const boxes = dump.refresh_tokens!.flatMap((row) => (typeof row.replay_box === 'string' ? [row.replay_box] : []));
       assert.ok(boxes.length >= 2, 'rotations within the grace window keep sealed successors');
       for (const box of boxes) {
         for (const value of storedValues) assert.equal(openWithToken(value, box), null, 'a stored value opens a sealed successor');

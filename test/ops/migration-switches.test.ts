@@ -10,7 +10,7 @@ import { Migrator, sql, type Kysely } from 'kysely';
 import { parseDatabaseUrl } from '../../src/config.ts';
 import { migrations, openStore, type Store } from '../../src/store/database.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { insertOldUser } from '../support/old-rows.ts';
+import { insertOldClient, insertOldUser } from '../support/old-rows.ts';
 import { PASSWORD } from '../support/server.ts';
 
 const THIS = '20261128_002_switches';
@@ -39,22 +39,7 @@ for (const backend of BACKENDS) {
       const now = Date.now();
       alice = (await insertOldUser(store.db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now)).id;
       bob = (await insertOldUser(store.db, { username: 'bob', email: 'bob@example.com', password: PASSWORD, isAdmin: false }, now)).id;
-      await db
-        .insertInto('clients')
-        .values({
-          id: clientId,
-          name: 'Notes',
-          kind: 'registered',
-          grant_type: 'authorization_code',
-          redirect_uris: '["https://notes.example/cb"]',
-          secret_hash: null,
-          trusted: 0,
-          require_pkce: 1,
-          scopes: 'openid',
-          created_at: now,
-          backchannel_logout_uri: 'https://notes.example/logout',
-        })
-        .execute();
+      await insertOldClient(db, { id: clientId, scopes: 'openid', more: { backchannel_logout_uri: 'https://notes.example/logout' } }, now);
       const queued = { client_id: clientId, state: 'pending', attempts: 0, next_attempt_at: now, created_at: now, expires_at: now + 86_400_000 };
       await db
         .insertInto('backchannel_logouts')

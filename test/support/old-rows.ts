@@ -29,6 +29,29 @@ export async function insertOldUser(db: Kysely<any>, user: { username: string; e
   return { id };
 }
 
+/**
+ * A registered client with the columns every schema since the client kinds migration
+ * (20261123_002) requires (those added later have defaults); `more`: any of those later ones.
+ */
+export async function insertOldClient(db: Kysely<any>, client: { id: string; scopes: string; more?: Record<string, unknown> }, now: number) {
+  await db
+    .insertInto('clients')
+    .values({
+      id: client.id,
+      name: 'Notes',
+      kind: 'registered',
+      grant_type: 'authorization_code',
+      redirect_uris: '["https://notes.example/cb"]',
+      secret_hash: null,
+      trusted: 0,
+      require_pkce: 1,
+      scopes: client.scopes,
+      created_at: now,
+      ...client.more,
+    })
+    .execute();
+}
+
 /** Migrates the database to just before the migration `name`: the schema the rows above were written to. */
 export async function migrateToBefore(db: Kysely<any>, name: string): Promise<void> {
   const older = Object.fromEntries(Object.entries(migrations).filter(([migration]) => migration < name));

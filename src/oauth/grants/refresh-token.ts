@@ -9,7 +9,7 @@
 import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
 import { rotateRefreshToken } from '../../store/atomic-writes.ts';
 import { loginOf } from '../../login.ts';
-import { findRefreshToken, refreshRotatedAt, type RefreshTokenInfo } from '../../store/tokens.ts';
+import { findRefreshToken, type RefreshTokenInfo } from '../../store/tokens.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
@@ -119,7 +119,7 @@ async function issue(token: RefreshTokenInfo, params: Params, _client: Client | 
   }
   // Rotated already, earlier or concurrently: re-read what the winner recorded.
   const rotated = await findRefreshToken(ctx.db, token.hash);
-  const repeat = rotated ? await replayWithinGrace(rotated, params.refresh_token, ctx, now) : null;
+  const repeat = rotated ? replayWithinGrace(rotated, params.refresh_token, ctx, now) : null;
   if (repeat) {
     await ctx.audit({ ...about, type: 'token_refreshed', detail: { grant_id: token.grant_id, scope: repeat.scope, repeated_within_grace: true } });
     return repeat;
@@ -133,13 +133,13 @@ const revokedGrant = () => invalidGrant('the refresh token has been revoked', 'r
 
 /**
  * The same successor pair again, when `token` is the immediate predecessor of an unused
- * successor and the rotation happened within the grace window; otherwise null.
+ * successor and the rotation happened within the grace window; otherwise null. `token` as
+ * `findRefreshToken` reads it: with its successor's sealed pair and whether it was used.
  */
-async function replayWithinGrace(token: RefreshTokenInfo, presented: string, ctx: AppContext, now: number): Promise<TokenResponse | null> {
+function replayWithinGrace(token: RefreshTokenInfo, presented: string, ctx: AppContext, now: number): TokenResponse | null {
   const graceMs = ctx.config.refreshGraceSeconds * 1000;
   if (graceMs === 0 || token.revoked_at !== null || token.rotated_at === null || token.successor_box === null) return null;
-  if (now - token.rotated_at > graceMs || token.successor_hash === null) return null;
-  if ((await refreshRotatedAt(ctx.db, token.successor_hash)) !== null) return null; // the successor is in use already
+  if (now - token.rotated_at > graceMs || token.successor_rotated_at !== null) return null; // the successor is in use already
   const opened = openWithToken(presented, token.successor_box);
   if (opened === null) return null;
   const sealed = JSON.parse(opened) as SealedSuccessor;

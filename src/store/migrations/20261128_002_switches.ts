@@ -68,7 +68,7 @@ async function rebuild(trx: Kysely<any>, up: boolean, rows: RawBuilder<unknown>)
 }
 
 /** PostgreSQL runs each migration in a transaction already; SQLite gets one here. */
-async function inOneTransaction(db: Kysely<any>, change: (trx: Kysely<any>) => Promise<void>): Promise<void> {
+export async function inOneTransaction(db: Kysely<any>, change: (trx: Kysely<any>) => Promise<void>): Promise<void> {
   if (db.getExecutor().adapter instanceof PostgresAdapter) return change(db);
   await db.transaction().execute(change);
 }
