@@ -27,6 +27,10 @@ for (const backend of BACKENDS) {
     const untouched = mintToken('refresh');
     const box = sealWithToken(predecessor.token, PAIR);
     const row = async (hash: string) => (await sql`select * from refresh_tokens where hash = ${hash}`.execute(db)).rows[0] as Record<string, unknown>;
+    const indexes = async () => {
+      const query = backend.name === 'sqlite' ? sql`select name from sqlite_schema where type = 'index'` : sql`select indexname as name from pg_indexes`;
+      return (await query.execute(db)).rows.map((row) => (row as { name: string }).name).filter((name) => name.startsWith('refresh_tokens_sealed'));
+    };
     const migrator = (upTo: string) =>
       new Migrator({ db, provider: { getMigrations: async () => Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= upTo)) } });
 
@@ -68,6 +72,12 @@ for (const backend of BACKENDS) {
       assert.ok(!('successor_box' in rotated), 'the rotated row has no box column any more');
       assert.equal(rotated.replay_box, null, 'a first token has no pair of its own');
       assert.equal((await row(untouched.hash)).replay_box, null);
+      assert.deepEqual(await indexes(), ['refresh_tokens_sealed_created_at'], 'the purge finds the pairs by the successor’s creation');
+    });
+
+    test('run again (SQLite records a migration apart from its transaction: a crash between the two), it changes nothing', async () => {
+      await migrations[THIS]!.up(db);
+      assert.equal(openWithToken(predecessor.token, (await row(successor.hash)).replay_box as string), PAIR);
     });
 
     test('down puts the pair back on the rotated row, and up again moves it', async () => {
@@ -77,6 +87,7 @@ for (const backend of BACKENDS) {
       assert.equal((await migrator(THIS).migrateTo(previous)).error, undefined);
       assert.equal((await row(predecessor.hash)).successor_box, box);
       assert.ok(!('replay_box' in (await row(successor.hash))));
+      assert.deepEqual(await indexes(), ['refresh_tokens_sealed_rotated_at']);
       assert.equal((await migrator(THIS).migrateToLatest()).error, undefined);
       assert.equal((await row(successor.hash)).replay_box, box);
     });

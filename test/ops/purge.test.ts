@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { sql } from 'kysely';
 import { purgeOnce, PURGE_LOCK } from '../../src/store/purge.ts';
+import { hashIfWellFormed } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, obtainCallback, obtainTokens, profile, refresh, type App } from '../support/oauth-client.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
@@ -93,6 +94,32 @@ for (const backend of BACKENDS) {
       for (const table of TABLES) assert.equal(after[table], before[table]! - purged[table]!, table);
       assert.ok(purged.audit_events! > 2 && purged.auth_codes! >= 3, 'more rows than one batch holds were deleted');
       assert.equal(after.grants, 1, 'only the live grant is left');
+    });
+
+    test('a sealed pair is wiped once its grace window is over, from a successor used or not; one still in its window stays', async () => {
+      const agent = new UserAgent(server.url);
+      const boxOf = async (refreshToken: string) =>
+        (
+          await server.store.db
+            .selectFrom('refresh_tokens')
+            .select('replay_box')
+            .where('hash', '=', hashIfWellFormed('refresh', refreshToken)!)
+            .executeTakeFirstOrThrow()
+        ).replay_box;
+      server.advance(-2 * server.config.refreshGraceSeconds);
+      const unused = await refresh(app, (await obtainTokens(app, agent)).refresh_token!);
+      const used = await refresh(app, (await obtainTokens(app, agent)).refresh_token!);
+      await refresh(app, used.refresh_token!);
+      server.advance(2 * server.config.refreshGraceSeconds);
+      const recent = await refresh(app, (await obtainTokens(app, agent)).refresh_token!);
+      assert.ok((await boxOf(unused.refresh_token!)) !== null && (await boxOf(recent.refresh_token!)) !== null);
+
+      const purged = (await purgeOnce(server.store, Date.now(), server.config.refreshGraceSeconds * 1000))!;
+      assert.ok(purged.successor_boxes! >= 2);
+      assert.equal(await boxOf(unused.refresh_token!), null);
+      assert.equal(await boxOf(used.refresh_token!), null);
+      assert.notEqual(await boxOf(recent.refresh_token!), null, 'still in its window');
+      await refresh(app, unused.refresh_token!); // the token itself lives on
     });
   });
 }

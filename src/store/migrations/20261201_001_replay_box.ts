@@ -7,18 +7,23 @@
  * the purge clears it after the window; the rotated row keeps only `successor_hash`. Rows in
  * the window when this runs keep theirs (copied to the successor). The purge finds the pairs to
  * clear by the successor's `created_at` (the time of the rotation), through a partial index.
- * Both backends run it in one transaction. Frozen in time.
+ * Both backends run it in one transaction. The copy goes from the rotated rows, found through
+ * the old partial index, to their successors by primary key: no scan of the table per pair.
+ * SQLite records a migration apart from its transaction: run again after a crash between the
+ * two, it finds `replay_box` there and changes nothing. Frozen in time.
  */
 import { sql, type Kysely } from 'kysely';
 import { inOneTransaction } from './20261128_002_switches.ts';
 
 export async function up(db: Kysely<any>): Promise<void> {
+  const columns = (await db.introspection.getTables()).find((table) => table.name === 'refresh_tokens')?.columns ?? [];
+  if (columns.some((column) => column.name === 'replay_box')) return;
   await inOneTransaction(db, async (trx) => {
     await trx.schema.alterTable('refresh_tokens').addColumn('replay_box', 'text').execute();
     await sql`
-      update refresh_tokens set replay_box =
-        (select rotated.successor_box from refresh_tokens as rotated where rotated.successor_hash = refresh_tokens.hash)
-      where hash in (select successor_hash from refresh_tokens where successor_box is not null)`.execute(trx);
+      update refresh_tokens set replay_box = rotated.successor_box
+      from refresh_tokens as rotated
+      where rotated.successor_box is not null and refresh_tokens.hash = rotated.successor_hash`.execute(trx);
     await trx.schema.dropIndex('refresh_tokens_sealed_rotated_at').execute();
     await trx.schema.alterTable('refresh_tokens').dropColumn('successor_box').execute();
     await trx.schema
@@ -34,9 +39,9 @@ export async function down(db: Kysely<any>): Promise<void> {
   await inOneTransaction(db, async (trx) => {
     await trx.schema.alterTable('refresh_tokens').addColumn('successor_box', 'text').execute();
     await sql`
-      update refresh_tokens set successor_box =
-        (select successor.replay_box from refresh_tokens as successor where successor.hash = refresh_tokens.successor_hash)
-      where successor_hash in (select hash from refresh_tokens where replay_box is not null)`.execute(trx);
+      update refresh_tokens set successor_box = successor.replay_box
+      from refresh_tokens as successor
+      where successor.replay_box is not null and refresh_tokens.successor_hash = successor.hash`.execute(trx);
     await trx.schema.dropIndex('refresh_tokens_sealed_created_at').execute();
     await trx.schema.alterTable('refresh_tokens').dropColumn('replay_box').execute();
     await trx.schema
