@@ -55,9 +55,13 @@ for (const backend of BACKENDS) {
         ],
       });
       const agent = new UserAgent(server.url);
-      await logInThrough(agent, id, github.baseUrl);
+      const landed = await logInThrough(agent, id, github.baseUrl);
       const mona = (await findUserNamed(server.app.gatehouse, 'mona'))!;
-      assert.ok(mona, 'a person named after the login');
+      // Seen once in a full run, not since: say where the login ended, should it happen again.
+      assert.ok(
+        mona,
+        `a person named after the login (the login ended with ${landed.response.status} at ${landed.response.url}: ${landed.html.slice(0, 400)})`,
+      );
       assert.equal(mona.email, 'mona@mona.example');
       assert.equal(mona.email_verified, 1);
       assert.equal(mona.display_name, 'Mona Lisa');
