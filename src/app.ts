@@ -95,7 +95,7 @@ const CORS_ENDPOINT: FastifyCorsOptions = {
   methods: ['GET', 'POST'],
   // What browser-based clients send (SPEC §4.4): MCP clients their protocol version, DPoP clients a proof.
   allowedHeaders: ['Authorization', 'Content-Type', 'DPoP', 'MCP-Protocol-Version'],
-  exposedHeaders: ['WWW-Authenticate', 'Retry-After'],
+  exposedHeaders: ['WWW-Authenticate', 'Retry-After', 'DPoP-Nonce'],
   maxAge: 600,
 };
 const NO_CORS: FastifyCorsOptions = { origin: false };

@@ -51,6 +51,8 @@ export interface Config {
   readonly consentTtl: number;
   /** When true every client must use PKCE; otherwise each client's own flag decides. */
   readonly requirePkce: boolean;
+  /** When true, DPoP proofs must carry a nonce the server issued (SPEC §4.14); needs KEYS_SECRET. */
+  readonly dpopNonces: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   /** Seconds between background purges of expired rows; 0 disables the schedule. */
   readonly purgeIntervalSeconds: number;
@@ -144,6 +146,7 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'DEVICE_CODE_TTL', help: 'device code lifetime, seconds (10–86400)', default: '600' },
   { name: 'REFRESH_GRACE_SECONDS', help: 'how long a rotated refresh token still gets the same answer (0–3600)', default: '60' },
   { name: 'REQUIRE_PKCE', help: "true: every client must use PKCE; false: each client's own flag decides", default: 'false' },
+  { name: 'DPOP_NONCES', help: 'true: DPoP proofs must carry a nonce the server gave (needs KEYS_SECRET)', default: 'false' },
   { name: 'SESSION_TTL', help: 'login session lifetime, seconds', default: '1209600' },
   { name: 'CONSENT_TTL', help: 'how long an approval is remembered, seconds', default: '31536000' },
   { name: 'PURGE_INTERVAL_SECONDS', help: 'seconds between purges of expired rows (0: never)', default: '600' },
@@ -299,6 +302,16 @@ function metricsToken(env: Env): string | null {
   return raw;
 }
 
+/**
+ * DPOP_NONCES: every instance makes and checks the nonces alike from KEYS_SECRET (oauth/dpop.ts),
+ * with no state shared; without it there is nothing they share to make them from.
+ */
+function dpopNonces(env: Env): boolean {
+  const on = boolean(env, 'DPOP_NONCES', false);
+  if (on && !env.KEYS_SECRET) throw new ConfigError('DPOP_NONCES=true needs KEYS_SECRET: every instance makes the nonces from it');
+  return on;
+}
+
 /** KEYS_SECRET: long enough to derive a 256-bit key from without being guessed. */
 function keysSecret(env: Env): string | null {
   const raw = env.KEYS_SECRET;
@@ -363,6 +376,7 @@ export function loadConfig(environment: Env = process.env): Config {
     sessionTtl: integer(env, 'SESSION_TTL', 1_209_600, 60),
     consentTtl: integer(env, 'CONSENT_TTL', 31_536_000, 1),
     requirePkce: boolean(env, 'REQUIRE_PKCE', false),
+    dpopNonces: dpopNonces(env),
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     purgeIntervalSeconds: integer(env, 'PURGE_INTERVAL_SECONDS', 600, 0),
     auditRetentionDays: integer(env, 'AUDIT_RETENTION_DAYS', 365, 1, 36_500),

@@ -96,7 +96,7 @@ for (const backend of BACKENDS) {
     test('token settings: create and update with every flag, shown by list (text and --json), audited', async () => {
       const settings = (list: unknown, uri: string) => {
         const r = (list as Array<Record<string, unknown>>).find((r) => r.uri === uri)!;
-        return [r.token_format, r.signing_alg, r.access_token_ttl, r.access_token_lifetime, r.require_second_factor];
+        return [r.token_format, r.signing_alg, r.access_token_ttl, r.access_token_lifetime, r.require_second_factor, r.require_dpop];
       };
       const jwt = 'https://jwt.example/api';
       printed(
@@ -114,17 +114,29 @@ for (const backend of BACKENDS) {
           '--access-token-ttl',
           '900',
           '--require-second-factor',
+          '--require-dpop',
           '--json',
         ),
       );
-      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), jwt), ['jwt', 'RS256', 900, 900, true]);
-      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), server.url), ['opaque', 'ES256', null, 3600, false], 'defaults');
+      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), jwt), ['jwt', 'RS256', 900, 900, true, true]);
+      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), server.url), ['opaque', 'ES256', null, 3600, false, false], 'defaults');
       const text = await cli('resource', 'list');
-      assert.match(text.stdout, /^https:\/\/jwt\.example\/api\tJWT API\t-\tjwt RS256\t900s\tsecond factor required$/m);
+      assert.match(text.stdout, /^https:\/\/jwt\.example\/api\tJWT API\t-\tjwt RS256\t900s\tsecond factor required\tDPoP required$/m);
       assert.match(text.stdout, /\(built in\)\tannotation:read annotation:write\topaque\t3600s \(default\)$/m);
 
       const updated = printed(
-        await cli('resource', 'update', `${jwt}/`, '--signing-alg', 'ES256', '--access-token-ttl', 'default', '--no-require-second-factor', '--json'),
+        await cli(
+          'resource',
+          'update',
+          `${jwt}/`,
+          '--signing-alg',
+          'ES256',
+          '--access-token-ttl',
+          'default',
+          '--no-require-second-factor',
+          '--no-require-dpop',
+          '--json',
+        ),
       );
       assert.deepEqual(updated, {
         uri: jwt,
@@ -133,19 +145,20 @@ for (const backend of BACKENDS) {
         access_token_ttl: null,
         access_token_lifetime: 300,
         require_second_factor: false,
+        require_dpop: false,
       });
       printed(await cli('resource', 'update', jwt, '--token-format', 'opaque', '--access-token-ttl', '86400', '--json'));
-      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), jwt), ['opaque', 'ES256', 86400, 86400, false]);
+      assert.deepEqual(settings(printed(await cli('resource', 'list', '--json')), jwt), ['opaque', 'ES256', 86400, 86400, false, false]);
       printed(await cli('resource', 'update', server.url, '--access-token-ttl', '600', '--require-second-factor', '--json'));
       assert.deepEqual(
         settings(printed(await cli('resource', 'list', '--json')), server.url),
-        ['opaque', 'ES256', 600, 600, true],
+        ['opaque', 'ES256', 600, 600, true, false],
         "the built-in resource's lifetime may change",
       );
       printed(await cli('resource', 'update', server.url, '--token-format', 'opaque', '--access-token-ttl', 'default', '--no-require-second-factor', '--json'));
       assert.deepEqual(
         settings(printed(await cli('resource', 'list', '--json')), server.url),
-        ['opaque', 'ES256', null, 3600, false],
+        ['opaque', 'ES256', null, 3600, false, false],
         'naming its own format is no change',
       );
 
@@ -156,7 +169,7 @@ for (const backend of BACKENDS) {
         events.map((e) => e.detail),
         [
           { resource: jwt, token_format: 'opaque', access_token_ttl: 86400 },
-          { resource: jwt, signing_alg: 'ES256', access_token_ttl: null, require_second_factor: 0 },
+          { resource: jwt, signing_alg: 'ES256', access_token_ttl: null, require_second_factor: 0, require_dpop: 0 },
         ],
         'each update records what changed, newest first',
       );

@@ -39,6 +39,7 @@ const SETTINGS_OPTIONS = {
   'id-token-alg': { type: 'string', help: 'how its ID tokens and logout tokens are signed: RS256 (the default) or ES256' },
   'jwks-uri': { type: 'string', help: 'the https URL of its public keys: it authenticates with private_key_jwt, no secret' },
   'jwks-file': { type: 'string', help: 'a file holding its public keys (a JWK Set): private_key_jwt, no secret' },
+  'require-dpop': { type: 'boolean', help: 'issue its tokens only with a DPoP proof: bound to its key (--no-require-dpop: off)' },
 } as const satisfies Flags;
 
 /** The JWK Set in `--jwks-file`; undefined when it is not given. */
@@ -56,7 +57,7 @@ const create = command({
   usage: [
     '--name <n> --redirect-uri <url> [--redirect-uri <url2> …]',
     '[--grant-type authorization_code|client_credentials|device_code|jwt_bearer]',
-    '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--scope "<s1 s2>"]',
+    '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--require-dpop] [--scope "<s1 s2>"]',
     '[--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>] [--id-token-alg RS256|ES256]',
     '[--jwks-uri <url> | --jwks-file <path>]',
   ],
@@ -103,6 +104,7 @@ const create = command({
         idTokenAlg: options['id-token-alg'] ?? 'RS256',
         jwks,
         jwksUri: options['jwks-uri'] ?? null,
+        requireDpop: options['require-dpop'] ?? false,
       },
       COMMAND_LINE,
     );
@@ -148,7 +150,7 @@ const list = command({
 const update: Command = command({
   words: 'client update',
   usage: [
-    '<client_id> [--name <n>] [--redirect-uri <url> …] [--[no-]trusted] [--[no-]require-pkce]',
+    '<client_id> [--name <n>] [--redirect-uri <url> …] [--[no-]trusted] [--[no-]require-pkce] [--[no-]require-dpop]',
     '[--scope "<s1 s2>"] [--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>]',
     '[--id-token-alg RS256|ES256] [--jwks-uri <url> | --jwks-file <path>]',
   ],
@@ -186,6 +188,7 @@ const update: Command = command({
         postLogoutRedirectUris: given(options['post-logout-redirect-uri']) ?? postLogoutRedirectUrisOf(client),
         backchannelLogoutUri: options['backchannel-logout-uri'] === undefined ? undefined : options['backchannel-logout-uri'] || null,
         idTokenAlg: options['id-token-alg'],
+        requireDpop: options['require-dpop'],
         // New keys replace the old ones (a URL or a set: the other goes).
         ...(jwks !== undefined ? { jwks, jwksUri: null } : options['jwks-uri'] !== undefined ? { jwks: null, jwksUri: options['jwks-uri'] } : {}),
       },

@@ -19,8 +19,12 @@ const TOKEN_OPTIONS = {
   'signing-alg': { type: 'string', help: 'how its JWT access tokens are signed: ES256 (the default) or RS256' },
   'access-token-ttl': { type: 'string', help: "its access tokens' lifetime, seconds (60-3600 for jwt, 60-86400 for opaque)" },
   'require-second-factor': { type: 'boolean', help: 'its tokens only for a login with a second factor (--no-…: any login)' },
+  'require-dpop': { type: 'boolean', help: "its tokens only with a DPoP proof, bound to the client's key (--no-…: bearer tokens too)" },
 } as const;
-const TOKEN_USAGE = ['[--token-format opaque|jwt] [--signing-alg ES256|RS256]', '[--access-token-ttl <s>|default] [--[no-]require-second-factor]'];
+const TOKEN_USAGE = [
+  '[--token-format opaque|jwt] [--signing-alg ES256|RS256]',
+  '[--access-token-ttl <s>|default] [--[no-]require-second-factor] [--[no-]require-dpop]',
+];
 
 function tokenSettings(options: OptionValues<typeof TOKEN_OPTIONS>): TokenSettingsInput {
   return {
@@ -28,6 +32,7 @@ function tokenSettings(options: OptionValues<typeof TOKEN_OPTIONS>): TokenSettin
     signingAlg: options['signing-alg'],
     accessTokenTtl: options['access-token-ttl'],
     requireSecondFactor: options['require-second-factor'],
+    requireDpop: options['require-dpop'],
   };
 }
 
@@ -52,13 +57,14 @@ function settingsJson(r: ResourceView) {
     access_token_ttl: r.access_token_ttl,
     access_token_lifetime: r.access_token_lifetime,
     require_second_factor: r.require_second_factor,
+    require_dpop: r.require_dpop,
   };
 }
 
 function settingsText(r: ResourceView): string {
   const format = r.token_format === 'jwt' ? `jwt ${r.signing_alg}` : 'opaque';
   const lifetime = `${r.access_token_lifetime}s${r.access_token_ttl === null ? ' (default)' : ''}`;
-  return `${format}\t${lifetime}${r.require_second_factor ? '\tsecond factor required' : ''}`;
+  return `${format}\t${lifetime}${r.require_second_factor ? '\tsecond factor required' : ''}${r.require_dpop ? '\tDPoP required' : ''}`;
 }
 
 const create: Command = command({

@@ -74,7 +74,14 @@ export interface ClientInput {
    */
   jwks?: string | null;
   jwksUri?: string | null;
+  /** Tokens only with a DPoP proof (SPEC §4.14). Absent: as it was (a change), or off (a registration). */
+  requireDpop?: boolean;
 }
+
+/** `require_dpop` as stored, from what was asked for: absent, as it is (`current`), or off. */
+const dpopSetting = (input: Pick<ClientInput, 'requireDpop'>, current?: Pick<Client, 'require_dpop'>) => ({
+  require_dpop: input.requireDpop === undefined ? (current?.require_dpop ?? 0) : input.requireDpop ? 1 : 0,
+});
 
 /** The keys as stored, from what was asked for: absent ones stay as they are (`current`). */
 function keySettings(input: Pick<ClientInput, 'jwks' | 'jwksUri'>, current?: Pick<Client, 'jwks' | 'jwks_uri'>) {
@@ -147,6 +154,7 @@ export function describeClient(client: Client) {
     confidential: isConfidential(client),
     trusted: client.trusted === 1,
     require_pkce: client.require_pkce === 1,
+    require_dpop: client.require_dpop === 1,
     scopes: splitScopes(client.scopes),
     token_endpoint_auth_method: authMethodOf(client),
     ...(client.jwks_uri === null ? {} : { jwks_uri: client.jwks_uri }),
@@ -288,6 +296,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     scopes,
     created_at: now,
     ...oidcSettings(input),
+    ...dpopSetting(input),
   };
   await insertClient(db, client);
   if (client.grant_type === JWT_BEARER_GRANT_TYPE && secret) await storeGrantSecret(db, client.id, secret.token, keysSecret);
@@ -297,7 +306,17 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
 /** What an administrator may change after registration: not the grant type nor the client type. */
 export type ClientChanges = Pick<
   ClientInput,
-  'name' | 'redirectUris' | 'trusted' | 'requirePkce' | 'scope' | 'postLogoutRedirectUris' | 'backchannelLogoutUri' | 'idTokenAlg' | 'jwks' | 'jwksUri'
+  | 'name'
+  | 'redirectUris'
+  | 'trusted'
+  | 'requirePkce'
+  | 'scope'
+  | 'postLogoutRedirectUris'
+  | 'backchannelLogoutUri'
+  | 'idTokenAlg'
+  | 'jwks'
+  | 'jwksUri'
+  | 'requireDpop'
 >;
 
 /** Validates the changes against the client's own grant and client type; every problem by field. */
@@ -334,6 +353,7 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
     require_pkce: changes.requirePkce ? 1 : 0,
     scopes,
     ...oidcSettings(changes, client),
+    ...dpopSetting(changes, client),
   });
   ctx.onClientsChanged([client.id]);
   const kept = scopes.split(' ');

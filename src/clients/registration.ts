@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { SCOPE, isStringArray, optionalHttpsUrl } from '../oauth/client-metadata.ts';
+import { SCOPE, dpopBoundField, isStringArray, optionalHttpsUrl } from '../oauth/client-metadata.ts';
 import { isAdministratorsClientName, normalizeClientName } from '../oauth/client-names.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, REFRESH_TOKEN_GRANT_TYPE } from '../oauth/grants/types.ts';
 import { OAuthError } from '../protocol/errors.ts';
@@ -36,6 +36,8 @@ export interface RegistrationResponse {
   client_uri?: string;
   logo_uri?: string;
   scope?: string;
+  /** RFC 9449 §5.2: its tokens only with a DPoP proof; said only when true. */
+  dpop_bound_access_tokens?: true;
 }
 
 /** A list field: absent (the default), or an array of strings all among `allowed`. */
@@ -76,6 +78,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
   const scope = fields.scope === '' ? undefined : fields.scope;
   if (scope !== undefined && (typeof scope !== 'string' || scope.length > MAX_SCOPE_LENGTH || !SCOPE.test(scope)))
     throw invalidMetadata('scope must be a space-separated list of scope names');
+  const dpopBound = dpopBoundField(fields);
+  if ('problem' in dpopBound) throw invalidMetadata(dpopBound.problem);
 
   return {
     client_name: named.name,
@@ -86,6 +90,7 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
     ...(clientUri.value === null ? {} : { client_uri: clientUri.value }),
     ...(logoUri.value === null ? {} : { logo_uri: logoUri.value }),
     ...(scope === undefined ? {} : { scope }),
+    ...(dpopBound.value ? { dpop_bound_access_tokens: true as const } : {}),
   };
 }
 
@@ -108,6 +113,7 @@ export async function registerDynamicClient(ctx: AppContext, body: unknown, addr
     require_pkce: 1,
     scopes: joinScopes(SCOPES),
     created_at: now,
+    require_dpop: metadata.dpop_bound_access_tokens ? 1 : 0,
   });
   await ctx.audit({ type: 'client_registered', clientId: id, address, detail: { redirect_uris: metadata.redirect_uris.length } });
   return { client_id: id, client_id_issued_at: Math.floor(now / 1000), ...metadata };

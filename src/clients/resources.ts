@@ -52,6 +52,8 @@ export interface TokenSettingsInput {
   /** Whole seconds; '' or 'default': the default of the token format. */
   accessTokenTtl?: string;
   requireSecondFactor?: boolean;
+  /** Its tokens only with a DPoP proof (SPEC §4.14). */
+  requireDpop?: boolean;
 }
 
 export interface ResourceInput extends TokenSettingsInput {
@@ -78,6 +80,8 @@ export interface ResourceView {
   access_token_lifetime: number;
   /** Whether its tokens need a login with a second factor (SPEC §4.12; enforced once second factors exist). */
   require_second_factor: boolean;
+  /** Whether its tokens are issued only with a DPoP proof, bound to the client's key (SPEC §4.14). */
+  require_dpop: boolean;
 }
 
 export interface RegisteredResource {
@@ -90,8 +94,8 @@ const MAX_NAME = 100;
 const MAX_DESCRIPTION = 200;
 
 export const TOKEN_FORMATS: readonly TokenFormat[] = ['opaque', 'jwt'];
-type TokenSettingsRow = Pick<Resource, 'token_format' | 'signing_alg' | 'access_token_ttl' | 'require_second_factor'>;
-const DEFAULT_SETTINGS: TokenSettingsRow = { token_format: 'opaque', signing_alg: 'ES256', access_token_ttl: null, require_second_factor: 0 };
+type TokenSettingsRow = Pick<Resource, 'token_format' | 'signing_alg' | 'access_token_ttl' | 'require_second_factor' | 'require_dpop'>;
+const DEFAULT_SETTINGS: TokenSettingsRow = { token_format: 'opaque', signing_alg: 'ES256', access_token_ttl: null, require_second_factor: 0, require_dpop: 0 };
 
 /**
  * The settings after the change asked for, all checked before anything is written: the
@@ -126,6 +130,7 @@ function settingsAfter(current: TokenSettingsRow, input: TokenSettingsInput, bui
     );
   }
   if (input.requireSecondFactor !== undefined) after.require_second_factor = input.requireSecondFactor ? 1 : 0;
+  if (input.requireDpop !== undefined) after.require_dpop = input.requireDpop ? 1 : 0;
   return after;
 }
 
@@ -188,6 +193,7 @@ function view(ctx: AppContext, resource: Resource, scopes: readonly ScopeRow[]):
     access_token_ttl: resource.access_token_ttl,
     access_token_lifetime: accessTokenTtl(resource, ctx.config),
     require_second_factor: resource.require_second_factor === 1,
+    require_dpop: resource.require_dpop === 1,
   };
 }
 
@@ -275,6 +281,7 @@ export async function changeTokenSettings(ctx: AppContext, resource: ResourceVie
     signing_alg: resource.signing_alg,
     access_token_ttl: resource.access_token_ttl,
     require_second_factor: resource.require_second_factor ? 1 : 0,
+    require_dpop: resource.require_dpop ? 1 : 0,
   };
   const after = settingsAfter(current, input, resource.builtin);
   const changed = Object.fromEntries(
@@ -283,7 +290,8 @@ export async function changeTokenSettings(ctx: AppContext, resource: ResourceVie
   if (Object.keys(changed).length === 0) return resource;
   await updateResource(ctx.db, resource.id, changed);
   await ctx.audit({ type: 'resource_updated', ...madeBy(actor), detail: { resource: resource.uri, ...changed } });
-  return { ...resource, ...after, access_token_lifetime: accessTokenTtl(after, ctx.config), require_second_factor: after.require_second_factor === 1 };
+  const flags = { require_second_factor: after.require_second_factor === 1, require_dpop: after.require_dpop === 1 };
+  return { ...resource, ...after, access_token_lifetime: accessTokenTtl(after, ctx.config), ...flags };
 }
 
 /** Deletes a resource server: every grant for it is revoked, its scopes and its client removed. */

@@ -1,13 +1,15 @@
 /** The resource side: the bearer-authenticated profile, OpenID Connect userinfo, and endpoint discovery. */
 import type { FastifyInstance } from 'fastify';
 import { accountUri, type Config } from '../config.ts';
-import { authenticateAccessToken, bearerToken, requireScope } from '../oauth/bearer.ts';
+import { authenticateAccessToken, requireScope } from '../oauth/bearer.ts';
 import { USERINFO_PATH } from '../oauth/metadata.ts';
 import { userinfo } from '../oauth/userinfo.ts';
 import type { RawParams } from '../protocol/params.ts';
 import type { AppContext } from '../context.ts';
 import { splitScopes } from '../oauth/scopes.ts';
-import { rejectOtherMethods } from './helpers.ts';
+import { presentedTokenOf, rejectOtherMethods } from './helpers.ts';
+
+const PROFILE_PATH = '/api/profile';
 import { formBody, TAGS, oauthError } from './schemas.ts';
 
 const profileSchema = {
@@ -75,9 +77,9 @@ export function websocketUrl(config: Config): string {
 }
 
 export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: AppContext }) {
-  app.get('/api/profile', { schema: profileRouteSchema }, async (request, reply) => {
+  app.get(PROFILE_PATH, { schema: profileRouteSchema }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
-    const token = await authenticateAccessToken(ctx, bearerToken(request.headers.authorization));
+    const token = await authenticateAccessToken(ctx, presentedTokenOf(request, [`${ctx.config.publicUrl}${PROFILE_PATH}`]));
     const scopes = splitScopes(token.scopes);
     requireScope(scopes, 'annotation:read');
     return {
@@ -91,7 +93,7 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
 
   app.get(USERINFO_PATH, { schema: userinfoSchema }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
-    return userinfo(ctx, request.headers.authorization, null);
+    return userinfo(ctx, presentedTokenOf(request, [`${ctx.config.publicUrl}${USERINFO_PATH}`]), null);
   });
 
   app.post(
@@ -100,7 +102,7 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
     async (request, reply) => {
       reply.header('Cache-Control', 'no-store');
       const form = typeof request.body === 'object' && request.body !== null ? (request.body as RawParams) : null;
-      return userinfo(ctx, request.headers.authorization, form);
+      return userinfo(ctx, presentedTokenOf(request, [`${ctx.config.publicUrl}${USERINFO_PATH}`]), form);
     },
   );
 
@@ -110,6 +112,6 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
     websocket: websocketUrl(ctx.config),
   }));
 
-  rejectOtherMethods(app, ['/api/profile', '/api/links'], 'GET');
+  rejectOtherMethods(app, [PROFILE_PATH, '/api/links'], 'GET');
   rejectOtherMethods(app, [USERINFO_PATH], 'GET', 'POST');
 }

@@ -8,6 +8,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import fp from 'fastify-plugin';
 import { InsufficientScope, NoBearerToken } from '../oauth/bearer.ts';
 import { InvalidClient } from '../oauth/client-auth.ts';
+import { DpopRefusal, dpopChallenge } from '../oauth/dpop.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { ThrottleUnavailable, Throttled } from '../throttle.ts';
@@ -47,7 +48,10 @@ function sendError(ctx: AppContext, request: FastifyRequest, reply: FastifyReply
   if (error.detail) request.log.info({ error: error.error, detail: error.detail }, 'request refused');
   if (error instanceof InvalidClient && error.usedBasic) reply.header('WWW-Authenticate', 'Basic realm="gatehouse", charset="UTF-8"');
   if (error instanceof NoBearerToken) reply.header('WWW-Authenticate', 'Bearer realm="gatehouse"');
-  else if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
+  else if (error instanceof DpopRefusal) {
+    if (error.side === 'resource') reply.header('WWW-Authenticate', dpopChallenge(error));
+    if (error.nonce !== undefined) reply.header('DPoP-Nonce', error.nonce);
+  } else if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
     const scope = error instanceof InsufficientScope ? `, scope="${error.scope}"` : '';
     reply.header(
       'WWW-Authenticate',

@@ -2,6 +2,8 @@ import type { FastifyInstance, FastifyRequest, HTTPMethods } from 'fastify';
 import type { User } from '../accounts/users.ts';
 import type { Actor } from '../audit.ts';
 import type { AppContext } from '../context.ts';
+import { presentedToken, type PresentedToken } from '../oauth/bearer.ts';
+import { proofUrl } from '../oauth/dpop.ts';
 import { OAuthError, invalidRequest } from '../protocol/errors.ts';
 import type { RawParams } from '../protocol/params.ts';
 
@@ -49,4 +51,17 @@ export function uncheckedLogin(reason: 'throttled' | 'busy', retryAfter: number)
   return reason === 'throttled'
     ? { status: 429, text: `Too many failed attempts. Try again in ${Math.ceil(retryAfter / 60)} minute(s).` }
     : { status: 503, text: 'The server is busy. Try again in a moment.' };
+}
+
+/**
+ * The access token of the request's `Authorization` header (`Bearer` or `DPoP`), with what a
+ * DPoP proof must be for: this request's `DPoP` headers and method, and `urls` — the absolute
+ * URLs it may name in `htu` (oauth/dpop.ts `proofUrl`).
+ */
+export function presentedTokenOf(request: FastifyRequest, urls: readonly string[]): PresentedToken | undefined {
+  return presentedToken(request.headers.authorization, {
+    proofs: request.raw.headersDistinct.dpop,
+    method: request.method,
+    urls: urls.map(proofUrl),
+  });
 }

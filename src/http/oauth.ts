@@ -15,7 +15,8 @@ import { authenticateClient } from '../oauth/client-auth.ts';
 import { requestDeviceAuthorization } from '../oauth/device.ts';
 import type { AppContext } from '../context.ts';
 import { invalidRequest } from '../protocol/errors.ts';
-import { requestToken } from '../oauth/grants/index.ts';
+import { currentNonce } from '../oauth/dpop.ts';
+import { TOKEN_PATH, requestToken } from '../oauth/grants/index.ts';
 import { introspect } from '../oauth/introspection.ts';
 import { OPENID_CONFIGURATION, metadataPaths, serverMetadata } from '../oauth/metadata.ts';
 import { unvettedClient } from '../oauth/pending.ts';
@@ -118,9 +119,13 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     return unvetted && { ...unvetted, onThisComputer: redirectsToThisDevice(redirectUri) };
   }
 
-  app.post('/api/token', { schema: tokenSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
+  app.post(TOKEN_PATH, { schema: tokenSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store').header('Pragma', 'no-cache');
-    return requestToken(requireFormBody(request), request.headers.authorization, ctx, request.ip);
+    // The nonce for the client's next proof (RFC 9449 §8.2), with every answer, when nonces are on.
+    const nonce = currentNonce(ctx);
+    if (nonce !== null) reply.header('DPoP-Nonce', nonce);
+    const { authorization } = request.headers;
+    return requestToken({ params: requireFormBody(request), authorization, dpop: request.raw.headersDistinct.dpop, address: request.ip }, ctx);
   });
 
   app.post('/oauth/device_authorization', { schema: deviceAuthorizationSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
@@ -143,6 +148,6 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     return introspect(params, client, ctx);
   });
 
-  rejectOtherMethods(app, ['/api/token', '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect'], 'POST');
+  rejectOtherMethods(app, [TOKEN_PATH, '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect'], 'POST');
   rejectOtherMethods(app, metadataPaths(ctx.config), 'GET');
 }

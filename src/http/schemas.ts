@@ -158,7 +158,7 @@ const tokenResponseSchema = {
     type: 'object',
     required: ['token_type', 'access_token', 'expires_in', 'scope'],
     properties: {
-      token_type: { type: 'string' },
+      token_type: { type: 'string', description: '`Bearer`, or `DPoP` when the request sent a DPoP proof (RFC 9449 §5)' },
       access_token: { type: 'string' },
       expires_in: { type: 'integer' },
       refresh_token: { type: 'string' },
@@ -275,6 +275,11 @@ const introspectionResponseSchema = {
       jti: { type: 'string', description: "a JWT access token's `jti` (RFC 9068); absent for opaque tokens" },
       auth_time: { type: 'integer', description: "a person's token: when they logged in to approve the grant (epoch seconds)" },
       amr: { type: 'array', items: { type: 'string' }, description: 'a person\'s token: how they logged in (RFC 8176), e.g. `["pwd"]`' },
+      cnf: {
+        type: 'object',
+        properties: { jkt: { type: 'string' } },
+        description: 'a DPoP-bound token (`token_type` `DPoP`): the RFC 7638 thumbprint of its key (RFC 9449 §6.2)',
+      },
     },
   },
 } as const;

@@ -10,12 +10,14 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
 import { accountUri } from '../config.ts';
-import { authenticateAccessToken, bearerToken, liveAccessTokens } from '../oauth/bearer.ts';
+import { authenticateAccessToken, liveAccessTokens } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../protocol/errors.ts';
 import { single, type RawParams } from '../protocol/params.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { PARAMETERS_CHECKED_BY_PROTOCOL, TAGS, oauthError } from './schemas.ts';
+import { presentedTokenOf } from './helpers.ts';
+import { websocketUrl } from './api.ts';
 /** Close code for "your token is no longer valid": the client should refresh and reconnect. */
 export const TOKEN_INVALID_CLOSE_CODE = 4001;
 /** RFC 6455's close code for a policy breach: here, the message rate. */
@@ -131,11 +133,12 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
     preValidation: async (request) => {
       const query = request.query as RawParams;
       const fromQuery = single(query, 'access_token');
-      const fromHeader = bearerToken(request.headers.authorization);
+      // A proof names the socket's URL under either scheme: the handshake's (http) or the one connected to (ws).
+      const fromHeader = presentedTokenOf(request, [`${ctx.config.publicUrl}/ws`, websocketUrl(ctx.config)]);
       if (fromQuery !== undefined && fromHeader !== undefined)
         throw invalidRequest('send the access token once: in the Authorization header or the access_token parameter');
-      const token = fromHeader ?? fromQuery;
-      const info = await authenticateAccessToken(ctx, token);
+      const presented = fromHeader ?? (fromQuery === undefined ? undefined : { token: fromQuery });
+      const info = await authenticateAccessToken(ctx, presented);
       if (!request.ws) return; // answered 426 by the handler; holds no place
       // Counted from here, with no await between the check and the count, so that
       // simultaneous upgrades cannot all pass; given back when the connection closes,
@@ -150,7 +153,7 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
         if (left === 0) socketsPerGrant.delete(grantId);
         else socketsPerGrant.set(grantId, left);
       });
-      admitted.set(request, { grantId, tokenHash: hashIfWellFormed('access', token!)!, expiresAt: info.expires_at, username: info.username });
+      admitted.set(request, { grantId, tokenHash: hashIfWellFormed('access', presented!.token)!, expiresAt: info.expires_at, username: info.username });
     },
     // Only an upgrade opens a socket: a plain GET is told so (426), not sent a 404.
     handler: async () => {

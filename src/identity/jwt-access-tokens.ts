@@ -25,6 +25,8 @@ export interface JwtAccessTokenClaims {
   readonly scope: string;
   /** The login that approved the grant (`auth_time`, `amr`); null for a client acting as itself. */
   readonly login: Login | null;
+  /** The thumbprint of the key the token is bound to (`cnf.jkt`, RFC 9449 §6.1); null for a bearer token. */
+  readonly jkt: string | null;
 }
 
 /**
@@ -52,6 +54,7 @@ export async function signJwtAccessToken(
     iat,
     exp: iat + lifetime,
     ...loginClaims(what.login),
+    ...(what.jkt === null ? {} : { cnf: { jkt: what.jkt } }),
   };
   return { token: await ctx.keys.signJwt(alg, { typ: JWT_ACCESS_TOKEN_TYPE }, claims), hash };
 }

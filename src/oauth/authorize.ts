@@ -60,6 +60,8 @@ export interface AuthorizationRequest extends AuthorizationTarget {
   codeChallenge: string | null;
   prompt: ReadonlySet<Prompt>;
   oidc: OidcRequest;
+  /** The thumbprint of the DPoP key the code is for (RFC 9449 §10): its exchange must prove that key. */
+  dpopJkt: string | null;
 }
 
 /** The parameters this endpoint understands; everything else is ignored (RFC 6749 §3.1). */
@@ -82,6 +84,8 @@ export const AUTHORIZATION_PARAMETERS = [
   'id_token_hint',
   'request',
   'request_uri',
+  // RFC 9449 §10.
+  'dpop_jkt',
 ] as const;
 
 /**
@@ -245,7 +249,11 @@ async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: Ap
     const scopes = requestScopes(params.scope, target.client, audience);
     const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, ctx.config.requirePkce || target.client.require_pkce === 1);
     const oidc = await checkOidcParameters(params, ctx);
-    return { ...target, audience, scopes, codeChallenge, prompt: parsePrompt(params.prompt), oidc };
+    // An RFC 7638 thumbprint by SHA-256, as DPoP proofs' keys are named (oauth/dpop.ts).
+    if (params.dpop_jkt !== undefined && !/^[A-Za-z0-9_-]{43}$/.test(params.dpop_jkt)) {
+      throw invalidRequest('"dpop_jkt" must be the base64url SHA-256 thumbprint of a key (43 characters)');
+    }
+    return { ...target, audience, scopes, codeChallenge, prompt: parsePrompt(params.prompt), oidc, dpopJkt: params.dpop_jkt ?? null };
   } catch (error) {
     throw error instanceof OAuthError ? error.toRedirectable() : error;
   }
@@ -344,6 +352,7 @@ async function issueCode(request: AuthorizationRequest, { user, login }: SignedI
       amr: login.amr,
       sid: login.sid,
       nonce: request.oidc.nonce,
+      dpop_jkt: request.dpopJkt,
       created_at: now,
       expires_at: now + ctx.config.authCodeTtl * 1000,
     },

@@ -1,9 +1,13 @@
-/** Bearer token checks for the resource side. @see RFC 6750 §2.1, §3.1 */
+/**
+ * Access token checks for the resource side: bearer tokens, and DPoP-bound ones presented with
+ * a proof of their key. @see RFC 6750 §2.1, §3.1; RFC 9449 §7
+ */
 import { liveAccessTokenHashes } from '../store/liveness.ts';
 import { findLiveBearerToken, type BearerTokenInfo } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
+import { DpopRefusal, proofOf, verifyProof } from './dpop.ts';
 import { BUILTIN_RESOURCE_ID } from './resources.ts';
 
 export type { BearerTokenInfo };
@@ -14,14 +18,35 @@ export function bearerToken(authorization: string | undefined): string | undefin
   return match?.[1];
 }
 
+/** What a proof sent with a DPoP-bound token must be for: the request's `DPoP` headers, its method and its URLs. */
+export interface ProofRequest {
+  proofs: readonly string[] | undefined;
+  method: string;
+  urls: readonly string[];
+}
+
+/** An access token as a request presents it; `proof` when it came as `Authorization: DPoP` (RFC 9449 §7.1). */
+export interface PresentedToken {
+  token: string;
+  proof?: ProofRequest;
+}
+
+/** The access token of an `Authorization: Bearer …` or `Authorization: DPoP …` header, or undefined. */
+export function presentedToken(authorization: string | undefined, proof: ProofRequest): PresentedToken | undefined {
+  const match = authorization === undefined ? null : /^(Bearer|DPoP) +([\x21-\x7e]+) *$/i.exec(authorization);
+  if (match === null) return undefined;
+  const token = match[2]!;
+  return match[1]!.toLowerCase() === 'dpop' ? { token, proof } : { token };
+}
+
 /**
  * The live access token's grant and user, for the service's own API (`/api/profile`, `/ws`):
  * `invalid_token` for a missing, unknown, expired or revoked token, and for a token meant for
  * another resource server (SPEC §4.4: its audience is not this API).
  */
-export async function authenticateAccessToken(ctx: AppContext, token: string | undefined): Promise<BearerTokenInfo> {
-  if (token === undefined) throw new OAuthError('invalid_token', 'an access token is required');
-  return checkAccessToken(ctx, token);
+export async function authenticateAccessToken(ctx: AppContext, presented: PresentedToken | undefined): Promise<BearerTokenInfo> {
+  if (presented === undefined) throw new OAuthError('invalid_token', 'an access token is required');
+  return checkAccessToken(ctx, presented);
 }
 
 /**
@@ -35,16 +60,41 @@ export class NoBearerToken extends OAuthError {
 }
 
 /** As `authenticateAccessToken`, but a request without a token is `NoBearerToken`. */
-export async function authenticateBearer(ctx: AppContext, token: string | undefined): Promise<BearerTokenInfo> {
-  if (token === undefined) throw new NoBearerToken();
-  return checkAccessToken(ctx, token);
+export async function authenticateBearer(ctx: AppContext, presented: PresentedToken | undefined): Promise<BearerTokenInfo> {
+  if (presented === undefined) throw new NoBearerToken();
+  return checkAccessToken(ctx, presented);
 }
 
-async function checkAccessToken(ctx: AppContext, token: string): Promise<BearerTokenInfo> {
+/**
+ * The token's check, and its binding's: a DPoP-bound token only as `Authorization: DPoP` with a
+ * proof by its key for this request (RFC 9449 §7.1) — a copied token, sent as `Bearer` or with a
+ * proof by another key, is refused — and an unbound one only as `Bearer`. A token presented as
+ * DPoP is refused with a `DPoP` challenge (http/errors.ts).
+ */
+async function checkAccessToken(ctx: AppContext, presented: PresentedToken): Promise<BearerTokenInfo> {
+  const { token, proof } = presented;
+  const invalid = (description: string, detail?: string) =>
+    proof === undefined ? new OAuthError('invalid_token', description, detail) : new DpopRefusal('invalid_token', description, 'resource', detail);
   const hash = hashIfWellFormed('access', token);
   const info = hash === null ? undefined : await findLiveBearerToken(ctx.db, hash, ctx.now());
-  if (!info) throw new OAuthError('invalid_token', 'the access token is invalid, expired or revoked');
-  if (info.resource_id !== BUILTIN_RESOURCE_ID) throw new OAuthError('invalid_token', 'the access token is for another resource server', 'audience mismatch');
+  if (!info) throw invalid('the access token is invalid, expired or revoked');
+  if (info.resource_id !== BUILTIN_RESOURCE_ID) throw invalid('the access token is for another resource server', 'audience mismatch');
+  if (proof === undefined) {
+    if (info.dpop_jkt !== null) {
+      throw new DpopRefusal(
+        'invalid_token',
+        'this access token is bound to a key: send it as "Authorization: DPoP" with a DPoP proof',
+        'resource',
+        'bound token as Bearer',
+      );
+    }
+    return info;
+  }
+  if (info.dpop_jkt === null) throw invalid('this access token is not bound to a key: send it as "Authorization: Bearer"');
+  const sent = proofOf(proof.proofs, 'resource');
+  if (sent === undefined) throw new DpopRefusal('invalid_dpop_proof', 'send a DPoP proof with "Authorization: DPoP"', 'resource');
+  const { jkt } = await verifyProof(ctx, sent, { method: proof.method, urls: proof.urls, accessToken: token }, 'resource');
+  if (jkt !== info.dpop_jkt) throw new DpopRefusal('invalid_dpop_proof', 'the DPoP proof is signed by another key than the token is bound to', 'resource');
   return info;
 }
 

@@ -67,6 +67,7 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     id_token_alg: document.idTokenAlg,
     jwks: document.jwks,
     jwks_uri: document.jwksUri,
+    require_dpop: document.requireDpop ? 1 : 0,
   };
   const known = await findClient(ctx.db, url);
   if (known) return { ...known, ...described };

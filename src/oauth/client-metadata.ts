@@ -108,6 +108,12 @@ export function optionalHttpsUrl(document: Record<string, unknown>, field: strin
   return { value };
 }
 
+/** `dpop_bound_access_tokens` (RFC 9449 §5.2): absent is false; anything but a boolean is a problem. */
+export function dpopBoundField(fields: Record<string, unknown>): { value: boolean } | { problem: string } {
+  const value = fields.dpop_bound_access_tokens ?? false;
+  return typeof value === 'boolean' ? { value } : { problem: 'dpop_bound_access_tokens must be true or false' };
+}
+
 /** Checks a fetched document against §4.8: the client it describes, or why it is refused. */
 export function validateMetadataDocument(url: string, body: string): Validation {
   const refuse = (reason: string): Validation => ({ ok: false, reason: `the metadata document ${reason}` });
@@ -144,6 +150,8 @@ export function validateMetadataDocument(url: string, body: string): Validation 
   if ('problem' in clientUri) return refuse(`has a ${clientUri.problem}`);
   const logoUri = optionalHttpsUrl(fields, 'logo_uri');
   if ('problem' in logoUri) return refuse(`has a ${logoUri.problem}`);
+  const dpopBound = dpopBoundField(fields);
+  if ('problem' in dpopBound) return refuse(`has a ${dpopBound.problem}`);
   // Values other than authorization_code and refresh_token are ignored (§4.8), so only the shape matters.
   for (const field of ['grant_types', 'response_types']) {
     if (fields[field] !== undefined && !isStringArray(fields[field])) return refuse(`has a ${field} that is not an array of strings`);
@@ -187,6 +195,7 @@ export function validateMetadataDocument(url: string, body: string): Validation 
       idTokenAlg: idTokenAlg as SigningAlg,
       jwks,
       jwksUri,
+      requireDpop: dpopBound.value,
     },
   };
 }

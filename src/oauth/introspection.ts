@@ -27,7 +27,8 @@ export interface Introspection {
   client_id?: string;
   username?: string;
   sub?: string;
-  token_type?: 'Bearer' | 'refresh_token';
+  /** `DPoP` for a DPoP-bound access token (RFC 9449 §6.2). */
+  token_type?: 'Bearer' | 'DPoP' | 'refresh_token';
   exp?: number;
   iat?: number;
   iss?: string;
@@ -38,6 +39,8 @@ export interface Introspection {
   /** When the person logged in, epoch seconds, and how (RFC 8176): for a person's token (SPEC §4.12). */
   auth_time?: number;
   amr?: string[];
+  /** The thumbprint of the key a DPoP-bound token is bound to (RFC 9449 §6.2). */
+  cnf?: { jkt: string };
 }
 
 /**
@@ -58,7 +61,7 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: App
       const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, now);
       // Anyone else learns exactly what an unknown token would tell them (SPEC §4.4).
       const mayLearn = info && (info.client_id === client.id || info.resource_id === BUILTIN_RESOURCE_ID || info.resource_client_id === client.id);
-      return mayLearn ? { ...describe(info, 'Bearer', ctx), ...(jwt === null ? {} : { jti: jwt.jti }) } : null;
+      return mayLearn ? { ...describe(info, info.dpop_jkt === null ? 'Bearer' : 'DPoP', ctx), ...(jwt === null ? {} : { jti: jwt.jti }) } : null;
     },
     refresh_token: async () => {
       const hash = hashIfWellFormed('refresh', params.token);
@@ -77,7 +80,7 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: App
   return { active: false };
 }
 
-function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', ctx: AppContext): Introspection {
+function describe(info: AccessTokenInfo, tokenType: NonNullable<Introspection['token_type']>, ctx: AppContext): Introspection {
   return {
     active: true,
     scope: info.scopes,
@@ -90,5 +93,6 @@ function describe(info: AccessTokenInfo, tokenType: 'Bearer' | 'refresh_token', 
     iss: ctx.config.publicUrl,
     aud: info.resource_uri ?? builtinResourceUri(ctx),
     ...loginClaims(loginOf(info)),
+    ...(info.dpop_jkt === null ? {} : { cnf: { jkt: info.dpop_jkt } }),
   };
 }

@@ -6,12 +6,14 @@ import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import { OPENID_SCOPE, identityClaims, mintIdToken } from '../identity/id-tokens.ts';
 import { signJwtAccessToken, type JwtAccessTokenClaims } from '../identity/jwt-access-tokens.ts';
-import { invalidGrant } from '../protocol/errors.ts';
+import { OAuthError, invalidGrant } from '../protocol/errors.ts';
+import type { DpopProof } from './dpop.ts';
 import { accessTokenTtl, mayAskAnyScope, type TokenAudience } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 
 export interface TokenResponse {
-  token_type: 'Bearer';
+  /** `DPoP` when the access token is bound to a key (RFC 9449 §5). */
+  token_type: 'Bearer' | 'DPoP';
   access_token: string;
   expires_in: number;
   refresh_token?: string;
@@ -37,6 +39,36 @@ export interface TokenSubject {
 }
 
 /**
+ * The keys a token response's tokens are bound to (DPoP, RFC 9449), by thumbprint: the access
+ * token's, and the refresh token's — a public client's only (§5: a confidential client's
+ * refresh token is bound by its authentication). Null: a bearer token.
+ */
+export interface KeyBinding {
+  access: string | null;
+  refresh: string | null;
+}
+
+/** What the proof of a request that starts a grant binds: the access token, and a public client's refresh token. */
+export function proofBinding(proof: DpopProof | null, confidential: boolean): KeyBinding {
+  const jkt = proof?.jkt ?? null;
+  return { access: jkt, refresh: confidential ? null : jkt };
+}
+
+/** How a token response is made besides its audience, subject and scopes. */
+export interface TokenOptions {
+  /** With a refresh token. */
+  withRefresh: boolean;
+  /** The authentication request's `nonce`, for the ID token of a code exchange (SPEC §4.10). */
+  nonce?: string | null;
+  binding: KeyBinding;
+}
+
+/** `invalid_dpop_proof`: tokens that must be bound, asked for without a proof. */
+export function proofRequired(whose: string): OAuthError {
+  return new OAuthError('invalid_dpop_proof', `${whose} requires DPoP: send a DPoP proof with the token request`);
+}
+
+/**
  * New tokens for one token response: an access token for `audience`, made as its resource
  * server says — opaque, or a JWT signed with the active key of its algorithm (RFC 9068) —
  * for its lifetime (`accessTokenTtl`), a refresh token (always opaque) when `withRefresh`,
@@ -50,15 +82,15 @@ export async function mintTokenResponse(
   audience: TokenAudience,
   subject: TokenSubject,
   scopes: readonly string[],
-  withRefresh: boolean,
-  nonce: string | null = null,
+  { withRefresh, nonce = null, binding }: TokenOptions,
 ): Promise<MintedTokenResponse> {
+  if (audience.require_dpop === 1 && binding.access === null) throw proofRequired('the resource server');
   const now = ctx.now();
   const lifetime = accessTokenTtl(audience, ctx.config);
   const scope = joinScopes(scopes);
   const access =
     audience.token_format === 'jwt'
-      ? await signJwtAccessToken(ctx, audience.signing_alg, jwtClaims(ctx, audience, subject, scope), now, lifetime)
+      ? await signJwtAccessToken(ctx, audience.signing_alg, jwtClaims(ctx, audience, subject, scope, binding.access), now, lifetime)
       : mintToken('access');
   const refresh = withRefresh ? mintToken('refresh') : null;
   const stored: IssuedTokens = {
@@ -67,11 +99,12 @@ export async function mintTokenResponse(
     refreshHash: refresh?.hash ?? null,
     refreshExpiresAt: now + ctx.config.refreshTokenTtl * 1000,
     scopes: scope,
+    binding,
   };
   const idToken =
     scopes.includes(OPENID_SCOPE) && subject.userId !== null ? await personsIdToken(ctx, subject, subject.userId, scopes, nonce, access.token, now) : null;
   const response: TokenResponse = {
-    token_type: 'Bearer',
+    token_type: binding.access === null ? 'Bearer' : 'DPoP',
     access_token: access.token,
     expires_in: lifetime,
     ...(refresh ? { refresh_token: refresh.token } : {}),
@@ -98,9 +131,9 @@ async function personsIdToken(
 }
 
 /** A JWT access token's claims: `sub` is the userid, or for a client acting as itself its client ID. */
-function jwtClaims(ctx: AppContext, audience: TokenAudience, subject: TokenSubject, scope: string): JwtAccessTokenClaims {
+function jwtClaims(ctx: AppContext, audience: TokenAudience, subject: TokenSubject, scope: string, jkt: string | null): JwtAccessTokenClaims {
   const sub = subject.username === null ? subject.clientId : accountUri(subject.username, ctx.config);
-  return { sub, aud: audience.uri, clientId: subject.clientId, scope, login: subject.login };
+  return { sub, aud: audience.uri, clientId: subject.clientId, scope, login: subject.login, jkt };
 }
 
 /** Whole seconds left until `expiresAt`, never negative: `expires_in` is an integer. */

@@ -9,7 +9,8 @@ import { DEFAULT_ID_TOKEN_ALG } from '../identity/id-tokens.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { ASSERTION_ALGS } from './assertions/remote-keys.ts';
 import { PROMPTS, RESPONSE_MODES } from './authorize.ts';
-import { TOKEN_GRANT_TYPES } from './grants/index.ts';
+import { DPOP_ALGORITHMS } from './dpop.ts';
+import { TOKEN_GRANT_TYPES, TOKEN_PATH } from './grants/index.ts';
 
 /** `GET` and `POST` (OIDC Core §5.3). */
 export const USERINFO_PATH = '/oauth/userinfo';
@@ -57,7 +58,7 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
   return {
     issuer: base,
     authorization_endpoint: `${base}/oauth/authorize`,
-    token_endpoint: `${base}/api/token`,
+    token_endpoint: `${base}${TOKEN_PATH}`,
     revocation_endpoint: `${base}/oauth/revoke`,
     device_authorization_endpoint: `${base}/oauth/device_authorization`,
     ...(config.dynamicClientRegistration ? { registration_endpoint: `${base}/oauth/register` } : {}),
@@ -91,5 +92,7 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
     request_uri_parameter_supported: false,
     // The jwt-bearer grant takes identity assertions (ID-JAG) from trusted issuers (SPEC §4.11).
     authorization_grant_profiles_supported: [ID_JAG_PROFILE],
+    // DPoP (SPEC §4.14, RFC 9449 §5.1).
+    dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
   };
 }

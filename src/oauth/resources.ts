@@ -53,7 +53,7 @@ export function builtinResourceUri(ctx: Pick<AppContext, 'config'>): string {
  * How a resource server's access tokens are made (SPEC §2, §4.9): their format, the
  * algorithm of its JWTs, and their lifetime (null: the format's default).
  */
-export type TokenSettings = Pick<Resource, 'token_format' | 'signing_alg' | 'access_token_ttl'>;
+export type TokenSettings = Pick<Resource, 'token_format' | 'signing_alg' | 'access_token_ttl' | 'require_dpop'>;
 
 /**
  * The lifetime, in seconds, of an access token for this resource server: its own, or the
@@ -86,7 +86,8 @@ export function joinedAudience(row: JoinedTokenSettings, ctx: Pick<AppContext, '
   if (row.token_format === null || row.signing_alg === null) return null;
   const uri = row.resource_id === BUILTIN_RESOURCE_ID ? builtinResourceUri(ctx) : row.resource_uri;
   if (uri === null) return null;
-  return { token_format: row.token_format, signing_alg: row.signing_alg, access_token_ttl: row.access_token_ttl, uri };
+  const { token_format, signing_alg, access_token_ttl } = row;
+  return { token_format, signing_alg, access_token_ttl, require_dpop: row.require_dpop ?? 0, uri };
 }
 
 /** The resource server a request is for, with its scopes and how its tokens are made. */
@@ -106,6 +107,7 @@ const tokenAudience = (resource: Resource, uri: string): TokenAudience => ({
   token_format: resource.token_format,
   signing_alg: resource.signing_alg,
   access_token_ttl: resource.access_token_ttl,
+  require_dpop: resource.require_dpop,
   uri,
 });
 

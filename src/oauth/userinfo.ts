@@ -3,17 +3,17 @@ import type { AppContext } from '../context.ts';
 import { identityClaims, OPENID_SCOPE, type IdentityClaims } from '../identity/id-tokens.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { single, type RawParams } from '../protocol/params.ts';
-import { InsufficientScope, authenticateBearer, bearerToken, requireScope } from './bearer.ts';
+import { InsufficientScope, authenticateBearer, requireScope, type PresentedToken } from './bearer.ts';
 import { splitScopes } from './scopes.ts';
 
 /**
  * The claims for the token in the `Authorization` header, or (POST) as `access_token` in a
  * form body (RFC 6750 §2.2) — one or the other; it must be for the built-in resource and hold `openid`.
  */
-export async function userinfo(ctx: AppContext, authorization: string | undefined, form: RawParams | null): Promise<IdentityClaims> {
+export async function userinfo(ctx: AppContext, fromHeader: PresentedToken | undefined, form: RawParams | null): Promise<IdentityClaims> {
   const inBody = form === null ? undefined : single(form, 'access_token');
-  if (inBody !== undefined && authorization !== undefined) throw new OAuthError('invalid_request', 'send the access token once: in the header or in the body');
-  const token = await authenticateBearer(ctx, inBody ?? bearerToken(authorization));
+  if (inBody !== undefined && fromHeader !== undefined) throw new OAuthError('invalid_request', 'send the access token once: in the header or in the body');
+  const token = await authenticateBearer(ctx, fromHeader ?? (inBody === undefined ? undefined : { token: inBody }));
   requireScope(splitScopes(token.scopes), OPENID_SCOPE);
   // A client acting as itself is never granted openid (resources.ts `requestScopes`).
   const claims = token.user_id === null ? null : await identityClaims(ctx, token.user_id, splitScopes(token.scopes));

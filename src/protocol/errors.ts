@@ -32,7 +32,10 @@ export type OAuthErrorCode =
   | 'temporarily_unavailable'
   // Dynamic client registration (RFC 7591 §3.2.2).
   | 'invalid_redirect_uri'
-  | 'invalid_client_metadata';
+  | 'invalid_client_metadata'
+  // DPoP (RFC 9449 §5, §8).
+  | 'invalid_dpop_proof'
+  | 'use_dpop_nonce';
 
 const STATUS: Record<OAuthErrorCode, number> = {
   invalid_request: 400,
@@ -59,6 +62,8 @@ const STATUS: Record<OAuthErrorCode, number> = {
   temporarily_unavailable: 503,
   invalid_redirect_uri: 400,
   invalid_client_metadata: 400,
+  invalid_dpop_proof: 400,
+  use_dpop_nonce: 400,
 };
 
 export class OAuthError extends Error {

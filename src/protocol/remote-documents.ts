@@ -27,6 +27,8 @@ export interface MetadataClient {
    */
   readonly jwks: string | null;
   readonly jwksUri: string | null;
+  /** `dpop_bound_access_tokens`: its tokens only with a DPoP proof (SPEC §4.14). */
+  readonly requireDpop: boolean;
   /** Epoch milliseconds. */
   readonly fetchedAt: number;
   readonly expiresAt: number;

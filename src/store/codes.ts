@@ -24,6 +24,7 @@ export const insertCodeRow = (db: Kysely<Database>, p: NewCode) =>
     amr: p.amr,
     sid: p.sid,
     nonce: p.nonce,
+    dpop_jkt: p.dpop_jkt,
     created_at: p.created_at,
     expires_at: p.expires_at,
   });
@@ -49,6 +50,8 @@ export interface JoinedTokenSettings {
   resource_uri: string | null;
   /** 1 when its tokens need a login with a second factor (SPEC §4.12); NULL once it is deleted. */
   require_second_factor: number | null;
+  /** 1 when its tokens are issued only with a DPoP proof (SPEC §4.14); NULL once it is deleted. */
+  require_dpop: number | null;
 }
 
 /**

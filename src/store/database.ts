@@ -68,6 +68,7 @@ const MIGRATIONS = [
   '20261129_001_backchannel_logout_address',
   '20261130_001_account_life_cycle',
   '20261201_001_replay_box',
+  '20261202_001_dpop',
 ] as const;
 
 /**

@@ -24,6 +24,7 @@ export const tokenSettingsColumns = [
   'resources.access_token_ttl',
   'resources.uri as resource_uri',
   'resources.require_second_factor',
+  'resources.require_dpop',
 ] as const;
 
 const resourceByUri = prepare((db, p: { uri: string }) => db.selectFrom('resources').selectAll().where('uri', '=', p.uri));

@@ -54,6 +54,8 @@ export interface ClientsTable {
    */
   jwks: ColumnType<string | null, string | null | undefined, string | null>;
   jwks_uri: ColumnType<string | null, string | null | undefined, string | null>;
+  /** 1 when its tokens are issued only with a DPoP proof (SPEC §4.14, `--require-dpop`). */
+  require_dpop: ColumnType<number, number | undefined, number>;
 }
 
 export type ClientKind = 'registered' | 'metadata_document' | 'dynamic';
@@ -126,6 +128,8 @@ export interface AuthCodesTable extends LoginColumns {
   consumed_at: number | null;
   /** The grant the exchange created, so that a replay can revoke it. */
   grant_id: string | null;
+  /** The authorization request's `dpop_jkt` (RFC 9449 §10): the key the exchange must prove; null for none. */
+  dpop_jkt: ColumnType<string | null, string | null | undefined, never>;
 }
 
 /**
@@ -164,6 +168,8 @@ export interface AccessTokensTable {
   scopes: Immutable<string>;
   created_at: Immutable<number>;
   expires_at: Immutable<number>;
+  /** The RFC 7638 thumbprint of the key every use must prove (DPoP, SPEC §4.14); null for a bearer token. */
+  dpop_jkt: ColumnType<string | null, string | null | undefined, never>;
 }
 
 export interface RefreshTokensTable {
@@ -181,6 +187,8 @@ export interface RefreshTokensTable {
    * growing an old row splits its page.
    */
   replay_box: ColumnType<string | null, string | null | undefined, null>;
+  /** A public client's refresh token: the key a refresh must prove (RFC 9449 §5), kept by every successor; null otherwise. */
+  dpop_jkt: ColumnType<string | null, string | null | undefined, never>;
 }
 
 /** The scopes a user approved for a client on one resource server. */
@@ -215,6 +223,8 @@ export interface ResourcesTable {
   access_token_ttl: ColumnType<number | null, number | null | undefined, number | null>;
   /** 1 when its tokens need a login with a second factor (SPEC §4.12). */
   require_second_factor: ColumnType<number, number | undefined, number>;
+  /** 1 when its tokens are issued only with a DPoP proof (SPEC §4.14, `--require-dpop`). */
+  require_dpop: ColumnType<number, number | undefined, number>;
 }
 
 export type TokenFormat = 'opaque' | 'jwt';

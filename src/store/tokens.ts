@@ -21,6 +21,8 @@ export interface IssuedTokens {
   refreshHash: string | null;
   refreshExpiresAt: number;
   scopes: string;
+  /** The keys the tokens are bound to (DPoP): oauth/issue.ts `KeyBinding`. */
+  binding: { access: string | null; refresh: string | null };
 }
 
 /**
@@ -43,11 +45,14 @@ export interface TokenRows {
   refreshExpiresAt: number;
   /** The pair sealed for the grace window of the token it replaces (a rotation); null otherwise. */
   replayBox: string | null;
+  accessJkt: string | null;
+  refreshJkt: string | null;
 }
 
 export function tokenRows(grantId: string, tokens: IssuedTokens, now: number, replayBox: string | null = null): TokenRows {
-  const { accessHash, accessExpiresAt, refreshHash, refreshExpiresAt, scopes } = tokens;
-  return { grantId, now, accessHash, accessScopes: scopes, accessExpiresAt, refreshHash, refreshExpiresAt, replayBox };
+  const { accessHash, accessExpiresAt, refreshHash, refreshExpiresAt, scopes, binding } = tokens;
+  const jkts = { accessJkt: binding.access, refreshJkt: binding.refresh };
+  return { grantId, now, accessHash, accessScopes: scopes, accessExpiresAt, refreshHash, refreshExpiresAt, replayBox, ...jkts };
 }
 
 // INSERT … SELECT rather than VALUES, so that `gate` can make the insert conditional: on
@@ -57,7 +62,7 @@ export function tokenRows(grantId: string, tokens: IssuedTokens, now: number, re
 export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: Gate) =>
   db
     .insertInto('access_tokens')
-    .columns(['hash', 'grant_id', 'scopes', 'created_at', 'expires_at'])
+    .columns(['hash', 'grant_id', 'scopes', 'created_at', 'expires_at', 'dpop_jkt'])
     .expression(
       gated(
         db.selectNoFrom((eb) => [
@@ -66,6 +71,7 @@ export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: 
           eb.val(p.accessScopes).as('scopes'),
           bigint(eb, p.now).as('created_at'),
           bigint(eb, p.accessExpiresAt).as('expires_at'),
+          eb.val(p.accessJkt).as('dpop_jkt'),
         ]),
         gate,
       ),
@@ -74,7 +80,7 @@ export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: 
 export const insertRefreshTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: Gate) =>
   db
     .insertInto('refresh_tokens')
-    .columns(['hash', 'grant_id', 'created_at', 'expires_at', 'replay_box'])
+    .columns(['hash', 'grant_id', 'created_at', 'expires_at', 'replay_box', 'dpop_jkt'])
     .expression(
       gated(
         db.selectNoFrom((eb) => [
@@ -83,6 +89,7 @@ export const insertRefreshTokenRow = (db: Kysely<Database>, p: TokenRows, gate?:
           bigint(eb, p.now).as('created_at'),
           bigint(eb, p.refreshExpiresAt).as('expires_at'),
           eb.val(p.replayBox).as('replay_box'),
+          eb.val(p.refreshJkt).as('dpop_jkt'),
         ]),
         gate,
       ),
@@ -109,6 +116,8 @@ export interface BearerTokenInfo {
   display_name: string | null;
   /** The resource server the token is for. */
   resource_id: string;
+  /** The thumbprint of the key each use must prove (DPoP); null for a bearer token. */
+  dpop_jkt: string | null;
 }
 
 export interface AccessTokenInfo extends BearerTokenInfo {
@@ -143,6 +152,7 @@ const liveAccessTokenQuery = (db: Kysely<Database>, p: { hash: string; now: numb
       'access_tokens.scopes',
       'access_tokens.created_at',
       'access_tokens.expires_at',
+      'access_tokens.dpop_jkt',
       'grants.client_id',
       'grants.user_id',
       'grants.resource_id',
@@ -204,6 +214,8 @@ export interface RefreshTokenInfo extends JoinedTokenSettings {
   auth_time: number | null;
   amr: string | null;
   sid: string | null;
+  /** The key a refresh must prove: a public client's bound refresh token (RFC 9449 §5); null otherwise. */
+  dpop_jkt: string | null;
 }
 
 const refreshTokenByHash = prepare((db, p: { hash: string }) =>
@@ -222,6 +234,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'refresh_tokens.expires_at',
       'refresh_tokens.rotated_at',
       'refresh_tokens.successor_hash',
+      'refresh_tokens.dpop_jkt',
       'successor.replay_box as successor_box',
       'successor.rotated_at as successor_rotated_at',
       'grants.client_id',
@@ -258,6 +271,7 @@ const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
       'grants.scopes',
       'refresh_tokens.created_at',
       'refresh_tokens.expires_at',
+      'refresh_tokens.dpop_jkt',
       'grants.client_id',
       'grants.user_id',
       'grants.resource_id',

@@ -67,7 +67,14 @@ for (const backend of BACKENDS) {
             trx,
             tokenRows(
               grantId,
-              { accessHash: uncommitted.hash, accessExpiresAt: now + 600_000, refreshHash: null, refreshExpiresAt: 0, scopes: 'annotation:read' },
+              {
+                accessHash: uncommitted.hash,
+                accessExpiresAt: now + 600_000,
+                refreshHash: null,
+                refreshExpiresAt: 0,
+                scopes: 'annotation:read',
+                binding: { access: null, refresh: null },
+              },
               now,
             ),
           ),

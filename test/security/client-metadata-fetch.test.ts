@@ -90,6 +90,7 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
       idTokenAlg: 'RS256',
       jwks: null,
       jwksUri: null,
+      requireDpop: false,
       fetchedAt: clock,
       expiresAt: clock + 3600_000,
     });

@@ -9,11 +9,15 @@ export interface Connection {
   ask(message: unknown): Promise<Record<string, unknown>>;
 }
 
-/** Opens /ws; resolves once open, rejects with the HTTP status when the upgrade is refused. */
-export function connect(baseUrl: string, token: string, via: 'header' | 'query' = 'header'): Promise<Connection> {
+/**
+ * Opens /ws; resolves once open, rejects with the HTTP status when the upgrade is refused.
+ * `dpop`: the token sent as `Authorization: DPoP` with this proof (in the header only).
+ */
+export function connect(baseUrl: string, token: string, via: 'header' | 'query' = 'header', dpop?: string): Promise<Connection> {
   const url = new URL('/ws', baseUrl.replace(/^http/, 'ws'));
   if (via === 'query') url.searchParams.set('access_token', token);
-  const socket = new WebSocket(url, via === 'header' ? { headers: { authorization: `Bearer ${token}` } } : {});
+  const headers = dpop === undefined ? { authorization: `Bearer ${token}` } : { authorization: `DPoP ${token}`, dpop };
+  const socket = new WebSocket(url, via === 'header' ? { headers } : {});
   const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
   return new Promise((resolve, reject) => {
     socket.once('unexpected-response', (_request, response) =>

@@ -154,6 +154,7 @@ describe('document validation', () => {
     post_logout_redirect_uris: ['https://app.example/logged-out'],
     backchannel_logout_uri: 'https://app.example/backchannel-logout',
     id_token_signed_response_alg: 'ES256',
+    dpop_bound_access_tokens: true,
     software_id: 'ignored',
   };
   const validate = (document: unknown) => validateMetadataDocument(url, typeof document === 'string' ? document : JSON.stringify(document));
@@ -173,6 +174,7 @@ describe('document validation', () => {
         idTokenAlg: 'ES256',
         jwks: null,
         jwksUri: null,
+        requireDpop: true,
       },
     });
   });
@@ -193,6 +195,7 @@ describe('document validation', () => {
         idTokenAlg: 'RS256',
         jwks: null,
         jwksUri: null,
+        requireDpop: false,
       },
     });
   });
@@ -221,6 +224,7 @@ describe('document validation', () => {
       [{ ...valid, redirect_uris: ['/relative'] }, /redirect_uris\[0\].*absolute/],
       [{ ...valid, client_uri: 'javascript:alert(1)' }, /client_uri is not an https URL/],
       [{ ...valid, logo_uri: 'http://app.example/logo.png' }, /logo_uri is not an https URL/],
+      [{ ...valid, dpop_bound_access_tokens: 'yes' }, /dpop_bound_access_tokens must be true or false/],
       [{ ...valid, grant_types: 'authorization_code' }, /grant_types/],
       [{ ...valid, response_types: [1] }, /response_types/],
       [{ ...valid, token_endpoint_auth_method: 'client_secret_basic' }, /token_endpoint_auth_method/],

@@ -101,6 +101,12 @@ describe('loadConfig', () => {
     for (const value of ['0', 'false', 'No', 'off']) assert.equal(loadConfig({ REQUIRE_PKCE: value }).requirePkce, false, value);
   });
 
+  test('DPOP_NONCES: off by default; on only with KEYS_SECRET, which every instance makes the nonces from', () => {
+    assert.equal(loadConfig({}).dpopNonces, false);
+    assert.equal(loadConfig({ DPOP_NONCES: 'true', KEYS_SECRET: 'k'.repeat(32) }).dpopNonces, true);
+    refuses({ DPOP_NONCES: 'true' }, 'KEYS_SECRET');
+  });
+
   for (const setting of INTEGER_SETTINGS) {
     test(`${setting}: a value that is not a whole number stops start-up, naming it`, () => {
       for (const value of ['ten', '-1', '1.5', '1e3', ' 5']) refuses({ [setting]: value }, setting);

@@ -6,7 +6,8 @@ import { findCode } from '../../store/codes.ts';
 import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
-import { invalidGrant } from '../../protocol/errors.ts';
+import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
+import type { DpopProof } from '../dpop.ts';
 import type { TokenResponse } from '../issue.ts';
 import { checkVerifier } from '../pkce.ts';
 import { checkSameAudience } from '../resources.ts';
@@ -52,7 +53,7 @@ async function load(params: Params, _client: Client, ctx: AppContext): Promise<L
   return { clientId: code.client_id, redeemed: code };
 }
 
-async function issue(code: StoredCode, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function issue(code: StoredCode, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {
   const now = ctx.now();
   // Before anything is consumed or revoked: a request refused with invalid_target changes nothing.
   await checkSameAudience(ctx, params.resource, code.resource_id);
@@ -70,6 +71,10 @@ async function issue(code: StoredCode, params: Params, client: Client, ctx: AppC
     throw invalidGrant('this client must use PKCE, and the authorization request had no "code_challenge"', 'code issued without PKCE before it was required');
   }
   checkVerifier(code.code_challenge, params.code_verifier);
+  // RFC 9449 §10: the authorization request named the key the code is for.
+  if (code.dpop_jkt !== null && proof?.jkt !== code.dpop_jkt) {
+    throw new OAuthError('invalid_dpop_proof', 'the authorization request bound this code to a DPoP key: prove that key', 'dpop_jkt mismatch');
+  }
   if (code.user_disabled) throw invalidGrant('the authorization code is invalid', 'user is disabled');
-  return exchangeApproved(AUTHORIZATION_CODE, code, client, ctx, address, now);
+  return exchangeApproved(AUTHORIZATION_CODE, code, client, ctx, address, now, proof);
 }

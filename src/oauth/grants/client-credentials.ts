@@ -3,7 +3,8 @@ import type { Client } from '../../store/schema.ts';
 import { InvalidClient } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError } from '../../protocol/errors.ts';
-import { mintTokenResponse, type TokenResponse } from '../issue.ts';
+import type { DpopProof } from '../dpop.ts';
+import { mintTokenResponse, proofBinding, type TokenResponse } from '../issue.ts';
 import { isResourceServerClient } from '../../store/resources.ts';
 import { requestScopes, requestedAudience, resourceDetail } from '../resources.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
@@ -38,11 +39,14 @@ async function load(_params: Params, client: Client, ctx: AppContext): Promise<L
   return { clientId: client.id, redeemed: null };
 }
 
-async function issue(_redeemed: null, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function issue(_redeemed: null, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {
   const audience = await requestedAudience(ctx, params.resource);
   const scopes = requestScopes(params.scope, client, audience, false);
   // RFC 6749 §4.4.3: no refresh token.
-  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, userId: null, username: null, login: null }, scopes, false);
+  const pair = await mintTokenResponse(ctx, audience.tokens, { clientId: client.id, userId: null, username: null, login: null }, scopes, {
+    withRefresh: false,
+    binding: proofBinding(proof, true),
+  });
   const grant = {
     grantType: CLIENT_CREDENTIALS_GRANT_TYPE,
     clientId: client.id,

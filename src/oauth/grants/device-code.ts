@@ -19,6 +19,7 @@ import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
 import type { TokenResponse } from '../issue.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { DEVICE_CODE_GRANT_TYPE } from './types.ts';
+import type { DpopProof } from '../dpop.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 
 const DEVICE_CODE: SingleUseCode = {
@@ -52,7 +53,14 @@ async function load(params: Params, _client: Client, ctx: AppContext): Promise<L
   return { clientId: device.client_id, redeemed: device };
 }
 
-async function issue(device: StoredDeviceCode, _params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function issue(
+  device: StoredDeviceCode,
+  _params: Params,
+  client: Client,
+  ctx: AppContext,
+  address: string,
+  proof: DpopProof | null,
+): Promise<TokenResponse> {
   const now = ctx.now();
   if (!(await recordPoll(ctx.db, device.hash, now))) {
     throw new OAuthError('slow_down', 'polled too soon: wait 5 seconds longer between polls from now on');
@@ -65,5 +73,5 @@ async function issue(device: StoredDeviceCode, _params: Params, client: Client, 
   if (device.decision === 'denied') throw new OAuthError('access_denied', 'the person denied the request', undefined, 400);
   if (device.decision === null) throw new OAuthError('authorization_pending', 'the person has not answered yet: keep polling');
   if (device.user_id === null || device.user_disabled !== 0) throw invalidGrant('the device code is invalid', 'user is disabled');
-  return exchangeApproved(DEVICE_CODE, device, client, ctx, address, now);
+  return exchangeApproved(DEVICE_CODE, device, client, ctx, address, now, proof);
 }

@@ -10,6 +10,7 @@
 import type { AppContext } from '../../context.ts';
 import type { Client } from '../../store/schema.ts';
 import { isConfidential } from '../assertions/client-keys.ts';
+import type { DpopProof } from '../dpop.ts';
 import type { TokenResponse } from '../issue.ts';
 import { OAuthError } from '../../protocol/errors.ts';
 import { readParams, type RawParams } from '../../protocol/params.ts';
@@ -86,8 +87,12 @@ export interface GrantOf<P extends Parameters, C extends ClientPresence, T> {
   redeems: string;
   /** Finds what the request redeems and whose it is; changes nothing (but the audit trail). `address` is the client's, for the audit trail. */
   load(params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext, address: string): Promise<Loaded<T>>;
-  /** Decides and writes, once the client is charged and checked. `address` is the client's, for the audit trail. */
-  issue(redeemed: T, params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext, address: string): Promise<TokenResponse>;
+  /**
+   * Decides and writes, once the client is charged and checked. `address` is the client's, for
+   * the audit trail; `proof` the request's verified DPoP proof, if any, whose key the tokens are
+   * bound to (SPEC §4.14).
+   */
+  issue(redeemed: T, params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse>;
 }
 
 /** A grant whatever its parameters and what it redeems: what the dispatcher holds. */

@@ -11,7 +11,8 @@ import { isConfidential } from '../assertions/client-keys.ts';
 import { authenticateClient, secretRequired, type ClientLookup } from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
-import type { TokenResponse } from '../issue.ts';
+import { proofOf, proofUrl, verifyProof, type DpopProof } from '../dpop.ts';
+import { proofRequired, type TokenResponse } from '../issue.ts';
 import { single, type RawParams } from '../../protocol/params.ts';
 import { authorizationCode } from './authorization-code.ts';
 import { clientCredentials } from './client-credentials.ts';
@@ -42,22 +43,34 @@ export interface Gate {
   checkAssertion?: ClientAssertionCheck;
 }
 
+/** The token endpoint's path; its URL is what a DPoP proof names in `htu`. */
+export const TOKEN_PATH = '/api/token';
+
 export interface TokenRequest {
   params: RawParams;
-  authorization: string | undefined;
+  authorization?: string | undefined;
+  /** The request's `DPoP` headers, as Node keeps them apart (`headersDistinct`). */
+  dpop?: readonly string[] | undefined;
   /** The client's address: its budget, and the audit trail. */
   address: string;
 }
 
 /** `POST /api/token`, with the server's grants and gate. */
-export function requestToken(params: RawParams, authorization: string | undefined, ctx: AppContext, address: string): Promise<TokenResponse> {
+export function requestToken(request: TokenRequest, ctx: AppContext): Promise<TokenResponse> {
   const gate: Gate = {
     throttle: ctx.services.throttle,
     clients: ctx.clients,
     standing: (client, address, withAssertion) => requireStanding(ctx, client, address, withAssertion),
-    checkAssertion: clientAssertionCheck(ctx, '/api/token', address),
+    checkAssertion: clientAssertionCheck(ctx, TOKEN_PATH, request.address),
   };
-  return dispatchToken(GRANTS, gate, { params, authorization, address }, ctx);
+  return dispatchToken(GRANTS, gate, request, ctx);
+}
+
+/** The request's DPoP proof for the token endpoint, verified and its `jti` consumed; null when it sent none. */
+async function tokenRequestProof(headers: readonly string[] | undefined, ctx: AppContext): Promise<DpopProof | null> {
+  const proof = proofOf(headers, 'token');
+  if (proof === undefined) return null;
+  return verifyProof(ctx, proof, { method: 'POST', urls: [proofUrl(`${ctx.config.publicUrl}${TOKEN_PATH}`)] }, 'token');
 }
 
 /**
@@ -84,6 +97,7 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   const grant = grants.get(grantType);
   if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...grants.keys()].join(', ')}`);
   await gate.throttle.tokenRequestFrom(address);
+  const proof = await tokenRequestProof(request.dpop, ctx);
   const client = await authenticateClient(gate.clients, authorization, raw, gate.checkAssertion);
   // A client assertion that got this far was verified (authenticateClient).
   const withAssertion = client !== null && single(raw, 'client_assertion') !== undefined;
@@ -99,13 +113,14 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   // The type says every load names its client; a grant that does not anyway issues nothing.
   if (typeof loaded.clientId !== 'string' || loaded.clientId === '') throw new Error(`the ${grant.type} grant did not say whose client it redeems for`);
   if (client !== null && loaded.clientId !== client.id) throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
+  const owner = client ?? (await gate.clients.find(loaded.clientId));
   if (!authenticated) {
-    const owner = client ?? (await gate.clients.find(loaded.clientId));
     // Named by what the request redeems (a public client's refresh token, a publisher's grant token): registered for the grant before it is charged.
     if (client === null && owner) requireRegistered(grant, owner);
     await admit(gate, loaded.clientId, owner, address);
   }
-  return grant.issue(loaded.redeemed, params, client, ctx, address);
+  if (owner?.require_dpop === 1 && proof === null) throw proofRequired('this client');
+  return grant.issue(loaded.redeemed, params, client, ctx, address, proof);
 }
 
 /** Charges the client's budget, throwing `Throttled` beyond it, and checks its standing. */

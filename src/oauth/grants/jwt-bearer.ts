@@ -18,7 +18,8 @@ import type { Client } from '../../store/schema.ts';
 import { findTrustedIssuer } from '../../store/trusted-issuers.ts';
 import { InvalidClient, isSwitchedOff, isUuid } from '../client-auth.ts';
 import { OAuthError, invalidRequest } from '../../protocol/errors.ts';
-import { mintTokenResponse, type TokenResponse } from '../issue.ts';
+import type { DpopProof } from '../dpop.ts';
+import { mintTokenResponse, proofBinding, type TokenResponse } from '../issue.ts';
 import { allowedScopes, invalidTarget, requestScopes, requestedAudience, resourceDetail, type Audience } from '../resources.ts';
 import { normalizeScopes, parseScope, splitScopes, isIdentityScope } from '../scopes.ts';
 import { verifyIdJag } from '../assertions/id-jag.ts';
@@ -91,17 +92,24 @@ async function verify(read: ReadAssertion, client: Client | null, ctx: AppContex
   return trusted.profile === 'id-jag' ? verifyIdJag(read, trusted, client, ctx) : verifyWorkload(read, trusted, ctx);
 }
 
-async function issue(redeemed: Redeemed, params: Params, _client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function issue(
+  redeemed: Redeemed,
+  params: Params,
+  _client: Client | null,
+  ctx: AppContext,
+  address: string,
+  proof: DpopProof | null,
+): Promise<TokenResponse> {
   const { verified, read } = redeemed;
   try {
-    return await issueFor(verified, params, ctx, address);
+    return await issueFor(verified, params, ctx, address, proof);
   } catch (error) {
     if (error instanceof OAuthError) await auditRefusal(ctx, read, error, address, verified.client);
     throw error;
   }
 }
 
-async function issueFor(verified: VerifiedAssertion, params: Params, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function issueFor(verified: VerifiedAssertion, params: Params, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {
   const { client, user } = verified;
   const audience = await audienceOf(verified, params, ctx);
   // Step-up (SPEC §4.12): a resource server that requires a second factor gets a person's
@@ -121,7 +129,8 @@ async function issueFor(verified: VerifiedAssertion, params: Params, ctx: AppCon
   // h's grant tokens give a refresh token; an ID-JAG and a workload's token do not (SPEC §4.11).
   const withRefresh = verified.profile === 'publisher';
   const subject = { clientId: client.id, userId: user?.id ?? null, username: user?.username ?? null, login: null };
-  const pair = await mintTokenResponse(ctx, audience.tokens, subject, scopes, withRefresh);
+  // A jwt-bearer client's refresh token counts as a public client's (store/clients.ts `clientConfidential`): bound with it.
+  const pair = await mintTokenResponse(ctx, audience.tokens, subject, scopes, { withRefresh, binding: proofBinding(proof, false) });
   const grant = {
     grantType: JWT_BEARER_GRANT_TYPE,
     clientId: client.id,

@@ -13,7 +13,8 @@ import { findRefreshToken, type RefreshTokenInfo } from '../../store/tokens.ts';
 import type { Client } from '../../store/schema.ts';
 import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
-import { invalidGrant, invalidScope } from '../../protocol/errors.ts';
+import { OAuthError, invalidGrant, invalidScope } from '../../protocol/errors.ts';
+import type { DpopProof } from '../dpop.ts';
 import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import { IDENTITY_SCOPE_NAMES, parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
 import { scopesOfResource } from '../../store/resources.ts';
@@ -58,10 +59,22 @@ async function load(params: Params, client: Client | null, ctx: AppContext): Pro
   return { clientId: token.client_id, redeemed: token };
 }
 
-async function issue(token: RefreshTokenInfo, params: Params, _client: Client | null, ctx: AppContext, address: string): Promise<TokenResponse> {
+async function issue(
+  token: RefreshTokenInfo,
+  params: Params,
+  _client: Client | null,
+  ctx: AppContext,
+  address: string,
+  proof: DpopProof | null,
+): Promise<TokenResponse> {
   const now = ctx.now();
   // Before anything is rotated or revoked: a request refused with invalid_target changes nothing.
   await checkSameAudience(ctx, params.resource, token.resource_id);
+  // RFC 9449 §5: a public client's bound refresh token is good only with a proof by its key — a
+  // thief's request is refused before it can rotate anything (or be taken for reuse).
+  if (token.dpop_jkt !== null && proof?.jkt !== token.dpop_jkt) {
+    throw new OAuthError('invalid_dpop_proof', 'this refresh token is bound to a DPoP key: prove that key', 'refresh without its DPoP key');
+  }
   if (token.revoked_at !== null) throw revokedGrant();
   if (token.expires_at <= now) throw invalidGrant('the refresh token has expired', 'expired refresh token');
   // Step-up (SPEC §4.12): a grant approved with a second factor refreshes with nothing more; one
@@ -98,7 +111,9 @@ async function issue(token: RefreshTokenInfo, params: Params, _client: Client | 
     if (audience === null) throw revokedGrant();
     // A refresh is not a login: its tokens keep the grant's (SPEC §4.12).
     const subject = { clientId: token.client_id, userId: token.user_id, username: token.username, login: loginOf(token) };
-    const pair = await mintTokenResponse(ctx, audience, subject, scopes, true);
+    // The new access token is bound to this request's key; the refresh token keeps its own binding.
+    const binding = { access: proof?.jkt ?? null, refresh: token.dpop_jkt };
+    const pair = await mintTokenResponse(ctx, audience, subject, scopes, { withRefresh: true, binding });
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
     const box = grace ? sealWithToken(params.refresh_token, JSON.stringify(sealed)) : null;

@@ -15,7 +15,9 @@ import type { Client, Database } from '../../store/schema.ts';
 import { loginOf } from '../../login.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';
 import { invalidGrant } from '../../protocol/errors.ts';
-import { mintTokenResponse, scopesStillAllowed, type TokenResponse } from '../issue.ts';
+import { isConfidential } from '../assertions/client-keys.ts';
+import type { DpopProof } from '../dpop.ts';
+import { mintTokenResponse, proofBinding, scopesStillAllowed, type TokenResponse } from '../issue.ts';
 import { joinedAudience, lacksRequiredSecondFactor } from '../resources.ts';
 import { revoke } from '../revocation.ts';
 import { splitScopes } from '../scopes.ts';
@@ -66,6 +68,7 @@ export async function exchangeApproved(
   ctx: AppContext,
   address: string,
   now: number,
+  proof: DpopProof | null,
 ): Promise<TokenResponse> {
   const invalid = `the ${kind.noun} is invalid`;
   const scopes = scopesStillAllowed(splitScopes(code.scopes), { scopes: code.client_scopes, kind: client.kind });
@@ -84,7 +87,8 @@ export async function exchangeApproved(
     );
   }
   const subject = { clientId: client.id, userId: code.user_id, username: code.username, login };
-  const pair = await mintTokenResponse(ctx, audience, subject, scopes, true, code.nonce ?? null);
+  const binding = proofBinding(proof, isConfidential(client));
+  const pair = await mintTokenResponse(ctx, audience, subject, scopes, { withRefresh: true, nonce: code.nonce ?? null, binding });
   const grant = { grantType: kind.grantType, clientId: client.id, userId: code.user_id, resourceId: code.resource_id, clientScopes: code.client_scopes, login };
   const exchange = await writeGrant(ctx, grant, pair.stored, now, address, {
     write: (row, tokens, now, issued) => kind.exchange(ctx.db, code.hash, row, tokens, now, issued),

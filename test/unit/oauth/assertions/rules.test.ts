@@ -180,10 +180,10 @@ describe('SPEC §4.11 assertion rules', () => {
       const assertion = await idJag();
       const authorization = `Basic ${btoa(`${agent.id}:${encodeURIComponent(agentSecret)}`)}`;
       const params = { grant_type: JWT_BEARER_GRANT_TYPE, assertion };
-      const first = await requestToken(params, authorization, ctx, ADDRESS);
+      const first = await requestToken({ params, authorization, address: ADDRESS }, ctx);
       assert.equal(first.scope, 'tools:read');
       assert.equal(first.refresh_token, undefined, 'no refresh token');
-      await assert.rejects(requestToken(params, authorization, ctx, ADDRESS), refusal('invalid_grant', 'the assertion has already been used'));
+      await assert.rejects(requestToken({ params, authorization, address: ADDRESS }, ctx), refusal('invalid_grant', 'the assertion has already been used'));
     });
   });
 
@@ -224,7 +224,8 @@ describe('SPEC §4.11 assertion rules', () => {
     });
 
     test('jti is optional; with one, the token is single use; without, it is not', async () => {
-      const present = async (assertion: string) => requestToken({ grant_type: JWT_BEARER_GRANT_TYPE, assertion, resource: MCP }, undefined, ctx, ADDRESS);
+      const present = async (assertion: string) =>
+        requestToken({ params: { grant_type: JWT_BEARER_GRANT_TYPE, assertion, resource: MCP }, address: ADDRESS }, ctx);
       const without = await token();
       assert.equal((await verify(without)).replayId, null);
       assert.ok(await present(without));
@@ -287,8 +288,11 @@ describe('SPEC §4.11 assertion rules', () => {
         client_assertion_type: CLIENT_ASSERTION_TYPE,
         client_assertion,
       });
-      await assert.rejects(requestToken(params(await assertion({ exp: now + 3600 })), undefined, ctx, ADDRESS), { error: 'invalid_client', status: 401 });
-      const issued = await requestToken(params(await assertion()), undefined, ctx, ADDRESS);
+      await assert.rejects(requestToken({ params: params(await assertion({ exp: now + 3600 })), address: ADDRESS }, ctx), {
+        error: 'invalid_client',
+        status: 401,
+      });
+      const issued = await requestToken({ params: params(await assertion()), address: ADDRESS }, ctx);
       assert.equal(typeof issued.access_token, 'string');
     });
   });

@@ -82,7 +82,7 @@ describe('the jwt-bearer grant: scopes and audience', () => {
 
   /** The token response for the assertion (and `scope`, `resource`), the agent authenticating for an ID-JAG. */
   async function exchange(assertion: string, params: RawParams = {}, authorization?: string): Promise<TokenResponse> {
-    return requestToken({ grant_type: JWT_BEARER_GRANT_TYPE, assertion, ...params }, authorization, ctx, ADDRESS);
+    return requestToken({ params: { grant_type: JWT_BEARER_GRANT_TYPE, assertion, ...params }, authorization, address: ADDRESS }, ctx);
   }
   /** The audience of a JWT access token. */
   const audienceOf = (response: TokenResponse) => decodeJwt(response.access_token).aud;
