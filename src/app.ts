@@ -28,6 +28,7 @@ import { finishHandlersOnClose } from './http/in-flight.ts';
 import { openContext } from './open-context.ts';
 import { OAuthError, invalidRequest } from './protocol/errors.ts';
 import { USERINFO_PATH, metadataPaths } from './oauth/metadata.ts';
+import { PAR_PATH } from './oauth/authorize.ts';
 import type { Store } from './store/database.ts';
 import accountRoutes from './http/account.ts';
 import accountSecurityRoutes from './http/account-security.ts';
@@ -79,6 +80,7 @@ const REQUEST_ID = /^[A-Za-z0-9._:-]{1,64}$/;
 /** The endpoints browser-based clients call from other origins (SPEC §4.4), besides the metadata. */
 const CORS_PATHS = [
   '/api/token',
+  PAR_PATH,
   '/oauth/device_authorization',
   '/oauth/revoke',
   '/oauth/register',

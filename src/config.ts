@@ -51,6 +51,8 @@ export interface Config {
   readonly consentTtl: number;
   /** When true every client must use PKCE; otherwise each client's own flag decides. */
   readonly requirePkce: boolean;
+  /** When true every client must push its authorization requests (PAR, SPEC §4.14). */
+  readonly requirePar: boolean;
   /** When true, DPoP proofs must carry a nonce the server issued (SPEC §4.14); needs KEYS_SECRET. */
   readonly dpopNonces: boolean;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -146,6 +148,7 @@ export const SETTINGS: readonly Setting[] = [
   { name: 'DEVICE_CODE_TTL', help: 'device code lifetime, seconds (10–86400)', default: '600' },
   { name: 'REFRESH_GRACE_SECONDS', help: 'how long a rotated refresh token still gets the same answer (0–3600)', default: '60' },
   { name: 'REQUIRE_PKCE', help: "true: every client must use PKCE; false: each client's own flag decides", default: 'false' },
+  { name: 'REQUIRE_PAR', help: 'true: every authorization request must be pushed first (POST /oauth/par)', default: 'false' },
   { name: 'DPOP_NONCES', help: 'true: DPoP proofs must carry a nonce the server gave (needs KEYS_SECRET)', default: 'false' },
   { name: 'SESSION_TTL', help: 'login session lifetime, seconds', default: '1209600' },
   { name: 'CONSENT_TTL', help: 'how long an approval is remembered, seconds', default: '31536000' },
@@ -376,6 +379,7 @@ export function loadConfig(environment: Env = process.env): Config {
     sessionTtl: integer(env, 'SESSION_TTL', 1_209_600, 60),
     consentTtl: integer(env, 'CONSENT_TTL', 31_536_000, 1),
     requirePkce: boolean(env, 'REQUIRE_PKCE', false),
+    requirePar: boolean(env, 'REQUIRE_PAR', false),
     dpopNonces: dpopNonces(env),
     logLevel: oneOf(env, 'LOG_LEVEL', ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const, 'info'),
     purgeIntervalSeconds: integer(env, 'PURGE_INTERVAL_SECONDS', 600, 0),

@@ -17,6 +17,8 @@ import {
 import { lookupClient } from '../oauth/client-auth.ts';
 import { postLogoutRedirectUrisOf, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE } from '../oauth/grants/types.ts';
+import { FAPI2 } from '../oauth/client-rules.ts';
+import type { ClientProfile } from '../store/schema.ts';
 import { UsageError, command, noArguments, oneArgument, type Command, type Flags } from './command.ts';
 
 /** `--grant-type` values that stand for a longer registered name (SPEC §2). */
@@ -40,7 +42,17 @@ const SETTINGS_OPTIONS = {
   'jwks-uri': { type: 'string', help: 'the https URL of its public keys: it authenticates with private_key_jwt, no secret' },
   'jwks-file': { type: 'string', help: 'a file holding its public keys (a JWK Set): private_key_jwt, no secret' },
   'require-dpop': { type: 'boolean', help: 'issue its tokens only with a DPoP proof: bound to its key (--no-require-dpop: off)' },
+  'require-par': { type: 'boolean', help: 'take its authorization requests only pushed first, POST /oauth/par (--no-require-par: off)' },
+  profile: { type: 'string', help: 'fapi2: hold it to the FAPI 2.0 Security Profile (private_key_jwt, PAR, PKCE, DPoP); none: no profile' },
 } as const satisfies Flags;
+
+/** `--profile`: fapi2, or none to take it away; undefined when not given. */
+function profileOption(value: string | undefined): ClientProfile | null | undefined {
+  if (value === undefined) return undefined;
+  if (value === 'none') return null;
+  if (value === FAPI2) return FAPI2;
+  throw new UsageError(`--profile: fapi2 or none, got "${value}"`);
+}
 
 /** The JWK Set in `--jwks-file`; undefined when it is not given. */
 function jwksFile(path: string | undefined): string | undefined {
@@ -57,7 +69,7 @@ const create = command({
   usage: [
     '--name <n> --redirect-uri <url> [--redirect-uri <url2> …]',
     '[--grant-type authorization_code|client_credentials|device_code|jwt_bearer]',
-    '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--require-dpop] [--scope "<s1 s2>"]',
+    '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--require-dpop] [--require-par] [--profile fapi2] [--scope "<s1 s2>"]',
     '[--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>] [--id-token-alg RS256|ES256]',
     '[--jwks-uri <url> | --jwks-file <path>]',
   ],
@@ -105,6 +117,8 @@ const create = command({
         jwks,
         jwksUri: options['jwks-uri'] ?? null,
         requireDpop: options['require-dpop'] ?? false,
+        requirePar: options['require-par'] ?? false,
+        profile: profileOption(options.profile) ?? null,
       },
       COMMAND_LINE,
     );
@@ -150,7 +164,8 @@ const list = command({
 const update: Command = command({
   words: 'client update',
   usage: [
-    '<client_id> [--name <n>] [--redirect-uri <url> …] [--[no-]trusted] [--[no-]require-pkce] [--[no-]require-dpop]',
+    '<client_id> [--name <n>] [--redirect-uri <url> …] [--[no-]trusted] [--[no-]require-pkce] [--[no-]require-dpop] [--[no-]require-par]',
+    '[--profile fapi2|none]',
     '[--scope "<s1 s2>"] [--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>]',
     '[--id-token-alg RS256|ES256] [--jwks-uri <url> | --jwks-file <path>]',
   ],
@@ -189,6 +204,8 @@ const update: Command = command({
         backchannelLogoutUri: options['backchannel-logout-uri'] === undefined ? undefined : options['backchannel-logout-uri'] || null,
         idTokenAlg: options['id-token-alg'],
         requireDpop: options['require-dpop'],
+        requirePar: options['require-par'],
+        profile: profileOption(options.profile),
         // New keys replace the old ones (a URL or a set: the other goes).
         ...(jwks !== undefined ? { jwks, jwksUri: null } : options['jwks-uri'] !== undefined ? { jwks: null, jwksUri: options['jwks-uri'] } : {}),
       },

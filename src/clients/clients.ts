@@ -40,7 +40,8 @@ import {
   type Page,
   type PageCursor,
 } from '../store/clients.ts';
-import type { Client, Database } from '../store/schema.ts';
+import type { Client, ClientProfile, Database } from '../store/schema.ts';
+import { FAPI2 } from '../oauth/client-rules.ts';
 import { mintToken } from '../tokens.ts';
 
 export { PAGE_SIZE };
@@ -74,14 +75,38 @@ export interface ClientInput {
    */
   jwks?: string | null;
   jwksUri?: string | null;
-  /** Tokens only with a DPoP proof (SPEC §4.14). Absent: as it was (a change), or off (a registration). */
+  /**
+   * SPEC §4.14: tokens only with a DPoP proof; authorization requests only pushed (PAR); the
+   * FAPI 2.0 profile. Absent: as it was (a change), or off (a registration).
+   */
   requireDpop?: boolean;
+  requirePar?: boolean;
+  profile?: ClientProfile | null;
 }
 
-/** `require_dpop` as stored, from what was asked for: absent, as it is (`current`), or off. */
-const dpopSetting = (input: Pick<ClientInput, 'requireDpop'>, current?: Pick<Client, 'require_dpop'>) => ({
-  require_dpop: input.requireDpop === undefined ? (current?.require_dpop ?? 0) : input.requireDpop ? 1 : 0,
-});
+/** The SPEC §4.14 settings as stored, from what was asked for: absent ones as they are (`current`), or off. */
+function senderSettings(
+  input: Pick<ClientInput, 'requireDpop' | 'requirePar' | 'profile'>,
+  current?: Pick<Client, 'require_dpop' | 'require_par' | 'profile'>,
+) {
+  const flag = (asked: boolean | undefined, now: number | undefined) => (asked === undefined ? (now ?? 0) : asked ? 1 : 0);
+  return {
+    require_dpop: flag(input.requireDpop, current?.require_dpop),
+    require_par: flag(input.requirePar, current?.require_par),
+    profile: input.profile === undefined ? (current?.profile ?? null) : input.profile,
+  };
+}
+
+/**
+ * The FAPI 2.0 Security Profile's rule for the client itself (SPEC §4.14): a confidential
+ * client of the authorization code grant that authenticates with `private_key_jwt`. The rest —
+ * PAR, PKCE S256, DPoP, short codes — is enforced on its requests (oauth/client-rules.ts).
+ */
+function profileProblems(profile: ClientProfile | null, grantType: string, keyed: boolean): Record<string, string> {
+  if (profile !== FAPI2) return {};
+  if (grantType !== AUTHORIZATION_CODE_GRANT_TYPE) return { profile: 'The FAPI 2.0 profile is for clients of the authorization code grant' };
+  return keyed ? {} : { profile: 'The FAPI 2.0 profile needs a client that authenticates with private_key_jwt: give it a JWKS URL or a JWKS' };
+}
 
 /** The keys as stored, from what was asked for: absent ones stay as they are (`current`). */
 function keySettings(input: Pick<ClientInput, 'jwks' | 'jwksUri'>, current?: Pick<Client, 'jwks' | 'jwks_uri'>) {
@@ -155,6 +180,8 @@ export function describeClient(client: Client) {
     trusted: client.trusted === 1,
     require_pkce: client.require_pkce === 1,
     require_dpop: client.require_dpop === 1,
+    require_par: client.require_par === 1,
+    profile: client.profile,
     scopes: splitScopes(client.scopes),
     token_endpoint_auth_method: authMethodOf(client),
     ...(client.jwks_uri === null ? {} : { jwks_uri: client.jwks_uri }),
@@ -275,7 +302,7 @@ export async function registerClient(ctx: AppContext, input: ClientInput, actor:
  * `keysSecret` (KEYS_SECRET) when set (grant-secrets.ts).
  */
 export async function createClient(db: Kysely<Database>, input: ClientInput, now: number, keysSecret: string | null = null): Promise<RegisteredClient> {
-  const problem = firstProblem(clientInputProblems(input));
+  const problem = firstProblem({ ...clientInputProblems(input), ...profileProblems(input.profile ?? null, input.grantType, hasKeys(input)) });
   if (problem) throw problem;
   await requireImportableKeys(input);
   const scopes = await existingScopes(db, input.scope);
@@ -296,7 +323,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     scopes,
     created_at: now,
     ...oidcSettings(input),
-    ...dpopSetting(input),
+    ...senderSettings(input),
   };
   await insertClient(db, client);
   if (client.grant_type === JWT_BEARER_GRANT_TYPE && secret) await storeGrantSecret(db, client.id, secret.token, keysSecret);
@@ -317,6 +344,8 @@ export type ClientChanges = Pick<
   | 'jwks'
   | 'jwksUri'
   | 'requireDpop'
+  | 'requirePar'
+  | 'profile'
 >;
 
 /** Validates the changes against the client's own grant and client type; every problem by field. */
@@ -327,7 +356,8 @@ export function clientChangeProblems(client: Client, changes: ClientChanges): Re
   const keyed = keys.jwks !== null || keys.jwks_uri !== null;
   if (authMethodOf(client) === 'private_key_jwt' && !keyed) problems.jwks ??= 'A private_key_jwt client needs a JWKS URL or a JWKS';
   if (authMethodOf(client) !== 'private_key_jwt' && keyed) problems.jwks ??= 'Only a client registered with keys (private_key_jwt) can have them';
-  return problems;
+  const profile = changes.profile === undefined ? client.profile : changes.profile;
+  return { ...profileProblems(profile, client.grant_type, authMethodOf(client) === 'private_key_jwt'), ...problems };
 }
 
 /**
@@ -353,7 +383,7 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
     require_pkce: changes.requirePkce ? 1 : 0,
     scopes,
     ...oidcSettings(changes, client),
-    ...dpopSetting(changes, client),
+    ...senderSettings(changes, client),
   });
   ctx.onClientsChanged([client.id]);
   const kept = scopes.split(' ');

@@ -60,7 +60,7 @@ export function uncheckedLogin(reason: 'throttled' | 'busy', retryAfter: number)
  */
 export function presentedTokenOf(request: FastifyRequest, urls: readonly string[]): PresentedToken | undefined {
   return presentedToken(request.headers.authorization, {
-    proofs: request.raw.headersDistinct.dpop,
+    proofs: request.headers.dpop,
     method: request.method,
     urls: urls.map(proofUrl),
   });

@@ -9,7 +9,8 @@
  */
 import { secondStepUrl } from './second-factor.ts';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { authorize, type Arrival, type NextStep } from '../oauth/authorize.ts';
+import { PAR_PATH, authorize, type Arrival, type NextStep } from '../oauth/authorize.ts';
+import { pushAuthorizationRequest } from '../oauth/par.ts';
 import { clientAssertionCheck } from '../oauth/assertions/client-assertion.ts';
 import { authenticateClient } from '../oauth/client-auth.ts';
 import { requestDeviceAuthorization } from '../oauth/device.ts';
@@ -34,6 +35,7 @@ import {
   introspectSchema,
   metadataSchema,
   openidConfigurationSchema,
+  parSchema,
   revokeSchema,
   tokenSchema,
 } from './schemas.ts';
@@ -125,7 +127,14 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     const nonce = currentNonce(ctx);
     if (nonce !== null) reply.header('DPoP-Nonce', nonce);
     const { authorization } = request.headers;
-    return requestToken({ params: requireFormBody(request), authorization, dpop: request.raw.headersDistinct.dpop, address: request.ip }, ctx);
+    return requestToken({ params: requireFormBody(request), authorization, dpop: request.headers.dpop, address: request.ip }, ctx);
+  });
+
+  app.post(PAR_PATH, { schema: parSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
+    reply.header('Cache-Control', 'no-store');
+    const { authorization } = request.headers;
+    const pushed = await pushAuthorizationRequest({ params: requireFormBody(request), authorization, dpop: request.headers.dpop, address: request.ip }, ctx);
+    return reply.code(201).send(pushed);
   });
 
   app.post('/oauth/device_authorization', { schema: deviceAuthorizationSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
@@ -148,6 +157,6 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
     return introspect(params, client, ctx);
   });
 
-  rejectOtherMethods(app, [TOKEN_PATH, '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect'], 'POST');
+  rejectOtherMethods(app, [TOKEN_PATH, PAR_PATH, '/oauth/device_authorization', '/oauth/revoke', '/oauth/introspect'], 'POST');
   rejectOtherMethods(app, metadataPaths(ctx.config), 'GET');
 }

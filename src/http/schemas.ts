@@ -234,6 +234,42 @@ export const deviceAuthorizationSchema = {
   },
 } as const;
 
+export const parSchema = {
+  tags: [TAGS.oauth],
+  summary: 'Pushed authorization request (RFC 9126): the authorization request, sent ahead, for a request_uri',
+  security: CLIENT_SECURITY,
+  body: formBody({
+    client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
+    client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
+    ...CLIENT_ASSERTION_FIELDS,
+    response_type: { type: 'string', description: '`code`' },
+    redirect_uri: { type: 'string' },
+    state: { type: 'string' },
+    scope: { type: 'string' },
+    resource: { type: 'string' },
+    code_challenge: { type: 'string' },
+    code_challenge_method: { type: 'string', description: '`S256`' },
+    dpop_jkt: { type: 'string', description: 'the thumbprint of the DPoP key the code is for (RFC 9449 §10); a DPoP proof does the same' },
+  }),
+  response: {
+    201: {
+      description: 'Send the browser to the authorization endpoint with `client_id` and this `request_uri`, within `expires_in` seconds; it answers once',
+      type: 'object',
+      required: ['request_uri', 'expires_in'],
+      properties: { request_uri: { type: 'string' }, expires_in: { type: 'integer' } },
+    },
+    400: oauthError('A refused request: what the authorization endpoint would refuse', [
+      'invalid_request',
+      'invalid_scope',
+      'invalid_target',
+      'unauthorized_client',
+      'unsupported_response_type',
+      'invalid_dpop_proof',
+    ]),
+    ...CLIENT_AUTH_ERRORS,
+  },
+} as const;
+
 export const revokeSchema = {
   tags: [TAGS.oauth],
   summary: "Revocation (RFC 7009): revokes the token's whole grant, both tokens",

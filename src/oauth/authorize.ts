@@ -16,7 +16,9 @@ import { readIdTokenHint } from '../identity/id-tokens.ts';
 import { insertCode } from '../store/atomic-writes.ts';
 import { findConsentScopes, saveConsent, type ConsentKey } from '../store/consents.ts';
 import type { Client, User } from '../store/schema.ts';
-import { mintToken } from '../tokens.ts';
+import { consumePushedRequest, openPushedRequest } from '../store/pushed-requests.ts';
+import { hashToken, mintToken } from '../tokens.ts';
+import { codeLifetime, mustPushRequests, mustUsePkce } from './client-rules.ts';
 import { recordClient, requestingClient } from './client-kinds.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest, type OAuthErrorCode } from '../protocol/errors.ts';
@@ -152,9 +154,14 @@ export type NextStep =
  * client (and any unexpected one); they render the error page.
  */
 export async function authorize(arrival: Arrival, signedIn: SignedIn | null, ctx: AppContext, address: string): Promise<NextStep> {
-  const target = await resolveTarget(arrival.params, ctx, address);
+  const pushed = await openPushed(arrival.params, ctx);
+  const raw = pushed === null ? arrival.params : pushedParams(pushed, signedIn);
+  const target = await resolveTarget(raw, ctx, address);
   try {
-    const request = await checkRequest(arrival.params, target, ctx);
+    if (pushed === null && mustPushRequests(target.client, ctx.config)) {
+      throw redirectableError('invalid_request', `this client must push its authorization requests first (POST ${PAR_PATH}, RFC 9126)`);
+    }
+    const request = await checkRequest(raw, target, ctx);
     const mustLogIn = signedIn === null || request.prompt.has('login') || loginTooOld(signedIn, request.oidc.maxAge, ctx.now());
     if (mustLogIn) {
       if (request.prompt.has('none')) throw redirectableError('login_required', 'the user is not logged in, or not recently enough');
@@ -174,20 +181,81 @@ export async function authorize(arrival: Arrival, signedIn: SignedIn | null, ctx
     if (!approved && request.prompt.has('none')) {
       throw redirectableError('consent_required', 'the user has not approved this application');
     }
-    if (arrival.decision === 'deny') return respond(target, ctx.config, { error: 'access_denied', error_description: 'the user denied the request' });
+    if (arrival.decision === 'deny') {
+      await answerPushed(pushed, ctx);
+      return respond(target, ctx.config, { error: 'access_denied', error_description: 'the user denied the request' });
+    }
     if (arrival.decision !== 'approve' && !approved) {
       const popup = request.responseMode === 'web_message' ? popupCancel(request) : null;
       return { kind: 'consent', request, user, fields: formFields(arrival.params), popup, approvedBefore: before };
     }
     // A code is issued from here on: the first write that references the client, so a client
     // known only by its metadata document is recorded now (SPEC §4.8), not for a visitor.
+    await answerPushed(pushed, ctx);
     await recordClient(ctx, request.client, user, address);
     const code = arrival.decision === 'approve' ? await approve(request, signedIn, ctx, address) : await issueCode(request, signedIn, ctx, address);
     return respond(target, ctx.config, { code });
   } catch (error) {
     // The error itself says whether it may go to the redirect URL; anything else is thrown on.
-    if (error instanceof OAuthError && error.redirectable) return respond(target, ctx.config, error.toJSON(), error);
+    if (error instanceof OAuthError && error.redirectable) {
+      await answerPushed(pushed, ctx);
+      return respond(target, ctx.config, error.toJSON(), error);
+    }
     throw error;
+  }
+}
+
+/** Where clients push their authorization requests (RFC 9126): oauth/par.ts. */
+export const PAR_PATH = '/oauth/par';
+
+/** `request_uri` values Gatehouse gives out at its PAR endpoint (RFC 9126 §2.2); any other is a request object by reference, not supported. */
+export const REQUEST_URI_PREFIX = 'urn:ietf:params:oauth:request_uri:';
+
+/** Once a browser brings a pushed request, the time a person has to log in and answer it. */
+const OPENED_PUSHED_REQUEST_MS = 600_000;
+
+/** A pushed request a browser brought: its parameters as checked at push time, and when it was first brought. */
+interface PushedRequest {
+  hash: string;
+  params: RawParams;
+  openedAt: number;
+}
+
+/**
+ * The pushed request `request_uri` names (SPEC §4.14), opened; null for a request that was not
+ * pushed. Unknown, expired, answered already or pushed by another client: the error page (the
+ * redirect URL is in the request, which cannot be trusted then).
+ */
+async function openPushed(raw: RawParams, ctx: AppContext): Promise<PushedRequest | null> {
+  const requestUri = single(raw, 'request_uri');
+  if (requestUri === undefined || !requestUri.startsWith(REQUEST_URI_PREFIX)) return null;
+  const clientId = single(raw, 'client_id');
+  if (clientId === undefined) throw invalidRequest('the "client_id" parameter is missing');
+  const hash = hashToken(requestUri);
+  const opened = await openPushedRequest(ctx.db, hash, clientId, ctx.now(), OPENED_PUSHED_REQUEST_MS);
+  if (!opened) throw invalidRequest('the "request_uri" is unknown, has expired or was answered already, or another client pushed it');
+  return { hash, params: JSON.parse(opened.params) as RawParams, openedAt: opened.opened_at! };
+}
+
+/**
+ * The pushed parameters as this arrival reads them: a login made since the request was first
+ * brought satisfies its `prompt=login` and `max_age` (what the return URL's edits do for a
+ * request that was not pushed: `returnAfterLogin`).
+ */
+function pushedParams(pushed: PushedRequest, signedIn: SignedIn | null): RawParams {
+  if (signedIn === null || signedIn.login.authTime < pushed.openedAt) return pushed.params;
+  const { max_age: _satisfied, ...params } = pushed.params;
+  const prompt = single(params, 'prompt')
+    ?.split(' ')
+    .filter((p) => p !== 'login')
+    .join(' ');
+  return { ...params, ...(prompt === undefined ? {} : { prompt }) };
+}
+
+/** Marks the pushed request answered, once: a second answer (another tab, a replay) gets the error page. */
+async function answerPushed(pushed: PushedRequest | null, ctx: AppContext): Promise<void> {
+  if (pushed !== null && !(await consumePushedRequest(ctx.db, pushed.hash, ctx.now()))) {
+    throw invalidRequest('this authorization request was answered already: the application must start again');
   }
 }
 
@@ -227,7 +295,7 @@ export async function resolveTarget(raw: RawParams, ctx: AppContext, address: st
 }
 
 /** Checks 3 onwards. The client and its redirect URL are verified: every error here is redirectable. */
-async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: AppContext): Promise<AuthorizationRequest> {
+export async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: AppContext): Promise<AuthorizationRequest> {
   try {
     // `resource` is read apart: repeated, it is invalid_target (RFC 8707 §2), not invalid_request.
     const optional = AUTHORIZATION_PARAMETERS.filter((name) => name !== 'response_type' && name !== 'resource');
@@ -247,7 +315,7 @@ async function checkRequest(raw: RawParams, target: AuthorizationTarget, ctx: Ap
     }
     const audience = await requestedAudience(ctx, raw.resource);
     const scopes = requestScopes(params.scope, target.client, audience);
-    const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, ctx.config.requirePkce || target.client.require_pkce === 1);
+    const codeChallenge = checkChallenge(params.code_challenge, params.code_challenge_method, mustUsePkce(target.client, ctx.config));
     const oidc = await checkOidcParameters(params, ctx);
     // An RFC 7638 thumbprint by SHA-256, as DPoP proofs' keys are named (oauth/dpop.ts).
     if (params.dpop_jkt !== undefined && !/^[A-Za-z0-9_-]{43}$/.test(params.dpop_jkt)) {
@@ -354,7 +422,7 @@ async function issueCode(request: AuthorizationRequest, { user, login }: SignedI
       nonce: request.oidc.nonce,
       dpop_jkt: request.dpopJkt,
       created_at: now,
-      expires_at: now + ctx.config.authCodeTtl * 1000,
+      expires_at: now + codeLifetime(request.client, ctx.config) * 1000,
     },
     issued.row,
   );

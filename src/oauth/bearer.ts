@@ -7,7 +7,7 @@ import { findLiveBearerToken, type BearerTokenInfo } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
-import { DpopRefusal, proofOf, verifyProof } from './dpop.ts';
+import { DpopRefusal, proofOf, verifyProof, type DpopHeader } from './dpop.ts';
 import { BUILTIN_RESOURCE_ID } from './resources.ts';
 
 export type { BearerTokenInfo };
@@ -20,7 +20,7 @@ export function bearerToken(authorization: string | undefined): string | undefin
 
 /** What a proof sent with a DPoP-bound token must be for: the request's `DPoP` headers, its method and its URLs. */
 export interface ProofRequest {
-  proofs: readonly string[] | undefined;
+  proofs: DpopHeader;
   method: string;
   urls: readonly string[];
 }

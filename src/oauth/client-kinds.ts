@@ -68,6 +68,8 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     jwks: document.jwks,
     jwks_uri: document.jwksUri,
     require_dpop: document.requireDpop ? 1 : 0,
+    require_par: 0,
+    profile: null,
   };
   const known = await findClient(ctx.db, url);
   if (known) return { ...known, ...described };

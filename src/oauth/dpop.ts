@@ -97,15 +97,14 @@ export function dpopChallenge(error: OAuthError): string {
   return `DPoP algs="${DPOP_ALGORITHMS.join(' ')}", error="${error.error}", error_description="${description}"`;
 }
 
-/**
- * The one proof of a request, as Node received its `DPoP` headers (`headersDistinct`): none
- * is undefined; several headers, or one holding a list, are refused (RFC 9449 §4.3).
- */
-export function proofOf(headers: readonly string[] | undefined, side: ProofSide): string | undefined {
-  if (headers === undefined) return undefined;
-  const [proof] = headers;
-  if (headers.length !== 1 || proof === undefined || proof.includes(',')) throw new DpopRefusal('invalid_dpop_proof', 'send exactly one DPoP proof', side);
-  return proof;
+/** The `DPoP` request header as Node gives it: several are joined with commas, which no JWT holds. */
+export type DpopHeader = string | string[] | undefined;
+
+/** The one proof of a request: none is undefined; several (or a list in one) are refused (RFC 9449 §4.3). */
+export function proofOf(header: DpopHeader, side: ProofSide): string | undefined {
+  if (header === undefined) return undefined;
+  if (typeof header !== 'string' || header.includes(',')) throw new DpopRefusal('invalid_dpop_proof', 'send exactly one DPoP proof', side);
+  return header;
 }
 
 /**

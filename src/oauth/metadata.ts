@@ -8,7 +8,7 @@ import type { Config } from '../config.ts';
 import { DEFAULT_ID_TOKEN_ALG } from '../identity/id-tokens.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { ASSERTION_ALGS } from './assertions/remote-keys.ts';
-import { PROMPTS, RESPONSE_MODES } from './authorize.ts';
+import { PAR_PATH, PROMPTS, RESPONSE_MODES } from './authorize.ts';
 import { DPOP_ALGORITHMS } from './dpop.ts';
 import { TOKEN_GRANT_TYPES, TOKEN_PATH } from './grants/index.ts';
 
@@ -92,7 +92,9 @@ export function serverMetadata(config: Config, scopes: readonly string[]) {
     request_uri_parameter_supported: false,
     // The jwt-bearer grant takes identity assertions (ID-JAG) from trusted issuers (SPEC §4.11).
     authorization_grant_profiles_supported: [ID_JAG_PROFILE],
-    // DPoP (SPEC §4.14, RFC 9449 §5.1).
+    // DPoP (SPEC §4.14, RFC 9449 §5.1) and PAR (RFC 9126 §5).
     dpop_signing_alg_values_supported: [...DPOP_ALGORITHMS],
+    pushed_authorization_request_endpoint: `${base}${PAR_PATH}`,
+    require_pushed_authorization_requests: config.requirePar,
   };
 }

@@ -69,6 +69,7 @@ const MIGRATIONS = [
   '20261130_001_account_life_cycle',
   '20261201_001_replay_box',
   '20261202_001_dpop',
+  '20261202_002_pushed_requests',
 ] as const;
 
 /**

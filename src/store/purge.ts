@@ -24,6 +24,7 @@ const EXPIRING: Record<string, string[]> = {
   pending_identities: ['id_hash'],
   mail_outbox: ['id'],
   account_links: ['id_hash'],
+  pushed_requests: ['hash'],
 };
 
 /**

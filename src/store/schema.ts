@@ -56,9 +56,30 @@ export interface ClientsTable {
   jwks_uri: ColumnType<string | null, string | null | undefined, string | null>;
   /** 1 when its tokens are issued only with a DPoP proof (SPEC §4.14, `--require-dpop`). */
   require_dpop: ColumnType<number, number | undefined, number>;
+  /** 1 when its authorization requests must be pushed (PAR, SPEC §4.14, `--require-par`). */
+  require_par: ColumnType<number, number | undefined, number>;
+  /** `fapi2`: held to the FAPI 2.0 Security Profile (SPEC §4.14, `--profile fapi2`); null otherwise. */
+  profile: ColumnType<ClientProfile | null, ClientProfile | null | undefined, ClientProfile | null>;
 }
 
+export type ClientProfile = 'fapi2';
+
 export type ClientKind = 'registered' | 'metadata_document' | 'dynamic';
+
+/**
+ * A pushed authorization request (RFC 9126): by the SHA-256 of its `request_uri`, the
+ * parameters as checked at push time (JSON), answered once (`consumed_at`).
+ */
+export interface PushedRequestsTable {
+  hash: Immutable<string>;
+  client_id: Immutable<string>;
+  params: Immutable<string>;
+  created_at: Immutable<number>;
+  /** Sixty seconds after the push; once a browser brings it (`opened_at`), the time left to log in and answer. */
+  expires_at: number;
+  opened_at: number | null;
+  consumed_at: number | null;
+}
 
 /** A URL prefix an administrator blocked: every metadata document under it is refused. */
 export interface ClientBlocksTable {
@@ -560,6 +581,7 @@ export interface Database {
   auth_codes: AuthCodesTable;
   device_codes: DeviceCodesTable;
   access_tokens: AccessTokensTable;
+  pushed_requests: PushedRequestsTable;
   refresh_tokens: RefreshTokensTable;
   consents: ConsentsTable;
   resources: ResourcesTable;

@@ -1,7 +1,7 @@
 /**
  * Property-based fuzzing (SPEC §5) of the endpoints that take input from anyone: the
- * authorization endpoint and its consent form, the token, revocation and introspection
- * endpoints, userinfo, RP-initiated logout, the login form, passkey logins, the second step
+ * authorization endpoint and its consent form, the token, PAR, revocation and introspection
+ * endpoints (with hostile DPoP proofs too), userinfo, RP-initiated logout, the login form, passkey logins, the second step
  * of a login and the security forms, and the admin forms. Requests are random, oversized, repeated,
  * not UTF-8, holding NUL (in every field: PostgreSQL's text cannot), injection-shaped, sent
  * with the wrong method or content type — and built so that none of them is a request that
@@ -16,7 +16,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as fc from 'fast-check';
-import { SignJWT, UnsecuredJWT } from 'jose';
+import { SignJWT, UnsecuredJWT, exportJWK, generateKeyPair } from 'jose';
 import { sql } from 'kysely';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { AUTHORIZATION_PARAMETERS } from '../../src/oauth/authorize.ts';
@@ -54,6 +54,7 @@ const TABLES = [
   'trusted_issuers',
   'client_grant_secrets',
   'signing_keys',
+  'pushed_requests',
 ];
 const SCOPES = ['annotation:read', 'annotation:write'];
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
@@ -86,6 +87,8 @@ const INJECTIONS = [
 
 interface World {
   server: TestServer;
+  /** A key pair a DPoP proof might name, both halves as JWKs. */
+  dpopKey: { publicJwk: object; privateJwk: object };
   publicClient: string;
   confidentialClient: string;
   resourceBasic: string;
@@ -265,6 +268,41 @@ function assertion(world: World, value: fc.Arbitrary<string>): fc.Arbitrary<stri
     { weight: 1, arbitrary: fc.tuple(value, value, value).map((parts) => parts.join('.')) },
     { weight: 1, arbitrary: value },
   );
+}
+
+/** A `DPoP` header value: anything, or a JWT-shaped proof with a hostile header or claims and a signature nobody made. */
+function dpopProof(world: World, value: fc.Arbitrary<string>): fc.Arbitrary<string> {
+  const b64 = (json: unknown) => Buffer.from(typeof json === 'string' ? json : JSON.stringify(json)).toString('base64url');
+  const jwk = fc.oneof(
+    fc.constant(world.dpopKey.publicJwk),
+    fc.constant(world.dpopKey.privateJwk),
+    fc.constant({ kty: 'oct', k: 'c2VjcmV0' }),
+    fc.constant({}),
+    value,
+  );
+  const header = fc.record(
+    { typ: fc.oneof(fc.constant('dpop+jwt'), value), alg: fc.constantFrom('ES256', 'RS256', 'PS256', 'EdDSA', 'HS256', 'none', 'x'), jwk },
+    { requiredKeys: [] },
+  );
+  const claims = fc.record(
+    {
+      htm: fc.oneof(fc.constantFrom('POST', 'GET'), value),
+      htu: fc.oneof(fc.constantFrom(`${world.server.url}/api/token`, `${world.server.url}/oauth/par`, `${world.server.url}/api/profile`), value),
+      iat: fc.oneof(fc.constant(Math.floor(Date.now() / 1000)), fc.integer(), value),
+      jti: fc.oneof(fc.uuid(), value),
+      ath: value,
+      nonce: value,
+    },
+    { requiredKeys: [] },
+  );
+  const signature = fc.oneof(
+    fc.constant(''),
+    fc.uint8Array({ maxLength: 64 }).map((bytes) => Buffer.from(bytes).toString('base64url')),
+    value,
+  );
+  const shaped = fc.tuple(header, claims, signature).map(([h, c, s]) => `${b64(h)}.${b64(c)}.${s}`);
+  // A header value holds no line breaks or other control characters: what a client could send.
+  return fc.oneof(shaped, value).map((v) => v.replace(/[\x00-\x1f\x7f-\uffff]/g, '') || '.');
 }
 
 function form(pairs: Array<[string, string]>, style: 'encoded' | 'not-utf8' | 'raw'): string {
@@ -455,6 +493,27 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
           tokenBasic,
         )
         .map(([m, b, header]) => request('token', m, '/api/token', b, authorization(header), [])),
+    },
+    {
+      // RFC 9449: hostile `DPoP` headers — not JWTs, JWT-shaped with any header and claims, a
+      // private or symmetric key, `none`, several at once — at the token and PAR endpoints and
+      // with `Authorization: DPoP` at the API and userinfo. None is validly signed: each is
+      // `invalid_dpop_proof` or another documented refusal, consumes no `jti`, binds nothing,
+      // and no pushed request is stored.
+      name: 'hostile DPoP proofs at /api/token, /oauth/par, /api/profile and /oauth/userinfo',
+      runs: 400,
+      arbitrary: fc
+        .tuple(
+          fc.constantFrom('/api/token', '/oauth/par', '/api/profile', '/oauth/userinfo'),
+          body(params([...authorizeNames, 'grant_type', 'code', 'code_verifier', 'refresh_token', 'client_secret'], value)),
+          fc.array(dpopProof(world, value), { minLength: 1, maxLength: 3 }),
+          value,
+        )
+        .map(([path, b, proofs, token]) => {
+          const api = path === '/api/profile' || path === '/oauth/userinfo';
+          const headers = { dpop: proofs.join(', '), ...(api ? { authorization: `DPoP ${token}` } : {}) };
+          return request('dpop', api ? 'GET' : 'POST', path, api ? {} : b, headers, []);
+        }),
     },
     {
       // RFC 7009 §2.2: an unknown token is answered 200, and nothing happens.
@@ -830,8 +889,10 @@ for (const backend of BACKENDS) {
       await server.createUser('carol');
       await carol.login('carol');
       await setUpApp(carol);
+      const dpop = await generateKeyPair('ES256', { extractable: true });
       world = {
         server,
+        dpopKey: { publicJwk: await exportJWK(dpop.publicKey), privateJwk: await exportJWK(dpop.privateKey) },
         publicClient,
         confidentialClient: confidential.client.id,
         resourceBasic: `Basic ${Buffer.from(`${resource.client.id}:${resource.secret}`).toString('base64')}`,
@@ -870,7 +931,8 @@ for (const backend of BACKENDS) {
             { seed: SEED, numRuns: runs, endOnFailure: true },
           )
           .catch((error: Error) => {
-            throw new Error(`${name}: ${error.message}`);
+            // fast-check keeps the failed assertion as the cause: said too, so that a failure reads in one place.
+            throw new Error(`${name}: ${error.message}\n${error.cause instanceof Error ? error.cause.message : ''}`);
           });
         t.diagnostic(`${name}: ${runs} requests in ${Date.now() - started} ms`);
       }

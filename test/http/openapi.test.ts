@@ -16,6 +16,7 @@ const PUBLIC_ENDPOINTS = [
   'POST /oauth/device_authorization',
   'POST /oauth/revoke',
   'POST /oauth/introspect',
+  'POST /oauth/par',
   'GET /api/profile',
   'GET /api/links',
   'GET /.well-known/oauth-authorization-server',

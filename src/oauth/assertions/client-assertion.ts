@@ -20,6 +20,7 @@ import type { Client } from '../../store/schema.ts';
 import { Throttled } from '../../throttle.ts';
 import { consumeAssertion } from './replay.ts';
 import { ASSERTION_ALGS, RemoteKeysUnavailable } from './remote-keys.ts';
+import { FAPI2 } from '../client-rules.ts';
 
 export const CLIENT_ASSERTION_TYPE = 'urn:ietf:params:oauth:client-assertion-type:jwt-bearer';
 /** The longest a client assertion may be valid for, counted from now (SPEC §4.11). */
@@ -73,7 +74,8 @@ async function keysOf(ctx: AppContext, client: Client, address: string): Promise
 
 /**
  * The check for the endpoint at `path` (`/api/token`, `/oauth/revoke`, …): its URL and the
- * issuer are the audiences accepted.
+ * issuer are the audiences accepted — for a client held to the FAPI 2.0 profile, the issuer
+ * alone (FAPI 2.0 Security Profile §5.3.2.1).
  */
 export function clientAssertionCheck(ctx: AppContext, path: string, address: string): ClientAssertionCheck {
   const issuer = ctx.config.publicUrl;
@@ -87,7 +89,7 @@ export function clientAssertionCheck(ctx: AppContext, path: string, address: str
         algorithms: ASSERTION_ALGS,
         issuer: client.id,
         subject: client.id,
-        audience,
+        ...(client.profile === FAPI2 ? { audience: [issuer], exactAudience: true } : { audience }),
         requiredClaims: ['exp', 'jti'],
         maxExpiresInSeconds: MAX_CLIENT_ASSERTION_SECONDS,
         now: ctx.now(),

@@ -7,6 +7,7 @@ import type { Client } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
+import { mustUsePkce } from '../client-rules.ts';
 import type { DpopProof } from '../dpop.ts';
 import type { TokenResponse } from '../issue.ts';
 import { checkVerifier } from '../pkce.ts';
@@ -67,7 +68,7 @@ async function issue(code: StoredCode, params: Params, client: Client, ctx: AppC
   }
   // A code issued without a challenge before PKCE became required (for this client, or for
   // everyone) is refused: the requirement holds from the moment it is switched on.
-  if (code.code_challenge === null && (ctx.config.requirePkce || client.require_pkce === 1)) {
+  if (code.code_challenge === null && mustUsePkce(client, ctx.config)) {
     throw invalidGrant('this client must use PKCE, and the authorization request had no "code_challenge"', 'code issued without PKCE before it was required');
   }
   checkVerifier(code.code_challenge, params.code_verifier);

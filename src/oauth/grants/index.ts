@@ -11,7 +11,8 @@ import { isConfidential } from '../assertions/client-keys.ts';
 import { authenticateClient, secretRequired, type ClientLookup } from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
-import { proofOf, proofUrl, verifyProof, type DpopProof } from '../dpop.ts';
+import { mustProveKey } from '../client-rules.ts';
+import { proofOf, proofUrl, verifyProof, type DpopHeader, type DpopProof } from '../dpop.ts';
 import { proofRequired, type TokenResponse } from '../issue.ts';
 import { single, type RawParams } from '../../protocol/params.ts';
 import { authorizationCode } from './authorization-code.ts';
@@ -49,8 +50,8 @@ export const TOKEN_PATH = '/api/token';
 export interface TokenRequest {
   params: RawParams;
   authorization?: string | undefined;
-  /** The request's `DPoP` headers, as Node keeps them apart (`headersDistinct`). */
-  dpop?: readonly string[] | undefined;
+  /** The request's `DPoP` header. */
+  dpop?: DpopHeader;
   /** The client's address: its budget, and the audit trail. */
   address: string;
 }
@@ -67,7 +68,7 @@ export function requestToken(request: TokenRequest, ctx: AppContext): Promise<To
 }
 
 /** The request's DPoP proof for the token endpoint, verified and its `jti` consumed; null when it sent none. */
-async function tokenRequestProof(headers: readonly string[] | undefined, ctx: AppContext): Promise<DpopProof | null> {
+async function tokenRequestProof(headers: DpopHeader, ctx: AppContext): Promise<DpopProof | null> {
   const proof = proofOf(headers, 'token');
   if (proof === undefined) return null;
   return verifyProof(ctx, proof, { method: 'POST', urls: [proofUrl(`${ctx.config.publicUrl}${TOKEN_PATH}`)] }, 'token');
@@ -119,7 +120,7 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
     if (client === null && owner) requireRegistered(grant, owner);
     await admit(gate, loaded.clientId, owner, address);
   }
-  if (owner?.require_dpop === 1 && proof === null) throw proofRequired('this client');
+  if (owner && mustProveKey(owner) && proof === null) throw proofRequired('this client');
   return grant.issue(loaded.redeemed, params, client, ctx, address, proof);
 }
 
