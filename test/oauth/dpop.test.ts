@@ -10,12 +10,14 @@ import { after, before, describe, test } from 'node:test';
 import { SignJWT, calculateJwkThumbprint, decodeJwt, exportJWK, generateKeyPair as joseKeyPair, type JWTPayload } from 'jose';
 import { generateKeyPair, generateProof } from 'dpop';
 import * as oauth from 'oauth4webapi';
+import * as oidc from 'openid-client';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { authorizationUrl, discover, insecure, postForm, type App } from '../support/oauth-client.ts';
 import { registerResourceServer } from '../support/resources.ts';
 import { startWithApp, type Setup } from '../support/token-checks.ts';
+import { answerAtDevicePage, deviceApp, requestCodes } from '../support/device.ts';
 import { connect } from '../support/ws-client.ts';
 
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
@@ -285,6 +287,49 @@ for (const backend of BACKENDS) {
       await assert.rejects(check(call), /used before/);
       const thief = await generateProof(await generateKeyPair('ES256'), `${uri}/files`, 'GET', undefined, tokens.access_token);
       await assert.rejects(check({ ...call, dpop: thief }), /not by the key the token is bound to/);
+    });
+
+    test('the device grant binds its tokens too: a public device client polls with a proof, and refreshes only with that key', async () => {
+      const device = await deviceApp(setup.server);
+      const codes = await requestCodes(device);
+      // alice's browser is logged in from the tests before.
+      await answerAtDevicePage(setup.agent, codes, 'approve');
+      // The interval applies before the first poll (RFC 8628 §3.5): the server's clock moves past it.
+      setup.server.advance(6);
+      try {
+        const keys = await newKeys();
+        const DPoP = oauth.DPoP(device.client, keys);
+        const polled = await oauth.deviceCodeGrantRequest(device.as, device.client, device.auth, codes.device_code, { ...insecure, DPoP });
+        const tokens = await oauth.processDeviceCodeResponse(device.as, device.client, polled);
+        assert.equal(tokens.token_type, 'dpop');
+        assert.deepEqual(await errorOf(await refreshWith(device, tokens.refresh_token!, await newKeys())), [400, 'invalid_dpop_proof']);
+        assert.equal((await refreshWith(device, tokens.refresh_token!, keys)).status, 200);
+      } finally {
+        setup.server.advance(-6);
+      }
+    });
+
+    test("openid-client's DPoP: the code grant, a refresh and the API with one handle", async () => {
+      const config = await oidc.discovery(new URL(setup.server.url), setup.app.client.client_id, undefined, oidc.None(), { execute: [oidc.allowInsecureRequests] });
+      const DPoP = oidc.getDPoPHandle(config, await oidc.randomDPoPKeyPair('ES256'));
+      const verifier = oidc.randomPKCECodeVerifier();
+      const state = oidc.randomState();
+      const url = oidc.buildAuthorizationUrl(config, {
+        redirect_uri: setup.app.redirectUri,
+        state,
+        code_challenge: await oidc.calculatePKCECodeChallenge(verifier),
+        code_challenge_method: 'S256',
+      });
+      const outcome = await setup.agent.authorize(url);
+      const tokens = await oidc.authorizationCodeGrant(config, outcome.redirect!, { pkceCodeVerifier: verifier, expectedState: state, idTokenExpected: false }, undefined, {
+        DPoP,
+      });
+      assert.equal(tokens.token_type, 'dpop');
+      const refreshed = await oidc.refreshTokenGrant(config, tokens.refresh_token!, undefined, { DPoP });
+      const profile = await oidc.fetchProtectedResource(config, refreshed.access_token, new URL('/api/profile', setup.server.url), 'GET', undefined, undefined, {
+        DPoP,
+      });
+      assert.equal(profile.status, 200);
     });
 
     test('the WebSocket opens for a bound token with a proof, and refuses it as Bearer or in the query', async () => {
