@@ -12,6 +12,7 @@
  * any response without the expected status and shape fails that server's phase (exit 1).
  */
 import { createHash, randomBytes } from 'node:crypto';
+import { generateKeyPair, generateProof } from 'dpop';
 import { appendFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -63,6 +64,7 @@ const PHASES = [
   'exchange-rs256',
   'exchange-oidc',
   'exchange-confidential',
+  'exchange-dpop',
   'refresh',
   'refresh-es256',
   'refresh-confidential',
@@ -86,6 +88,7 @@ const LABELS: Record<Phase | Ceiling, string> = {
   'exchange-rs256': 'code exchange, RS256 JWT access token',
   'exchange-oidc': 'code exchange with an RS256 ID token (scope openid profile email)',
   'exchange-confidential': 'code exchange (confidential: client_secret_basic + PKCE)',
+  'exchange-dpop': 'code exchange with a DPoP proof (public + PKCE, ES256 key): DPoP-bound pair',
   refresh: 'refresh with rotation',
   'refresh-es256': 'refresh, ES256 JWT access token',
   'refresh-confidential': 'refresh with rotation (confidential)',
@@ -365,6 +368,8 @@ interface Target {
   /** The Authorization header of a confidential client acting as resource server; null when the server has no /oauth/introspect. */
   introspector: string | null;
   hasWebSocket: boolean;
+  /** Whether it binds tokens to DPoP proofs (its metadata lists `dpop_signing_alg_values_supported`). */
+  hasDpop: boolean;
   /** Whether it has resource servers whose access tokens are JWTs (JWT_RESOURCES), consented once. */
   hasJwtResources: boolean;
   /** Whether it issues ID tokens (its metadata lists `openid`), consented once. */
@@ -589,9 +594,14 @@ function asClient(target: Target, confidential: boolean): { form: Record<string,
   return confidential ? { form: {}, headers: { authorization: target.confidential.authorization } } : { form: { client_id: target.clientId }, headers: {} };
 }
 
-/** A load of token requests by the phase's client, each answered with a fresh pair; the pairs. */
-async function tokenRequests(target: Target, phase: Phase, n: number, form: () => Record<string, string>, sink: Sink): Promise<Pair[]> {
+/**
+ * A load of token requests by the phase's client, each answered with a fresh pair; the pairs.
+ * `proofs`: one DPoP proof for each request, made beforehand (the load generator's signing is
+ * not the server's cost).
+ */
+async function tokenRequests(target: Target, phase: Phase, n: number, form: () => Record<string, string>, sink: Sink, proofs?: string[]): Promise<Pair[]> {
   const client = asClient(target, CONFIDENTIAL.has(phase));
+  const headers = () => (proofs === undefined ? client.headers : { ...client.headers, dpop: take(proofs, 'exhausted') });
   const issued: Pair[] = [];
   await load(target, phase, sink.record, sink.round, () =>
     runLoad({
@@ -599,7 +609,7 @@ async function tokenRequests(target: Target, phase: Phase, n: number, form: () =
       connections: target.connections,
       ...size(n, sink),
       expect: 200,
-      next: () => ({ method: 'POST', path: '/api/token', headers: client.headers, form: { ...form(), ...client.form } }),
+      next: () => ({ method: 'POST', path: '/api/token', headers: headers(), form: { ...form(), ...client.form } }),
       check: (body) => {
         const pair = tokensOf(body);
         if (pair) issued.push(pair);
@@ -610,7 +620,14 @@ async function tokenRequests(target: Target, phase: Phase, n: number, form: () =
   return issued;
 }
 
-function exchange(target: Target, codes: Array<{ code: string; verifier: string }>, n: number, sink = UNRECORDED, phase: Phase = 'exchange'): Promise<Pair[]> {
+function exchange(
+  target: Target,
+  codes: Array<{ code: string; verifier: string }>,
+  n: number,
+  sink = UNRECORDED,
+  phase: Phase = 'exchange',
+  proofs?: string[],
+): Promise<Pair[]> {
   return tokenRequests(
     target,
     phase,
@@ -620,7 +637,14 @@ function exchange(target: Target, codes: Array<{ code: string; verifier: string 
       return { grant_type: 'authorization_code', code, redirect_uri: REDIRECT_URI, code_verifier: verifier };
     },
     sink,
+    proofs,
   );
+}
+
+/** `n` DPoP proofs for the token endpoint, by one ES256 key, each with its own `jti`; good for 60 s from now. */
+async function tokenEndpointProofs(target: Target, n: number): Promise<string[]> {
+  const keys = await generateKeyPair('ES256');
+  return Promise.all(Array.from({ length: n }, () => generateProof(keys, `${target.server.url}/api/token`, 'POST')));
 }
 
 function refresh(target: Target, pairs: Pair[], n: number, sink = UNRECORDED, phase: Phase = 'refresh'): Promise<Pair[]> {
@@ -758,6 +782,13 @@ async function runPhase(target: Target, phase: Phase, n: number, warm: number, s
       await exchange(target, codes, n, sink, phase);
       return;
     }
+    case 'exchange-dpop': {
+      const codes = await authorize(target, warm + n);
+      const proofs = await tokenEndpointProofs(target, warm + n);
+      await exchange(target, codes, warm, UNRECORDED, phase, proofs);
+      await exchange(target, codes, n, sink, phase, proofs);
+      return;
+    }
     case 'refresh-es256':
     case 'refresh-confidential': {
       const pairs = await freshPairs(target, warm + n, ASKED[phase], CONFIDENTIAL.has(phase));
@@ -804,6 +835,7 @@ async function runPhase(target: Target, phase: Phase, n: number, warm: number, s
 function unsupported(target: Target, phase: Phase): string | null {
   if (phase === 'introspect' && target.introspector === null) return 'no /oauth/introspect (404)';
   if (phase === 'ws' && !target.hasWebSocket) return 'no /ws';
+  if (phase === 'exchange-dpop' && !target.hasDpop) return 'no DPoP';
   if (phase === 'device' && target.device === null) return 'no /oauth/device_authorization (404)';
   if (ASKED[phase] === 'openid') {
     if (!target.hasOpenId) return 'no OpenID Connect';
@@ -1015,6 +1047,7 @@ async function startGatehouseTarget(backend: BackendName, workers: number, optio
       cookie,
       introspector,
       hasWebSocket: await has('/ws', 'GET'),
+      hasDpop: 'dpop_signing_alg_values_supported' in ((await (await fetch(`${server.url}/.well-known/oauth-authorization-server`)).json()) as object),
       hasJwtResources,
       hasOpenId,
       device,
@@ -1060,6 +1093,8 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
       cookie: cookieHeader(agent),
       introspector: basic(PEER_CLIENTS.resourceServer, PEER_CLIENTS.resourceServerSecret),
       hasWebSocket: false,
+      // oidc-provider has DPoP, but the peer is configured as a plain OAuth 2 server (bench/peer/server.ts).
+      hasDpop: false,
       hasJwtResources: false,
       hasOpenId: false,
       device: { clientId: PEER_CLIENTS.device, approval: (userCode) => ({ method: 'POST', path: '/_bench/device/approve', form: { user_code: userCode } }) },

@@ -310,7 +310,9 @@ for (const backend of BACKENDS) {
     });
 
     test("openid-client's DPoP: the code grant, a refresh and the API with one handle", async () => {
-      const config = await oidc.discovery(new URL(setup.server.url), setup.app.client.client_id, undefined, oidc.None(), { execute: [oidc.allowInsecureRequests] });
+      const config = await oidc.discovery(new URL(setup.server.url), setup.app.client.client_id, undefined, oidc.None(), {
+        execute: [oidc.allowInsecureRequests],
+      });
       const DPoP = oidc.getDPoPHandle(config, await oidc.randomDPoPKeyPair('ES256'));
       const verifier = oidc.randomPKCECodeVerifier();
       const state = oidc.randomState();
@@ -321,14 +323,28 @@ for (const backend of BACKENDS) {
         code_challenge_method: 'S256',
       });
       const outcome = await setup.agent.authorize(url);
-      const tokens = await oidc.authorizationCodeGrant(config, outcome.redirect!, { pkceCodeVerifier: verifier, expectedState: state, idTokenExpected: false }, undefined, {
-        DPoP,
-      });
+      const tokens = await oidc.authorizationCodeGrant(
+        config,
+        outcome.redirect!,
+        { pkceCodeVerifier: verifier, expectedState: state, idTokenExpected: false },
+        undefined,
+        {
+          DPoP,
+        },
+      );
       assert.equal(tokens.token_type, 'dpop');
       const refreshed = await oidc.refreshTokenGrant(config, tokens.refresh_token!, undefined, { DPoP });
-      const profile = await oidc.fetchProtectedResource(config, refreshed.access_token, new URL('/api/profile', setup.server.url), 'GET', undefined, undefined, {
-        DPoP,
-      });
+      const profile = await oidc.fetchProtectedResource(
+        config,
+        refreshed.access_token,
+        new URL('/api/profile', setup.server.url),
+        'GET',
+        undefined,
+        undefined,
+        {
+          DPoP,
+        },
+      );
       assert.equal(profile.status, 200);
     });
 
