@@ -81,7 +81,7 @@ export default async function apiRoutes(app: FastifyInstance, { ctx }: { ctx: Ap
     reply.header('Cache-Control', 'no-store');
     const token = await authenticateAccessToken(ctx, presentedTokenOf(request, [`${ctx.config.publicUrl}${PROFILE_PATH}`]));
     const scopes = splitScopes(token.scopes);
-    requireScope(scopes, 'annotation:read');
+    requireScope(token, scopes, 'annotation:read');
     return {
       userid: token.username === null ? null : accountUri(token.username, ctx.config),
       username: token.username,

@@ -53,10 +53,11 @@ function sendError(ctx: AppContext, request: FastifyRequest, reply: FastifyReply
     if (error.nonce !== undefined) reply.header('DPoP-Nonce', error.nonce);
   } else if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
     const scope = error instanceof InsufficientScope ? `, scope="${error.scope}"` : '';
-    reply.header(
-      'WWW-Authenticate',
-      `Bearer realm="gatehouse", error="${error.error}", error_description="${error.description.replace(/["\\]/g, '')}"${scope}`,
-    );
+    const dpop = error instanceof InsufficientScope && error.scheme === 'DPoP';
+    const challenge = dpop
+      ? dpopChallenge(error)
+      : `Bearer realm="gatehouse", error="${error.error}", error_description="${error.description.replace(/["\\]/g, '')}"`;
+    reply.header('WWW-Authenticate', challenge + scope);
   }
   reply.header('Cache-Control', 'no-store');
   if (request.routeOptions.config.page) {

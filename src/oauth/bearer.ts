@@ -98,18 +98,23 @@ async function checkAccessToken(ctx: AppContext, presented: PresentedToken): Pro
   return info;
 }
 
-/** 403 `insufficient_scope`, naming the scope the request needs in its challenge (RFC 6750 §3). */
+/**
+ * 403 `insufficient_scope`, naming the scope the request needs in its challenge (RFC 6750 §3),
+ * under the scheme the token was presented with (a DPoP-bound one's: `DPoP`, RFC 9449 §7.1).
+ */
 export class InsufficientScope extends OAuthError {
   readonly scope: string;
-  constructor(scope: string) {
+  readonly scheme: 'Bearer' | 'DPoP';
+  constructor(scope: string, token: Pick<BearerTokenInfo, 'dpop_jkt'>) {
     super('insufficient_scope', `this request needs the "${scope}" scope`);
     this.scope = scope;
+    this.scheme = token.dpop_jkt === null ? 'Bearer' : 'DPoP';
   }
 }
 
 /** `scopes`: the token's, as `splitScopes` gives them (the caller answers with them too). */
-export function requireScope(scopes: readonly string[], scope: string): void {
-  if (!scopes.includes(scope)) throw new InsufficientScope(scope);
+export function requireScope(token: Pick<BearerTokenInfo, 'dpop_jkt'>, scopes: readonly string[], scope: string): void {
+  if (!scopes.includes(scope)) throw new InsufficientScope(scope, token);
 }
 
 /**

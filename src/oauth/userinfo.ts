@@ -14,9 +14,9 @@ export async function userinfo(ctx: AppContext, fromHeader: PresentedToken | und
   const inBody = form === null ? undefined : single(form, 'access_token');
   if (inBody !== undefined && fromHeader !== undefined) throw new OAuthError('invalid_request', 'send the access token once: in the header or in the body');
   const token = await authenticateBearer(ctx, fromHeader ?? (inBody === undefined ? undefined : { token: inBody }));
-  requireScope(splitScopes(token.scopes), OPENID_SCOPE);
+  requireScope(token, splitScopes(token.scopes), OPENID_SCOPE);
   // A client acting as itself is never granted openid (resources.ts `requestScopes`).
   const claims = token.user_id === null ? null : await identityClaims(ctx, token.user_id, splitScopes(token.scopes));
-  if (claims === null) throw new InsufficientScope(OPENID_SCOPE);
+  if (claims === null) throw new InsufficientScope(OPENID_SCOPE, token);
   return claims;
 }

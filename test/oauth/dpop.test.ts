@@ -120,6 +120,18 @@ for (const backend of BACKENDS) {
       assert.match(wrongAth.headers.get('www-authenticate')!, /error="invalid_dpop_proof", error_description="the DPoP proof's "?ath/);
     });
 
+    test('a bound token short of the scope gets insufficient_scope under the DPoP scheme', async () => {
+      const keys = await newKeys();
+      const tokens = await dpopTokens(setup, keys, { scope: 'annotation:write' });
+      await assert.rejects(dpopProfile(setup, tokens.access_token, keys), (error: unknown) => {
+        assert.ok(error instanceof oauth.WWWAuthenticateChallengeError);
+        assert.equal(error.status, 403);
+        const [challenge] = error.cause;
+        assert.deepEqual([challenge!.scheme, challenge!.parameters.error, challenge!.parameters.scope], ['dpop', 'insufficient_scope', 'annotation:read']);
+        return true;
+      });
+    });
+
     test("a public client's refresh token is bound: a refresh needs a proof by the same key, and a thief's attempt rotates nothing", async () => {
       const keys = await newKeys();
       const tokens = await dpopTokens(setup, keys);
