@@ -16,7 +16,7 @@ import { readIdTokenHint } from '../identity/id-tokens.ts';
 import { insertCode } from '../store/atomic-writes.ts';
 import { findConsentScopes, saveConsent, type ConsentKey } from '../store/consents.ts';
 import type { Client, User } from '../store/schema.ts';
-import { consumePushedRequest, openPushedRequest } from '../store/pushed-requests.ts';
+import { consumePushedRequest, findPushedRequest, openPushedRequest } from '../store/pushed-requests.ts';
 import { hashToken, mintToken } from '../tokens.ts';
 import { codeLifetime, mustPushRequests, mustUsePkce } from './client-rules.ts';
 import { recordClient, requestingClient } from './client-kinds.ts';
@@ -235,6 +235,21 @@ async function openPushed(raw: RawParams, ctx: AppContext): Promise<PushedReques
   const opened = await openPushedRequest(ctx.db, hash, clientId, ctx.now(), OPENED_PUSHED_REQUEST_MS);
   if (!opened) throw invalidRequest('the "request_uri" is unknown, has expired or was answered already, or another client pushed it');
   return { hash, params: JSON.parse(opened.params) as RawParams, openedAt: opened.opened_at! };
+}
+
+/**
+ * What a request to the authorization endpoint asks, read without opening anything: a pushed
+ * request's own parameters (unanswered, unexpired, of the client named), or null for an
+ * unknown one; a request that was not pushed, its own. For the login page on the way, which
+ * must show what the client pushed (`login_hint`, the popup's answer), never what the URL says
+ * beside it.
+ */
+export async function requestedParams(raw: RawParams, ctx: AppContext): Promise<RawParams | null> {
+  const requestUri = single(raw, 'request_uri');
+  if (requestUri === undefined || !requestUri.startsWith(REQUEST_URI_PREFIX)) return raw;
+  const clientId = single(raw, 'client_id');
+  const pushed = clientId === undefined ? undefined : await findPushedRequest(ctx.db, hashToken(requestUri), clientId, ctx.now());
+  return pushed === undefined ? null : (JSON.parse(pushed) as RawParams);
 }
 
 /**

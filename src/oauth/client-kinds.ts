@@ -103,11 +103,11 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
  */
 export async function recordClient(ctx: AppContext, client: Client, user: User, address: string): Promise<void> {
   if (client.kind !== 'metadata_document') return;
-  const { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri } = client;
+  const { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri, require_dpop } = client;
   const uris = (json: string) => (JSON.parse(json) as string[]).join(' ');
   const about = { userId: user.id, clientId: id, address };
   let pending: PendingAuditEvent | undefined;
-  const row = { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri };
+  const row = { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri, require_dpop };
   const written = await recordMetadataClient(ctx.db, row, (previous) => {
     pending =
       previous === undefined
@@ -140,11 +140,12 @@ function changes(previous: Client, now: Client, uris: (json: string) => string):
  * §4.8): that client is not blocked nor disabled, and a metadata-document client's document still
  * resolves (from the cache, or fetched again once it expired). Else `invalid_client`. A
  * document that cannot be fetched right now (no slot, no answer) is not a refusal: the last
- * good copy stands in; with none, 503.
+ * good copy stands in; with none, 503. Returns the client as it stands: a metadata-document
+ * client's `dpop_bound_access_tokens` as its document says it now.
  */
-export async function requireStanding(ctx: AppContext, client: Client, address: string, withAssertion = false): Promise<void> {
+export async function requireStanding(ctx: AppContext, client: Client, address: string, withAssertion = false): Promise<Client> {
   if (isSwitchedOff(client)) throw new InvalidClient(`this client has been ${client.blocked === 1 ? 'blocked' : 'disabled'}`, false, switchedOffDetail(client));
-  if (client.kind !== 'metadata_document') return;
+  if (client.kind !== 'metadata_document') return client;
   const resolution = await ctx.clientMetadata.resolve(client.id, { address, lastGoodCopy: true });
   if (!resolution.ok && resolution.unavailable) throw new Throttled(resolution.unavailable.retryAfterMs, 503);
   if (!resolution.ok) throw new InvalidClient('unknown client: its client ID metadata document was refused', false, resolution.reason);
@@ -154,4 +155,6 @@ export async function requireStanding(ctx: AppContext, client: Client, address: 
   if (!withAssertion && (resolution.client.jwks !== null || resolution.client.jwksUri !== null)) {
     throw new InvalidClient('this client must authenticate with a client assertion (private_key_jwt)', false, 'its metadata document asks for private_key_jwt');
   }
+  // Whether it must bind its tokens is the document's say now too (`dpop_bound_access_tokens`), not its row's.
+  return { ...client, require_dpop: resolution.client.requireDpop ? 1 : 0 };
 }

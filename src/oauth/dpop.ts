@@ -108,6 +108,20 @@ export function proofOf(header: DpopHeader, side: ProofSide): string | undefined
 }
 
 /**
+ * The proof sent with a POST to this server's endpoint at `path` (the token endpoint, PAR),
+ * verified and its `jti` consumed; null when none was sent.
+ */
+export async function endpointProof(
+  checker: ProofChecker & { config: Pick<Config, 'publicUrl'> },
+  header: DpopHeader,
+  path: string,
+): Promise<DpopProof | null> {
+  const proof = proofOf(header, 'token');
+  if (proof === undefined) return null;
+  return verifyProof(checker, proof, { method: 'POST', urls: [proofUrl(`${checker.config.publicUrl}${path}`)] }, 'token');
+}
+
+/**
  * Checks a proof for `target` and consumes its `jti`: the key's thumbprint, or `DpopRefusal`.
  * Every check comes before the `jti` is recorded, so a refused proof is not used up.
  */
@@ -141,7 +155,8 @@ export async function verifyProof(store: ProofChecker, proof: string, target: Pr
     // No client ID or issuer URL holds a space: proofs never share a key with other assertions.
     issuer: `DPoP ${jkt}`,
     id: payload.jti!,
-    expiresAt: ((payload.iat as number) + PROOF_WINDOW_SECONDS) * 1000,
+    // A millisecond past the last one the proof is accepted at: a stored entry is taken over only once it has expired.
+    expiresAt: ((payload.iat as number) + PROOF_WINDOW_SECONDS) * 1000 + 1,
   });
   if (!fresh) throw refuse('the DPoP proof has been used before: make a new one for each request', 'DPoP proof replayed');
   return { jkt };

@@ -68,6 +68,11 @@ export function proofRequired(whose: string): OAuthError {
   return new OAuthError('invalid_dpop_proof', `${whose} requires DPoP: send a DPoP proof with the token request`);
 }
 
+/** Throws `proofRequired` when the resource server takes only DPoP-bound tokens and the request proved no key (`jkt` null). */
+export function requireProofFor(audience: Pick<TokenAudience, 'require_dpop'>, jkt: string | null): void {
+  if (audience.require_dpop === 1 && jkt === null) throw proofRequired('the resource server');
+}
+
 /**
  * New tokens for one token response: an access token for `audience`, made as its resource
  * server says — opaque, or a JWT signed with the active key of its algorithm (RFC 9068) —
@@ -84,7 +89,7 @@ export async function mintTokenResponse(
   scopes: readonly string[],
   { withRefresh, nonce = null, binding }: TokenOptions,
 ): Promise<MintedTokenResponse> {
-  if (audience.require_dpop === 1 && binding.access === null) throw proofRequired('the resource server');
+  requireProofFor(audience, binding.access);
   const now = ctx.now();
   const lifetime = accessTokenTtl(audience, ctx.config);
   const scope = joinScopes(scopes);

@@ -12,13 +12,13 @@ import type { AppContext } from '../context.ts';
 import { insertPushedRequest } from '../store/pushed-requests.ts';
 import { hashToken } from '../tokens.ts';
 import { OAuthError, invalidRequest } from '../protocol/errors.ts';
-import type { RawParams } from '../protocol/params.ts';
+import { single, type RawParams } from '../protocol/params.ts';
 import { clientAssertionCheck } from './assertions/client-assertion.ts';
 import { AUTHORIZATION_PARAMETERS, PAR_PATH, REQUEST_URI_PREFIX, checkRequest, resolveTarget } from './authorize.ts';
 import { isConfidential } from './assertions/client-keys.ts';
 import { authenticateClient } from './client-auth.ts';
 import { FAPI2 } from './client-rules.ts';
-import { proofOf, proofUrl, verifyProof, type DpopHeader } from './dpop.ts';
+import { endpointProof, type DpopHeader } from './dpop.ts';
 
 /** How long a pushed request waits for the browser (RFC 9126 §2.2 `expires_in`). */
 export const PUSHED_REQUEST_SECONDS = 60;
@@ -41,6 +41,8 @@ export async function pushAuthorizationRequest(request: PushRequest, ctx: AppCon
   const { params: raw, authorization, address } = request;
   // Every push stores a row: an address gets the token endpoint's budget here too.
   await ctx.services.throttle.tokenRequestFrom(address);
+  // Before the client's assertion, as at the token endpoint: a proof refused (for a nonce) uses up no assertion.
+  const proof = await endpointProof(ctx, request.dpop, PAR_PATH);
   const client = await authenticateClient(ctx.clients, authorization, raw, clientAssertionCheck(ctx, PAR_PATH, address));
   if (client === null) throw invalidRequest('the "client_id" parameter is missing');
   // A client's own budget only for a request that proves it comes from it (grants/index.ts `dispatchToken`).
@@ -48,7 +50,7 @@ export async function pushAuthorizationRequest(request: PushRequest, ctx: AppCon
   // RFC 9126 §2.1: a pushed request is never itself a reference.
   if (raw.request_uri !== undefined) throw invalidRequest('"request_uri" cannot be pushed');
   // FAPI 2.0 Security Profile §5.3.2.2: the redirect URL is always named.
-  if (client.profile === FAPI2 && raw.redirect_uri === undefined) throw invalidRequest('the "redirect_uri" parameter is missing');
+  if (client.profile === FAPI2 && single(raw, 'redirect_uri') === undefined) throw invalidRequest('the "redirect_uri" parameter is missing');
   const target = await resolveTarget(raw, ctx, address);
   if (target.client.id !== client.id) throw invalidRequest('"client_id" must name the client that authenticated');
   // OAuth errors only: a pushed request has no redirect to go back to.
@@ -56,11 +58,10 @@ export async function pushAuthorizationRequest(request: PushRequest, ctx: AppCon
     throw error instanceof OAuthError ? new OAuthError(error.error, error.description, error.detail) : error;
   });
   const stored = storedParams(raw);
-  const proof = proofOf(request.dpop, 'token');
-  if (proof !== undefined) {
-    const { jkt } = await verifyProof(ctx, proof, { method: 'POST', urls: [proofUrl(`${ctx.config.publicUrl}${PAR_PATH}`)] }, 'token');
-    if (checked.dpopJkt !== null && checked.dpopJkt !== jkt) throw new OAuthError('invalid_dpop_proof', '"dpop_jkt" names another key than the DPoP proof');
-    stored.dpop_jkt = jkt;
+  if (proof !== null) {
+    if (checked.dpopJkt !== null && checked.dpopJkt !== proof.jkt)
+      throw new OAuthError('invalid_dpop_proof', '"dpop_jkt" names another key than the DPoP proof');
+    stored.dpop_jkt = proof.jkt;
   }
   const requestUri = `${REQUEST_URI_PREFIX}${randomBytes(32).toString('base64url')}`;
   const now = ctx.now();

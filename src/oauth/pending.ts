@@ -6,7 +6,7 @@
  */
 import type { AppContext } from '../context.ts';
 import type { Client } from '../store/schema.ts';
-import { popupCancel, resolveTarget, type PopupCancel } from './authorize.ts';
+import { popupCancel, requestedParams, resolveTarget, type PopupCancel } from './authorize.ts';
 import { ThrottleUnavailable, Throttled } from '../throttle.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { parseForm } from '../protocol/params.ts';
@@ -46,7 +46,8 @@ export async function pendingAuthorization(next: string, ctx: AppContext, addres
   const url = new URL(next, ctx.config.publicUrl);
   if (url.pathname !== '/oauth/authorize') return null;
   try {
-    const params = parseForm(url.search.slice(1));
+    const params = await requestedParams(parseForm(url.search.slice(1)), ctx);
+    if (params === null) return null;
     const target = await resolveTarget(params, ctx, address);
     const hint = params.login_hint;
     return {

@@ -52,6 +52,19 @@ export async function openPushedRequest(
   return row;
 }
 
+/** The pushed parameters (JSON) of an unanswered, unexpired request of `clientId`, read without opening it; undefined otherwise. */
+export async function findPushedRequest(db: Kysely<Database>, hash: string, clientId: string, now: number): Promise<string | undefined> {
+  const row = await db
+    .selectFrom('pushed_requests')
+    .select('params')
+    .where('hash', '=', hash)
+    .where('client_id', '=', clientId)
+    .where('consumed_at', 'is', null)
+    .where('expires_at', '>', now)
+    .executeTakeFirst();
+  return row?.params;
+}
+
 /** Marks the request answered: true for the one call that did, false once it had been (or it expired). */
 export async function consumePushedRequest(db: Kysely<Database>, hash: string, now: number): Promise<boolean> {
   const result = await db

@@ -18,6 +18,9 @@ import { authorizationUrl, discover, insecure, postForm, type App } from '../sup
 import { registerResourceServer } from '../support/resources.ts';
 import { startWithApp, type Setup } from '../support/token-checks.ts';
 import { answerAtDevicePage, deviceApp, requestCodes } from '../support/device.ts';
+import { serveMetadataDocument, type MetadataDocument } from '../support/metadata-document.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+import { UserAgent } from '../support/user-agent.ts';
 import { connect } from '../support/ws-client.ts';
 
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
@@ -142,6 +145,16 @@ for (const backend of BACKENDS) {
       assert.equal((await dpopProfile(setup, refreshed.access_token, keys)).status, 200);
       // The successor keeps the binding.
       assert.deepEqual(await errorOf(await refreshWith(setup.app, refreshed.refresh_token!, await newKeys())), [400, 'invalid_dpop_proof']);
+    });
+
+    test("a public client's unbound refresh token is bound by the first refresh that proves a key", async () => {
+      const tokens = await dpopTokens(setup, null);
+      assert.equal(tokens.token_type, 'bearer');
+      const keys = await newKeys();
+      const refreshed = await oauth.processRefreshTokenResponse(setup.app.as, setup.app.client, await refreshWith(setup.app, tokens.refresh_token!, keys));
+      assert.equal(refreshed.token_type, 'dpop');
+      assert.deepEqual(await errorOf(await refreshWith(setup.app, refreshed.refresh_token!, null)), [400, 'invalid_dpop_proof']);
+      assert.equal((await refreshWith(setup.app, refreshed.refresh_token!, keys)).status, 200);
     });
 
     test("a confidential client's refresh token is not bound (RFC 9449 §5): it refreshes without a proof, to a bearer token", async () => {
@@ -434,5 +447,26 @@ describe('DPoP nonces (DPOP_NONCES)', () => {
       );
     assert.equal((await send(nonce)).status, 200);
     assert.deepEqual(await errorOf(await send(`${nonce.split('.')[0]}.${'A'.repeat(43)}`)), [400, 'use_dpop_nonce']);
+  });
+});
+
+describe('a metadata-document client that says dpop_bound_access_tokens', () => {
+  let server: TestServer;
+  let document: MetadataDocument;
+  before(async () => {
+    document = await serveMetadataDocument('Bound notes', '/apps/bound.json', { dpop_bound_access_tokens: true });
+    server = await startServer(BACKENDS[0]!, { CLIENT_METADATA_ALLOW_PRIVATE_ADDRESSES: 'true' });
+    await server.createUser('alice');
+  });
+  after(async () => {
+    await server?.close();
+    document?.close();
+  });
+
+  test('gets no token without a proof, as its document says, and a bound one with a proof', async () => {
+    const app = await discover(server, document.url, { redirectUri: 'http://127.0.0.1/callback' });
+    const bound: Setup = { server, app, secret: null, agent: new UserAgent(server.url) };
+    await assert.rejects(dpopTokens(bound, null), (error: unknown) => error instanceof oauth.ResponseBodyError && error.error === 'invalid_dpop_proof');
+    assert.equal((await dpopTokens(bound, await newKeys())).token_type, 'dpop');
   });
 });

@@ -9,7 +9,7 @@ import * as oauth from 'oauth4webapi';
 import * as oidc from 'openid-client';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { jwksOf, signingKey } from '../support/jwks-server.ts';
-import { discover, insecure, postForm, type App } from '../support/oauth-client.ts';
+import { authorizationUrl, discover, insecure, postForm, type App } from '../support/oauth-client.ts';
 import { startWithApp, type Setup } from '../support/token-checks.ts';
 import { UserAgent } from '../support/user-agent.ts';
 
@@ -145,6 +145,14 @@ for (const backend of BACKENDS) {
       assert.equal(new URL(outcome.redirect!).searchParams.get('state'), pushed.state);
     });
 
+    test("the login page on the way shows the pushed login_hint, not the URL's", async () => {
+      const pushed = await push(setup.app, { login_hint: 'alice' });
+      const page = await new UserAgent(setup.server.url).visit(byReference(setup.app, pushed.requestUri, { login_hint: 'mallory' }).href);
+      const login = page.redirect === null ? page : await new UserAgent(setup.server.url).visit(page.redirect.pathname + page.redirect.search);
+      assert.match(login.html, /name="username"[^>]*value="alice"|value="alice"[^>]*name="username"/);
+      assert.doesNotMatch(login.html, /value="mallory"/);
+    });
+
     test('a DPoP proof at push time binds the code to that key', async () => {
       const keys = await newKeys();
       const DPoP = oauth.DPoP(setup.app.client, keys);
@@ -178,15 +186,7 @@ for (const backend of BACKENDS) {
     test('--require-par refuses a request that was not pushed, back to the client; the same for every client with REQUIRE_PAR', async () => {
       const registered = await setup.server.createClient({ name: 'Pushes', requirePar: true });
       const strict = await discover(setup.server, registered.client.id);
-      const direct = new URL(strict.as.authorization_endpoint!);
-      direct.search = new URLSearchParams({
-        client_id: registered.client.id,
-        redirect_uri: strict.redirectUri,
-        response_type: 'code',
-        state: 's',
-        code_challenge: 'x'.repeat(43),
-        code_challenge_method: 'S256',
-      }).toString();
+      const { url: direct } = await authorizationUrl(strict);
       const refused = await setup.agent.authorize(direct);
       assert.ok(refused.redirect, `${refused.response.status} ${refused.html.slice(0, 2000)}`);
       assert.equal(new URL(refused.redirect!).searchParams.get('error'), 'invalid_request');
@@ -196,15 +196,7 @@ for (const backend of BACKENDS) {
       const everyone = await startWithApp(backend, { REQUIRE_PAR: 'true' });
       try {
         assert.equal(everyone.app.as.require_pushed_authorization_requests, true);
-        const url = new URL(everyone.app.as.authorization_endpoint!);
-        url.search = new URLSearchParams({
-          client_id: everyone.app.client.client_id,
-          redirect_uri: everyone.app.redirectUri,
-          response_type: 'code',
-          state: 's',
-          code_challenge: 'x'.repeat(43),
-          code_challenge_method: 'S256',
-        }).toString();
+        const { url } = await authorizationUrl(everyone.app);
         assert.equal(new URL((await everyone.agent.authorize(url)).redirect!).searchParams.get('error'), 'invalid_request');
       } finally {
         await everyone.server.close();
@@ -217,15 +209,7 @@ for (const backend of BACKENDS) {
       const registered = await setup.server.createClient({ name: 'Bank', profile: 'fapi2', confidential: true, jwks: JSON.stringify(jwksOf(key)) });
       const bank: App = { ...(await discover(setup.server, registered.client.id)), auth: oauth.PrivateKeyJwt({ key: key.privateKey, kid: key.kid }) };
 
-      const direct = new URL(bank.as.authorization_endpoint!);
-      direct.search = new URLSearchParams({
-        client_id: registered.client.id,
-        redirect_uri: bank.redirectUri,
-        response_type: 'code',
-        state: 's',
-        code_challenge: 'x'.repeat(43),
-        code_challenge_method: 'S256',
-      }).toString();
+      const { url: direct } = await authorizationUrl(bank);
       assert.equal(new URL((await setup.agent.authorize(direct)).redirect!).searchParams.get('error'), 'invalid_request', 'PAR required');
 
       const body = { client_id: registered.client.id, response_type: 'code', redirect_uri: bank.redirectUri };

@@ -136,7 +136,7 @@ describe('the token endpoint dispatcher', () => {
       clients: ctx.clients,
       standing: async (client, address) => {
         events.push(`standing ${client.id}`);
-        await requireStanding(ctx, client, address);
+        return requireStanding(ctx, client, address);
       },
     };
   });

@@ -12,7 +12,7 @@ import { authenticateClient, secretRequired, type ClientLookup } from '../client
 import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
 import { mustProveKey } from '../client-rules.ts';
-import { proofOf, proofUrl, verifyProof, type DpopHeader, type DpopProof } from '../dpop.ts';
+import { endpointProof, type DpopHeader } from '../dpop.ts';
 import { proofRequired, type TokenResponse } from '../issue.ts';
 import { single, type RawParams } from '../../protocol/params.ts';
 import { authorizationCode } from './authorization-code.ts';
@@ -37,9 +37,13 @@ export function grantMap(grants: readonly Grant[]): ReadonlyMap<string, Grant> {
 export interface Gate {
   throttle: Pick<Throttle, 'tokenRequestFrom' | 'tokenRequestOf'>;
   clients: ClientLookup;
-  /** Throws when the client may no longer obtain tokens (client-kinds.ts `requireStanding`). */
-  /** `withAssertion`: the request authenticated with a client assertion (a metadata document may ask for one since its row was recorded). */
-  standing(client: Client, address: string, withAssertion?: boolean): Promise<void>;
+  /**
+   * Throws when the client may no longer obtain tokens (client-kinds.ts `requireStanding`); else
+   * the client as it stands now (a metadata document's settings as the document says them).
+   * `withAssertion`: the request authenticated with a client assertion (a metadata document may
+   * ask for one since its row was recorded).
+   */
+  standing(client: Client, address: string, withAssertion?: boolean): Promise<Client>;
   /** Verifies a `private_key_jwt` client's assertion (assertions/client-assertion.ts); none: assertions are refused. */
   checkAssertion?: ClientAssertionCheck;
 }
@@ -67,13 +71,6 @@ export function requestToken(request: TokenRequest, ctx: AppContext): Promise<To
   return dispatchToken(GRANTS, gate, request, ctx);
 }
 
-/** The request's DPoP proof for the token endpoint, verified and its `jti` consumed; null when it sent none. */
-async function tokenRequestProof(headers: DpopHeader, ctx: AppContext): Promise<DpopProof | null> {
-  const proof = proofOf(headers, 'token');
-  if (proof === undefined) return null;
-  return verifyProof(ctx, proof, { method: 'POST', urls: [proofUrl(`${ctx.config.publicUrl}${TOKEN_PATH}`)] }, 'token');
-}
-
 /**
  * Picks the grant, throttles, authenticates the client, and runs the grant's two steps with
  * the client charged and checked between them. Whether the client may use the grant at all
@@ -98,12 +95,12 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   const grant = grants.get(grantType);
   if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...grants.keys()].join(', ')}`);
   await gate.throttle.tokenRequestFrom(address);
-  const proof = await tokenRequestProof(request.dpop, ctx);
+  const proof = await endpointProof(ctx, request.dpop, TOKEN_PATH);
   const client = await authenticateClient(gate.clients, authorization, raw, gate.checkAssertion);
   // A client assertion that got this far was verified (authenticateClient).
   const withAssertion = client !== null && single(raw, 'client_assertion') !== undefined;
   const authenticated = client !== null && (isConfidential(client) || withAssertion);
-  if (authenticated) await admit(gate, client.id, client, address, withAssertion);
+  let standing = authenticated ? await admit(gate, client.id, client, address, withAssertion) : undefined;
   const params = readGrantParams(grant, raw, client);
   // A missing client_id was reported with the missing parameters; credentials are asked for here.
   if (client === null && grant.client !== 'optional')
@@ -118,14 +115,14 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   if (!authenticated) {
     // Named by what the request redeems (a public client's refresh token, a publisher's grant token): registered for the grant before it is charged.
     if (client === null && owner) requireRegistered(grant, owner);
-    await admit(gate, loaded.clientId, owner, address);
+    standing = await admit(gate, loaded.clientId, owner, address);
   }
-  if (owner && mustProveKey(owner) && proof === null) throw proofRequired('this client');
+  if (standing && mustProveKey(standing) && proof === null) throw proofRequired('this client');
   return grant.issue(loaded.redeemed, params, client, ctx, address, proof);
 }
 
-/** Charges the client's budget, throwing `Throttled` beyond it, and checks its standing. */
-async function admit(gate: Gate, clientId: string, client: Client | undefined, address: string, withAssertion = false): Promise<void> {
+/** Charges the client's budget, throwing `Throttled` beyond it, and checks its standing: the client as it stands. */
+async function admit(gate: Gate, clientId: string, client: Client | undefined, address: string, withAssertion = false): Promise<Client | undefined> {
   await gate.throttle.tokenRequestOf(clientId);
-  if (client) await gate.standing(client, address, withAssertion);
+  return client && gate.standing(client, address, withAssertion);
 }

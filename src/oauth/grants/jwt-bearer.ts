@@ -19,7 +19,7 @@ import { findTrustedIssuer } from '../../store/trusted-issuers.ts';
 import { InvalidClient, isSwitchedOff, isUuid } from '../client-auth.ts';
 import { OAuthError, invalidRequest } from '../../protocol/errors.ts';
 import type { DpopProof } from '../dpop.ts';
-import { mintTokenResponse, proofBinding, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, proofBinding, requireProofFor, type TokenResponse } from '../issue.ts';
 import { allowedScopes, invalidTarget, requestScopes, requestedAudience, resourceDetail, type Audience } from '../resources.ts';
 import { normalizeScopes, parseScope, splitScopes, isIdentityScope } from '../scopes.ts';
 import { verifyIdJag } from '../assertions/id-jag.ts';
@@ -122,6 +122,7 @@ async function issueFor(verified: VerifiedAssertion, params: Params, ctx: AppCon
     throw refused('the resource server requires a login with a second factor, which an assertion cannot prove', 'step-up resource for an assertion');
   }
   const scopes = scopesOf(verified, params, audience);
+  requireProofFor(audience.tokens, proof?.jkt ?? null);
   // Last of all, so that a refused request consumes nothing.
   if (verified.replayId !== null && !(await consumeAssertion(ctx, { issuer: verified.issuer, id: verified.replayId, expiresAt: verified.replayUntil }))) {
     throw refused(verified.profile === 'publisher' ? 'Grant token has already been used.' : 'the assertion has already been used', 'assertion replay');

@@ -111,8 +111,9 @@ async function issue(
     if (audience === null) throw revokedGrant();
     // A refresh is not a login: its tokens keep the grant's (SPEC §4.12).
     const subject = { clientId: token.client_id, userId: token.user_id, username: token.username, login: loginOf(token) };
-    // The new access token is bound to this request's key; the refresh token keeps its own binding.
-    const binding = { access: proof?.jkt ?? null, refresh: token.dpop_jkt };
+    // The new access token is bound to this request's key; the refresh token keeps its binding,
+    // or a public client's unbound one is bound now to the key it proved (RFC 9449 §5).
+    const binding = { access: proof?.jkt ?? null, refresh: token.dpop_jkt ?? (token.client_confidential === 1 ? null : (proof?.jkt ?? null)) };
     const pair = await mintTokenResponse(ctx, audience, subject, scopes, { withRefresh: true, binding });
     const grace = ctx.config.refreshGraceSeconds > 0;
     const sealed: SealedSuccessor = { response: pair.response, accessExpiresAt: pair.stored.accessExpiresAt };
