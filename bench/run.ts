@@ -414,9 +414,10 @@ function authorizePath(clientId: string, state: string, challenge: string, asked
 }
 
 /** The pair in a token response, or null. */
-function tokensOf(body: string): Pair | null {
+/** The pair of a token response of `tokenType` (compared ignoring case), or null. */
+function tokensOf(body: string, tokenType = 'bearer'): Pair | null {
   const parsed = JSON.parse(body) as { access_token?: unknown; refresh_token?: unknown; token_type?: unknown };
-  return typeof parsed.access_token === 'string' && typeof parsed.refresh_token === 'string' && /^bearer$/i.test(String(parsed.token_type))
+  return typeof parsed.access_token === 'string' && typeof parsed.refresh_token === 'string' && String(parsed.token_type).toLowerCase() === tokenType
     ? { access: parsed.access_token, refresh: parsed.refresh_token }
     : null;
 }
@@ -609,9 +610,11 @@ async function tokenRequests(target: Target, phase: Phase, n: number, form: () =
       connections: target.connections,
       ...size(n, sink),
       expect: 200,
-      next: () => ({ method: 'POST', path: '/api/token', headers: headers(), form: { ...form(), ...client.form } }),
+      // The grant's own form last: the device grant names its own client.
+      next: () => ({ method: 'POST', path: '/api/token', headers: headers(), form: { ...client.form, ...form() } }),
       check: (body) => {
-        const pair = tokensOf(body);
+        // A proof binds the pair: an answer still `Bearer` would mean it was ignored.
+        const pair = tokensOf(body, proofs === undefined ? 'bearer' : 'dpop');
         if (pair) issued.push(pair);
         return pair !== null;
       },

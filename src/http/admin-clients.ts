@@ -29,6 +29,7 @@ import {
 } from '../clients/clients.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, CLIENT_GRANT_TYPES } from '../oauth/grants/types.ts';
+import { FAPI2 } from '../oauth/client-rules.ts';
 import { SCOPES } from '../config.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { IDENTITY_SCOPE_NAMES } from '../oauth/scopes.ts';
@@ -56,6 +57,10 @@ interface ClientFormValues {
   client_type: string;
   trusted: boolean;
   require_pkce: boolean;
+  /** SPEC §4.14: DPoP and PAR required, the FAPI 2.0 profile. */
+  require_dpop: boolean;
+  require_par: boolean;
+  fapi2: boolean;
   scopes: string[];
   post_logout_redirect_uri: string;
   backchannel_logout_uri: string;
@@ -73,6 +78,9 @@ function clientFormValues(body: RawParams): ClientFormValues {
     client_type: field(body, 'client_type'),
     trusted: ticked(body, 'trusted'),
     require_pkce: ticked(body, 'require_pkce'),
+    require_dpop: ticked(body, 'require_dpop'),
+    require_par: ticked(body, 'require_par'),
+    fapi2: field(body, 'profile') === FAPI2,
     scopes: tickedValues(body, 'scope'),
     post_logout_redirect_uri: field(body, 'post_logout_redirect_uri').trim(),
     backchannel_logout_uri: field(body, 'backchannel_logout_uri').trim(),
@@ -96,6 +104,9 @@ function changesFrom(values: ClientFormValues): ClientChanges {
     redirectUris: linesOf(values.redirect_uri),
     trusted: values.trusted,
     requirePkce: values.require_pkce,
+    requireDpop: values.require_dpop,
+    requirePar: values.require_par,
+    profile: values.fapi2 ? FAPI2 : null,
     scope: values.scopes.join(' '),
     postLogoutRedirectUris: linesOf(values.post_logout_redirect_uri),
     backchannelLogoutUri: values.backchannel_logout_uri === '' ? null : values.backchannel_logout_uri,
@@ -240,6 +251,9 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       client_type: 'public',
       trusted: false,
       require_pkce: true,
+      require_dpop: false,
+      require_par: false,
+      fapi2: false,
       scopes: [...SCOPES, ...IDENTITY_SCOPE_NAMES], // as `gatehouse client create` without --scope
       post_logout_redirect_uri: '',
       backchannel_logout_uri: '',
@@ -277,6 +291,9 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       client_type: clientTypeOf(client),
       trusted: row.trusted,
       require_pkce: row.require_pkce,
+      require_dpop: row.require_dpop,
+      require_par: row.require_par,
+      fapi2: row.profile === FAPI2,
       scopes: row.scopes,
       post_logout_redirect_uri: row.post_logout_redirect_uris.join('\n'),
       backchannel_logout_uri: row.backchannel_logout_uri ?? '',

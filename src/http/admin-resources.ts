@@ -48,6 +48,7 @@ interface ResourceFormValues {
   /** Seconds as typed; '': the default of the format. */
   access_token_ttl: string;
   require_second_factor: boolean;
+  require_dpop: boolean;
 }
 
 const NEW_RESOURCE: ResourceFormValues = {
@@ -58,6 +59,7 @@ const NEW_RESOURCE: ResourceFormValues = {
   signing_alg: 'ES256',
   access_token_ttl: '',
   require_second_factor: false,
+  require_dpop: false,
 };
 
 /** The form's token settings; a field the form did not show (the built-in resource's format) stays as it is. */
@@ -68,6 +70,7 @@ function tokenSettingsOf(body: RawParams): TokenSettingsInput {
     // The form always shows the lifetime: empty is the default.
     accessTokenTtl: field(body, 'access_token_ttl'),
     requireSecondFactor: ticked(body, 'require_second_factor'),
+    requireDpop: ticked(body, 'require_dpop'),
   };
 }
 
@@ -78,6 +81,7 @@ function settingsValues(settings: TokenSettingsInput, resource: ResourceView | n
     signing_alg: settings.signingAlg ?? resource?.signing_alg ?? 'ES256',
     access_token_ttl: settings.accessTokenTtl ?? '',
     require_second_factor: settings.requireSecondFactor ?? false,
+    require_dpop: settings.requireDpop ?? false,
   };
 }
 
@@ -89,6 +93,7 @@ const valuesOf = (resource: ResourceView): ResourceFormValues => ({
   signing_alg: resource.signing_alg,
   access_token_ttl: resource.access_token_ttl === null ? '' : String(resource.access_token_ttl),
   require_second_factor: resource.require_second_factor,
+  require_dpop: resource.require_dpop,
 });
 
 /** The scopes field: one `name=description` a line; blank lines are ignored. */

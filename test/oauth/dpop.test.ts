@@ -241,6 +241,14 @@ for (const backend of BACKENDS) {
       // A refused proof is not used up: its jti can still be presented in a valid proof.
       const answered = await send(await handMade({}, { jti: 'reused-after-refusal' }));
       assert.equal(answered.status, 200);
+      // That key is known now (its import is kept): a proof with the very same header, signed by another key, is still refused.
+      const forger = await joseKeyPair('ES256');
+      const forged = await new SignJWT({ htm: 'POST', htu: tokenUrl, jti: crypto.randomUUID(), iat: Math.floor(Date.now() / 1000) })
+        .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: publicJwk })
+        .sign(forger.privateKey);
+      assert.equal(forged.split('.')[0], (await handMade({})).split('.')[0], 'the same header, byte for byte');
+      const refused = await send(forged);
+      assert.deepEqual([refused.status, ((await refused.json()) as { error: string }).error], [400, 'invalid_dpop_proof']);
     });
 
     test('dpop_jkt at authorize binds the code: an exchange proving another key, or none, is refused without using the code up', async () => {

@@ -96,6 +96,32 @@ for (const backend of BACKENDS) {
       assert.equal(await clientCount(), before);
     });
 
+    test('the FAPI 2.0 profile, DPoP and PAR are ticked on the form; FAPI 2.0 for a client without keys is refused next to its box', async () => {
+      const form = await admin.visit('/admin/oauthclients/new');
+      const fapi = {
+        ...FORM,
+        name: 'Bank app',
+        grant_type: 'authorization_code',
+        redirect_uri: 'https://bank.example/cb',
+        require_dpop: 'yes',
+        require_par: 'yes',
+        profile: 'fapi2',
+      };
+      const before = await clientCount();
+      const keyless = await admin.submit(form.html, '/admin/oauthclients', { ...fapi, client_type: 'confidential', jwks_uri: '' });
+      assert.equal(keyless.response.status, 400);
+      assert.match(keyless.html, /id="profile-error">[^<]*private_key_jwt/);
+      assert.equal(await clientCount(), before, 'nothing registered');
+
+      const registered = await admin.submit(form.html, '/admin/oauthclients', fapi);
+      assert.equal(registered.response.status, 200);
+      const client = (await listClients(server.store.db, {}, 1000)).rows.find((row) => row.name === 'Bank app')!;
+      assert.deepEqual([client.require_dpop, client.require_par, client.profile], [1, 1, 'fapi2']);
+      const edit = await admin.visit(`/admin/oauthclients/${client.id}`);
+      for (const name of ['require_dpop', 'require_par']) assert.match(edit.html, new RegExp(`name="${name}" value="yes" checked`));
+      assert.match(edit.html, /name="profile" value="fapi2" checked/);
+    });
+
     test('gatehouse client create --jwks-file / --jwks-uri, and client list --json', async () => {
       const env = { DATABASE_URL: databaseUrl(server.config) };
       writeFileSync(join(dir, 'public.json'), publicJwks);

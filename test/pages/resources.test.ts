@@ -102,10 +102,10 @@ for (const backend of BACKENDS) {
       assert.equal(((await refreshed.json()) as { error: string }).error, 'invalid_grant', 'the grant holding mail:send is revoked');
     });
 
-    test('token format, algorithm, lifetime and the second-factor rule: registered, shown, edited; bad ones change nothing', async () => {
+    test('token format, algorithm, lifetime, the second-factor and DPoP rules: registered, shown, edited; bad ones change nothing', async () => {
       const settings = async (id: string) => {
         const row = (await listResources(server.store.db)).find((r) => r.id === id)!;
-        return [row.token_format, row.signing_alg, row.access_token_ttl, row.require_second_factor];
+        return [row.token_format, row.signing_alg, row.access_token_ttl, row.require_second_factor, row.require_dpop];
       };
       const done = await register({
         name: 'Ledger API',
@@ -115,16 +115,18 @@ for (const backend of BACKENDS) {
         signing_alg: 'RS256',
         access_token_ttl: '120',
         require_second_factor: 'yes',
+        require_dpop: 'yes',
       });
       assert.equal(done.response.status, 200);
       const id = /href="\/admin\/resources\/([^"]+)">Edit/.exec(done.html)![1]!;
-      assert.deepEqual(await settings(id), ['jwt', 'RS256', 120, 1]);
-      assert.match((await admin.visit('/admin/resources')).html, /JWT RS256, 120 s; second factor required/);
+      assert.deepEqual(await settings(id), ['jwt', 'RS256', 120, 1, 1]);
+      assert.match((await admin.visit('/admin/resources')).html, /JWT RS256, 120 s; second factor required; DPoP required/);
       const form = await admin.visit(`/admin/resources/${id}`);
       assert.match(form.html, /value="jwt" checked/);
       assert.match(form.html, /<option value="RS256" selected>/);
       assert.match(form.html, /id="access_token_ttl"[^>]*value="120"/);
       assert.match(form.html, /name="require_second_factor" value="yes" checked/);
+      assert.match(form.html, /name="require_dpop" value="yes" checked/);
 
       const edit = (fields: Record<string, string>) =>
         admin.submit(form.html, `/admin/resources/${id}`, { name: 'Ledger API', scopes: 'ledger:read=Read the ledger', ...fields });
@@ -137,11 +139,11 @@ for (const backend of BACKENDS) {
         const refused = await edit(fields);
         assert.equal(refused.response.status, 400);
         assert.match(refused.html, new RegExp(`id="${field}-error">[^<]*${message.source}`));
-        assert.deepEqual(await settings(id), ['jwt', 'RS256', 120, 1], 'nothing changed');
+        assert.deepEqual(await settings(id), ['jwt', 'RS256', 120, 1, 1], 'nothing changed');
       }
       const saved = await edit({ token_format: 'opaque', signing_alg: 'ES256', access_token_ttl: '' });
       assert.match(saved.html, /Changes saved/);
-      assert.deepEqual(await settings(id), ['opaque', 'ES256', null, 0], 'an empty lifetime is the default; an unticked box clears the rule');
+      assert.deepEqual(await settings(id), ['opaque', 'ES256', null, 0, 0], 'an empty lifetime is the default; an unticked box clears the rule');
       assert.match((await admin.visit('/admin/resources')).html, new RegExp(`opaque, ${server.config.accessTokenTtl} s <span class="muted">\\(default\\)`));
     });
 
