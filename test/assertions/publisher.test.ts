@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
+import { generateKeyPair as generateDpopKeys, generateProof } from 'dpop';
 import { SignJWT, UnsecuredJWT, base64url, exportSPKI, generateKeyPair } from 'jose';
 import { registerClient, rotateClientSecret } from '../../src/clients/clients.ts';
 import { COMMAND_LINE } from '../../src/audit.ts';
@@ -208,6 +209,44 @@ for (const backend of BACKENDS) {
         await changeTokenSettings(ctx, await builtin(), { requireSecondFactor: false }, COMMAND_LINE);
       }
       assert.equal((await exchangeGrantToken(server, token)).status, 200, 'not consumed by the refusal');
+    });
+
+    test('with a DPoP proof a grant token gets a bound pair, whose refresh needs that key; a DPoP-only resource consumes nothing it refuses', async () => {
+      const keys = await generateDpopKeys('ES256');
+      const withProof = async (form: Record<string, string>, proving = keys) =>
+        fetch(`${server.url}/api/token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded', dpop: await generateProof(proving, `${server.url}/api/token`, 'POST') },
+          body: new URLSearchParams(form),
+        });
+      const exchanged = await withProof({ grant_type: JWT_BEARER, assertion: await grantToken(server, clientId, secret, { jti: 'bound' }) });
+      const pair = (await exchanged.json()) as { token_type: string; refresh_token: string };
+      assert.equal(pair.token_type, 'DPoP');
+      // A publisher's refresh token is a public client's (no secret to refresh with): bound too.
+      await assertOAuthError(
+        await refreshToken(server, pair.refresh_token),
+        400,
+        'invalid_dpop_proof',
+        'this refresh token is bound to a DPoP key: prove that key',
+      );
+      assert.equal((await withProof({ grant_type: 'refresh_token', refresh_token: pair.refresh_token }, await generateDpopKeys('ES256'))).status, 400);
+      assert.equal((await withProof({ grant_type: 'refresh_token', refresh_token: pair.refresh_token })).status, 200);
+
+      const ctx = server.app.gatehouse;
+      const builtin = async () => (await findResourceNamed(ctx, builtinResourceUri(ctx)))!;
+      await changeTokenSettings(ctx, await builtin(), { requireDpop: true }, COMMAND_LINE);
+      const token = await grantToken(server, clientId, secret, { jti: 'dpop-only' });
+      try {
+        await assertOAuthError(
+          await exchangeGrantToken(server, token),
+          400,
+          'invalid_dpop_proof',
+          'the resource server requires DPoP: send a DPoP proof with the token request',
+        );
+        assert.equal((await withProof({ grant_type: JWT_BEARER, assertion: token })).status, 200, 'not consumed by the refusal');
+      } finally {
+        await changeTokenSettings(ctx, await builtin(), { requireDpop: false }, COMMAND_LINE);
+      }
     });
 
     test('a grant token’s grant stops refreshing once the built-in resource requires a second factor (no login proved one)', async () => {
