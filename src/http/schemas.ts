@@ -61,6 +61,13 @@ const CLIENT_ASSERTION_FIELDS = {
   client_assertion: { type: 'string', description: "a private_key_jwt client's assertion: a JWT signed by one of its keys (RFC 7523 §2.2)" },
 } as const;
 
+/** Every way a request names or authenticates its client in the body, beside HTTP Basic. */
+const CLIENT_FIELDS = {
+  client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
+  client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
+  ...CLIENT_ASSERTION_FIELDS,
+} as const;
+
 /** Client authentication: HTTP Basic (`client_secret_basic`), or `client_id` (+ `client_secret`) in the body. */
 export const CLIENT_SECURITY: { [scheme: string]: string[] }[] = [{}, { clientSecretBasic: [] }];
 
@@ -176,9 +183,7 @@ export const tokenSchema = {
     {
       grant_type: { type: 'string', enum: TOKEN_GRANT_TYPES },
       ...grantParameters(),
-      client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
-      client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
-      ...CLIENT_ASSERTION_FIELDS,
+      ...CLIENT_FIELDS,
     },
     ['grant_type'],
   ),
@@ -209,9 +214,7 @@ export const deviceAuthorizationSchema = {
   summary: 'Device authorization request (RFC 8628 §3.1): a device code to poll with, and a user code for the person',
   security: CLIENT_SECURITY,
   body: formBody({
-    client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
-    client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
-    ...CLIENT_ASSERTION_FIELDS,
+    ...CLIENT_FIELDS,
     scope: { type: 'string', description: 'space-separated scopes; default: all the client may have' },
     resource: { type: 'string', description: 'the resource server the tokens are for (RFC 8707); default: the built-in one' },
   }),
@@ -239,9 +242,7 @@ export const parSchema = {
   summary: 'Pushed authorization request (RFC 9126): the authorization request, sent ahead, for a request_uri',
   security: CLIENT_SECURITY,
   body: formBody({
-    client_id: { type: 'string', description: 'the client, unless it authenticates with HTTP Basic' },
-    client_secret: { type: 'string', description: "a confidential client's secret (client_secret_post), unless it uses HTTP Basic" },
-    ...CLIENT_ASSERTION_FIELDS,
+    ...CLIENT_FIELDS,
     response_type: { type: 'string', description: '`code`' },
     redirect_uri: { type: 'string' },
     state: { type: 'string' },
