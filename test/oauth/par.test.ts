@@ -23,19 +23,10 @@ interface Pushed {
   state: string;
 }
 
-/** Pushes an authorization request with oauth4webapi: PKCE, a state, and `params` on top. */
+/** Pushes an authorization request with oauth4webapi: the one the tests would send the browser with (PKCE, a state), `params` on top. */
 async function push(app: App, params: Record<string, string> = {}, DPoP?: oauth.DPoPHandle): Promise<Pushed> {
-  const verifier = oauth.generateRandomCodeVerifier();
-  const state = oauth.generateRandomState();
-  const body = new URLSearchParams({
-    redirect_uri: app.redirectUri,
-    response_type: 'code',
-    state,
-    code_challenge: await oauth.calculatePKCECodeChallenge(verifier),
-    code_challenge_method: 'S256',
-    ...params,
-  });
-  const response = await oauth.pushedAuthorizationRequest(app.as, app.client, app.auth, body, { ...insecure, DPoP });
+  const { url, state, verifier } = await authorizationUrl(app, params);
+  const response = await oauth.pushedAuthorizationRequest(app.as, app.client, app.auth, url.searchParams, { ...insecure, DPoP });
   const pushed = await oauth.processPushedAuthorizationResponse(app.as, app.client, response);
   return { requestUri: pushed.request_uri, expiresIn: pushed.expires_in, verifier, state };
 }
