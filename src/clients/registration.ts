@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { SCOPES } from '../config.ts';
 import type { AppContext } from '../context.ts';
-import { SCOPE, dpopBoundField, isStringArray, optionalHttpsUrl } from '../oauth/client-metadata.ts';
+import { SCOPE, clientFlags, isStringArray, optionalHttpsUrl } from '../oauth/client-metadata.ts';
 import { isAdministratorsClientName, normalizeClientName } from '../oauth/client-names.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, REFRESH_TOKEN_GRANT_TYPE } from '../oauth/grants/types.ts';
 import { OAuthError } from '../protocol/errors.ts';
@@ -36,8 +36,9 @@ export interface RegistrationResponse {
   client_uri?: string;
   logo_uri?: string;
   scope?: string;
-  /** RFC 9449 §5.2: its tokens only with a DPoP proof; said only when true. */
+  /** RFC 9449 §5.2, RFC 9126 §6: its tokens only with a DPoP proof, its requests only pushed; each said only when true. */
   dpop_bound_access_tokens?: true;
+  require_pushed_authorization_requests?: true;
 }
 
 /** A list field: absent (the default), or an array of strings all among `allowed`. */
@@ -78,8 +79,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
   const scope = fields.scope === '' ? undefined : fields.scope;
   if (scope !== undefined && (typeof scope !== 'string' || scope.length > MAX_SCOPE_LENGTH || !SCOPE.test(scope)))
     throw invalidMetadata('scope must be a space-separated list of scope names');
-  const dpopBound = dpopBoundField(fields);
-  if ('problem' in dpopBound) throw invalidMetadata(dpopBound.problem);
+  const flags = clientFlags(fields);
+  if ('problem' in flags) throw invalidMetadata(flags.problem);
 
   return {
     client_name: named.name,
@@ -90,7 +91,8 @@ export function registrationMetadata(body: unknown): Omit<RegistrationResponse, 
     ...(clientUri.value === null ? {} : { client_uri: clientUri.value }),
     ...(logoUri.value === null ? {} : { logo_uri: logoUri.value }),
     ...(scope === undefined ? {} : { scope }),
-    ...(dpopBound.value ? { dpop_bound_access_tokens: true as const } : {}),
+    ...(flags.requireDpop ? { dpop_bound_access_tokens: true as const } : {}),
+    ...(flags.requirePar ? { require_pushed_authorization_requests: true as const } : {}),
   };
 }
 
@@ -114,6 +116,7 @@ export async function registerDynamicClient(ctx: AppContext, body: unknown, addr
     scopes: joinScopes(SCOPES),
     created_at: now,
     require_dpop: metadata.dpop_bound_access_tokens ? 1 : 0,
+    require_par: metadata.require_pushed_authorization_requests ? 1 : 0,
   });
   await ctx.audit({ type: 'client_registered', clientId: id, address, detail: { redirect_uris: metadata.redirect_uris.length } });
   return { client_id: id, client_id_issued_at: Math.floor(now / 1000), ...metadata };

@@ -68,7 +68,7 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     jwks: document.jwks,
     jwks_uri: document.jwksUri,
     require_dpop: document.requireDpop ? 1 : 0,
-    require_par: 0,
+    require_par: document.requirePar ? 1 : 0,
     profile: null,
   };
   const known = await findClient(ctx.db, url);
@@ -103,11 +103,37 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
  */
 export async function recordClient(ctx: AppContext, client: Client, user: User, address: string): Promise<void> {
   if (client.kind !== 'metadata_document') return;
-  const { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri, require_dpop } = client;
+  const {
+    id,
+    name,
+    redirect_uris,
+    scopes,
+    created_at,
+    post_logout_redirect_uris,
+    backchannel_logout_uri,
+    id_token_alg,
+    jwks,
+    jwks_uri,
+    require_dpop,
+    require_par,
+  } = client;
   const uris = (json: string) => (JSON.parse(json) as string[]).join(' ');
   const about = { userId: user.id, clientId: id, address };
   let pending: PendingAuditEvent | undefined;
-  const row = { id, name, redirect_uris, scopes, created_at, post_logout_redirect_uris, backchannel_logout_uri, id_token_alg, jwks, jwks_uri, require_dpop };
+  const row = {
+    id,
+    name,
+    redirect_uris,
+    scopes,
+    created_at,
+    post_logout_redirect_uris,
+    backchannel_logout_uri,
+    id_token_alg,
+    jwks,
+    jwks_uri,
+    require_dpop,
+    require_par,
+  };
   const written = await recordMetadataClient(ctx.db, row, (previous) => {
     pending =
       previous === undefined
@@ -141,7 +167,7 @@ function changes(previous: Client, now: Client, uris: (json: string) => string):
  * resolves (from the cache, or fetched again once it expired). Else `invalid_client`. A
  * document that cannot be fetched right now (no slot, no answer) is not a refusal: the last
  * good copy stands in; with none, 503. Returns the client as it stands: a metadata-document
- * client's `dpop_bound_access_tokens` as its document says it now.
+ * client's flags (`dpop_bound_access_tokens`, `require_pushed_authorization_requests`) as its document says them now.
  */
 export async function requireStanding(ctx: AppContext, client: Client, address: string, withAssertion = false): Promise<Client> {
   if (isSwitchedOff(client)) throw new InvalidClient(`this client has been ${client.blocked === 1 ? 'blocked' : 'disabled'}`, false, switchedOffDetail(client));
@@ -155,6 +181,6 @@ export async function requireStanding(ctx: AppContext, client: Client, address: 
   if (!withAssertion && (resolution.client.jwks !== null || resolution.client.jwksUri !== null)) {
     throw new InvalidClient('this client must authenticate with a client assertion (private_key_jwt)', false, 'its metadata document asks for private_key_jwt');
   }
-  // Whether it must bind its tokens is the document's say now too (`dpop_bound_access_tokens`), not its row's.
-  return { ...client, require_dpop: resolution.client.requireDpop ? 1 : 0 };
+  // Its flags are the document's say now too (`dpop_bound_access_tokens`, …), not its row's.
+  return { ...client, require_dpop: resolution.client.requireDpop ? 1 : 0, require_par: resolution.client.requirePar ? 1 : 0 };
 }

@@ -108,10 +108,23 @@ export function optionalHttpsUrl(document: Record<string, unknown>, field: strin
   return { value };
 }
 
-/** `dpop_bound_access_tokens` (RFC 9449 §5.2): absent is false; anything but a boolean is a problem. */
-export function dpopBoundField(fields: Record<string, unknown>): { value: boolean } | { problem: string } {
-  const value = fields.dpop_bound_access_tokens ?? false;
-  return typeof value === 'boolean' ? { value } : { problem: 'dpop_bound_access_tokens must be true or false' };
+/** The client metadata flags Gatehouse reads, and the setting each one is. */
+const CLIENT_FLAGS = {
+  /** RFC 9449 §5.2: its tokens only with a DPoP proof. */
+  dpop_bound_access_tokens: 'requireDpop',
+  /** RFC 9126 §6: its authorization requests only pushed. */
+  require_pushed_authorization_requests: 'requirePar',
+} as const;
+
+/** The flags of `fields` (absent: false), or the problem with the first that is not a boolean. */
+export function clientFlags(fields: Record<string, unknown>): { requireDpop: boolean; requirePar: boolean } | { problem: string } {
+  const flags = { requireDpop: false, requirePar: false };
+  for (const [name, setting] of Object.entries(CLIENT_FLAGS)) {
+    const value = fields[name] ?? false;
+    if (typeof value !== 'boolean') return { problem: `${name} must be true or false` };
+    flags[setting] = value;
+  }
+  return flags;
 }
 
 /** Checks a fetched document against §4.8: the client it describes, or why it is refused. */
@@ -150,8 +163,8 @@ export function validateMetadataDocument(url: string, body: string): Validation 
   if ('problem' in clientUri) return refuse(`has a ${clientUri.problem}`);
   const logoUri = optionalHttpsUrl(fields, 'logo_uri');
   if ('problem' in logoUri) return refuse(`has a ${logoUri.problem}`);
-  const dpopBound = dpopBoundField(fields);
-  if ('problem' in dpopBound) return refuse(`has a ${dpopBound.problem}`);
+  const flags = clientFlags(fields);
+  if ('problem' in flags) return refuse(`has a ${flags.problem}`);
   // Values other than authorization_code and refresh_token are ignored (§4.8), so only the shape matters.
   for (const field of ['grant_types', 'response_types']) {
     if (fields[field] !== undefined && !isStringArray(fields[field])) return refuse(`has a ${field} that is not an array of strings`);
@@ -195,7 +208,7 @@ export function validateMetadataDocument(url: string, body: string): Validation 
       idTokenAlg: idTokenAlg as SigningAlg,
       jwks,
       jwksUri,
-      requireDpop: dpopBound.value,
+      ...flags,
     },
   };
 }

@@ -29,6 +29,8 @@ export interface MetadataClient {
   readonly jwksUri: string | null;
   /** `dpop_bound_access_tokens`: its tokens only with a DPoP proof (SPEC §4.14). */
   readonly requireDpop: boolean;
+  /** `require_pushed_authorization_requests`: its authorization requests only pushed (SPEC §4.14). */
+  readonly requirePar: boolean;
   /** Epoch milliseconds. */
   readonly fetchedAt: number;
   readonly expiresAt: number;

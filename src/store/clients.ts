@@ -160,7 +160,16 @@ export async function deleteClient(db: Kysely<Database>, id: string): Promise<{ 
 export type MetadataClientRow = Pick<Client, 'id' | 'name' | 'redirect_uris' | 'scopes' | 'created_at' | DescribedColumn>;
 
 /** What a metadata document says besides the name, each updated when the document changes it. */
-const DESCRIBED = ['redirect_uris', 'post_logout_redirect_uris', 'backchannel_logout_uri', 'id_token_alg', 'jwks', 'jwks_uri', 'require_dpop'] as const;
+const DESCRIBED = [
+  'redirect_uris',
+  'post_logout_redirect_uris',
+  'backchannel_logout_uri',
+  'id_token_alg',
+  'jwks',
+  'jwks_uri',
+  'require_dpop',
+  'require_par',
+] as const;
 type DescribedColumn = (typeof DESCRIBED)[number];
 
 /** Whether the stored row says what the document says. */

@@ -247,3 +247,37 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe('clients that register themselves saying require_pushed_authorization_requests and dpop_bound_access_tokens', () => {
+  let setup: Setup;
+  before(async () => {
+    setup = await startWithApp(BACKENDS[0]!, { DYNAMIC_CLIENT_REGISTRATION: 'true' });
+  });
+  after(() => setup?.server.close());
+
+  test('get both rules: a request not pushed is refused, a pushed one answered, and its code exchanged only with a proof', async () => {
+    const registered = await oauth.processDynamicClientRegistrationResponse(
+      await oauth.dynamicClientRegistrationRequest(
+        setup.app.as,
+        {
+          redirect_uris: [setup.app.redirectUri],
+          token_endpoint_auth_method: 'none',
+          require_pushed_authorization_requests: true,
+          dpop_bound_access_tokens: true,
+        },
+        insecure,
+      ),
+    );
+    assert.equal(registered.require_pushed_authorization_requests, true);
+    assert.equal(registered.dpop_bound_access_tokens, true);
+    const app = await discover(setup.server, registered.client_id);
+    const { url: direct } = await authorizationUrl(app);
+    assert.equal((await setup.agent.authorize(direct)).redirect!.searchParams.get('error'), 'invalid_request');
+    const pushed = await push(app);
+    const outcome = await setup.agent.authorize(byReference(app, pushed.requestUri));
+    assert.deepEqual(await errorOf(await exchange(app, pushed, outcome.redirect!)), [400, 'invalid_dpop_proof']);
+    const DPoP = oauth.DPoP(app.client, await newKeys());
+    const tokens = await oauth.processAuthorizationCodeResponse(app.as, app.client, await exchange(app, pushed, outcome.redirect!, DPoP));
+    assert.equal(tokens.token_type, 'dpop');
+  });
+});

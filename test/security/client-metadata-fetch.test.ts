@@ -91,6 +91,7 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
       jwks: null,
       jwksUri: null,
       requireDpop: false,
+      requirePar: false,
       fetchedAt: clock,
       expiresAt: clock + 3600_000,
     });

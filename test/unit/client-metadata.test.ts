@@ -155,6 +155,7 @@ describe('document validation', () => {
     backchannel_logout_uri: 'https://app.example/backchannel-logout',
     id_token_signed_response_alg: 'ES256',
     dpop_bound_access_tokens: true,
+    require_pushed_authorization_requests: true,
     software_id: 'ignored',
   };
   const validate = (document: unknown) => validateMetadataDocument(url, typeof document === 'string' ? document : JSON.stringify(document));
@@ -175,6 +176,7 @@ describe('document validation', () => {
         jwks: null,
         jwksUri: null,
         requireDpop: true,
+        requirePar: true,
       },
     });
   });
@@ -196,6 +198,7 @@ describe('document validation', () => {
         jwks: null,
         jwksUri: null,
         requireDpop: false,
+        requirePar: false,
       },
     });
   });
@@ -225,6 +228,7 @@ describe('document validation', () => {
       [{ ...valid, client_uri: 'javascript:alert(1)' }, /client_uri is not an https URL/],
       [{ ...valid, logo_uri: 'http://app.example/logo.png' }, /logo_uri is not an https URL/],
       [{ ...valid, dpop_bound_access_tokens: 'yes' }, /dpop_bound_access_tokens must be true or false/],
+      [{ ...valid, require_pushed_authorization_requests: 1 }, /require_pushed_authorization_requests must be true or false/],
       [{ ...valid, grant_types: 'authorization_code' }, /grant_types/],
       [{ ...valid, response_types: [1] }, /response_types/],
       [{ ...valid, token_endpoint_auth_method: 'client_secret_basic' }, /token_endpoint_auth_method/],
