@@ -11,7 +11,7 @@
 import { SCOPES } from '../config.ts';
 import type { PendingAuditEvent } from '../audit.ts';
 import type { AppContext } from '../context.ts';
-import { findClient, recordMetadataClient } from '../store/clients.ts';
+import { findClient, metadataClientRow, recordMetadataClient } from '../store/clients.ts';
 import type { Client, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
 import { InvalidClient, isSwitchedOff, isUuid, switchedOffDetail } from './client-auth.ts';
@@ -103,38 +103,11 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
  */
 export async function recordClient(ctx: AppContext, client: Client, user: User, address: string): Promise<void> {
   if (client.kind !== 'metadata_document') return;
-  const {
-    id,
-    name,
-    redirect_uris,
-    scopes,
-    created_at,
-    post_logout_redirect_uris,
-    backchannel_logout_uri,
-    id_token_alg,
-    jwks,
-    jwks_uri,
-    require_dpop,
-    require_par,
-  } = client;
+  const { id, name, redirect_uris } = client;
   const uris = (json: string) => (JSON.parse(json) as string[]).join(' ');
   const about = { userId: user.id, clientId: id, address };
   let pending: PendingAuditEvent | undefined;
-  const row = {
-    id,
-    name,
-    redirect_uris,
-    scopes,
-    created_at,
-    post_logout_redirect_uris,
-    backchannel_logout_uri,
-    id_token_alg,
-    jwks,
-    jwks_uri,
-    require_dpop,
-    require_par,
-  };
-  const written = await recordMetadataClient(ctx.db, row, (previous) => {
+  const written = await recordMetadataClient(ctx.db, metadataClientRow(client), (previous) => {
     pending =
       previous === undefined
         ? ctx.audit.pending({ type: 'client_recorded', ...about, detail: { name, redirect_uris: uris(redirect_uris) } })

@@ -172,6 +172,12 @@ const DESCRIBED = [
 ] as const;
 type DescribedColumn = (typeof DESCRIBED)[number];
 
+/** The row of a metadata-document client as `client` describes it: DESCRIBED is the one list of what its document decides. */
+export function metadataClientRow(client: Client): MetadataClientRow {
+  const described = Object.fromEntries(DESCRIBED.map((column) => [column, client[column]])) as Pick<Client, DescribedColumn>;
+  return { id: client.id, name: client.name, scopes: client.scopes, created_at: client.created_at, ...described };
+}
+
 /** Whether the stored row says what the document says. */
 const describedAlike = (stored: Client, client: MetadataClientRow) =>
   stored.name === client.name && DESCRIBED.every((column) => stored[column] === client[column]);
