@@ -10,9 +10,11 @@ import {
   disableClient,
   enableClient,
   listClients,
+  parseIdJagAudience,
   registerClient,
   removeClient,
   unblockClient,
+  type IdJagAudience,
 } from '../clients/clients.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
 import { postLogoutRedirectUrisOf, redirectUrisOf } from '../protocol/redirect-uri.ts';
@@ -44,7 +46,18 @@ const SETTINGS_OPTIONS = {
   'require-dpop': { type: 'boolean', help: 'issue its tokens only with a DPoP proof: bound to its key (--no-require-dpop: off)' },
   'require-par': { type: 'boolean', help: 'take its authorization requests only pushed first, POST /oauth/par (--no-require-par: off)' },
   profile: { type: 'string', help: 'fapi2: hold it to the FAPI 2.0 Security Profile (private_key_jwt, PAR, PKCE, DPoP); none: no profile' },
+  'token-exchange': { type: 'boolean', help: "exchange a person's access token for a narrower one, RFC 8693 (--no-token-exchange: off)" },
+  'id-jag-audience': {
+    type: 'string',
+    multiple: true,
+    help: 'an authorization server it may get ID-JAGs for: <issuer url>, or <issuer url>=<its client ID there> ("": none)',
+  },
 } as const satisfies Flags;
+
+/** `--id-jag-audience`: the audiences given ("" alone: none); undefined when not given. */
+function idJagAudiencesOption(values: string[] | undefined): IdJagAudience[] | undefined {
+  return values?.filter((value) => value !== '').map(parseIdJagAudience);
+}
 
 /** `--profile`: fapi2, or none to take it away; undefined when not given. */
 function profileOption(value: string | undefined): ClientProfile | null | undefined {
@@ -71,7 +84,7 @@ const create = command({
     '[--grant-type authorization_code|client_credentials|device_code|jwt_bearer]',
     '[--confidential] [--trusted] [--require-pkce|--no-require-pkce] [--require-dpop] [--require-par] [--profile fapi2] [--scope "<s1 s2>"]',
     '[--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>] [--id-token-alg RS256|ES256]',
-    '[--jwks-uri <url> | --jwks-file <path>]',
+    '[--jwks-uri <url> | --jwks-file <path>] [--token-exchange] [--id-jag-audience <issuer url>[=<client_id there>] …]',
   ],
   help: [
     'public clients require PKCE unless --no-require-pkce;',
@@ -85,7 +98,8 @@ const create = command({
     'ID tokens are signed (RS256 by default);',
     '--jwks-uri (https) or --jwks-file (a JWK Set of public keys:',
     'RS256, PS256, ES256 or EdDSA) make a confidential client without',
-    'a secret that authenticates with private_key_jwt',
+    'a secret that authenticates with private_key_jwt;',
+    '--token-exchange and --id-jag-audience need a confidential client',
   ],
   options: SETTINGS_OPTIONS,
   async run(ctx, args, options, print) {
@@ -119,6 +133,8 @@ const create = command({
         requireDpop: options['require-dpop'] ?? false,
         requirePar: options['require-par'] ?? false,
         profile: profileOption(options.profile) ?? null,
+        tokenExchange: options['token-exchange'] ?? false,
+        idJagAudiences: idJagAudiencesOption(options['id-jag-audience']) ?? [],
       },
       COMMAND_LINE,
     );
@@ -168,12 +184,14 @@ const update: Command = command({
     '[--profile fapi2|none]',
     '[--scope "<s1 s2>"] [--post-logout-redirect-uri <url> …] [--backchannel-logout-uri <url>]',
     '[--id-token-alg RS256|ES256] [--jwks-uri <url> | --jwks-file <path>]',
+    '[--[no-]token-exchange] [--id-jag-audience <issuer url>[=<client_id there>] …]',
   ],
   help: [
     "changes what the admin page's edit form changes, of a client an",
     'administrator registered; what is not given stays as it is.',
     'A list given replaces the list; "" empties an optional one',
-    '(--post-logout-redirect-uri "", --backchannel-logout-uri "").',
+    '(--post-logout-redirect-uri "", --backchannel-logout-uri "",',
+    '--id-jag-audience "").',
     'The grant type and the client type stay as registered. Taking',
     'a scope away revokes the grants that hold it; a changed redirect',
     'URL or PKCE requirement voids the codes not yet exchanged',
@@ -206,6 +224,8 @@ const update: Command = command({
         requireDpop: options['require-dpop'],
         requirePar: options['require-par'],
         profile: profileOption(options.profile),
+        tokenExchange: options['token-exchange'],
+        idJagAudiences: idJagAudiencesOption(options['id-jag-audience']),
         // New keys replace the old ones (a URL or a set: the other goes).
         ...(jwks !== undefined ? { jwks, jwksUri: null } : options['jwks-uri'] !== undefined ? { jwks: null, jwksUri: options['jwks-uri'] } : {}),
       },

@@ -82,6 +82,70 @@ export interface ClientInput {
   requireDpop?: boolean;
   requirePar?: boolean;
   profile?: ClientProfile | null;
+  /**
+   * SPEC §4.15: whether it may exchange a person's access token for a narrower one, and the
+   * authorization servers it may get ID-JAGs for. Absent: as it was (a change), or none.
+   */
+  tokenExchange?: boolean;
+  idJagAudiences?: readonly IdJagAudience[];
+}
+
+/** An authorization server a client may get ID-JAGs for (SPEC §4.15): its issuer, and the client's ID there (null: the same as here). */
+export interface IdJagAudience {
+  issuer: string;
+  client_id: string | null;
+}
+
+/** At most this many ID-JAG audiences per client. */
+const MAX_ID_JAG_AUDIENCES = 20;
+
+/**
+ * An ID-JAG audience as an administrator types it (`--id-jag-audience`, one line of the admin
+ * form): `<issuer url>`, or `<issuer url>=<client ID there>` when the client is known there by
+ * another ID. An issuer URL has no query (RFC 8414 §2), so the first `=` ends it.
+ */
+export function parseIdJagAudience(text: string): IdJagAudience {
+  const at = text.indexOf('=');
+  const issuer = (at === -1 ? text : text.slice(0, at)).trim();
+  const clientId = at === -1 ? null : text.slice(at + 1).trim();
+  return { issuer, client_id: clientId === '' ? null : clientId };
+}
+
+/** How an ID-JAG audience is shown and typed back: the inverse of `parseIdJagAudience`. */
+export function idJagAudienceText(audience: IdJagAudience): string {
+  return audience.client_id === null ? audience.issuer : `${audience.issuer}=${audience.client_id}`;
+}
+
+/** The client's ID-JAG audiences, as stored. */
+export function idJagAudiencesOf(client: Pick<Client, 'id_jag_audiences'>): IdJagAudience[] {
+  return JSON.parse(client.id_jag_audiences) as IdJagAudience[];
+}
+
+/** What is wrong with a list of ID-JAG audiences, or null. */
+function idJagAudiencesProblem(audiences: readonly IdJagAudience[]): string | null {
+  if (audiences.length > MAX_ID_JAG_AUDIENCES) return `At most ${MAX_ID_JAG_AUDIENCES} ID-JAG audiences may be listed`;
+  for (const { issuer, client_id } of audiences) {
+    const problem = issuer.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : issuerUrlProblem(issuer);
+    if (problem) return `ID-JAG audience ${issuer.slice(0, 100)} ${problem}`;
+    if (client_id !== null && (client_id.length > MAX_REDIRECT_URI_LENGTH || !/^[\x21-\x7e]+$/.test(client_id)))
+      return `The client ID for ${issuer.slice(0, 100)} must be printable characters without spaces`;
+  }
+  if (new Set(audiences.map((a) => a.issuer)).size !== audiences.length) return 'Each ID-JAG audience must be listed once';
+  return null;
+}
+
+/** Why `issuer` cannot be an authorization server's issuer identifier (RFC 8414 §2): https (http on a loopback host), no query or fragment. */
+function issuerUrlProblem(issuer: string): string | null {
+  if (issuer.includes('?') || issuer.includes('#')) return 'must not have a query or a fragment';
+  return redirectUriProblem(issuer, { publicClient: false });
+}
+
+/** The SPEC §4.15 settings as stored, from what was asked for: absent ones as they are (`current`), or none. */
+function exchangeSettings(input: Pick<ClientInput, 'tokenExchange' | 'idJagAudiences'>, current?: Pick<Client, 'token_exchange' | 'id_jag_audiences'>) {
+  return {
+    token_exchange: input.tokenExchange === undefined ? (current?.token_exchange ?? 0) : input.tokenExchange ? 1 : 0,
+    id_jag_audiences: input.idJagAudiences === undefined ? (current?.id_jag_audiences ?? '[]') : JSON.stringify(input.idJagAudiences),
+  };
 }
 
 /** The SPEC §4.14 settings as stored, from what was asked for: absent ones as they are (`current`), or off. */
@@ -182,6 +246,8 @@ export function describeClient(client: Client) {
     require_dpop: client.require_dpop === 1,
     require_par: client.require_par === 1,
     profile: client.profile,
+    token_exchange: client.token_exchange === 1,
+    id_jag_audiences: idJagAudiencesOf(client),
     scopes: splitScopes(client.scopes),
     token_endpoint_auth_method: authMethodOf(client),
     ...(client.jwks_uri === null ? {} : { jwks_uri: client.jwks_uri }),
@@ -216,6 +282,11 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   if (backchannelProblem) problems.backchannel_logout_uri = `Back-channel logout URL ${backchannelProblem}`;
   if (input.idTokenAlg !== undefined && !(SIGNING_ALGS as readonly string[]).includes(input.idTokenAlg))
     problems.id_token_alg = `ID token algorithm must be one of ${SIGNING_ALGS.join(', ')}`;
+  // Token exchange authenticates the client (SPEC §4.15): a public client could not be told from anyone holding its tokens.
+  const exchanging = input.tokenExchange === true || (input.idJagAudiences ?? []).length > 0;
+  if (exchanging && publicClient) problems.token_exchange = 'Only a confidential client may exchange tokens or get ID-JAGs';
+  const audiencesProblem = idJagAudiencesProblem(input.idJagAudiences ?? []);
+  if (audiencesProblem) problems.id_jag_audiences = audiencesProblem;
   return problems;
 }
 
@@ -324,6 +395,7 @@ export async function createClient(db: Kysely<Database>, input: ClientInput, now
     created_at: now,
     ...oidcSettings(input),
     ...senderSettings(input),
+    ...exchangeSettings(input),
   };
   await insertClient(db, client);
   if (client.grant_type === JWT_BEARER_GRANT_TYPE && secret) await storeGrantSecret(db, client.id, secret.token, keysSecret);
@@ -346,6 +418,8 @@ export type ClientChanges = Pick<
   | 'requireDpop'
   | 'requirePar'
   | 'profile'
+  | 'tokenExchange'
+  | 'idJagAudiences'
 >;
 
 /** Validates the changes against the client's own grant and client type; every problem by field. */
@@ -384,6 +458,7 @@ export async function changeClient(ctx: AppContext, client: Client, changes: Cli
     scopes,
     ...oidcSettings(changes, client),
     ...senderSettings(changes, client),
+    ...exchangeSettings(changes, client),
   });
   ctx.onClientsChanged([client.id]);
   const kept = scopes.split(' ');

@@ -161,23 +161,31 @@ function grantParameters(): Record<string, { type: 'string'; description: string
 
 const tokenResponseSchema = {
   200: {
-    description: 'The tokens (RFC 6749 §5.1), with `Cache-Control: no-store`; no refresh token for client_credentials',
+    description:
+      'The tokens (RFC 6749 §5.1), with `Cache-Control: no-store`; no refresh token for client_credentials and token exchange; ' +
+      'for an exchange for an ID-JAG, the assertion in `access_token` (RFC 8693 §2.2.1)',
     type: 'object',
-    required: ['token_type', 'access_token', 'expires_in', 'scope'],
+    required: ['token_type', 'access_token', 'expires_in'],
     properties: {
-      token_type: { type: 'string', description: '`Bearer`, or `DPoP` when the request sent a DPoP proof (RFC 9449 §5)' },
+      token_type: {
+        type: 'string',
+        description: '`Bearer`, or `DPoP` when the request sent a DPoP proof (RFC 9449 §5); `N_A` for an ID-JAG (RFC 8693 §2.2.1)',
+      },
       access_token: { type: 'string' },
       expires_in: { type: 'integer' },
       refresh_token: { type: 'string' },
       scope: { type: 'string' },
       id_token: { type: 'string', description: 'when the scopes hold `openid`: the OpenID Connect ID token (a JWS)' },
+      issued_token_type: { type: 'string', description: 'a token exchange (RFC 8693 §2.2.1): what `access_token` is' },
     },
   },
 } as const;
 
 export const tokenSchema = {
   tags: [TAGS.oauth],
-  summary: 'Token request: code exchange, refresh, client credentials, device code polling (RFC 6749 §4.1.3, §6, §4.4; RFC 8628 §3.4)',
+  summary:
+    'Token request: code exchange, refresh, client credentials, device code polling, JWT grants, token exchange ' +
+    '(RFC 6749 §4.1.3, §6, §4.4; RFC 8628 §3.4; RFC 7523; RFC 8693)',
   security: CLIENT_SECURITY,
   body: formBody(
     {
@@ -316,6 +324,11 @@ const introspectionResponseSchema = {
         type: 'object',
         properties: { jkt: { type: 'string' } },
         description: 'a DPoP-bound token (`token_type` `DPoP`): the RFC 7638 thumbprint of its key (RFC 9449 §6.2)',
+      },
+      act: {
+        type: 'object',
+        additionalProperties: true,
+        description: 'a token made by a token exchange: who acts for the person, `{"sub": <client ID>}`, nested when exchanged again (RFC 8693 §4.1)',
       },
     },
   },

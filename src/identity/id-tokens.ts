@@ -106,8 +106,13 @@ export interface IdTokenHint {
  * keys (a revoked key's tokens are refused), issuer ours, expiry ignored; null for anything
  * else, a token signed by someone else included.
  */
-export async function readIdTokenHint(ctx: AppContext, token: string): Promise<IdTokenHint | null> {
-  const claims = await ctx.keys.verifyJwt(token, { typ: ID_TOKEN_TYPE, ignoreExpiry: true });
+export function readIdTokenHint(ctx: AppContext, token: string): Promise<IdTokenHint | null> {
+  return readIdToken(ctx, token, { acceptExpired: true });
+}
+
+/** As `readIdTokenHint`, and expired ones are null unless `acceptExpired`: a token exchange's subject (SPEC §4.15) must be current. */
+export async function readIdToken(ctx: AppContext, token: string, options: { readonly acceptExpired: boolean }): Promise<IdTokenHint | null> {
+  const claims = await ctx.keys.verifyJwt(token, { typ: ID_TOKEN_TYPE, ignoreExpiry: options.acceptExpired });
   if (claims === null || claims.iss !== ctx.config.publicUrl || typeof claims.sub !== 'string') return null;
   const aud = Array.isArray(claims.aud) ? (claims.aud.length === 1 ? claims.aud[0] : undefined) : claims.aud;
   if (typeof aud !== 'string') return null;

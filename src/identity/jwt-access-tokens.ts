@@ -27,6 +27,14 @@ export interface JwtAccessTokenClaims {
   readonly login: Login | null;
   /** The thumbprint of the key the token is bound to (`cnf.jkt`, RFC 9449 §6.1); null for a bearer token. */
   readonly jkt: string | null;
+  /** Who acts for the person (RFC 8693 §4.1 `act`): a token exchange's; null otherwise. */
+  readonly act: Actor | null;
+}
+
+/** RFC 8693 §4.1 `act`: the party acting for the person, and whoever it acts after (a token exchanged again). */
+export interface Actor {
+  readonly sub: string;
+  readonly act?: Actor;
 }
 
 /**
@@ -55,6 +63,7 @@ export async function signJwtAccessToken(
     exp: iat + lifetime,
     ...loginClaims(what.login),
     ...(what.jkt === null ? {} : { cnf: { jkt: what.jkt } }),
+    ...(what.act === null ? {} : { act: what.act }),
   };
   return { token: await ctx.keys.signJwt(alg, { typ: JWT_ACCESS_TOKEN_TYPE }, claims), hash };
 }

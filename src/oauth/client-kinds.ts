@@ -85,6 +85,9 @@ async function metadataDocumentClient(ctx: AppContext, url: string, address: str
     require_pkce: 1,
     scopes: joinScopes(SCOPES),
     created_at: ctx.now(),
+    // An administrator's permissions (SPEC §4.15): a client that registered itself has none.
+    token_exchange: 0,
+    id_jag_audiences: '[]',
   };
 }
 

@@ -14,7 +14,7 @@ import { findLiveAccessToken, findLiveRefreshToken, type AccessTokenInfo } from 
 import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { loginClaims, loginOf } from '../login.ts';
-import { readJwtAccessToken } from '../identity/jwt-access-tokens.ts';
+import { readJwtAccessToken, type Actor } from '../identity/jwt-access-tokens.ts';
 import { isConfidential } from './assertions/client-keys.ts';
 import { InvalidClient } from './client-auth.ts';
 import { BUILTIN_RESOURCE_ID, builtinResourceUri } from './resources.ts';
@@ -41,6 +41,8 @@ export interface Introspection {
   amr?: string[];
   /** The thumbprint of the key a DPoP-bound token is bound to (RFC 9449 §6.2). */
   cnf?: { jkt: string };
+  /** Who acts for the person, in a token made by an exchange (RFC 8693 §4.1, SPEC §4.15). */
+  act?: Actor;
 }
 
 /**
@@ -56,12 +58,11 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: App
   const now = ctx.now();
   const lookups = {
     access_token: async () => {
-      const jwt = await readJwtAccessToken(ctx, params.token, { acceptExpired: false });
-      const hash = jwt === null ? hashIfWellFormed('access', params.token) : jwt.hash;
-      const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, now);
+      const found = await findPresentedAccessToken(ctx, params.token, now);
+      const info = found?.info;
       // Anyone else learns exactly what an unknown token would tell them (SPEC §4.4).
       const mayLearn = info && (info.client_id === client.id || info.resource_id === BUILTIN_RESOURCE_ID || info.resource_client_id === client.id);
-      return mayLearn ? { ...describe(info, info.dpop_jkt === null ? 'Bearer' : 'DPoP', ctx), ...(jwt === null ? {} : { jti: jwt.jti }) } : null;
+      return mayLearn ? { ...describe(info, info.dpop_jkt === null ? 'Bearer' : 'DPoP', ctx), ...(found.jti === null ? {} : { jti: found.jti }) } : null;
     },
     refresh_token: async () => {
       const hash = hashIfWellFormed('refresh', params.token);
@@ -80,6 +81,22 @@ export async function introspect(raw: RawParams, client: Client | null, ctx: App
   return { active: false };
 }
 
+/**
+ * A live access token as someone presents it, opaque or a JWT this server signed (found by its
+ * `jti`), with the JWT's `jti`; undefined when it is unknown, malformed, expired or revoked.
+ * Introspection's lookup, and a token exchange's (SPEC §4.15).
+ */
+export async function findPresentedAccessToken(
+  ctx: AppContext,
+  token: string,
+  now: number,
+): Promise<{ info: AccessTokenInfo; jti: string | null } | undefined> {
+  const jwt = await readJwtAccessToken(ctx, token, { acceptExpired: false });
+  const hash = jwt === null ? hashIfWellFormed('access', token) : jwt.hash;
+  const info = hash === null ? undefined : await findLiveAccessToken(ctx.db, hash, now);
+  return info && { info, jti: jwt?.jti ?? null };
+}
+
 function describe(info: AccessTokenInfo, tokenType: NonNullable<Introspection['token_type']>, ctx: AppContext): Introspection {
   return {
     active: true,
@@ -94,5 +111,6 @@ function describe(info: AccessTokenInfo, tokenType: NonNullable<Introspection['t
     aud: info.resource_uri ?? builtinResourceUri(ctx),
     ...loginClaims(loginOf(info)),
     ...(info.dpop_jkt === null ? {} : { cnf: { jkt: info.dpop_jkt } }),
+    ...(info.act === null ? {} : { act: JSON.parse(info.act) as Actor }),
   };
 }

@@ -5,13 +5,16 @@ import type { Login } from '../login.ts';
 import type { IssuedTokens } from '../store/tokens.ts';
 import { mintToken } from '../tokens.ts';
 import { OPENID_SCOPE, identityClaims, mintIdToken } from '../identity/id-tokens.ts';
-import { signJwtAccessToken, type JwtAccessTokenClaims } from '../identity/jwt-access-tokens.ts';
+import { signJwtAccessToken, type Actor, type JwtAccessTokenClaims } from '../identity/jwt-access-tokens.ts';
 import { OAuthError, invalidGrant } from '../protocol/errors.ts';
 import type { DpopProof } from './dpop.ts';
 import { accessTokenTtl, mayAskAnyScope, type TokenAudience } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 
-export interface TokenResponse {
+/** What the token endpoint answers: tokens, or (an exchange for an ID-JAG) an assertion. */
+export type TokenResponse = AccessTokenResponse | AssertionResponse;
+
+export interface AccessTokenResponse {
   /** `DPoP` when the access token is bound to a key (RFC 9449 §5). */
   token_type: 'Bearer' | 'DPoP';
   access_token: string;
@@ -20,13 +23,27 @@ export interface TokenResponse {
   scope: string;
   /** When the scopes hold `openid` (SPEC §4.2, §4.10). */
   id_token?: string;
+  /** A token exchange's (RFC 8693 §2.2.1): what `access_token` is. */
+  issued_token_type?: string;
+}
+
+/** A token exchange's answer that is not an access token (RFC 8693 §2.2.1): an ID-JAG (SPEC §4.15). */
+export interface AssertionResponse {
+  token_type: 'N_A';
+  /** The assertion, in the field RFC 8693 names so. */
+  access_token: string;
+  issued_token_type: string;
+  expires_in: number;
+  scope?: string;
+  /** Never: an exchange gives no refresh token (SPEC §4.15). */
+  refresh_token?: never;
 }
 
 export interface MintedTokenResponse {
   /** The hashes and expiry times the store keeps. */
   stored: IssuedTokens;
   /** The tokens themselves, for the client, once. */
-  response: TokenResponse;
+  response: AccessTokenResponse;
 }
 
 /** Whom an access token speaks for: a person through a client, or a client acting as itself (`userId` and `username` null). */
@@ -61,6 +78,8 @@ export interface TokenOptions {
   /** The authentication request's `nonce`, for the ID token of a code exchange (SPEC §4.10). */
   nonce?: string | null;
   binding: KeyBinding;
+  /** A token exchange's (SPEC §4.15): who acts for the person, and when the subject token ends (epoch ms), which the new token must not outlive. */
+  exchange?: { act: Actor; notAfter: number };
 }
 
 /** `invalid_dpop_proof`: tokens that must be bound, asked for without a proof. */
@@ -87,15 +106,17 @@ export async function mintTokenResponse(
   audience: TokenAudience,
   subject: TokenSubject,
   scopes: readonly string[],
-  { withRefresh, nonce = null, binding }: TokenOptions,
+  { withRefresh, nonce = null, binding, exchange }: TokenOptions,
 ): Promise<MintedTokenResponse> {
   requireProofFor(audience, binding.access);
   const now = ctx.now();
-  const lifetime = accessTokenTtl(audience, ctx.config);
+  const ttl = accessTokenTtl(audience, ctx.config);
+  const lifetime = exchange === undefined ? ttl : Math.min(ttl, secondsUntil(exchange.notAfter, now));
   const scope = joinScopes(scopes);
+  const act = exchange?.act ?? null;
   const access =
     audience.token_format === 'jwt'
-      ? await signJwtAccessToken(ctx, audience.signing_alg, jwtClaims(ctx, audience, subject, scope, binding.access), now, lifetime)
+      ? await signJwtAccessToken(ctx, audience.signing_alg, jwtClaims(ctx, audience, subject, scope, binding.access, act), now, lifetime)
       : mintToken('access');
   const refresh = withRefresh ? mintToken('refresh') : null;
   const stored: IssuedTokens = {
@@ -105,10 +126,12 @@ export async function mintTokenResponse(
     refreshExpiresAt: now + ctx.config.refreshTokenTtl * 1000,
     scopes: scope,
     binding,
+    act: act === null ? null : JSON.stringify(act),
   };
-  const idToken =
-    scopes.includes(OPENID_SCOPE) && subject.userId !== null ? await personsIdToken(ctx, subject, subject.userId, scopes, nonce, access.token, now) : null;
-  const response: TokenResponse = {
+  // An exchange answers with the one token it was asked for (RFC 8693 §2.2.1).
+  const withIdToken = scopes.includes(OPENID_SCOPE) && subject.userId !== null && exchange === undefined;
+  const idToken = withIdToken ? await personsIdToken(ctx, subject, subject.userId!, scopes, nonce, access.token, now) : null;
+  const response: AccessTokenResponse = {
     token_type: binding.access === null ? 'Bearer' : 'DPoP',
     access_token: access.token,
     expires_in: lifetime,
@@ -136,9 +159,16 @@ async function personsIdToken(
 }
 
 /** A JWT access token's claims: `sub` is the userid, or for a client acting as itself its client ID. */
-function jwtClaims(ctx: AppContext, audience: TokenAudience, subject: TokenSubject, scope: string, jkt: string | null): JwtAccessTokenClaims {
+function jwtClaims(
+  ctx: AppContext,
+  audience: TokenAudience,
+  subject: TokenSubject,
+  scope: string,
+  jkt: string | null,
+  act: Actor | null,
+): JwtAccessTokenClaims {
   const sub = subject.username === null ? subject.clientId : accountUri(subject.username, ctx.config);
-  return { sub, aud: audience.uri, clientId: subject.clientId, scope, login: subject.login, jkt };
+  return { sub, aud: audience.uri, clientId: subject.clientId, scope, login: subject.login, jkt, act };
 }
 
 /** Whole seconds left until `expiresAt`, never negative: `expires_in` is an integer. */

@@ -300,6 +300,62 @@ export async function rotateRefreshToken(
   });
 }
 
+/** A token added to a live grant: the grant's id, and its client's scopes as the caller read them. */
+type AddedTokenArgs = { grantId: string; clientScopes: string; now: number } & TokenRows & AuditArgs;
+
+// SQLite: the grant row first, written only while it is usable (revocation writes that row
+// too, so the two serialize on it), then the token and its audit row; PostgreSQL: the grant
+// row locked as a rotation locks it, then the same writes gated on it.
+const touchUsableGrant = prepare((db, p: { grantId: string; clientScopes: string; now: number }) =>
+  db
+    .updateTable('grants')
+    .set({ last_used_at: p.now })
+    .where('grants.id', '=', p.grantId)
+    .where((eb) => grantUsable(eb, p)),
+);
+const addTokenStatement = prepare((db, p: AddedTokenArgs) =>
+  db
+    .with('usable', () =>
+      db
+        .selectFrom('grants')
+        .select('grants.id')
+        .where('grants.id', '=', p.grantId)
+        .where((eb) => grantUsable(eb, p))
+        .forNoKeyUpdate(),
+    )
+    .with('used', (steps) => db.updateTable('grants').set({ last_used_at: p.now }).where('grants.id', '=', p.grantId).where(after(steps, 'usable')))
+    .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'usable')))
+    .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'usable')))
+    .selectNoFrom((eb) => rowCounts(eb, ['usable'])),
+);
+
+/**
+ * Adds an access token to a grant that is still usable (as `grantUsable` says), with its
+ * audit event, all or nothing: a token exchange's (SPEC §4.15), which belongs to the subject
+ * token's grant, so that revoking the grant — by its refresh token, its client, its person —
+ * ends it with the rest. False, and nothing stored, when the grant became unusable meanwhile.
+ */
+export async function addAccessToken(
+  db: Kysely<Database>,
+  grant: { grantId: string; clientScopes: string },
+  tokens: IssuedTokens,
+  now: number,
+  issued: AuditEventRow,
+): Promise<boolean> {
+  const use = { ...grant, now };
+  const rows = tokenRows(grant.grantId, tokens, now);
+  const outcome = await writeTogether(db, 'added', {
+    decidedBy: { usable: 'grant_unusable' },
+    statement: () => addTokenStatement.first(db, { ...use, ...rows, ...auditArgs(issued) }),
+    steps: [
+      { write: (trx) => touchUsableGrant.affected(db, use, trx), decides: 'usable' },
+      (trx) => insertTokens(db, trx, rows),
+      (trx) => insertAuditEvent(db, issued, trx),
+    ],
+  });
+  return outcome === 'added';
+}
+
 /** The arguments of a revocation, whatever its shape: the prepared statements take them all. */
 type RevocationArgs = GrantRevocation & { channel: string } & AuditArgs;
 

@@ -86,6 +86,7 @@ export const AUDIT_EVENT_TYPES = [
   'email_verified',
   'email_change_requested',
   'email_changed',
+  'id_jag_issued',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -70,6 +70,7 @@ const MIGRATIONS = [
   '20261201_001_replay_box',
   '20261202_001_dpop',
   '20261202_002_pushed_requests',
+  '20261203_001_token_exchange',
 ] as const;
 
 /**

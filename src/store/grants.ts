@@ -128,7 +128,7 @@ export interface GrantUse {
  * delete or a disable committing after this read revokes the grant — new tokens and all —
  * once the rotation commits, since revocation writes the grant row the rotation holds.
  */
-export function grantUsable(eb: ExpressionBuilder<Database, 'grants'>, p: GrantUse) {
+export function grantUsable(eb: ExpressionBuilder<Database, 'grants'>, p: Pick<GrantUse, 'clientScopes'>) {
   return eb.and([
     eb('grants.revoked_at', 'is', null),
     eb.exists(
@@ -166,4 +166,17 @@ export function revokeQuery(db: Kysely<Database>, by: readonly RevokedBy[], p: G
   if (by.includes('userId')) query = query.where('user_id', '=', p.userId);
   if (by.includes('clientId')) query = query.where('client_id', '=', p.clientId);
   return query.returning('id');
+}
+
+/** Whether the person has a live grant with the client: not revoked, not expired. */
+export async function hasLiveGrant(db: Kysely<Database>, p: { clientId: string; userId: string; now: number }): Promise<boolean> {
+  const row = await db
+    .selectFrom('grants')
+    .select('id')
+    .where('client_id', '=', p.clientId)
+    .where('user_id', '=', p.userId)
+    .where('revoked_at', 'is', null)
+    .where('expires_at', '>', p.now)
+    .executeTakeFirst();
+  return row !== undefined;
 }

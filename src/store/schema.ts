@@ -60,6 +60,13 @@ export interface ClientsTable {
   require_par: ColumnType<number, number | undefined, number>;
   /** `fapi2`: held to the FAPI 2.0 Security Profile (SPEC §4.14, `--profile fapi2`); null otherwise. */
   profile: ColumnType<ClientProfile | null, ClientProfile | null | undefined, ClientProfile | null>;
+  /** 1 when it may exchange a person's access token for a narrower one (SPEC §4.15, `--token-exchange`). */
+  token_exchange: ColumnType<number, number | undefined, number>;
+  /**
+   * The authorization servers it may get ID-JAGs for (SPEC §4.15, `--id-jag-audience`): a JSON
+   * array of `{"issuer", "client_id"}`, `client_id` its client ID there (null: the same as here).
+   */
+  id_jag_audiences: ColumnType<string, string | undefined, string>;
 }
 
 export type ClientProfile = 'fapi2';
@@ -191,6 +198,8 @@ export interface AccessTokensTable {
   expires_at: Immutable<number>;
   /** The RFC 7638 thumbprint of the key every use must prove (DPoP, SPEC §4.14); null for a bearer token. */
   dpop_jkt: ColumnType<string | null, string | null | undefined, never>;
+  /** Who acts for the person (RFC 8693 §4.1 `act`, JSON) in a token made by an exchange (SPEC §4.15); null otherwise. */
+  act: ColumnType<string | null, string | null | undefined, never>;
 }
 
 export interface RefreshTokensTable {

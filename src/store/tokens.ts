@@ -23,6 +23,8 @@ export interface IssuedTokens {
   scopes: string;
   /** The keys the tokens are bound to (DPoP): oauth/issue.ts `KeyBinding`. */
   binding: { access: string | null; refresh: string | null };
+  /** Who acts for the person, as JSON (`AccessTokensTable.act`): an exchange's token only. */
+  act?: string | null;
 }
 
 /**
@@ -47,12 +49,13 @@ export interface TokenRows {
   replayBox: string | null;
   accessJkt: string | null;
   refreshJkt: string | null;
+  act: string | null;
 }
 
 export function tokenRows(grantId: string, tokens: IssuedTokens, now: number, replayBox: string | null = null): TokenRows {
-  const { accessHash, accessExpiresAt, refreshHash, refreshExpiresAt, scopes, binding } = tokens;
+  const { accessHash, accessExpiresAt, refreshHash, refreshExpiresAt, scopes, binding, act = null } = tokens;
   const jkts = { accessJkt: binding.access, refreshJkt: binding.refresh };
-  return { grantId, now, accessHash, accessScopes: scopes, accessExpiresAt, refreshHash, refreshExpiresAt, replayBox, ...jkts };
+  return { grantId, now, accessHash, accessScopes: scopes, accessExpiresAt, refreshHash, refreshExpiresAt, replayBox, act, ...jkts };
 }
 
 // INSERT … SELECT rather than VALUES, so that `gate` can make the insert conditional: on
@@ -62,7 +65,7 @@ export function tokenRows(grantId: string, tokens: IssuedTokens, now: number, re
 export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: Gate) =>
   db
     .insertInto('access_tokens')
-    .columns(['hash', 'grant_id', 'scopes', 'created_at', 'expires_at', 'dpop_jkt'])
+    .columns(['hash', 'grant_id', 'scopes', 'created_at', 'expires_at', 'dpop_jkt', 'act'])
     .expression(
       gated(
         db.selectNoFrom((eb) => [
@@ -72,6 +75,7 @@ export const insertAccessTokenRow = (db: Kysely<Database>, p: TokenRows, gate?: 
           bigint(eb, p.now).as('created_at'),
           bigint(eb, p.accessExpiresAt).as('expires_at'),
           eb.val(p.accessJkt).as('dpop_jkt'),
+          eb.val(p.act).as('act'),
         ]),
         gate,
       ),
@@ -130,6 +134,8 @@ export interface AccessTokenInfo extends BearerTokenInfo {
   auth_time: number | null;
   amr: string | null;
   sid: string | null;
+  /** Who acts for the person (RFC 8693 `act`, JSON): a token made by an exchange; null otherwise (and for refresh tokens). */
+  act: string | null;
 }
 
 /** The token's audience, and the login of its grant, for introspection: queries that join `grants` and `resources`. */
@@ -174,7 +180,8 @@ const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
     .innerJoin('clients', 'clients.id', 'grants.client_id')
     .innerJoin('resources', 'resources.id', 'grants.resource_id')
     .select(clientConfidential)
-    .select(introspectionColumns),
+    .select(introspectionColumns)
+    .select('access_tokens.act'),
 );
 
 /** A live access token: not expired, its grant not revoked, its user (if any) not disabled. */
@@ -277,6 +284,7 @@ const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
       'grants.resource_id',
       'users.username',
       'users.display_name',
+      sql<null>`null`.as('act'),
     ])
     .where('refresh_tokens.hash', '=', p.hash)
     .where('refresh_tokens.rotated_at', 'is', null)

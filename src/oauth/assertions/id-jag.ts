@@ -15,11 +15,9 @@ import { RECEIVED_JWT_LEEWAY_SECONDS } from '../../protocol/received-jwt.ts';
 import { parseScope } from '../scopes.ts';
 import { isConfidential } from './client-keys.ts';
 import { userOfSubject } from './publisher.ts';
-import { ID_JAG_TYPE, refused, type ReadAssertion, type VerifiedAssertion } from './profiles.ts';
+import { ID_JAG_LIFETIME_SECONDS, ID_JAG_TYPE } from '../../identity/id-jags.ts';
+import { refused, type ReadAssertion, type VerifiedAssertion } from './profiles.ts';
 import { isLookupSafe, stringClaim, verifyIssuerAssertion } from './trusted.ts';
-
-/** `exp − iat` at most this (SPEC §4.11): an ID-JAG is exchanged at once. */
-const MAX_LIFETIME_SECONDS = 300;
 
 export async function verifyIdJag(read: ReadAssertion, trusted: TrustedIssuer, client: Client | null, ctx: AppContext): Promise<VerifiedAssertion> {
   // The client first: an ID-JAG is only good in the hands of the client it was issued to.
@@ -37,11 +35,11 @@ export async function verifyIdJag(read: ReadAssertion, trusted: TrustedIssuer, c
     read,
     trusted,
     ctx,
-    { typ: ID_JAG_TYPE, audience: [ctx.config.publicUrl], exactAudience: true, requiredClaims: ['jti'], maxLifetimeSeconds: MAX_LIFETIME_SECONDS },
+    { typ: ID_JAG_TYPE, audience: [ctx.config.publicUrl], exactAudience: true, requiredClaims: ['jti'], maxLifetimeSeconds: ID_JAG_LIFETIME_SECONDS },
     {
       typ: `the assertion's type (typ) must be ${ID_JAG_TYPE}`,
       aud: "the assertion's audience (aud) must be this authorization server's issuer",
-      lifetime: `the assertion's lifetime (exp − iat) is longer than ${MAX_LIFETIME_SECONDS} seconds`,
+      lifetime: `the assertion's lifetime (exp − iat) is longer than ${ID_JAG_LIFETIME_SECONDS} seconds`,
     },
   );
   if (claims.client_id !== client.id) throw refused("the assertion's client_id is not the authenticated client");

@@ -13,8 +13,6 @@ import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.
 
 /** The ID-JAG profile's name in `authorization_grant_profiles_supported`. */
 export const ID_JAG_PROFILE = 'urn:ietf:params:oauth:grant-profile:id-jag';
-/** The `typ` an ID-JAG's header carries (draft-ietf-oauth-identity-assertion-authz-grant). */
-export const ID_JAG_TYPE = 'oauth-id-jag+jwt';
 /** The most characters of an issuer, subject or jti the audit trail keeps: they come from outside. */
 const AUDITED_LENGTH = 200;
 

@@ -21,10 +21,11 @@ import { deviceCode } from './device-code.ts';
 import { readGrantParams, requireRegistered, type Grant } from './grant.ts';
 import { jwtBearer } from './jwt-bearer.ts';
 import { refreshToken } from './refresh-token.ts';
+import { tokenExchange } from './token-exchange.ts';
 
 export type { Grant } from './grant.ts';
 
-export const GRANTS: ReadonlyMap<string, Grant> = grantMap([authorizationCode, refreshToken, clientCredentials, deviceCode, jwtBearer]);
+export const GRANTS: ReadonlyMap<string, Grant> = grantMap([authorizationCode, refreshToken, clientCredentials, deviceCode, jwtBearer, tokenExchange]);
 
 /** The `grant_type` values the token endpoint accepts (not what a client may be registered for: types.ts `CLIENT_GRANT_TYPES`). */
 export const TOKEN_GRANT_TYPES: readonly string[] = [...GRANTS.keys()];

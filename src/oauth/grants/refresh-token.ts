@@ -15,7 +15,7 @@ import { secretRequired } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../../protocol/errors.ts';
 import type { DpopProof } from '../dpop.ts';
-import { mintTokenResponse, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, scopesStillAllowed, secondsUntil, type AccessTokenResponse, type TokenResponse } from '../issue.ts';
 import { IDENTITY_SCOPE_NAMES, parseScope, quoted, scopesBeyond, splitScopes, unknownScope } from '../scopes.ts';
 import { scopesOfResource } from '../../store/resources.ts';
 import { checkSameAudience, joinedAudience, lacksRequiredSecondFactor } from '../resources.ts';
@@ -45,7 +45,7 @@ export const refreshToken = defineGrant({
 
 /** What the sealed box holds: enough to answer the same response again. */
 interface SealedSuccessor {
-  response: TokenResponse;
+  response: AccessTokenResponse;
   accessExpiresAt: number;
 }
 
@@ -152,7 +152,7 @@ const revokedGrant = () => invalidGrant('the refresh token has been revoked', 'r
  * successor and the rotation happened within the grace window; otherwise null. `token` as
  * `findRefreshToken` reads it: with its successor's sealed pair and whether it was used.
  */
-function replayWithinGrace(token: RefreshTokenInfo, presented: string, ctx: AppContext, now: number): TokenResponse | null {
+function replayWithinGrace(token: RefreshTokenInfo, presented: string, ctx: AppContext, now: number): AccessTokenResponse | null {
   const graceMs = ctx.config.refreshGraceSeconds * 1000;
   if (graceMs === 0 || token.revoked_at !== null || token.rotated_at === null || token.successor_box === null) return null;
   if (now - token.rotated_at > graceMs || token.successor_rotated_at !== null) return null; // the successor is in use already

@@ -16,7 +16,7 @@ import { registerResource } from '../../../../src/clients/resources.ts';
 import { accountUri } from '../../../../src/config.ts';
 import type { AppContext } from '../../../../src/context.ts';
 import { createIssuer } from '../../../../src/oauth/assertions/issuers.ts';
-import { ID_JAG_TYPE } from '../../../../src/oauth/assertions/profiles.ts';
+import { ID_JAG_TYPE } from '../../../../src/identity/id-jags.ts';
 import type { TokenResponse } from '../../../../src/oauth/issue.ts';
 import { requestToken } from '../../../../src/oauth/grants/index.ts';
 import { JWT_BEARER_GRANT_TYPE } from '../../../../src/oauth/grants/types.ts';

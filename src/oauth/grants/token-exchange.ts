@@ -1,0 +1,263 @@
+/**
+ * `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` (RFC 8693; SPEC §4.15), for
+ * confidential clients, in two forms:
+ * - **Delegation** (`requested_token_type` access_token, the default), for a client an
+ *   administrator allowed (`--token-exchange`): the person's access token it holds becomes a
+ *   narrower one that says who acts for the person (`act`). Never broader than the subject
+ *   token — the same resource server, at most its scopes, at most its remaining life — and it
+ *   belongs to the subject token's grant, so revoking the grant, the client or the person ends
+ *   it with the rest. No refresh token.
+ * - **An ID-JAG** (`requested_token_type` id-jag) for an authorization server the administrator
+ *   listed for this client (`--id-jag-audience`): the person the client's ID token or access
+ *   token speaks for, vouched for to that server (identity/id-jags.ts).
+ *
+ * Bad or unacceptable subject and actor tokens are `invalid_request` (RFC 8693 §2.2.2), an
+ * audience or resource this client may not have `invalid_target`. A refusal changes nothing.
+ */
+import type { AppContext } from '../../context.ts';
+import { accountUri } from '../../config.ts';
+import { loginOf } from '../../login.ts';
+import type { Client } from '../../store/schema.ts';
+import { hasLiveGrant } from '../../store/grants.ts';
+import { addAccessToken } from '../../store/atomic-writes.ts';
+import type { AccessTokenInfo } from '../../store/tokens.ts';
+import { readIdToken } from '../../identity/id-tokens.ts';
+import { signIdJag, ID_JAG_LIFETIME_SECONDS } from '../../identity/id-jags.ts';
+import type { Actor } from '../../identity/jwt-access-tokens.ts';
+import { idJagAudiencesOf, type IdJagAudience } from '../../clients/clients.ts';
+import { OAuthError, invalidGrant, invalidRequest, invalidScope } from '../../protocol/errors.ts';
+import { userOfSubject } from '../assertions/publisher.ts';
+import type { DpopProof } from '../dpop.ts';
+import { findPresentedAccessToken } from '../introspection.ts';
+import { mintTokenResponse, proofBinding, scopesStillAllowed, type TokenResponse } from '../issue.ts';
+import {
+  audienceById,
+  invalidTarget,
+  lacksRequiredSecondFactor,
+  normalizeResourceUri,
+  requestedAudience,
+  resourceDetail,
+  type Audience,
+} from '../resources.ts';
+import { joinScopes, parseScope, quoted, scopesBeyond, splitScopes } from '../scopes.ts';
+import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
+import { ACCESS_TOKEN_TYPE, CLIENT_GRANT_TYPES, ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE } from './types.ts';
+
+const parameters = {
+  subject_token: {
+    required: true,
+    description: "the token exchanged: a person's access token this client holds (for an ID-JAG, also an ID token issued to it)",
+  },
+  subject_token_type: { required: true, description: `${ACCESS_TOKEN_TYPE}, or for an ID-JAG ${ID_TOKEN_TYPE}` },
+  actor_token: { description: "the client's own client_credentials access token: the party that acts (RFC 8693 §1.1)" },
+  actor_token_type: { description: `${ACCESS_TOKEN_TYPE}, with actor_token` },
+  requested_token_type: { description: `${ACCESS_TOKEN_TYPE} (the default) or ${ID_JAG_TOKEN_TYPE}` },
+  resource: {
+    repeatable: true,
+    description: "the resource server of the new token: the subject token's (RFC 8707); for an ID-JAG, the resource at its audience",
+  },
+  audience: { repeatable: true, description: "the resource server's URI; for an ID-JAG, the authorization server's issuer (RFC 8693 §2.1)" },
+  scope: { description: "at most the subject token's scopes (an ID-JAG's: what to ask its audience for)" },
+} as const;
+
+type Params = ParamsOf<typeof parameters>;
+
+/** A delegation: the person's token, and who acts for them now. */
+interface Delegation {
+  kind: 'delegation';
+  subject: AccessTokenInfo;
+  act: Actor;
+}
+
+/** An ID-JAG: for whom, and for which server. */
+interface IdJagRequest {
+  kind: 'id-jag';
+  userId: string;
+  username: string;
+  audience: IdJagAudience;
+}
+
+type Exchange = Delegation | IdJagRequest;
+
+export const tokenExchange = defineGrant({
+  type: TOKEN_EXCHANGE_GRANT_TYPE,
+  // Any confidential client may be allowed to (`--token-exchange`, `--id-jag-audience`): `load` checks that it was.
+  usableBy: CLIENT_GRANT_TYPES,
+  title: 'token exchange grant',
+  parameters,
+  client: 'credentials',
+  redeems: 'subject_token',
+  load,
+  issue,
+});
+
+const invalidSubject = (detail: string) => invalidRequest('the subject_token is invalid, expired or revoked', detail);
+
+async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<Exchange>> {
+  const requested = params.requested_token_type ?? ACCESS_TOKEN_TYPE;
+  if (requested === ID_JAG_TOKEN_TYPE) return { clientId: client.id, redeemed: await loadIdJag(params, client, ctx) };
+  if (requested !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"requested_token_type" must be ${ACCESS_TOKEN_TYPE} or ${ID_JAG_TOKEN_TYPE}`);
+  if (client.token_exchange !== 1) {
+    throw new OAuthError('unauthorized_client', 'this client may not exchange tokens: an administrator allows it with --token-exchange');
+  }
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"subject_token_type" must be ${ACCESS_TOKEN_TYPE}`);
+  const subject = await personsTokenOf(ctx, client, params.subject_token);
+  await requireOwnActorToken(ctx, client, params);
+  const previous = subject.act === null ? {} : { act: JSON.parse(subject.act) as Actor };
+  return { clientId: client.id, redeemed: { kind: 'delegation', subject, act: { sub: client.id, ...previous } } };
+}
+
+/** The live access token `token`, issued to this client for a person; anything else is `invalid_request`. */
+async function personsTokenOf(ctx: AppContext, client: Client, token: string): Promise<AccessTokenInfo> {
+  const found = await findPresentedAccessToken(ctx, token, ctx.now());
+  // Another client's token is refused like an unknown one: whoever holds it learns nothing.
+  if (!found || found.info.client_id !== client.id) throw invalidSubject(found ? "another client's token" : 'unknown, expired or revoked token');
+  if (found.info.user_id === null) throw invalidRequest("the subject_token must be a person's access token, not a client's own");
+  return found.info;
+}
+
+/** The actor token, when sent: this client's own live client_credentials token (it says no more than the client's authentication, and no less). */
+async function requireOwnActorToken(ctx: AppContext, client: Client, params: Params): Promise<void> {
+  if (params.actor_token === undefined) {
+    if (params.actor_token_type !== undefined) throw invalidRequest('"actor_token_type" was sent without "actor_token"');
+    return;
+  }
+  if (params.actor_token_type !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"actor_token_type" must be ${ACCESS_TOKEN_TYPE}`);
+  const actor = await findPresentedAccessToken(ctx, params.actor_token, ctx.now());
+  if (!actor || actor.info.client_id !== client.id || actor.info.user_id !== null) {
+    throw invalidRequest(
+      "the actor_token must be this client's own live client_credentials access token",
+      actor ? "another party's actor token" : 'unknown actor token',
+    );
+  }
+}
+
+/** The one value of a parameter that may be repeated on the wire (`resource`, `audience`): several are `invalid_target`. */
+function oneTarget(name: string, value: string | string[] | undefined): string | undefined {
+  if (Array.isArray(value)) throw invalidTarget(`only one "${name}" may be requested`);
+  return value;
+}
+
+async function loadIdJag(params: Params, client: Client, ctx: AppContext): Promise<IdJagRequest> {
+  const issuer = oneTarget('audience', params.audience);
+  if (issuer === undefined) throw invalidRequest('"audience" must name the authorization server the ID-JAG is for, by its issuer');
+  const audience = idJagAudiencesOf(client).find((listed) => listed.issuer === issuer);
+  if (!audience) throw invalidTarget('this client may not get ID-JAGs for that audience: an administrator lists them with --id-jag-audience');
+  const person = await idJagSubject(ctx, client, params);
+  return { kind: 'id-jag', userId: person.userId, username: person.username, audience };
+}
+
+/**
+ * The person an ID-JAG speaks for: the one the client's current ID token (what MCP clients
+ * send, SEP-990) or live access token names, still enabled and still with a live grant of this
+ * client — a person who revoked the client's access is not vouched for again.
+ */
+async function idJagSubject(ctx: AppContext, client: Client, params: Params): Promise<{ userId: string; username: string }> {
+  const now = ctx.now();
+  if (params.subject_token_type === ACCESS_TOKEN_TYPE) {
+    const token = await personsTokenOf(ctx, client, params.subject_token);
+    return { userId: token.user_id!, username: token.username! };
+  }
+  if (params.subject_token_type !== ID_TOKEN_TYPE) throw invalidRequest(`"subject_token_type" must be ${ID_TOKEN_TYPE} or ${ACCESS_TOKEN_TYPE}`);
+  const idToken = await readIdToken(ctx, params.subject_token, { acceptExpired: false });
+  if (idToken === null || idToken.clientId !== client.id) throw invalidSubject(idToken ? "another client's ID token" : 'not a current ID token of ours');
+  const user = await userOfSubject(ctx, idToken.sub);
+  if (!user || !(await hasLiveGrant(ctx.db, { clientId: client.id, userId: user.id, now }))) {
+    throw invalidSubject(user ? 'no live grant of the client for the person' : 'unknown or disabled person');
+  }
+  return { userId: user.id, username: user.username };
+}
+
+async function issue(redeemed: Exchange, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {
+  return redeemed.kind === 'id-jag' ? issueIdJag(redeemed, params, client, ctx, address) : delegate(redeemed, params, client, ctx, address, proof);
+}
+
+/** Throws `invalid_target` unless each of `resource` and `audience`, when sent, names the subject token's resource server. */
+async function requireSameAudience(ctx: AppContext, params: Params, audience: Audience): Promise<void> {
+  for (const name of ['resource', 'audience'] as const) {
+    const value = oneTarget(name, params[name]);
+    if (value === undefined) continue;
+    const named = await requestedAudience(ctx, value);
+    if (named.id !== audience.id) throw invalidTarget(`an exchange keeps the subject_token's audience: "${name}" must be ${audience.uri}`);
+  }
+}
+
+async function delegate(
+  exchange: Delegation,
+  params: Params,
+  client: Client,
+  ctx: AppContext,
+  address: string,
+  proof: DpopProof | null,
+): Promise<TokenResponse> {
+  const { subject, act } = exchange;
+  // A token bound to a key is exchanged only by whoever holds the key (RFC 9449 §7).
+  if (subject.dpop_jkt !== null && proof?.jkt !== subject.dpop_jkt) {
+    throw new OAuthError('invalid_dpop_proof', 'the subject_token is bound to a DPoP key: prove that key', 'exchange without the subject key');
+  }
+  const audience = await audienceById(ctx, subject.resource_id);
+  await requireSameAudience(ctx, params, audience);
+  const login = loginOf(subject);
+  // Step-up (SPEC §4.12): the subject's grant must have been approved as its resource server now asks.
+  if (lacksRequiredSecondFactor({ require_second_factor: audience.requireSecondFactor ? 1 : 0 }, login)) {
+    throw invalidGrant(
+      'the resource server requires a login with a second factor, and this grant was approved without: ask the person again',
+      'grant approved without a second factor',
+    );
+  }
+  const held = splitScopes(subject.scopes);
+  const requested = params.scope === undefined ? held : parseScope(params.scope);
+  const wider = scopesBeyond(requested, held);
+  if (wider.length > 0) throw invalidScope(`an exchange cannot widen the subject_token's scopes: ${quoted(wider)}`);
+  const scopes = scopesStillAllowed(requested, client);
+  if (scopes.length === 0) throw invalidScope('the scopes asked for are no longer allowed to this client');
+  const person = { clientId: client.id, userId: subject.user_id, username: subject.username, login };
+  const pair = await mintTokenResponse(ctx, audience.tokens, person, scopes, {
+    withRefresh: false,
+    binding: proofBinding(proof, true),
+    exchange: { act, notAfter: subject.expires_at },
+  });
+  const issued = ctx.audit.pending({
+    type: 'token_issued',
+    userId: subject.user_id,
+    clientId: client.id,
+    address,
+    detail: {
+      grant_type: TOKEN_EXCHANGE_GRANT_TYPE,
+      grant_id: subject.grant_id,
+      scope: pair.stored.scopes,
+      act: pair.stored.act!,
+      ...resourceDetail(audience),
+    },
+  });
+  const grant = { grantId: subject.grant_id, clientScopes: client.scopes };
+  // Revoked (its grant, client or person) since it was read: nothing is stored.
+  if (!(await addAccessToken(ctx.db, grant, pair.stored, ctx.now(), issued.row))) throw invalidSubject('grant revoked while the exchange ran');
+  issued.committed();
+  return { ...pair.response, issued_token_type: ACCESS_TOKEN_TYPE };
+}
+
+async function issueIdJag(request: IdJagRequest, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
+  const resource = oneTarget('resource', params.resource) ?? null;
+  if (resource !== null && !('uri' in normalizeResourceUri(resource))) throw invalidTarget('"resource" must be an absolute https URL');
+  const scope = params.scope === undefined ? null : joinScopes(parseScope(params.scope));
+  const now = ctx.now();
+  const { audience } = request;
+  const clientId = audience.client_id ?? client.id;
+  const idJag = await signIdJag(ctx, { sub: accountUri(request.username, ctx.config), aud: audience.issuer, clientId, resource, scope }, now);
+  await ctx.audit({
+    type: 'id_jag_issued',
+    userId: request.userId,
+    clientId: client.id,
+    address,
+    detail: { audience: audience.issuer, client_id_there: clientId, ...(resource === null ? {} : { resource }), ...(scope === null ? {} : { scope }) },
+  });
+  // RFC 8693 §2.2.1: not an access token, so token_type N_A.
+  return {
+    issued_token_type: ID_JAG_TOKEN_TYPE,
+    access_token: idJag,
+    token_type: 'N_A',
+    expires_in: ID_JAG_LIFETIME_SECONDS,
+    ...(scope === null ? {} : { scope }),
+  };
+}
