@@ -18,6 +18,8 @@ export const ID_JAG_LIFETIME_SECONDS = 300;
 export interface IdJagClaims {
   /** The person's userid (`acct:` URI). */
   readonly sub: string;
+  /** Their e-mail address, when verified: how another server may know them (null: not said). */
+  readonly email: string | null;
   /** The other authorization server's issuer. */
   readonly aud: string;
   /** The client's ID at that server. */
@@ -33,6 +35,7 @@ export async function signIdJag(ctx: AppContext, what: IdJagClaims, now: number)
   const claims = {
     iss: ctx.config.publicUrl,
     sub: what.sub,
+    ...(what.email === null ? {} : { email: what.email }),
     aud: what.aud,
     client_id: what.clientId,
     ...(what.resource === null ? {} : { resource: what.resource }),

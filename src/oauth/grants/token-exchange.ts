@@ -17,7 +17,8 @@
 import type { AppContext } from '../../context.ts';
 import { accountUri } from '../../config.ts';
 import { loginOf } from '../../login.ts';
-import type { Client } from '../../store/schema.ts';
+import type { Client, User } from '../../store/schema.ts';
+import { findUserById } from '../../store/users.ts';
 import { hasLiveGrant } from '../../store/grants.ts';
 import { addAccessToken } from '../../store/atomic-writes.ts';
 import type { AccessTokenInfo } from '../../store/tokens.ts';
@@ -72,8 +73,7 @@ interface Delegation {
 /** An ID-JAG: for whom, and for which server. */
 interface IdJagRequest {
   kind: 'id-jag';
-  userId: string;
-  username: string;
+  person: User;
   audience: IdJagAudience;
 }
 
@@ -141,10 +141,15 @@ function oneTarget(name: string, value: string | string[] | undefined): string |
 async function loadIdJag(params: Params, client: Client, ctx: AppContext): Promise<IdJagRequest> {
   const issuer = oneTarget('audience', params.audience);
   if (issuer === undefined) throw invalidRequest('"audience" must name the authorization server the ID-JAG is for, by its issuer');
-  const audience = idJagAudiencesOf(client).find((listed) => listed.issuer === issuer);
+  const audience = idJagAudiencesOf(client).find((listed) => sameIssuer(listed.issuer, issuer));
   if (!audience) throw invalidTarget('this client may not get ID-JAGs for that audience: an administrator lists them with --id-jag-audience');
-  const person = await idJagSubject(ctx, client, params);
-  return { kind: 'id-jag', userId: person.userId, username: person.username, audience };
+  return { kind: 'id-jag', person: await idJagSubject(ctx, client, params), audience };
+}
+
+/** Issuer URLs compared as RFC 8414 §3.3 compares them, but for a trailing `/` and the case of scheme and host, which clients vary. */
+function sameIssuer(listed: string, asked: string): boolean {
+  const [a, b] = [normalizeResourceUri(listed), normalizeResourceUri(asked)];
+  return 'uri' in a && 'uri' in b && a.uri === b.uri;
 }
 
 /**
@@ -152,11 +157,14 @@ async function loadIdJag(params: Params, client: Client, ctx: AppContext): Promi
  * send, SEP-990) or live access token names, still enabled and still with a live grant of this
  * client — a person who revoked the client's access is not vouched for again.
  */
-async function idJagSubject(ctx: AppContext, client: Client, params: Params): Promise<{ userId: string; username: string }> {
+async function idJagSubject(ctx: AppContext, client: Client, params: Params): Promise<User> {
   const now = ctx.now();
   if (params.subject_token_type === ACCESS_TOKEN_TYPE) {
     const token = await personsTokenOf(ctx, client, params.subject_token);
-    return { userId: token.user_id!, username: token.username! };
+    const user = await findUserById(ctx.db, token.user_id!);
+    // A live token's person is enabled (store/tokens.ts `liveToken`); deleted meanwhile, they are nobody.
+    if (!user) throw invalidSubject('person deleted meanwhile');
+    return user;
   }
   if (params.subject_token_type !== ID_TOKEN_TYPE) throw invalidRequest(`"subject_token_type" must be ${ID_TOKEN_TYPE} or ${ACCESS_TOKEN_TYPE}`);
   const idToken = await readIdToken(ctx, params.subject_token, { acceptExpired: false });
@@ -165,7 +173,7 @@ async function idJagSubject(ctx: AppContext, client: Client, params: Params): Pr
   if (!user || !(await hasLiveGrant(ctx.db, { clientId: client.id, userId: user.id, now }))) {
     throw invalidSubject(user ? 'no live grant of the client for the person' : 'unknown or disabled person');
   }
-  return { userId: user.id, username: user.username };
+  return user;
 }
 
 async function issue(redeemed: Exchange, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {
@@ -242,12 +250,14 @@ async function issueIdJag(request: IdJagRequest, params: Params, client: Client,
   if (resource !== null && !('uri' in normalizeResourceUri(resource))) throw invalidTarget('"resource" must be an absolute https URL');
   const scope = params.scope === undefined ? null : joinScopes(parseScope(params.scope));
   const now = ctx.now();
-  const { audience } = request;
+  const { audience, person } = request;
   const clientId = audience.client_id ?? client.id;
-  const idJag = await signIdJag(ctx, { sub: accountUri(request.username, ctx.config), aud: audience.issuer, clientId, resource, scope }, now);
+  // The e-mail address only once verified: the audience may know the person by it (SPEC §4.11 `--subject-claim email`).
+  const email = person.email_verified === 1 ? person.email : null;
+  const idJag = await signIdJag(ctx, { sub: accountUri(person.username, ctx.config), email, aud: audience.issuer, clientId, resource, scope }, now);
   await ctx.audit({
     type: 'id_jag_issued',
-    userId: request.userId,
+    userId: person.id,
     clientId: client.id,
     address,
     detail: { audience: audience.issuer, client_id_there: clientId, ...(resource === null ? {} : { resource }), ...(scope === null ? {} : { scope }) },
