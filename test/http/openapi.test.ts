@@ -71,12 +71,21 @@ for (const backend of BACKENDS) {
         'client_credentials',
         'urn:ietf:params:oauth:grant-type:device_code',
         'urn:ietf:params:oauth:grant-type:jwt-bearer',
+        'urn:ietf:params:oauth:grant-type:token-exchange',
       ]);
-      for (const name of ['code', 'redirect_uri', 'code_verifier', 'refresh_token', 'device_code', 'assertion', 'scope', 'client_id', 'client_secret'])
-        assert.ok(body.properties![name], name);
+      const named = ['code', 'redirect_uri', 'code_verifier', 'refresh_token', 'device_code', 'assertion', 'subject_token', 'actor_token', 'audience'];
+      for (const name of [...named, 'scope', 'client_id', 'client_secret']) assert.ok(body.properties![name], name);
       assert.deepEqual(Object.keys(token.responses!).toSorted(), ['200', '400', '401', '429', '503']);
       const tokens = (token.responses!['200'] as OpenAPIV3_1.ResponseObject).content!['application/json']!.schema as OpenAPIV3_1.SchemaObject;
-      assert.deepEqual(Object.keys(tokens.properties!).toSorted(), ['access_token', 'expires_in', 'id_token', 'refresh_token', 'scope', 'token_type']);
+      assert.deepEqual(Object.keys(tokens.properties!).toSorted(), [
+        'access_token',
+        'expires_in',
+        'id_token',
+        'issued_token_type',
+        'refresh_token',
+        'scope',
+        'token_type',
+      ]);
       const refused = (token.responses!['400'] as OpenAPIV3_1.ResponseObject).content!['application/json']!.schema as OpenAPIV3_1.SchemaObject;
       assert.deepEqual(refused.required, ['error', 'error_description']);
     });

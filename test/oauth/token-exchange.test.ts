@@ -36,6 +36,7 @@ import { assertNoSecretsLogged, assertOAuthError } from '../support/responses.ts
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { connect } from '../support/ws-client.ts';
+import { databaseUrl, gatehouse } from '../support/processes.ts';
 
 type CryptoKeyPair = webcrypto.CryptoKeyPair;
 const FILES = 'https://files.example/api';
@@ -90,6 +91,48 @@ for (const backend of BACKENDS) {
       browser = new UserAgent(server.url);
     });
     after(() => server?.close());
+
+    test('from the command line: client create and update take --token-exchange and --id-jag-audience, and refuse what cannot be', async () => {
+      const env = { DATABASE_URL: databaseUrl(server.config), PUBLIC_URL: server.url };
+      const cli = async (...args: string[]) => gatehouse(args, env);
+      const made = await cli(
+        'client',
+        'create',
+        '--name',
+        'CLI agent',
+        '--redirect-uri',
+        'http://127.0.0.1:8765/cb',
+        '--confidential',
+        '--token-exchange',
+        '--json',
+      );
+      assert.equal(made.code, 0, made.stderr);
+      const { client_id } = JSON.parse(made.stdout) as { client_id: string };
+      const update = async (...args: string[]) => cli('client', 'update', client_id, ...args, '--json');
+      const listed = await update('--id-jag-audience', 'https://as.example', '--id-jag-audience', 'https://mcp-as.example/tenant=agent-7');
+      assert.equal(listed.code, 0, listed.stderr);
+      const described = JSON.parse(listed.stdout) as { token_exchange: boolean; id_jag_audiences: unknown };
+      assert.equal(described.token_exchange, true);
+      assert.deepEqual(described.id_jag_audiences, [
+        { issuer: 'https://as.example', client_id: null },
+        { issuer: 'https://mcp-as.example/tenant', client_id: 'agent-7' },
+      ]);
+      const cleared = JSON.parse((await update('--no-token-exchange', '--id-jag-audience', '')).stdout) as typeof described;
+      assert.deepEqual([cleared.token_exchange, cleared.id_jag_audiences], [false, []]);
+
+      const refused = async (run: Promise<{ code: number | null; stderr: string }>, message: RegExp) => {
+        const done = await run;
+        assert.equal(done.code, 2, done.stderr);
+        assert.match(done.stderr, message);
+      };
+      await refused(update('--id-jag-audience', 'http://as.example'), /ID-JAG audience http:\/\/as\.example must use https/);
+      await refused(update('--id-jag-audience', 'https://as.example?tenant=1'), /must not have a query or a fragment/);
+      await refused(update('--id-jag-audience', 'https://as.example', '--id-jag-audience', 'https://as.example=x'), /Each ID-JAG audience must be listed once/);
+      await refused(
+        cli('client', 'create', '--name', 'Public agent', '--redirect-uri', 'http://127.0.0.1:8765/cb', '--token-exchange'),
+        /Only a confidential client may exchange tokens or get ID-JAGs/,
+      );
+    });
 
     test('the metadata lists the grant', async () => {
       const metadata = (await (await fetch(`${server.url}/.well-known/oauth-authorization-server`)).json()) as { grant_types_supported: string[] };

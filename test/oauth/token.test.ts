@@ -108,7 +108,8 @@ for (const backend of BACKENDS) {
           body: () => 'grant_type=password&username=alice&password=x',
           error: 'unsupported_grant_type',
           description:
-            'supported grant types are authorization_code, refresh_token, client_credentials, urn:ietf:params:oauth:grant-type:device_code, urn:ietf:params:oauth:grant-type:jwt-bearer',
+            'supported grant types are authorization_code, refresh_token, client_credentials, urn:ietf:params:oauth:grant-type:device_code, ' +
+            'urn:ietf:params:oauth:grant-type:jwt-bearer, urn:ietf:params:oauth:grant-type:token-exchange',
         },
         {
           title: 'several missing parameters',
