@@ -18,7 +18,9 @@ import {
   describeClient,
   disableClient,
   enableClient,
+  idJagAudienceText,
   listClients,
+  parseIdJagAudience,
   registerClient,
   removeClient,
   rotateClientSecret,
@@ -61,6 +63,9 @@ interface ClientFormValues {
   require_dpop: boolean;
   require_par: boolean;
   fapi2: boolean;
+  /** SPEC §4.15: token exchange allowed; the ID-JAG audiences, one per line (`<issuer>` or `<issuer>=<client ID there>`). */
+  token_exchange: boolean;
+  id_jag_audiences: string;
   scopes: string[];
   post_logout_redirect_uri: string;
   backchannel_logout_uri: string;
@@ -81,6 +86,8 @@ function clientFormValues(body: RawParams): ClientFormValues {
     require_dpop: ticked(body, 'require_dpop'),
     require_par: ticked(body, 'require_par'),
     fapi2: field(body, 'profile') === FAPI2,
+    token_exchange: ticked(body, 'token_exchange'),
+    id_jag_audiences: field(body, 'id_jag_audiences').trim(),
     scopes: tickedValues(body, 'scope'),
     post_logout_redirect_uri: field(body, 'post_logout_redirect_uri').trim(),
     backchannel_logout_uri: field(body, 'backchannel_logout_uri').trim(),
@@ -107,6 +114,8 @@ function changesFrom(values: ClientFormValues): ClientChanges {
     requireDpop: values.require_dpop,
     requirePar: values.require_par,
     profile: values.fapi2 ? FAPI2 : null,
+    tokenExchange: values.token_exchange,
+    idJagAudiences: linesOf(values.id_jag_audiences).map(parseIdJagAudience),
     scope: values.scopes.join(' '),
     postLogoutRedirectUris: linesOf(values.post_logout_redirect_uri),
     backchannelLogoutUri: values.backchannel_logout_uri === '' ? null : values.backchannel_logout_uri,
@@ -254,6 +263,8 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       require_dpop: false,
       require_par: false,
       fapi2: false,
+      token_exchange: false,
+      id_jag_audiences: '',
       scopes: [...SCOPES, ...IDENTITY_SCOPE_NAMES], // as `gatehouse client create` without --scope
       post_logout_redirect_uri: '',
       backchannel_logout_uri: '',
@@ -294,6 +305,8 @@ export default async function clientRoutes(app: FastifyInstance, { ctx, admin, a
       require_dpop: row.require_dpop,
       require_par: row.require_par,
       fapi2: row.profile === FAPI2,
+      token_exchange: row.token_exchange,
+      id_jag_audiences: row.id_jag_audiences.map(idJagAudienceText).join('\n'),
       scopes: row.scopes,
       post_logout_redirect_uri: row.post_logout_redirect_uris.join('\n'),
       backchannel_logout_uri: row.backchannel_logout_uri ?? '',

@@ -122,6 +122,39 @@ for (const backend of BACKENDS) {
       assert.match(edit.html, /name="profile" value="fapi2" checked/);
     });
 
+    test('token exchange and ID-JAG audiences are set on the form, shown again, and refused for a public client or a bad issuer', async () => {
+      const form = await admin.visit('/admin/oauthclients/new');
+      const agent = {
+        ...FORM,
+        name: 'Agent',
+        grant_type: 'authorization_code',
+        redirect_uri: 'https://agent.example/cb',
+        client_type: 'confidential',
+        jwks_uri: '',
+        token_exchange: 'yes',
+        id_jag_audiences: 'https://auth.mcp.example\nhttps://other.example=agent-7',
+      };
+      const before = await clientCount();
+      const open = await admin.submit(form.html, '/admin/oauthclients', { ...agent, client_type: 'public' });
+      assert.equal(open.response.status, 400);
+      assert.match(open.html, /id="token_exchange-error">Only a confidential client may exchange tokens or get ID-JAGs/);
+      const plain = await admin.submit(form.html, '/admin/oauthclients', { ...agent, id_jag_audiences: 'http://auth.mcp.example' });
+      assert.equal(plain.response.status, 400);
+      assert.match(plain.html, /id="id_jag_audiences-error">ID-JAG audience http:\/\/auth\.mcp\.example must use https/);
+      assert.equal(await clientCount(), before, 'nothing registered');
+
+      assert.equal((await admin.submit(form.html, '/admin/oauthclients', agent)).response.status, 200);
+      const client = (await listClients(server.store.db, {}, 1000)).rows.find((row) => row.name === 'Agent')!;
+      assert.equal(client.token_exchange, 1);
+      assert.deepEqual(JSON.parse(client.id_jag_audiences), [
+        { issuer: 'https://auth.mcp.example', client_id: null },
+        { issuer: 'https://other.example', client_id: 'agent-7' },
+      ]);
+      const edit = await admin.visit(`/admin/oauthclients/${client.id}`);
+      assert.match(edit.html, /name="token_exchange" value="yes" checked/);
+      assert.match(edit.html, /<textarea id="id_jag_audiences"[^>]*>https:\/\/auth\.mcp\.example\nhttps:\/\/other\.example=agent-7<\/textarea>/);
+    });
+
     test('gatehouse client create --jwks-file / --jwks-uri, and client list --json', async () => {
       const env = { DATABASE_URL: databaseUrl(server.config) };
       writeFileSync(join(dir, 'public.json'), publicJwks);
