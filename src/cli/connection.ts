@@ -44,6 +44,12 @@ const CONNECTION_OPTIONS = {
   'groups-claim': { type: 'string', help: 'the claim whose values become group memberships at each login' },
   'trust-mfa': { type: 'boolean', help: "the provider's multi-factor login counts as a second factor" },
   'allow-private-address': { type: 'boolean', help: 'the provider may be on a loopback or private address' },
+  'keep-tokens': { type: 'boolean', help: "keep the provider's tokens, sealed (needs KEYS_SECRET), for --token-resource (--no-keep-tokens: delete them)" },
+  'token-resource': {
+    type: 'string',
+    multiple: true,
+    help: 'a resource server that may exchange a person\'s token for their provider token ("": none)',
+  },
 } as const;
 
 type ConnectionOptions = OptionValues<typeof CONNECTION_OPTIONS>;
@@ -72,6 +78,8 @@ function connectionInput(options: ConnectionOptions): ConnectionInput {
     groupsClaim: options['groups-claim'],
     trustMfa: options['trust-mfa'],
     allowPrivateAddress: options['allow-private-address'],
+    keepTokens: options['keep-tokens'],
+    tokenResources: options['token-resource']?.filter((uri) => uri !== ''),
   };
   return Object.fromEntries(Object.entries(input).filter(([, value]) => value !== undefined));
 }
@@ -104,6 +112,8 @@ const FLAGS: Readonly<Record<string, string>> = {
   domains: '--domains',
   required: '--required',
   groups_claim: '--groups-claim',
+  keep_tokens: '--keep-tokens',
+  token_resources: '--token-resource',
 };
 
 /** Runs `work`; a refused setting names its flag, unless the message names the flags already. */
@@ -154,6 +164,7 @@ const SETTINGS_USAGE = [
   '[--tenant <t>] [--base-url <url>] [--scope "<s>"] [--domains a.example,b.example]',
   '[--[no-]required] [--[no-]create-accounts] [--[no-]link-verified-email]',
   '[--groups-claim <claim>] [--[no-]trust-mfa] [--[no-]allow-private-address]',
+  '[--[no-]keep-tokens] [--token-resource <uri> …]',
 ];
 
 const create: Command = command({
@@ -182,7 +193,10 @@ const create: Command = command({
     'provider says it is verified; --groups-claim: the claim whose values',
     "become group memberships at each login; --trust-mfa: the provider's",
     'multi-factor login counts as a second factor; --allow-private-address:',
-    'the provider may be on a loopback or private address',
+    'the provider may be on a loopback or private address; --keep-tokens: the',
+    "provider's tokens are kept at each login, sealed under KEYS_SECRET, and",
+    '--token-resource names the resource servers that may exchange a',
+    "person's Gatehouse token for them (token exchange, audience: the id)",
   ],
   options: CONNECTION_OPTIONS,
   async run(ctx, args, options, print) {

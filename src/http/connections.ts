@@ -138,6 +138,7 @@ export default async function connectionRoutes(app: FastifyInstance, { ctx }: { 
       signedIn: await currentLogin(request, ctx),
       address: request.ip,
       previousSession: sessionToken(request, ctx),
+      tokens: result.tokens,
     });
     reply.header('Cache-Control', 'no-store');
     switch (outcome.kind) {

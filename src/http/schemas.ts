@@ -163,9 +163,9 @@ const tokenResponseSchema = {
   200: {
     description:
       'The tokens (RFC 6749 §5.1), with `Cache-Control: no-store`; no refresh token for client_credentials and token exchange; ' +
-      'for an exchange for an ID-JAG, the assertion in `access_token` (RFC 8693 §2.2.1)',
+      "a token exchange's ID-JAG or provider token in `access_token` (RFC 8693 §2.2.1), `expires_in` absent when the provider did not say",
     type: 'object',
-    required: ['token_type', 'access_token', 'expires_in'],
+    required: ['token_type', 'access_token'],
     properties: {
       token_type: {
         type: 'string',

@@ -11,8 +11,8 @@ import type { DpopProof } from './dpop.ts';
 import { accessTokenTtl, mayAskAnyScope, type TokenAudience } from './resources.ts';
 import { joinScopes, splitScopes } from './scopes.ts';
 
-/** What the token endpoint answers: tokens, or (an exchange for an ID-JAG) an assertion. */
-export type TokenResponse = AccessTokenResponse | AssertionResponse;
+/** What the token endpoint answers: tokens Gatehouse made, or what a token exchange hands over (an ID-JAG, a provider's token). */
+export type TokenResponse = AccessTokenResponse | ExchangedResponse;
 
 export interface AccessTokenResponse {
   /** `DPoP` when the access token is bound to a key (RFC 9449 §5). */
@@ -27,13 +27,15 @@ export interface AccessTokenResponse {
   issued_token_type?: string;
 }
 
-/** A token exchange's answer that is not an access token (RFC 8693 §2.2.1): an ID-JAG (SPEC §4.15). */
-export interface AssertionResponse {
-  token_type: 'N_A';
-  /** The assertion, in the field RFC 8693 names so. */
+/** A token exchange's answer of a token Gatehouse did not make for itself (RFC 8693 §2.2.1, SPEC §4.15): an ID-JAG, a provider's access token. */
+export interface ExchangedResponse {
+  /** `N_A` for an ID-JAG, which is no access token; a provider's token is `Bearer`. */
+  token_type: 'N_A' | 'Bearer';
+  /** The ID-JAG or the provider's token, in the field RFC 8693 names so. */
   access_token: string;
   issued_token_type: string;
-  expires_in: number;
+  /** Absent when the provider did not say when its token expires. */
+  expires_in?: number;
   scope?: string;
   /** Never: an exchange gives no refresh token (SPEC §4.15). */
   refresh_token?: never;

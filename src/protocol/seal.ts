@@ -27,6 +27,19 @@ export const SEALED_KINDS = {
 
 export type SealedKind = keyof typeof SEALED_KINDS;
 
+/**
+ * Secrets that are only ever stored sealed — never without KEYS_SECRET, so start-up finds none
+ * of them to seal: people's provider tokens a connection keeps (SPEC §4.15). Their `info` is
+ * fixed forever too.
+ */
+const ALWAYS_SEALED = {
+  provider_tokens: { info: 'gatehouse: kept provider tokens at rest (A256GCM)', name: "people's provider tokens" },
+} as const;
+
+/** Every kind of sealed secret. */
+type Sealable = SealedKind | keyof typeof ALWAYS_SEALED;
+const KINDS: Record<Sealable, { info: string; name: string }> = { ...SEALED_KINDS, ...ALWAYS_SEALED };
+
 /** A secret as a row stores it. */
 export interface StoredSecret {
   readonly value: string;
@@ -34,13 +47,13 @@ export interface StoredSecret {
   readonly encrypted: number;
 }
 
-function encryptionKey(kind: SealedKind, keysSecret: string): Uint8Array {
+function encryptionKey(kind: Sealable, keysSecret: string): Uint8Array {
   // No salt: KEYS_SECRET is random already (32 characters or more); the info binds the key to one kind.
-  return new Uint8Array(hkdfSync('sha256', keysSecret, new Uint8Array(0), SEALED_KINDS[kind].info, 32));
+  return new Uint8Array(hkdfSync('sha256', keysSecret, new Uint8Array(0), KINDS[kind].info, 32));
 }
 
 /** `plaintext` as its row will store it: sealed under KEYS_SECRET when it is set, as it is otherwise. */
-export async function seal(kind: SealedKind, owner: string, plaintext: string, keysSecret: string | null): Promise<StoredSecret> {
+export async function seal(kind: Sealable, owner: string, plaintext: string, keysSecret: string | null): Promise<StoredSecret> {
   if (keysSecret === null) return { value: plaintext, encrypted: 0 };
   const jwe = await new CompactEncrypt(new TextEncoder().encode(plaintext))
     .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: owner })
@@ -54,9 +67,9 @@ export async function seal(kind: SealedKind, owner: string, plaintext: string, k
  * KEYS_SECRET and the kind. Start-up opens every signing key, so a wrong KEYS_SECRET stops it
  * before any request could meet one.
  */
-export async function open(kind: SealedKind, owner: string, stored: StoredSecret, keysSecret: string | null): Promise<string> {
+export async function open(kind: Sealable, owner: string, stored: StoredSecret, keysSecret: string | null): Promise<string> {
   if (stored.encrypted !== 1) return stored.value;
-  const name = SEALED_KINDS[kind].name;
+  const name = KINDS[kind].name;
   if (keysSecret === null)
     throw new ConfigError(`KEYS_SECRET is not set, but the ${name} in the database are encrypted: set the KEYS_SECRET they were stored with`);
   try {

@@ -87,6 +87,7 @@ export const AUDIT_EVENT_TYPES = [
   'email_change_requested',
   'email_changed',
   'id_jag_issued',
+  'provider_token_issued',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -218,3 +218,51 @@ export async function endIdentitySessions(
     );
   });
 }
+
+/** An identity's kept provider tokens (SPEC §4.15), as stored: sealed. */
+export interface KeptTokensRow {
+  subject: string;
+  provider_tokens: string;
+  provider_tokens_expire_at: number | null;
+}
+
+/**
+ * Stores the provider's tokens of an identity's login, sealed, replacing any kept before — only
+ * while `previous` is what the row holds (undefined: whatever it holds), so that of two
+ * refreshes of the same tokens one is kept. False when nothing was replaced.
+ */
+export async function keepProviderTokens(
+  db: Kysely<Database>,
+  p: { connectionId: string; subject: string; sealed: string; expiresAt: number | null; previous?: string },
+): Promise<boolean> {
+  const updated = await db
+    .updateTable('user_identities')
+    .set({ provider_tokens: p.sealed, provider_tokens_expire_at: p.expiresAt })
+    .where('connection_id', '=', p.connectionId)
+    .where('subject', '=', p.subject)
+    .$if(p.previous !== undefined, (q) => q.where('provider_tokens', '=', p.previous!))
+    .executeTakeFirst();
+  return Number(updated.numUpdatedRows) > 0;
+}
+
+/** The person's kept provider tokens at the connection, if any. */
+export function keptTokensOf(db: Kysely<Database>, connectionId: string, userId: string): Promise<KeptTokensRow | undefined> {
+  return db
+    .selectFrom('user_identities')
+    .select(['subject', 'provider_tokens', 'provider_tokens_expire_at'])
+    .where('connection_id', '=', connectionId)
+    .where('user_id', '=', userId)
+    .where('provider_tokens', 'is not', null)
+    .executeTakeFirst() as Promise<KeptTokensRow | undefined>;
+}
+
+/** Deletes the kept provider tokens of a person (disabled), or of a connection (it keeps them no more). */
+export async function forgetProviderTokens(db: Kysely<Database>, of: { userId: string } | { connectionId: string }): Promise<void> {
+  await db
+    .updateTable('user_identities')
+    .set({ provider_tokens: null, provider_tokens_expire_at: null })
+    .$if('userId' in of, (q) => q.where('user_id', '=', (of as { userId: string }).userId))
+    .$if('connectionId' in of, (q) => q.where('connection_id', '=', (of as { connectionId: string }).connectionId))
+    .where('provider_tokens', 'is not', null)
+    .execute();
+}

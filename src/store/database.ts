@@ -71,6 +71,7 @@ const MIGRATIONS = [
   '20261202_001_dpop',
   '20261202_002_pushed_requests',
   '20261203_001_token_exchange',
+  '20261203_002_kept_provider_tokens',
 ] as const;
 
 /**

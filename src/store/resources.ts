@@ -44,7 +44,12 @@ const withScopes = (db: Kysely<Database>) =>
     .orderBy('scopes.name');
 const resourceWithScopesById = prepare((db, p: { id: string }) => withScopes(db).where('resources.id', '=', p.id));
 const resourceWithScopesByUri = prepare((db, p: { uri: string }) => withScopes(db).where('resources.uri', '=', p.uri));
-const resourceOfClient = prepare((db, p: { clientId: string }) => db.selectFrom('resources').select('id').where('client_id', '=', p.clientId));
+const resourceOfClient = prepare((db, p: { clientId: string }) => db.selectFrom('resources').select(['id', 'uri']).where('client_id', '=', p.clientId));
+
+/** The resource server whose own (introspection) client this is, if any. */
+export function findResourceOfClient(db: Kysely<Database>, clientId: string): Promise<{ id: string; uri: string | null } | undefined> {
+  return resourceOfClient.first(db, { clientId });
+}
 
 export async function findResourceByUri(db: Kysely<Database>, uri: string): Promise<Resource | undefined> {
   return resourceByUri.first(db, { uri });

@@ -419,6 +419,10 @@ export interface ConnectionsTable {
   enabled: number;
   created_at: Immutable<number>;
   updated_at: number;
+  /** 1 when the provider's tokens are kept at each login, sealed (SPEC §4.15, `--keep-tokens`). */
+  keep_tokens: ColumnType<number, number | undefined, number>;
+  /** JSON array of the URIs of the resource servers that may exchange a person's token for them (`--token-resource`). */
+  token_resources: ColumnType<string, string | undefined, string>;
 }
 
 export type ConnectionPreset = 'github' | 'google' | 'microsoft' | 'gitlab' | 'orcid';
@@ -435,6 +439,10 @@ export interface UserIdentitiesTable {
   groups: string;
   created_at: Immutable<number>;
   last_login_at: number | null;
+  /** The provider's tokens of the last login, JSON sealed under KEYS_SECRET, when its connection keeps them (SPEC §4.15); null otherwise. */
+  provider_tokens: ColumnType<string | null, string | null | undefined, string | null>;
+  /** When the provider's access token expires (epoch ms); null: not said, or no tokens kept. */
+  provider_tokens_expire_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** A login under way at a provider (SPEC §4.13), by the SHA-256 of its `state`; single use, ten minutes. */

@@ -27,6 +27,9 @@ import {
   updateConnection,
 } from '../../store/connections.ts';
 import type { Updateable } from 'kysely';
+import { normalizeResourceUri } from '../../oauth/resources.ts';
+import { findResourceByUri } from '../../store/resources.ts';
+import { forgetKeptTokens } from './kept-tokens.ts';
 
 export type { Connection };
 
@@ -93,6 +96,9 @@ export interface ConnectionInput {
   groupsClaim?: string | null;
   trustMfa?: boolean;
   allowPrivateAddress?: boolean;
+  /** SPEC §4.15: keep the provider's tokens (needs KEYS_SECRET), and the URIs of the resource servers that may exchange for them. */
+  keepTokens?: boolean;
+  tokenResources?: readonly string[];
 }
 
 /** What may be shown of a connection: everything but its secret. */
@@ -117,10 +123,41 @@ export function describeConnection(ctx: AppContext, row: Connection) {
     groups_claim: row.groups_claim,
     trust_mfa: row.trust_mfa === 1,
     allow_private_address: row.allow_private_address === 1,
+    keep_tokens: row.keep_tokens === 1,
+    token_resources: tokenResourcesOf(row),
     enabled: row.enabled === 1,
     callback_url: callbackUrl(ctx, row.id),
     created_at: row.created_at,
   };
+}
+
+/** The URIs of the resource servers that may exchange a person's token for the provider's (SPEC §4.15). */
+export function tokenResourcesOf(row: Pick<Connection, 'token_resources'>): string[] {
+  return JSON.parse(row.token_resources) as string[];
+}
+
+/**
+ * The vault settings (SPEC §4.15) as stored, from what was asked for (absent: as they are): the
+ * provider's tokens are kept only sealed, so only with KEYS_SECRET; each resource server named
+ * must be registered, with a client of its own to exchange with.
+ */
+async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: Connection | null): Promise<Updateable<ConnectionsTable>> {
+  const patch: Updateable<ConnectionsTable> = {};
+  if (input.keepTokens !== undefined) patch.keep_tokens = input.keepTokens ? 1 : 0;
+  if ((patch.keep_tokens ?? current?.keep_tokens ?? 0) === 1 && ctx.config.keys.secret === null)
+    throw new ConnectionInputError('keep_tokens', 'Keeping the provider’s tokens needs KEYS_SECRET: they are stored only encrypted under it');
+  if (input.tokenResources !== undefined) {
+    const uris: string[] = [];
+    for (const given of input.tokenResources) {
+      const normalized = normalizeResourceUri(given.trim());
+      const resource = 'uri' in normalized ? await findResourceByUri(ctx.db, normalized.uri) : undefined;
+      if (!resource || resource.client_id === null)
+        throw new ConnectionInputError('token_resources', `${given.slice(0, 200)} is not a registered resource server (see gatehouse resource list)`);
+      if (!uris.includes(resource.uri!)) uris.push(resource.uri!);
+    }
+    patch.token_resources = JSON.stringify(uris);
+  }
+  return patch;
 }
 
 /** The URL to register at the provider as the redirect (callback) URL. */
@@ -295,7 +332,7 @@ export async function createConnection(ctx: AppContext, input: ConnectionInput, 
     domains: input.domains ?? [],
     groupsClaim: input.groupsClaim ?? null,
   };
-  const patch = settingsOf(settings, null);
+  const patch = { ...settingsOf(settings, null), ...(await vaultSettings(ctx, { keepTokens: false, tokenResources: [], ...input }, null)) };
   const provider = providerOf(input, null);
   const scope = patch.scope ?? defaultScope(provider);
   if (provider.kind === 'oidc' && !scope.split(' ').includes('openid'))
@@ -356,7 +393,7 @@ const PROVIDER_COLUMNS = ['kind', 'issuer', 'authorization_url', 'token_url', 'u
 /** Changes what `input` gives (absent: as it is) and records which settings changed, never their values. */
 export async function updateConnectionSettings(ctx: AppContext, id: string, input: ConnectionInput, actor: Actor): Promise<Connection> {
   const current = await connectionNamed(ctx, id);
-  const patch = settingsOf(input, current);
+  const patch = { ...settingsOf(input, current), ...(await vaultSettings(ctx, input, current)) };
   const movesProvider = [input.preset, input.issuer, input.kind, input.authorizationUrl, input.tokenUrl, input.userinfoUrl, input.baseUrl, input.tenant].some(
     (value) => value !== undefined,
   );
@@ -387,6 +424,7 @@ export async function updateConnectionSettings(ctx: AppContext, id: string, inpu
   );
   if (changed.length === 0) return current;
   await updateConnection(ctx.db, id, { ...patch, updated_at: ctx.now() });
+  if (patch.keep_tokens === 0) await forgetKeptTokens(ctx, { connectionId: id });
   await ctx.audit({ type: 'connection_updated', ...madeBy(actor), detail: { connection: id, changed: changed.filter((c) => c !== 'encrypted').join(' ') } });
   return { ...current, ...(patch as Partial<Connection>) };
 }

@@ -44,7 +44,8 @@ import { requireRecentLogin } from '../recent-login.ts';
 import { isUniqueViolation } from '../../store/database.ts';
 import { AccountError, createAccount, displayNameOf, emailProblem } from '../users.ts';
 import { keepsAWayToLogIn } from './password-login.ts';
-import type { UpstreamIdentity } from './upstream.ts';
+import { keepTokensOfLogin } from './kept-tokens.ts';
+import type { ProviderTokens, UpstreamIdentity } from './upstream.ts';
 
 /** How long an identity waits for its person to log in to the account that has its email. */
 export const PENDING_IDENTITY_TTL_MS = 10 * 60 * 1000;
@@ -70,7 +71,12 @@ export interface FederatedAttempt {
   address: string;
   /** The session the request came with, if any: a login ends it. */
   previousSession: string | undefined;
+  /** The provider's tokens of this login: kept once the identity is the person's, when the connection keeps them. */
+  tokens: ProviderTokens;
 }
+
+/** The outcomes after which the identity is its person's: a login (done, or at its second step) or a Connect. */
+const LINKED: ReadonlySet<FederatedOutcome['kind']> = new Set(['session', 'second_step', 'linked']);
 
 /** A concurrent login of the same identity, or of the same address, made its account first. */
 class Raced extends Error {
@@ -78,6 +84,12 @@ class Raced extends Error {
 }
 
 export async function federatedLogin(ctx: AppContext, connection: Connection, attempt: FederatedAttempt): Promise<FederatedOutcome> {
+  const outcome = await decideLogin(ctx, connection, attempt);
+  if (LINKED.has(outcome.kind)) await keepTokensOfLogin(ctx, connection, attempt.identity.subject, attempt.tokens);
+  return outcome;
+}
+
+async function decideLogin(ctx: AppContext, connection: Connection, attempt: FederatedAttempt): Promise<FederatedOutcome> {
   if (attempt.linkUserId !== null) return connect(ctx, connection, attempt.linkUserId, attempt);
   for (let tries = 1; ; tries++) {
     try {

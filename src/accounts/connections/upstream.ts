@@ -258,6 +258,38 @@ export interface UpstreamResult {
   identity: UpstreamIdentity;
   next: string;
   linkUserId: string | null;
+  /** The provider's tokens of this login: kept when the connection keeps them (kept-tokens.ts). */
+  tokens: ProviderTokens;
+}
+
+/** The provider's tokens, as a connection that keeps them stores them (sealed). */
+export interface ProviderTokens {
+  access_token: string;
+  /** As the provider said it (`bearer`, `Bearer`…). */
+  token_type: string;
+  refresh_token: string | null;
+  scope: string | null;
+  /** When the access token expires, epoch ms; null when the provider did not say. */
+  expires_at: number | null;
+}
+
+/** The tokens of a provider's token response, made at `now`; a refresh that sends no new refresh token keeps `previous`'s. */
+function providerTokens(response: oidc.TokenEndpointResponse, now: number, previous: string | null = null): ProviderTokens {
+  return {
+    access_token: response.access_token,
+    token_type: response.token_type,
+    refresh_token: response.refresh_token ?? previous,
+    scope: response.scope ?? null,
+    expires_at: response.expires_in === undefined ? null : now + response.expires_in * 1000,
+  };
+}
+
+/**
+ * New provider tokens for a person's refresh token (RFC 6749 §6), through the guarded fetch like
+ * every request to the provider. Throws UpstreamFailure.
+ */
+export function refreshUpstreamTokens(ctx: AppContext, connection: Connection, refreshToken: string): Promise<ProviderTokens> {
+  return failingAs(async () => providerTokens(await oidc.refreshTokenGrant(await providerOf(ctx, connection), refreshToken), ctx.now(), refreshToken));
 }
 
 /**
@@ -289,7 +321,7 @@ export async function finishUpstreamLogin(
       ...(row.max_age === null ? {} : { maxAge: row.max_age }),
     });
     const identity = oidcLogin ? await openIdIdentity(ctx, connection, config, tokens) : await oauth2Identity(connection, config, tokens.access_token);
-    return { identity, next: row.next, linkUserId: row.link_user_id };
+    return { identity, next: row.next, linkUserId: row.link_user_id, tokens: providerTokens(tokens, ctx.now()) };
   });
 }
 

@@ -10,6 +10,10 @@
  * - **An ID-JAG** (`requested_token_type` id-jag) for an authorization server the administrator
  *   listed for this client (`--id-jag-audience`): the person the client's ID token or access
  *   token speaks for, vouched for to that server (identity/id-jags.ts).
+ * - **The person's provider token** (`audience` a connection's id): a resource server the
+ *   administrator allowed for a connection that keeps the provider's tokens (`--keep-tokens
+ *   --token-resource`) hands in a person's access token it was sent and gets the token the
+ *   provider gave at the person's last login there (accounts/connections/kept-tokens.ts).
  *
  * Bad or unacceptable subject and actor tokens are `invalid_request` (RFC 8693 §2.2.2), an
  * audience or resource this client may not have `invalid_target`. A refusal changes nothing.
@@ -17,7 +21,11 @@
 import type { AppContext } from '../../context.ts';
 import { accountUri } from '../../config.ts';
 import { loginOf } from '../../login.ts';
-import type { Client, User } from '../../store/schema.ts';
+import type { Client, Connection, User } from '../../store/schema.ts';
+import { findConnection } from '../../store/connections.ts';
+import { findResourceOfClient } from '../../store/resources.ts';
+import { currentProviderTokens } from '../../accounts/connections/kept-tokens.ts';
+import { tokenResourcesOf } from '../../accounts/connections/connections.ts';
 import { findUserById } from '../../store/users.ts';
 import { hasLiveGrant } from '../../store/grants.ts';
 import { addAccessToken } from '../../store/atomic-writes.ts';
@@ -30,7 +38,7 @@ import { OAuthError, invalidGrant, invalidRequest, invalidScope } from '../../pr
 import { userOfSubject } from '../assertions/publisher.ts';
 import type { DpopProof } from '../dpop.ts';
 import { findPresentedAccessToken } from '../introspection.ts';
-import { mintTokenResponse, proofBinding, scopesStillAllowed, type TokenResponse } from '../issue.ts';
+import { mintTokenResponse, proofBinding, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import {
   audienceById,
   invalidTarget,
@@ -57,7 +65,10 @@ const parameters = {
     repeatable: true,
     description: "the resource server of the new token: the subject token's (RFC 8707); for an ID-JAG, the resource at its audience",
   },
-  audience: { repeatable: true, description: "the resource server's URI; for an ID-JAG, the authorization server's issuer (RFC 8693 §2.1)" },
+  audience: {
+    repeatable: true,
+    description: "the resource server's URI; for an ID-JAG, the authorization server's issuer; for a provider token, the connection's id (RFC 8693 §2.1)",
+  },
   scope: { description: "at most the subject token's scopes (an ID-JAG's: what to ask its audience for)" },
 } as const;
 
@@ -77,7 +88,15 @@ interface IdJagRequest {
   audience: IdJagAudience;
 }
 
-type Exchange = Delegation | IdJagRequest;
+/** A resource server asking for the person's provider token at a connection that keeps it. */
+interface ProviderTokenRequest {
+  kind: 'provider';
+  connection: Connection;
+  resourceUri: string;
+  userId: string;
+}
+
+type Exchange = Delegation | IdJagRequest | ProviderTokenRequest;
 
 export const tokenExchange = defineGrant({
   type: TOKEN_EXCHANGE_GRANT_TYPE,
@@ -97,6 +116,9 @@ async function load(params: Params, client: Client, ctx: AppContext): Promise<Lo
   const requested = params.requested_token_type ?? ACCESS_TOKEN_TYPE;
   if (requested === ID_JAG_TOKEN_TYPE) return { clientId: client.id, redeemed: await loadIdJag(params, client, ctx) };
   if (requested !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"requested_token_type" must be ${ACCESS_TOKEN_TYPE} or ${ID_JAG_TOKEN_TYPE}`);
+  // A connection's id (a slug) where a resource server's URI would be: the provider's token it keeps.
+  const audience = oneTarget('audience', params.audience);
+  if (audience !== undefined && !audience.includes(':')) return { clientId: client.id, redeemed: await loadProviderToken(params, client, ctx, audience) };
   if (client.token_exchange !== 1) {
     throw new OAuthError('unauthorized_client', 'this client may not exchange tokens: an administrator allows it with --token-exchange');
   }
@@ -138,6 +160,31 @@ function oneTarget(name: string, value: string | string[] | undefined): string |
   return value;
 }
 
+/**
+ * The vault (SPEC §4.15): a resource server an administrator allowed for the connection
+ * (`--token-resource`), authenticated as its own client, presents a person's access token it
+ * was sent — one for itself — and gets the person's provider token.
+ */
+async function loadProviderToken(params: Params, client: Client, ctx: AppContext, connectionId: string): Promise<ProviderTokenRequest> {
+  const connection = await findConnection(ctx.db, connectionId);
+  if (!connection || connection.keep_tokens !== 1) throw invalidTarget('no connection keeps provider tokens under that audience');
+  if (connection.enabled !== 1) throw invalidTarget('that connection is disabled');
+  const resource = await findResourceOfClient(ctx.db, client.id);
+  if (!resource || resource.uri === null) {
+    throw new OAuthError('unauthorized_client', "only a resource server's own client may exchange a person's token for their provider token");
+  }
+  if (!tokenResourcesOf(connection).includes(resource.uri)) {
+    throw invalidTarget("this resource server may not have that connection's provider tokens: an administrator allows it with --token-resource");
+  }
+  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"subject_token_type" must be ${ACCESS_TOKEN_TYPE}`);
+  const found = await findPresentedAccessToken(ctx, params.subject_token, ctx.now());
+  // Only a token the person sent this resource server: one for another audience is not its to exchange.
+  if (!found || found.info.resource_id !== resource.id)
+    throw invalidSubject(found ? 'a token for another resource server' : 'unknown, expired or revoked token');
+  if (found.info.user_id === null) throw invalidRequest("the subject_token must be a person's access token, not a client's own");
+  return { kind: 'provider', connection, resourceUri: resource.uri, userId: found.info.user_id };
+}
+
 async function loadIdJag(params: Params, client: Client, ctx: AppContext): Promise<IdJagRequest> {
   const issuer = oneTarget('audience', params.audience);
   if (issuer === undefined) throw invalidRequest('"audience" must name the authorization server the ID-JAG is for, by its issuer');
@@ -177,7 +224,31 @@ async function idJagSubject(ctx: AppContext, client: Client, params: Params): Pr
 }
 
 async function issue(redeemed: Exchange, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {
-  return redeemed.kind === 'id-jag' ? issueIdJag(redeemed, params, client, ctx, address) : delegate(redeemed, params, client, ctx, address, proof);
+  switch (redeemed.kind) {
+    case 'id-jag':
+      return issueIdJag(redeemed, params, client, ctx, address);
+    case 'provider':
+      return handOverProviderToken(redeemed, client, ctx, address);
+    case 'delegation':
+      return delegate(redeemed, params, client, ctx, address, proof);
+  }
+}
+
+async function handOverProviderToken(request: ProviderTokenRequest, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
+  const { connection, resourceUri, userId } = request;
+  const tokens = await currentProviderTokens(ctx, connection, userId);
+  if (tokens === 'none_kept') throw invalidGrant(`no ${connection.name} token is kept for this person: they log in with ${connection.name} first`);
+  if (tokens === 'refresh_failed') {
+    throw invalidGrant(`the person's ${connection.name} token has expired and could not be renewed: they log in with ${connection.name} again`);
+  }
+  await ctx.audit({ type: 'provider_token_issued', userId, clientId: client.id, address, detail: { connection: connection.id, resource: resourceUri } });
+  return {
+    issued_token_type: ACCESS_TOKEN_TYPE,
+    access_token: tokens.access_token,
+    token_type: 'Bearer',
+    ...(tokens.expires_at === null ? {} : { expires_in: secondsUntil(tokens.expires_at, ctx.now()) }),
+    ...(tokens.scope === null ? {} : { scope: tokens.scope }),
+  };
 }
 
 /** Throws `invalid_target` unless each of `resource` and `audience`, when sent, names the subject token's resource server. */

@@ -1,0 +1,244 @@
+/**
+ * SPEC §4.15, the provider's token for an MCP server: a connection created with --keep-tokens
+ * keeps the provider's tokens of each login, sealed under KEYS_SECRET, and a resource server
+ * allowed for it (--token-resource) exchanges a person's Gatehouse token for the person's
+ * provider token, through openid-client's generic grant call. The provider here is a second
+ * Gatehouse behind https, so the token handed over is checked where it counts: at the
+ * provider's own API. Attacks: a resource server not allowed, another resource server's token,
+ * a revoked token, a client that is no resource server; the tokens are refreshed at the provider
+ * once expired, and deleted when the person disconnects or is disabled, or the connection stops
+ * keeping them.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import * as oidc from 'openid-client';
+import { COMMAND_LINE } from '../../src/audit.ts';
+import { disableUser, enableUser, findUserNamed } from '../../src/accounts/users.ts';
+import { callbackUrl, createConnection, slugOf, updateConnectionSettings } from '../../src/accounts/connections/connections.ts';
+import { unlinkIdentity } from '../../src/accounts/connections/federated-login.ts';
+import { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
+import { BACKENDS, backendOptions } from '../support/backends.ts';
+import { discover, obtainTokens, postForm, profile, revokeToken, type App } from '../support/oauth-client.ts';
+import { registerResourceServer, type ResourceServer } from '../support/resources.ts';
+import { assertNoSecretsLogged, assertOAuthError } from '../support/responses.ts';
+import { startServer, type TestServer } from '../support/server.ts';
+import { testCaProblem } from '../support/tls.ts';
+import { startTlsProxy } from '../support/upstream-providers.ts';
+import { UserAgent } from '../support/user-agent.ts';
+
+const MCP = 'https://mcp.example/github-tools';
+const OTHER = 'https://other.example/api';
+const KEYS_SECRET = 'vault-test-keys-secret-0123456789abcdef';
+
+for (const backend of BACKENDS) {
+  describe(
+    `the provider's token for an MCP server (${backend.name})`,
+    { ...backendOptions(backend), ...(testCaProblem() ? { skip: testCaProblem()! } : {}) },
+    () => {
+      let proxy: Awaited<ReturnType<typeof startTlsProxy>>;
+      let upstream: TestServer;
+      let server: TestServer;
+      let mcp: ResourceServer;
+      let other: ResourceServer;
+      let app: App;
+      let person: UserAgent;
+      const id = slugOf('Head office');
+
+      /** ursula logs in at Gatehouse through the connection (she logs in at the provider first). */
+      async function logInThroughProvider(): Promise<void> {
+        const start = await person.visit(`/login/connections/${id}`);
+        const approved = await new UserAgent(proxy.origin).authorize(start.redirect!, { username: 'ursula' });
+        const done = await person.visit(approved.redirect!.pathname + approved.redirect!.search);
+        assert.equal(done.response.status, 200, done.html.slice(0, 300));
+      }
+
+      /** The MCP client's token for the MCP server, as ursula approves it. */
+      const tokenForMcp = async () => (await obtainTokens(app, person, 'ursula', { scope: 'tools:use', resource: MCP })).access_token;
+
+      const exchangeRaw = (rs: ResourceServer, params: Record<string, string>) =>
+        postForm(server, '/api/token', {
+          grant_type: TOKEN_EXCHANGE_GRANT_TYPE,
+          client_id: rs.introspector.client.client_id,
+          client_secret: rs.secret,
+          audience: id,
+          subject_token_type: ACCESS_TOKEN_TYPE,
+          ...params,
+        });
+
+      before(async () => {
+        proxy = await startTlsProxy();
+        upstream = await startServer(backend, { PUBLIC_URL: proxy.origin, ACCESS_TOKEN_TTL: '600' });
+        proxy.target(Number(new URL(upstream.url).port));
+        server = await startServer(backend, { KEYS_SECRET });
+        await upstream.createUser('ursula');
+        const ctx = server.app.gatehouse;
+        mcp = await registerResourceServer(server, MCP, [{ name: 'tools:use', description: 'Use the tools' }], 'GitHub tools (MCP)');
+        other = await registerResourceServer(server, OTHER, [{ name: 'other:use', description: 'Other' }], 'Other API');
+        const { client, secret } = await upstream.createClient({
+          name: 'Gatehouse of the branch',
+          confidential: true,
+          redirectUris: [callbackUrl(ctx, id)],
+          scope: 'openid profile email annotation:read',
+        });
+        await createConnection(
+          ctx,
+          {
+            name: 'Head office',
+            issuer: proxy.origin,
+            clientId: client.id,
+            clientSecret: secret!,
+            allowPrivateAddress: true,
+            scope: 'openid profile email annotation:read',
+            keepTokens: true,
+            tokenResources: [MCP],
+          },
+          COMMAND_LINE,
+        );
+        const registered = await server.createClient({ name: 'MCP client', scope: 'tools:use other:use' });
+        app = await discover(server, registered.client.id);
+        person = new UserAgent(server.url);
+        await logInThroughProvider();
+      });
+      after(async () => {
+        await server?.close();
+        await upstream?.close();
+        await proxy?.close();
+      });
+
+      test("the MCP server exchanges the person's token for their provider token, which opens the provider's API as them", async () => {
+        const config = await oidc.discovery(new URL(server.url), mcp.introspector.client.client_id, mcp.secret, undefined, {
+          execute: [oidc.allowInsecureRequests],
+        });
+        const handed = await oidc.genericGrantRequest(config, TOKEN_EXCHANGE_GRANT_TYPE, {
+          subject_token: await tokenForMcp(),
+          subject_token_type: ACCESS_TOKEN_TYPE,
+          audience: id,
+        });
+        assert.equal(handed.issued_token_type, ACCESS_TOKEN_TYPE);
+        assert.equal(handed.refresh_token, undefined, "the provider's refresh token never leaves Gatehouse");
+        const atProvider = await profile(upstream, handed.access_token);
+        assert.equal(atProvider.status, 200);
+        assert.equal(((await atProvider.json()) as { username: string }).username, 'ursula');
+
+        const stored = await server.store.db.selectFrom('user_identities').select('provider_tokens').executeTakeFirstOrThrow();
+        assert.ok(stored.provider_tokens!.split('.').length === 5, 'kept as a JWE');
+        assert.ok(!stored.provider_tokens!.includes(handed.access_token));
+        const audited = await server.store.db.selectFrom('audit_events').select('detail').where('type', '=', 'provider_token_issued').execute();
+        assert.deepEqual(JSON.parse(audited[0]!.detail!), { connection: id, resource: MCP });
+        assertNoSecretsLogged(server.logs);
+        assert.ok(!server.logs.some((line) => line.includes(handed.access_token)));
+      });
+
+      test("refused: a resource server not allowed, another resource server's token, a revoked token, an unknown connection, a client that is no resource server", async () => {
+        const forMcp = await tokenForMcp();
+        await assertOAuthError(
+          await exchangeRaw(other, { subject_token: forMcp }),
+          400,
+          'invalid_target',
+          "this resource server may not have that connection's provider tokens: an administrator allows it with --token-resource",
+        );
+        const forOther = (await obtainTokens(app, person, 'ursula', { scope: 'other:use', resource: OTHER }).catch(() => null))?.access_token;
+        if (forOther)
+          await assertOAuthError(
+            await exchangeRaw(mcp, { subject_token: forOther }),
+            400,
+            'invalid_request',
+            'the subject_token is invalid, expired or revoked',
+          );
+        await assertOAuthError(
+          await exchangeRaw(mcp, { subject_token: forMcp, audience: 'no-such-connection' }),
+          400,
+          'invalid_target',
+          'no connection keeps provider tokens under that audience',
+        );
+        const plain = await server.createClient({ name: 'Not a resource server', confidential: true, scope: 'tools:use', tokenExchange: true });
+        await assertOAuthError(
+          await postForm(server, '/api/token', {
+            grant_type: TOKEN_EXCHANGE_GRANT_TYPE,
+            client_id: plain.client.id,
+            client_secret: plain.secret!,
+            audience: id,
+            subject_token: forMcp,
+            subject_token_type: ACCESS_TOKEN_TYPE,
+          }),
+          400,
+          'unauthorized_client',
+          "only a resource server's own client may exchange a person's token for their provider token",
+        );
+        const revoked = await obtainTokens(app, person, 'ursula', { scope: 'tools:use', resource: MCP });
+        await revokeToken(app, revoked.refresh_token!);
+        await assertOAuthError(
+          await exchangeRaw(mcp, { subject_token: revoked.access_token }),
+          400,
+          'invalid_request',
+          'the subject_token is invalid, expired or revoked',
+        );
+        assert.equal((await server.store.db.selectFrom('audit_events').select('id').where('type', '=', 'provider_token_issued').execute()).length, 1);
+      });
+
+      test('an expired provider token is refreshed at the provider, kept again, and the new one works there', async () => {
+        const before = (await (await exchangeRaw(mcp, { subject_token: await tokenForMcp() })).json()) as { access_token: string; expires_in: number };
+        assert.ok(before.expires_in <= 600);
+        server.advance(601);
+        const subject = await tokenForMcp();
+        const after = (await (await exchangeRaw(mcp, { subject_token: subject })).json()) as { access_token: string; expires_in: number };
+        assert.notEqual(after.access_token, before.access_token, 'a new provider token');
+        assert.ok(after.expires_in > 500);
+        assert.equal((await profile(upstream, after.access_token)).status, 200);
+        const again = (await (await exchangeRaw(mcp, { subject_token: subject })).json()) as { access_token: string };
+        assert.equal(again.access_token, after.access_token, 'kept: not refreshed again');
+      });
+
+      test('disabling the person, a connection that stops keeping them, or disconnecting deletes their provider tokens', async () => {
+        const ctx = server.app.gatehouse;
+        const kept = async () =>
+          (await server.store.db.selectFrom('user_identities').select('provider_tokens').where('connection_id', '=', id).executeTakeFirst())?.provider_tokens ??
+          null;
+        const noneKept = 'no Head office token is kept for this person: they log in with Head office first';
+        assert.notEqual(await kept(), null);
+        await disableUser(ctx, (await findUserNamed(ctx, 'ursula'))!, COMMAND_LINE);
+        assert.equal(await kept(), null);
+        await enableUser(ctx, (await findUserNamed(ctx, 'ursula'))!, COMMAND_LINE);
+        person = new UserAgent(server.url);
+        await logInThroughProvider();
+        assert.notEqual(await kept(), null, 'kept again at the next login');
+
+        await updateConnectionSettings(ctx, id, { keepTokens: false }, COMMAND_LINE);
+        assert.equal(await kept(), null);
+        await assertOAuthError(
+          await exchangeRaw(mcp, { subject_token: await tokenForMcp() }),
+          400,
+          'invalid_target',
+          'no connection keeps provider tokens under that audience',
+        );
+        await updateConnectionSettings(ctx, id, { keepTokens: true }, COMMAND_LINE);
+        await assertOAuthError(await exchangeRaw(mcp, { subject_token: await tokenForMcp() }), 400, 'invalid_grant', noneKept);
+        await logInThroughProvider();
+        assert.notEqual(await kept(), null);
+
+        // Disconnected (an administrator's unlink: this connection is her only way to log in).
+        const subject = await tokenForMcp();
+        assert.equal(await unlinkIdentity(ctx, (await findUserNamed(ctx, 'ursula'))!, id, { actor: COMMAND_LINE, mustKeepAWay: false }), 'unlinked');
+        assert.equal(await kept(), null);
+        await assertOAuthError(await exchangeRaw(mcp, { subject_token: subject }), 400, 'invalid_grant', noneKept);
+      });
+
+      test('--keep-tokens needs KEYS_SECRET, and --token-resource a registered resource server', async () => {
+        const ctx = server.app.gatehouse;
+        await assert.rejects(
+          updateConnectionSettings(ctx, id, { tokenResources: ['https://unknown.example/mcp'] }, COMMAND_LINE),
+          /is not a registered resource server/,
+        );
+        const plain = await startServer(backend);
+        try {
+          await assert.rejects(
+            createConnection(plain.app.gatehouse, { name: 'Keeper', issuer: proxy.origin, clientId: 'x', clientSecret: 'y', keepTokens: true }, COMMAND_LINE),
+            /Keeping the provider’s tokens needs KEYS_SECRET/,
+          );
+        } finally {
+          await plain.close();
+        }
+      });
+    },
+  );
+}
