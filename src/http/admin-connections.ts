@@ -24,6 +24,7 @@ import {
   presetLabel,
   setConnectionEnabled,
   slugOf,
+  tokenResourcesOf,
   updateConnectionSettings,
   type Connection,
   type ConnectionInput,
@@ -70,6 +71,9 @@ interface Values {
   link_verified_email: boolean;
   trust_mfa: boolean;
   allow_private_address: boolean;
+  /** SPEC §4.15: keep the provider's tokens; the resource servers that may exchange for them, separated by spaces. */
+  keep_tokens: boolean;
+  token_resources: string;
 }
 
 const NEW_CONNECTION: Values = {
@@ -90,6 +94,8 @@ const NEW_CONNECTION: Values = {
   link_verified_email: false,
   trust_mfa: false,
   allow_private_address: false,
+  keep_tokens: false,
+  token_resources: '',
 };
 
 function valuesOf(row: Connection): Values {
@@ -111,6 +117,8 @@ function valuesOf(row: Connection): Values {
     link_verified_email: row.link_verified_email === 1,
     trust_mfa: row.trust_mfa === 1,
     allow_private_address: row.allow_private_address === 1,
+    keep_tokens: row.keep_tokens === 1,
+    token_resources: tokenResourcesOf(row).join(' '),
   };
 }
 
@@ -133,6 +141,8 @@ function typed(body: RawParams): Values {
     link_verified_email: ticked(body, 'link_verified_email'),
     trust_mfa: ticked(body, 'trust_mfa'),
     allow_private_address: ticked(body, 'allow_private_address'),
+    keep_tokens: ticked(body, 'keep_tokens'),
+    token_resources: field(body, 'token_resources').trim(),
   };
 }
 
@@ -171,6 +181,8 @@ function inputOf(values: Values, secret: string): ConnectionInput {
     trustMfa: values.trust_mfa,
     allowPrivateAddress: values.allow_private_address,
     groupsClaim: values.groups_claim,
+    keepTokens: values.keep_tokens,
+    tokenResources: values.token_resources.split(/\s+/).filter((uri) => uri !== ''),
   };
 }
 

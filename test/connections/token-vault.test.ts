@@ -25,6 +25,7 @@ import { startServer, type TestServer } from '../support/server.ts';
 import { testCaProblem } from '../support/tls.ts';
 import { startTlsProxy } from '../support/upstream-providers.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { databaseUrl, gatehouse } from '../support/processes.ts';
 
 const MCP = 'https://mcp.example/github-tools';
 const OTHER = 'https://other.example/api';
@@ -223,11 +224,19 @@ for (const backend of BACKENDS) {
         await assertOAuthError(await exchangeRaw(mcp, { subject_token: subject }), 400, 'invalid_grant', noneKept);
       });
 
-      test('--keep-tokens needs KEYS_SECRET, and --token-resource a registered resource server', async () => {
+      test('--keep-tokens needs KEYS_SECRET, and --token-resource a registered resource server, from the command line too', async () => {
         const ctx = server.app.gatehouse;
+        const env = { DATABASE_URL: databaseUrl(server.config), PUBLIC_URL: server.url, KEYS_SECRET };
+        const updated = await gatehouse(['connection', 'update', id, '--token-resource', MCP, '--token-resource', `${OTHER}/`, '--json'], env);
+        assert.equal(updated.code, 0, updated.stderr);
+        const shown = JSON.parse(updated.stdout) as { keep_tokens: boolean; token_resources: string[] };
+        assert.deepEqual([shown.keep_tokens, shown.token_resources], [true, [MCP, OTHER]]);
+        const emptied = JSON.parse((await gatehouse(['connection', 'update', id, '--token-resource', '', '--json'], env)).stdout) as typeof shown;
+        assert.deepEqual(emptied.token_resources, []);
+        // Without KEYS_SECRET this database does not even open (its keys are sealed): a server without one, below.
         await assert.rejects(
           updateConnectionSettings(ctx, id, { tokenResources: ['https://unknown.example/mcp'] }, COMMAND_LINE),
-          /is not a registered resource server/,
+          /Resource server https:\/\/unknown\.example\/mcp is not registered/,
         );
         const plain = await startServer(backend);
         try {

@@ -170,6 +170,7 @@ for (const backend of BACKENDS) {
       assert.equal(after.domains, '["acme.example","acme.test"]');
       assert.deepEqual([after.required, after.trust_mfa, after.create_accounts], [1, 1, 1]);
       assert.equal(after.client_secret, before.client_secret, 'the secret is kept');
+      assert.match(page.html, /<input type="checkbox" id="keep_tokens" name="keep_tokens" value="yes">/, 'the vault is offered, off');
       const [updated] = await audits('connection_updated');
       assert.equal(updated?.actor_id, root.id);
       const changed = (JSON.parse(String(updated!.detail)) as { changed: string }).changed.split(' ').sort();
@@ -215,6 +216,13 @@ for (const backend of BACKENDS) {
         [{ scope: 'email profile' }, 'scope', 'An OpenID Connect connection’s scope must include openid'],
         [{ groups_claim: 'groups claim' }, 'groups_claim', 'Groups claim must be a claim name'],
         [{ name: 'Acme <script>', issuer: 'https://<script>.example' }, 'issuer', 'Issuer must be an absolute https URL'],
+        // This server has no KEYS_SECRET: the provider's tokens could not be kept sealed.
+        [{ keep_tokens: 'yes' }, 'keep_tokens', 'Keeping the provider’s tokens needs KEYS_SECRET: they are stored only encrypted under it'],
+        [
+          { token_resources: 'https://unknown.example/mcp' },
+          'token_resources',
+          'Resource server https://unknown.example/mcp is not registered (see gatehouse resource list)',
+        ],
       ] as const) {
         const refused = await admin.submit(page.html, '/admin/connections', { ...BLANK, ...ACME, name: 'Other', ...values });
         assert.equal(refused.response.status, 400, JSON.stringify(values));

@@ -152,7 +152,7 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
       const normalized = normalizeResourceUri(given.trim());
       const resource = 'uri' in normalized ? await findResourceByUri(ctx.db, normalized.uri) : undefined;
       if (!resource || resource.client_id === null)
-        throw new ConnectionInputError('token_resources', `${given.slice(0, 200)} is not a registered resource server (see gatehouse resource list)`);
+        throw new ConnectionInputError('token_resources', `Resource server ${given.slice(0, 200)} is not registered (see gatehouse resource list)`);
       if (!uris.includes(resource.uri!)) uris.push(resource.uri!);
     }
     patch.token_resources = JSON.stringify(uris);
