@@ -68,6 +68,7 @@ const PHASES = [
   'refresh',
   'refresh-es256',
   'refresh-confidential',
+  'token-exchange',
   'profile',
   'introspect',
   'ws',
@@ -92,6 +93,7 @@ const LABELS: Record<Phase | Ceiling, string> = {
   refresh: 'refresh with rotation',
   'refresh-es256': 'refresh, ES256 JWT access token',
   'refresh-confidential': 'refresh with rotation (confidential)',
+  'token-exchange': "token exchange (confidential agent): a person's access token for a narrower one with act (RFC 8693)",
   profile: 'bearer GET /api/profile',
   introspect: 'introspection',
   ws: 'WebSocket connect',
@@ -207,7 +209,8 @@ type Asked = JwtAlg | 'openid';
 /** The phases that ask for more (Gatehouse's alone), and what. */
 const ASKED: Partial<Record<Phase, Asked>> = { 'exchange-es256': 'ES256', 'exchange-rs256': 'RS256', 'exchange-oidc': 'openid', 'refresh-es256': 'ES256' };
 /** The phases whose client is the confidential one (HTTP Basic with its secret) rather than the public one. */
-const CONFIDENTIAL: ReadonlySet<Phase> = new Set(['exchange-confidential', 'refresh-confidential', 'revoke-confidential']);
+const CONFIDENTIAL: ReadonlySet<Phase> = new Set(['exchange-confidential', 'refresh-confidential', 'token-exchange', 'revoke-confidential']);
+const TOKEN_EXCHANGE_GRANT = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code';
 /** RFC 8628's default polling interval, which Gatehouse also applies before the first poll. */
 const DEVICE_INTERVAL_MS = 5_000;
@@ -370,6 +373,8 @@ interface Target {
   hasWebSocket: boolean;
   /** Whether it binds tokens to DPoP proofs (its metadata lists `dpop_signing_alg_values_supported`). */
   hasDpop: boolean;
+  /** Whether its confidential client may exchange tokens (RFC 8693, `client update --token-exchange`). */
+  hasTokenExchange: boolean;
   /** Whether it has resource servers whose access tokens are JWTs (JWT_RESOURCES), consented once. */
   hasJwtResources: boolean;
   /** Whether it issues ID tokens (its metadata lists `openid`), consented once. */
@@ -660,6 +665,34 @@ function refresh(target: Target, pairs: Pair[], n: number, sink = UNRECORDED, ph
   );
 }
 
+/** `n` exchanges by the confidential client of its pairs' access tokens for narrower ones: each answered with an access token and no refresh token. */
+async function tokenExchange(target: Target, pairs: Pair[], n: number, sink = UNRECORDED): Promise<void> {
+  const client = asClient(target, true);
+  await load(target, 'token-exchange', sink.record, sink.round, () =>
+    runLoad({
+      url: target.server.url,
+      connections: target.connections,
+      ...size(n, sink),
+      expect: 200,
+      next: () => ({
+        method: 'POST',
+        path: '/api/token',
+        headers: client.headers,
+        form: {
+          grant_type: TOKEN_EXCHANGE_GRANT,
+          subject_token: take(pairs, { access: 'exhausted', refresh: '' }).access,
+          subject_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+          scope: SCOPE,
+        },
+      }),
+      check: (body) => {
+        const parsed = JSON.parse(body) as { access_token?: unknown; refresh_token?: unknown; issued_token_type?: unknown };
+        return typeof parsed.access_token === 'string' && parsed.refresh_token === undefined && typeof parsed.issued_token_type === 'string';
+      },
+    }),
+  );
+}
+
 /** `n` fresh token pairs (for the JWT resource server of `alg`, when given), of the public client or the confidential one: authorizations, then their exchanges. */
 async function freshPairs(target: Target, n: number, asked?: Asked, confidential = false): Promise<Pair[]> {
   const codes = await authorize(target, n, UNRECORDED, asked, confidential);
@@ -799,6 +832,12 @@ async function runPhase(target: Target, phase: Phase, n: number, warm: number, s
       await refresh(target, pairs, n, sink, phase);
       return;
     }
+    case 'token-exchange': {
+      const pairs = await freshPairs(target, warm + n, undefined, true);
+      await tokenExchange(target, pairs, warm);
+      await tokenExchange(target, pairs, n, sink);
+      return;
+    }
     case 'profile': {
       const pairs = await freshPairs(target, n);
       await bearer(target, pairs, warm * 3);
@@ -839,6 +878,7 @@ function unsupported(target: Target, phase: Phase): string | null {
   if (phase === 'introspect' && target.introspector === null) return 'no /oauth/introspect (404)';
   if (phase === 'ws' && !target.hasWebSocket) return 'no /ws';
   if (phase === 'exchange-dpop' && !target.hasDpop) return 'no DPoP';
+  if (phase === 'token-exchange' && !target.hasTokenExchange) return 'no token exchange';
   if (phase === 'device' && target.device === null) return 'no /oauth/device_authorization (404)';
   if (ASKED[phase] === 'openid') {
     if (!target.hasOpenId) return 'no OpenID Connect';
@@ -989,6 +1029,11 @@ async function startGatehouseTarget(backend: BackendName, workers: number, optio
     const clientScope = hasJwtResources ? ['--scope', clientScopes.join(' ')] : [];
     const { client_id: clientId } = await created(['--name', 'Bench client', '--redirect-uri', REDIRECT_URI, ...clientScope]);
     const confidentialClient = await created(['--name', 'Bench confidential client', '--redirect-uri', REDIRECT_URI, '--confidential']);
+    // Allowed to exchange tokens where the build has it (an older one refuses the flag).
+    const hasTokenExchange = await gatehouse(database.url, ['client', 'update', confidentialClient.client_id, '--token-exchange']).then(
+      () => true,
+      () => false,
+    );
     server = await startGatehouse(database.url, {
       inspect: options.cpuProfileDir !== null,
       logLevel: options.logLevel,
@@ -1050,6 +1095,7 @@ async function startGatehouseTarget(backend: BackendName, workers: number, optio
       cookie,
       introspector,
       hasWebSocket: await has('/ws', 'GET'),
+      hasTokenExchange,
       hasDpop: 'dpop_signing_alg_values_supported' in ((await (await fetch(`${server.url}/.well-known/oauth-authorization-server`)).json()) as object),
       hasJwtResources,
       hasOpenId,
@@ -1098,6 +1144,8 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
       hasWebSocket: false,
       // oidc-provider has DPoP, but the peer is configured as a plain OAuth 2 server (bench/peer/server.ts).
       hasDpop: false,
+      // oidc-provider has no RFC 8693 token exchange.
+      hasTokenExchange: false,
       hasJwtResources: false,
       hasOpenId: false,
       device: { clientId: PEER_CLIENTS.device, approval: (userCode) => ({ method: 'POST', path: '/_bench/device/approve', form: { user_code: userCode } }) },

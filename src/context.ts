@@ -14,7 +14,7 @@ import type { Metrics } from './metrics.ts';
 import type { ClientMetadataResolver, RemoteKeySource } from './protocol/remote-documents.ts';
 import type { Services } from './services.ts';
 import type { Store } from './store/database.ts';
-import type { Database, SigningAlg } from './store/schema.ts';
+import type { Connection, Database, SigningAlg } from './store/schema.ts';
 
 export interface AppContext {
   readonly config: Config;
@@ -63,6 +63,25 @@ export interface AppContext {
   readonly backchannelLogouts: Deliveries;
   /** Mail (SPEC §4.16): queued in the database, sent by the server in the background (mail.ts). */
   readonly mail: Mail;
+  /** People's provider tokens that connections keep (SPEC §4.15), for a token exchange: accounts/connections/kept-tokens.ts. */
+  readonly providerTokens: ProviderTokenVault;
+}
+
+/** The provider's tokens of a person's login through a connection, as a connection that keeps them stores them (sealed). */
+export interface ProviderTokens {
+  access_token: string;
+  refresh_token: string | null;
+  scope: string | null;
+  /** When the access token expires, epoch ms; null when the provider did not say. */
+  expires_at: number | null;
+}
+
+/** Why a person's provider token cannot be had: none is kept, or it expired and the provider would not renew it. */
+export type NoProviderToken = 'none_kept' | 'refresh_failed';
+
+export interface ProviderTokenVault {
+  /** The person's current provider tokens at the connection: as kept, or refreshed at the provider once expired. */
+  current(connection: Connection, userId: string): Promise<ProviderTokens | NoProviderToken>;
 }
 
 /** What signs and verifies Gatehouse's own JWTs and publishes the JWKS: this process's key ring (identity/keys.ts). */

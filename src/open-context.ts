@@ -9,6 +9,7 @@ import type { Config } from './config.ts';
 import type { ContextLogger, OpenContext } from './context.ts';
 import { composeMail } from './accounts/account-mail.ts';
 import { backchannelLogouts } from './identity/backchannel-logout.ts';
+import { currentProviderTokens } from './accounts/connections/kept-tokens.ts';
 import { mailer } from './mail.ts';
 import { KeyRing } from './identity/keys.ts';
 import type { Metrics } from './metrics.ts';
@@ -80,6 +81,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     mail,
     clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
     remoteKeys: new RemoteKeys({ now, allowPrivateAddresses: config.clientMetadata.allowPrivateAddresses }),
+    providerTokens: { current: (connection, userId) => currentProviderTokens(context, connection, userId) },
     onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
       log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
       metrics.grantsRevoked(grantIds.length, reason);

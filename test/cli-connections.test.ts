@@ -157,7 +157,7 @@ for (const backend of BACKENDS) {
         signedIn: linkTo === null ? null : { user: linkTo, login: { authTime: ctx.now(), amr: 'pwd', sid: null } },
         address: '127.0.0.1',
         previousSession: undefined,
-        tokens: { access_token: 'provider-access-token', token_type: 'bearer', refresh_token: null, scope: null, expires_at: null },
+        tokens: { access_token: 'provider-access-token', refresh_token: null, scope: null, expires_at: null },
       });
       assert.equal(outcome.kind, linkTo === null ? 'session' : 'linked');
       return (outcome as { user: User }).user;

@@ -28,7 +28,7 @@ import type { Database, User } from '../store/schema.ts';
 import { deleteLinks } from '../store/account-links.ts';
 import { hashPassword, NO_PASSWORD, passwordProblem } from './passwords.ts';
 import { endUserSessions } from './sessions.ts';
-import { forgetKeptTokens } from './connections/kept-tokens.ts';
+import { forgetProviderTokens } from '../store/connections.ts';
 
 export type { User };
 
@@ -195,7 +195,7 @@ export async function disableUser(ctx: AppContext, user: User, actor: Actor): Pr
   await endUserSessions(ctx, user.id, actor.address);
   await revoke(ctx, { userId: user.id }, 'user_disabled');
   // The provider's tokens kept for them (SPEC §4.15) are theirs no more to be used.
-  await forgetKeptTokens(ctx, { userId: user.id });
+  await forgetProviderTokens(ctx.db, { userId: user.id });
   await ctx.audit({ type: 'user_disabled', ...madeBy(actor), userId: user.id });
 }
 

@@ -10,12 +10,11 @@ import {
   disableClient,
   enableClient,
   listClients,
-  parseIdJagAudience,
   registerClient,
   removeClient,
   unblockClient,
-  type IdJagAudience,
 } from '../clients/clients.ts';
+import { parseIdJagAudience, type IdJagAudience } from '../identity/id-jags.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
 import { postLogoutRedirectUrisOf, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, DEVICE_CODE_GRANT_TYPE, JWT_BEARER_GRANT_TYPE } from '../oauth/grants/types.ts';

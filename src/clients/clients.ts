@@ -23,6 +23,8 @@ import { OAuthError } from '../protocol/errors.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { postLogoutRedirectUrisOf, redirectUriProblem, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
+import { idJagAudiencesOf, type IdJagAudience } from '../identity/id-jags.ts';
+import { issuerKey } from '../oauth/grants/token-exchange.ts';
 import { IDENTITY_SCOPE_NAMES, isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
 import { voidCodes } from '../store/codes.ts';
 import { takenScopeNames } from '../store/resources.ts';
@@ -90,36 +92,8 @@ export interface ClientInput {
   idJagAudiences?: readonly IdJagAudience[];
 }
 
-/** An authorization server a client may get ID-JAGs for (SPEC §4.15): its issuer, and the client's ID there (null: the same as here). */
-export interface IdJagAudience {
-  issuer: string;
-  client_id: string | null;
-}
-
 /** At most this many ID-JAG audiences per client. */
 const MAX_ID_JAG_AUDIENCES = 20;
-
-/**
- * An ID-JAG audience as an administrator types it (`--id-jag-audience`, one line of the admin
- * form): `<issuer url>`, or `<issuer url>=<client ID there>` when the client is known there by
- * another ID. An issuer URL has no query (RFC 8414 §2), so the first `=` ends it.
- */
-export function parseIdJagAudience(text: string): IdJagAudience {
-  const at = text.indexOf('=');
-  const issuer = (at === -1 ? text : text.slice(0, at)).trim();
-  const clientId = at === -1 ? null : text.slice(at + 1).trim();
-  return { issuer, client_id: clientId === '' ? null : clientId };
-}
-
-/** How an ID-JAG audience is shown and typed back: the inverse of `parseIdJagAudience`. */
-export function idJagAudienceText(audience: IdJagAudience): string {
-  return audience.client_id === null ? audience.issuer : `${audience.issuer}=${audience.client_id}`;
-}
-
-/** The client's ID-JAG audiences, as stored. */
-export function idJagAudiencesOf(client: Pick<Client, 'id_jag_audiences'>): IdJagAudience[] {
-  return JSON.parse(client.id_jag_audiences) as IdJagAudience[];
-}
 
 /** What is wrong with a list of ID-JAG audiences, or null. */
 function idJagAudiencesProblem(audiences: readonly IdJagAudience[]): string | null {
@@ -130,7 +104,7 @@ function idJagAudiencesProblem(audiences: readonly IdJagAudience[]): string | nu
     if (client_id !== null && (client_id.length > MAX_REDIRECT_URI_LENGTH || !/^[\x21-\x7e]+$/.test(client_id)))
       return `The client ID for ${issuer.slice(0, 100)} must be printable characters without spaces`;
   }
-  if (new Set(audiences.map((a) => a.issuer)).size !== audiences.length) return 'Each ID-JAG audience must be listed once';
+  if (new Set(audiences.map((a) => issuerKey(a.issuer))).size !== audiences.length) return 'Each ID-JAG audience must be listed once';
   return null;
 }
 

@@ -4,6 +4,7 @@
  * records its own audit event, made by the given actor. Taking scopes away (deleting a scope
  * or a resource server) revokes every grant that holds them, on every instance.
  */
+import { dropTokenResource } from '../store/connections.ts';
 import { InputError } from '../input-error.ts';
 import { randomUUID } from 'node:crypto';
 import { madeBy, type Actor } from '../audit.ts';
@@ -298,6 +299,7 @@ export async function changeTokenSettings(ctx: AppContext, resource: ResourceVie
 export async function removeResource(ctx: AppContext, resource: ResourceView, actor: Actor): Promise<void> {
   if (resource.builtin) throw new ResourceInputError('uri', 'the built-in resource cannot be deleted');
   const { deleted, grantIds, clientIds } = await deleteResource(ctx.db, resource.id, ctx.now());
+  if (deleted) await dropTokenResource(ctx.db, resource.uri);
   ctx.onScopesChanged();
   ctx.onClientsChanged(clientIds);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'revoked');

@@ -18,9 +18,7 @@ import {
   describeClient,
   disableClient,
   enableClient,
-  idJagAudienceText,
   listClients,
-  parseIdJagAudience,
   registerClient,
   removeClient,
   rotateClientSecret,
@@ -29,6 +27,7 @@ import {
   type ClientChanges,
   type ClientInput,
 } from '../clients/clients.ts';
+import { idJagAudienceText, parseIdJagAudience } from '../identity/id-jags.ts';
 import { lookupClient } from '../oauth/client-auth.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE, CLIENT_GRANT_TYPES } from '../oauth/grants/types.ts';
 import { FAPI2 } from '../oauth/client-rules.ts';

@@ -83,6 +83,13 @@ export function readParams<R extends string, O extends string>(
   return result as Record<R, string> & Partial<Record<O, string>>;
 }
 
+/** A parameter that may be repeated (RFC 8707 `resource`, RFC 8693 `audience`), each value checked like any other; empty is absent. */
+export function repeatable(raw: RawParams, name: string): string | string[] | undefined {
+  const value = raw[name];
+  if (value === undefined || value === '') return undefined;
+  return Array.isArray(value) ? value.map((each) => checkEncoding(name, each)) : checkEncoding(name, value);
+}
+
 /** One optional parameter, rejecting repeats. */
 export function single(raw: RawParams, name: string): string | undefined {
   const value = raw[name];

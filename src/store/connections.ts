@@ -6,6 +6,16 @@ import type { Insertable, Kysely, Updateable } from 'kysely';
 import { queueBackchannelLogouts } from './backchannel-logouts.ts';
 import type { Connection, ConnectionsTable, Database, PendingIdentitiesTable, UpstreamLoginsTable, UserIdentity } from './schema.ts';
 
+/** Whether `text` has the shape of a connection's id (`slugOf`, perhaps with `-<n>` after it): what a lookup by id may be given. */
+export function isConnectionId(text: string): boolean {
+  return text.length <= 50 && /^[a-z0-9]+(?:-[a-z0-9]+)*$/.test(text);
+}
+
+/** The URIs of the resource servers that may exchange a person's token for the provider's (SPEC §4.15). */
+export function tokenResourcesOf(row: Pick<Connection, 'token_resources'>): string[] {
+  return JSON.parse(row.token_resources) as string[];
+}
+
 export function findConnection(db: Kysely<Database>, id: string): Promise<Connection | undefined> {
   return db.selectFrom('connections').selectAll().where('id', '=', id).executeTakeFirst();
 }
@@ -223,7 +233,6 @@ export async function endIdentitySessions(
 export interface KeptTokensRow {
   subject: string;
   provider_tokens: string;
-  provider_tokens_expire_at: number | null;
 }
 
 /**
@@ -233,14 +242,28 @@ export interface KeptTokensRow {
  */
 export async function keepProviderTokens(
   db: Kysely<Database>,
-  p: { connectionId: string; subject: string; sealed: string; expiresAt: number | null; previous?: string },
+  p: { connectionId: string; subject: string; sealed: string; previous?: string },
 ): Promise<boolean> {
   const updated = await db
     .updateTable('user_identities')
-    .set({ provider_tokens: p.sealed, provider_tokens_expire_at: p.expiresAt })
+    .set({ provider_tokens: p.sealed })
     .where('connection_id', '=', p.connectionId)
     .where('subject', '=', p.subject)
     .$if(p.previous !== undefined, (q) => q.where('provider_tokens', '=', p.previous!))
+    // Only while the connection keeps tokens and the person is enabled: a login or refresh that
+    // read them so, and writes after `--no-keep-tokens` or a disable deleted them, keeps nothing.
+    .where((eb) =>
+      eb.and([
+        eb.exists(
+          eb
+            .selectFrom('connections')
+            .select('connections.id')
+            .whereRef('connections.id', '=', 'user_identities.connection_id')
+            .where('connections.keep_tokens', '=', 1),
+        ),
+        eb.exists(eb.selectFrom('users').select('users.id').whereRef('users.id', '=', 'user_identities.user_id').where('users.disabled', '=', 0)),
+      ]),
+    )
     .executeTakeFirst();
   return Number(updated.numUpdatedRows) > 0;
 }
@@ -249,7 +272,7 @@ export async function keepProviderTokens(
 export function keptTokensOf(db: Kysely<Database>, connectionId: string, userId: string): Promise<KeptTokensRow | undefined> {
   return db
     .selectFrom('user_identities')
-    .select(['subject', 'provider_tokens', 'provider_tokens_expire_at'])
+    .select(['subject', 'provider_tokens'])
     .where('connection_id', '=', connectionId)
     .where('user_id', '=', userId)
     .where('provider_tokens', 'is not', null)
@@ -260,9 +283,25 @@ export function keptTokensOf(db: Kysely<Database>, connectionId: string, userId:
 export async function forgetProviderTokens(db: Kysely<Database>, of: { userId: string } | { connectionId: string }): Promise<void> {
   await db
     .updateTable('user_identities')
-    .set({ provider_tokens: null, provider_tokens_expire_at: null })
+    .set({ provider_tokens: null })
     .$if('userId' in of, (q) => q.where('user_id', '=', (of as { userId: string }).userId))
     .$if('connectionId' in of, (q) => q.where('connection_id', '=', (of as { connectionId: string }).connectionId))
     .where('provider_tokens', 'is not', null)
     .execute();
+}
+
+/** Takes a deleted resource server off every connection's list of those that may have provider tokens: another one registered later at its URI is not it. */
+export async function dropTokenResource(db: Kysely<Database>, uri: string): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    for (const row of await trx.selectFrom('connections').select(['id', 'token_resources']).execute()) {
+      const uris = JSON.parse(row.token_resources) as string[];
+      if (uris.includes(uri)) {
+        await trx
+          .updateTable('connections')
+          .set({ token_resources: JSON.stringify(uris.filter((each) => each !== uri)) })
+          .where('id', '=', row.id)
+          .execute();
+      }
+    }
+  });
 }

@@ -441,8 +441,6 @@ export interface UserIdentitiesTable {
   last_login_at: number | null;
   /** The provider's tokens of the last login, JSON sealed under KEYS_SECRET, when its connection keeps them (SPEC §4.15); null otherwise. */
   provider_tokens: ColumnType<string | null, string | null | undefined, string | null>;
-  /** When the provider's access token expires (epoch ms); null: not said, or no tokens kept. */
-  provider_tokens_expire_at: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** A login under way at a provider (SPEC §4.13), by the SHA-256 of its `state`; single use, ten minutes. */

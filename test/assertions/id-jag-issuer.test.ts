@@ -18,7 +18,7 @@ import { COMMAND_LINE } from '../../src/audit.ts';
 import { disableUser, findUserNamed, updateProfile } from '../../src/accounts/users.ts';
 import { removeAccess } from '../../src/clients/access.ts';
 import { createIssuer } from '../../src/oauth/assertions/issuers.ts';
-import { ACCESS_TOKEN_TYPE, ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
+import { ACCESS_TOKEN_URN, ID_JAG_URN, ID_TOKEN_URN, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { startExample, text, type Example } from '../support/mcp-host.ts';
 import { postForm } from '../support/oauth-client.ts';
@@ -173,15 +173,15 @@ for (const backend of BACKENDS) {
       test('an access token of the person may be the subject too; the answer is RFC 8693 shaped, with no refresh token', async () => {
         const { access_token } = await loginAtIdp();
         const answer = await askIdp({
-          requested_token_type: ID_JAG_TOKEN_TYPE,
+          requested_token_type: ID_JAG_URN,
           audience: as.url,
           subject_token: access_token,
-          subject_token_type: ACCESS_TOKEN_TYPE,
+          subject_token_type: ACCESS_TOKEN_URN,
         });
         assert.equal(answer.status, 200);
         const body = (await answer.json()) as Record<string, unknown>;
         assert.deepEqual(Object.keys(body).sort(), ['access_token', 'expires_in', 'issued_token_type', 'token_type']);
-        assert.equal(body.issued_token_type, ID_JAG_TOKEN_TYPE);
+        assert.equal(body.issued_token_type, ID_JAG_URN);
         assert.equal(body.token_type, 'N_A');
         assert.equal(answer.headers.get('cache-control'), 'no-store');
       });
@@ -190,12 +190,12 @@ for (const backend of BACKENDS) {
         const fresh = await loginAtIdp();
         const jag = (await (
           await askIdp({
-            requested_token_type: ID_JAG_TOKEN_TYPE,
+            requested_token_type: ID_JAG_URN,
             audience: as.url,
             resource: example.url,
             scope: 'notes:read notes:write',
             subject_token: fresh.id_token!,
-            subject_token_type: ID_TOKEN_TYPE,
+            subject_token_type: ID_TOKEN_URN,
           })
         ).json()) as { access_token: string };
         const basic = { authorization: `Basic ${btoa(`${atAs.id}:${atAs.secret}`)}` };
@@ -214,9 +214,9 @@ for (const backend of BACKENDS) {
           {
             grant_type: TOKEN_EXCHANGE_GRANT_TYPE,
             subject_token: person.access_token,
-            subject_token_type: ACCESS_TOKEN_TYPE,
+            subject_token_type: ACCESS_TOKEN_URN,
             actor_token: own.access_token,
-            actor_token_type: ACCESS_TOKEN_TYPE,
+            actor_token_type: ACCESS_TOKEN_URN,
             scope: 'notes:read',
           },
           basic,
@@ -237,22 +237,28 @@ for (const backend of BACKENDS) {
       test("refused: an audience not listed, another client's ID token, an expired or forged one, a person who revoked the client or is disabled", async () => {
         const { id_token } = await loginAtIdp();
         const ask = (more: Record<string, string>) =>
-          askIdp({ requested_token_type: ID_JAG_TOKEN_TYPE, audience: as.url, subject_token: id_token!, subject_token_type: ID_TOKEN_TYPE, ...more });
+          askIdp({ requested_token_type: ID_JAG_URN, audience: as.url, subject_token: id_token!, subject_token_type: ID_TOKEN_URN, ...more });
         await assertOAuthError(
           await ask({ audience: 'https://elsewhere.example' }),
           400,
           'invalid_target',
           'this client may not get ID-JAGs for that audience: an administrator lists them with --id-jag-audience',
         );
-        const stranger = await idp.createClient({ name: 'Stranger', confidential: true, redirectUris: ['http://127.0.0.1:8765/callback'] });
+        // Another client, listed for the same audience, with ursula's ID token of the agent: not its to present.
+        const stranger = await idp.createClient({
+          name: 'Stranger',
+          confidential: true,
+          redirectUris: ['http://127.0.0.1:8765/callback'],
+          idJagAudiences: [{ issuer: as.url, client_id: null }],
+        });
         await assertOAuthError(
           await askIdp(
-            { requested_token_type: ID_JAG_TOKEN_TYPE, audience: as.url, subject_token: id_token!, subject_token_type: ID_TOKEN_TYPE },
+            { requested_token_type: ID_JAG_URN, audience: as.url, subject_token: id_token!, subject_token_type: ID_TOKEN_URN },
             { id: stranger.client.id, secret: stranger.secret! },
           ),
           400,
-          'invalid_target',
-          'this client may not get ID-JAGs for that audience: an administrator lists them with --id-jag-audience',
+          'invalid_request',
+          'the subject_token is invalid, expired or revoked',
         );
         const [header, payload] = id_token!.split('.');
         await assertOAuthError(
@@ -265,7 +271,7 @@ for (const backend of BACKENDS) {
           await ask({ subject_token_type: 'urn:ietf:params:oauth:token-type:saml2' }),
           400,
           'invalid_request',
-          `"subject_token_type" must be ${ID_TOKEN_TYPE} or ${ACCESS_TOKEN_TYPE}`,
+          `"subject_token_type" must be ${ID_TOKEN_URN} or ${ACCESS_TOKEN_URN}`,
         );
 
         const fresh = await loginAtIdp();
@@ -283,7 +289,7 @@ for (const backend of BACKENDS) {
         await disableUser(ctx, ursula, COMMAND_LINE);
         await assertOAuthError(await ask({ subject_token: disabled.id_token! }), 400, 'invalid_request', 'the subject_token is invalid, expired or revoked');
         await assertOAuthError(
-          await ask({ subject_token: disabled.access_token, subject_token_type: ACCESS_TOKEN_TYPE }),
+          await ask({ subject_token: disabled.access_token, subject_token_type: ACCESS_TOKEN_URN }),
           400,
           'invalid_request',
           'the subject_token is invalid, expired or revoked',

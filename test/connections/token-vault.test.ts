@@ -14,9 +14,17 @@ import { after, before, describe, test } from 'node:test';
 import * as oidc from 'openid-client';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { disableUser, enableUser, findUserNamed } from '../../src/accounts/users.ts';
-import { callbackUrl, createConnection, slugOf, updateConnectionSettings } from '../../src/accounts/connections/connections.ts';
+import {
+  callbackUrl,
+  connectionNamed,
+  createConnection,
+  describeConnection,
+  slugOf,
+  updateConnectionSettings,
+} from '../../src/accounts/connections/connections.ts';
+import { findResourceNamed, removeResource } from '../../src/clients/resources.ts';
 import { unlinkIdentity } from '../../src/accounts/connections/federated-login.ts';
-import { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
+import { ACCESS_TOKEN_URN, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, obtainTokens, postForm, profile, revokeToken, type App } from '../support/oauth-client.ts';
 import { registerResourceServer, type ResourceServer } from '../support/resources.ts';
@@ -62,7 +70,7 @@ for (const backend of BACKENDS) {
           client_id: rs.introspector.client.client_id,
           client_secret: rs.secret,
           audience: id,
-          subject_token_type: ACCESS_TOKEN_TYPE,
+          subject_token_type: ACCESS_TOKEN_URN,
           ...params,
         });
 
@@ -112,10 +120,10 @@ for (const backend of BACKENDS) {
         });
         const handed = await oidc.genericGrantRequest(config, TOKEN_EXCHANGE_GRANT_TYPE, {
           subject_token: await tokenForMcp(),
-          subject_token_type: ACCESS_TOKEN_TYPE,
+          subject_token_type: ACCESS_TOKEN_URN,
           audience: id,
         });
-        assert.equal(handed.issued_token_type, ACCESS_TOKEN_TYPE);
+        assert.equal(handed.issued_token_type, ACCESS_TOKEN_URN);
         assert.equal(handed.refresh_token, undefined, "the provider's refresh token never leaves Gatehouse");
         const atProvider = await profile(upstream, handed.access_token);
         assert.equal(atProvider.status, 200);
@@ -160,7 +168,7 @@ for (const backend of BACKENDS) {
             client_secret: plain.secret!,
             audience: id,
             subject_token: forMcp,
-            subject_token_type: ACCESS_TOKEN_TYPE,
+            subject_token_type: ACCESS_TOKEN_URN,
           }),
           400,
           'unauthorized_client',
@@ -182,12 +190,19 @@ for (const backend of BACKENDS) {
         assert.ok(before.expires_in <= 600);
         server.advance(601);
         const subject = await tokenForMcp();
-        const after = (await (await exchangeRaw(mcp, { subject_token: subject })).json()) as { access_token: string; expires_in: number };
-        assert.notEqual(after.access_token, before.access_token, 'a new provider token');
-        assert.ok(after.expires_in > 500);
-        assert.equal((await profile(upstream, after.access_token)).status, 200);
+        // Two at once: one refresh at the provider, both answered with its token.
+        const [after, twin] = (await Promise.all([0, 1].map(async () => (await exchangeRaw(mcp, { subject_token: subject })).json()))) as Array<{
+          access_token: string;
+          expires_in: number;
+        }>;
+        assert.equal(twin!.access_token, after!.access_token);
+        const refreshes = await upstream.store.db.selectFrom('audit_events').select('id').where('type', '=', 'token_refreshed').execute();
+        assert.equal(refreshes.length, 1, 'the provider was asked once');
+        assert.notEqual(after!.access_token, before.access_token, 'a new provider token');
+        assert.ok(after!.expires_in > 500);
+        assert.equal((await profile(upstream, after!.access_token)).status, 200);
         const again = (await (await exchangeRaw(mcp, { subject_token: subject })).json()) as { access_token: string };
-        assert.equal(again.access_token, after.access_token, 'kept: not refreshed again');
+        assert.equal(again.access_token, after!.access_token, 'kept: not refreshed again');
       });
 
       test('disabling the person, a connection that stops keeping them, or disconnecting deletes their provider tokens', async () => {
@@ -231,6 +246,9 @@ for (const backend of BACKENDS) {
         assert.equal(updated.code, 0, updated.stderr);
         const shown = JSON.parse(updated.stdout) as { keep_tokens: boolean; token_resources: string[] };
         assert.deepEqual([shown.keep_tokens, shown.token_resources], [true, [MCP, OTHER]]);
+        // A resource server deleted is off the list: another registered later at its URI is not it.
+        await removeResource(ctx, (await findResourceNamed(ctx, OTHER))!, COMMAND_LINE);
+        assert.deepEqual(describeConnection(ctx, await connectionNamed(ctx, id)).token_resources, [MCP]);
         const emptied = JSON.parse((await gatehouse(['connection', 'update', id, '--token-resource', '', '--json'], env)).stdout) as typeof shown;
         assert.deepEqual(emptied.token_resources, []);
         // Without KEYS_SECRET this database does not even open (its keys are sealed): a server without one, below.

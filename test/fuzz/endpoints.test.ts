@@ -85,6 +85,14 @@ const INJECTIONS = [
   '00000000-0000-0000-0000-000000000000',
 ];
 
+/** The token types a token exchange names (RFC 8693 §3; the ID-JAG draft). */
+const EXCHANGED_TYPES = [
+  'urn:ietf:params:oauth:token-type:access_token',
+  'urn:ietf:params:oauth:token-type:id_token',
+  'urn:ietf:params:oauth:token-type:id-jag',
+  'urn:ietf:params:oauth:token-type:refresh_token',
+];
+
 interface World {
   server: TestServer;
   /** A key pair a DPoP proof might name, both halves as JWKs. */
@@ -98,6 +106,10 @@ interface World {
   trustedIssuer: string;
   /** A real ID token, of bob's: a logout hint naming someone other than whoever is logged in. */
   bobsIdToken: string;
+  /** bob's access token of the same login: issued to the public client, so no other client may exchange it. */
+  bobsAccessToken: string;
+  /** A confidential client allowed token exchange and ID-JAGs for `https://as.fuzz.example`, as its Basic credentials. */
+  agentBasic: string;
   /** A private_key_jwt client (inline JWKS), and client assertions for it that must all be refused: signed by another key, unsigned, HS256. */
   keyedClient: string;
   forgedAssertions: string[];
@@ -495,6 +507,39 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
         .map(([m, b, header]) => request('token', m, '/api/token', b, authorization(header), [])),
     },
     {
+      // RFC 8693 (SPEC §4.15): an agent allowed to exchange, with its real credentials, sends
+      // anything as the subject and actor tokens, their types, the requested type and the
+      // audience — bob's real tokens too, which are another client's: every exchange is refused
+      // (delegation, ID-JAG or a connection's provider token, which no connection keeps here).
+      name: 'POST /api/token (token exchange)',
+      runs: 300,
+      arbitrary: fc
+        .tuple(
+          method('POST'),
+          body(
+            fc
+              .tuple(
+                params(['scope', 'resource', 'actor_token_type', 'client_id'], value),
+                fc.oneof(value, fc.constantFrom(world.bobsAccessToken, world.bobsIdToken)),
+                fc.oneof(value, fc.constantFrom(...EXCHANGED_TYPES)),
+                fc.oneof(value, fc.constantFrom(...EXCHANGED_TYPES)),
+                fc.oneof(value, fc.constantFrom('https://as.fuzz.example', 'https://as.fuzz.example/', 'github', world.server.url)),
+                fc.option(fc.oneof(value, fc.constant(world.bobsAccessToken)), { nil: undefined }),
+              )
+              .map(([p, subject, subjectType, requested, audience, actor]): Array<[string, string]> => [
+                ['grant_type', 'urn:ietf:params:oauth:grant-type:token-exchange'],
+                ['subject_token', subject],
+                ['subject_token_type', subjectType],
+                ['requested_token_type', requested],
+                ['audience', audience],
+                ...(actor === undefined ? [] : ([['actor_token', actor]] as Array<[string, string]>)),
+                ...p,
+              ]),
+          ),
+        )
+        .map(([m, b]) => request('token', m, '/api/token', b, { authorization: world.agentBasic }, [])),
+    },
+    {
       // RFC 9449: hostile `DPoP` headers — not JWTs, JWT-shaped with any header and claims, a
       // private or symmetric key, `none`, several at once — at the token and PAR endpoints and
       // with `Authorization: DPoP` at the API and userinfo. None is validly signed: each is
@@ -890,6 +935,13 @@ for (const backend of BACKENDS) {
       await carol.login('carol');
       await setUpApp(carol);
       const dpop = await generateKeyPair('ES256', { extractable: true });
+      const bobsLogin = await openIdLogin(await discover(server, publicClient), new UserAgent(server.url), 'bob');
+      const agent = await server.createClient({
+        name: 'Agent',
+        confidential: true,
+        tokenExchange: true,
+        idJagAudiences: [{ issuer: 'https://as.fuzz.example', client_id: null }],
+      });
       world = {
         server,
         dpopKey: { publicJwk: await exportJWK(dpop.publicKey), privateJwk: await exportJWK(dpop.privateKey) },
@@ -906,7 +958,9 @@ for (const backend of BACKENDS) {
           new UnsecuredJWT(claims).encode(),
           await new SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid: 'k1' }).sign(new TextEncoder().encode(JSON.stringify(registeredKey.publicJwk))),
         ],
-        bobsIdToken: (await openIdLogin(await discover(server, publicClient), new UserAgent(server.url), 'bob')).idToken,
+        bobsIdToken: bobsLogin.idToken,
+        bobsAccessToken: bobsLogin.accessToken,
+        agentBasic: `Basic ${Buffer.from(`${agent.client.id}:${agent.secret}`).toString('base64')}`,
         anonymous: await session(null, '/login'),
         alice: await session('alice', '/'),
         admin: await session('root', '/admin/users'),

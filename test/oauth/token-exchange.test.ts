@@ -17,7 +17,7 @@ import { COMMAND_LINE } from '../../src/audit.ts';
 import { disableUser, findUserNamed } from '../../src/accounts/users.ts';
 import { changeTokenSettings, findResourceNamed } from '../../src/clients/resources.ts';
 import { disableClient } from '../../src/clients/clients.ts';
-import { ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
+import { ACCESS_TOKEN_URN, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { hashIfWellFormed } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import {
@@ -43,7 +43,7 @@ const FILES = 'https://files.example/api';
 const SCOPES = 'annotation:read annotation:write files:read files:write';
 
 /** The exchange request's own parameters, for a subject access token. */
-const exchangeOf = (subject: string, more: Record<string, string> = {}) => ({ subject_token: subject, subject_token_type: ACCESS_TOKEN_TYPE, ...more });
+const exchangeOf = (subject: string, more: Record<string, string> = {}) => ({ subject_token: subject, subject_token_type: ACCESS_TOKEN_URN, ...more });
 
 for (const backend of BACKENDS) {
   describe(`token exchange: delegation (${backend.name})`, backendOptions(backend), () => {
@@ -127,7 +127,10 @@ for (const backend of BACKENDS) {
       };
       await refused(update('--id-jag-audience', 'http://as.example'), /ID-JAG audience http:\/\/as\.example must use https/);
       await refused(update('--id-jag-audience', 'https://as.example?tenant=1'), /must not have a query or a fragment/);
-      await refused(update('--id-jag-audience', 'https://as.example', '--id-jag-audience', 'https://as.example=x'), /Each ID-JAG audience must be listed once/);
+      await refused(
+        update('--id-jag-audience', 'https://as.example', '--id-jag-audience', 'https://AS.example/=x'),
+        /Each ID-JAG audience must be listed once/,
+      );
       await refused(
         cli('client', 'create', '--name', 'Public agent', '--redirect-uri', 'http://127.0.0.1:8765/cb', '--token-exchange'),
         /Only a confidential client may exchange tokens or get ID-JAGs/,
@@ -142,7 +145,7 @@ for (const backend of BACKENDS) {
     test('a narrower token that says who acts, in introspection and the audit trail; nested when exchanged again; no refresh token', async () => {
       const person = await personsTokens();
       const narrower = await exchange(agent.config, exchangeOf(person.access_token, { scope: 'annotation:read' }));
-      assert.equal(narrower.issued_token_type, ACCESS_TOKEN_TYPE);
+      assert.equal(narrower.issued_token_type, ACCESS_TOKEN_URN);
       assert.equal(narrower.token_type, 'bearer');
       assert.equal(narrower.scope, 'annotation:read');
       assert.equal(narrower.refresh_token, undefined);
@@ -160,10 +163,19 @@ for (const backend of BACKENDS) {
       const again = await exchange(agent.config, exchangeOf(narrower.access_token));
       assert.equal(again.scope, 'annotation:read', 'at most the scopes of the token exchanged');
       assert.deepEqual((await introspect(again.access_token)).act, { sub: agent.id, act: { sub: agent.id } });
+      // Each exchange writes the whole chain: it ends at five actors.
+      let chained = again.access_token;
+      for (let depth = 3; depth <= 5; depth++) chained = (await exchange(agent.config, exchangeOf(chained))).access_token;
+      await assertOAuthError(
+        await exchangeRaw(agent, exchangeOf(chained)),
+        400,
+        'invalid_request',
+        'a token may be exchanged at most 5 times over: this one has been already',
+      );
 
       const events = await server.store.db.selectFrom('audit_events').select('detail').where('type', '=', 'token_issued').execute();
       const exchanges = events.map((e) => JSON.parse(e.detail!) as Record<string, unknown>).filter((d) => d.grant_type === TOKEN_EXCHANGE_GRANT_TYPE);
-      assert.equal(exchanges.length, 2);
+      assert.equal(exchanges.length, 5);
       assert.equal(exchanges[0]!.act, JSON.stringify({ sub: agent.id }));
       assertNoSecretsLogged(server.logs);
       assert.ok(!server.logs.some((line) => line.includes(narrower.access_token) || line.includes(person.access_token)));
@@ -228,13 +240,13 @@ for (const backend of BACKENDS) {
       );
       const job = await clientCredentialsTokens(server, 'annotation:read', server.url);
       await assertOAuthError(
-        await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token: job.tokens.access_token, actor_token_type: ACCESS_TOKEN_TYPE })),
+        await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token: job.tokens.access_token, actor_token_type: ACCESS_TOKEN_URN })),
         400,
         'invalid_request',
         "the actor_token must be this client's own live client_credentials access token",
       );
       await assertOAuthError(
-        await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token: person.access_token, actor_token_type: ACCESS_TOKEN_TYPE })),
+        await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token: person.access_token, actor_token_type: ACCESS_TOKEN_URN })),
         400,
         'invalid_request',
         "the actor_token must be this client's own live client_credentials access token",
@@ -249,7 +261,14 @@ for (const backend of BACKENDS) {
         await exchangeRaw(agent, { subject_token: person.access_token, subject_token_type: 'urn:ietf:params:oauth:token-type:refresh_token' }),
         400,
         'invalid_request',
-        `"subject_token_type" must be ${ACCESS_TOKEN_TYPE}`,
+        `"subject_token_type" must be ${ACCESS_TOKEN_URN}`,
+      );
+      // A NUL or bytes that are not UTF-8 in a repeatable parameter: refused like any other parameter's.
+      await assertOAuthError(
+        await exchangeRaw(agent, exchangeOf(person.access_token, { audience: 'x\u0000' })),
+        400,
+        'invalid_request',
+        'the "audience" parameter contains a NUL character',
       );
       const plain = await client('Not allowed', false);
       await assertOAuthError(
@@ -277,10 +296,10 @@ for (const backend of BACKENDS) {
     // An agent's own client_credentials token, taken as the actor token: test/assertions/id-jag-issuer.test.ts.
     test('an actor token that is no live token of the agent, or a type without a token, is refused', async () => {
       const person = await personsTokens('annotation:read');
-      const own = await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token: 'ga_unknown', actor_token_type: ACCESS_TOKEN_TYPE }));
+      const own = await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token: 'ga_unknown', actor_token_type: ACCESS_TOKEN_URN }));
       await assertOAuthError(own, 400, 'invalid_request', "the actor_token must be this client's own live client_credentials access token");
       await assertOAuthError(
-        await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token_type: ACCESS_TOKEN_TYPE })),
+        await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token_type: ACCESS_TOKEN_URN })),
         400,
         'invalid_request',
         '"actor_token_type" was sent without "actor_token"',

@@ -68,8 +68,9 @@ export async function startReceiver(answer: (n: number) => number | 'hang' = () 
 export interface OpenIdLogin {
   /** The session's `sid`, as the ID token names it. */
   sid: string;
-  /** The ID token of the token response. */
+  /** The ID token of the token response, and its access token. */
   idToken: string;
+  accessToken: string;
 }
 
 /**
@@ -81,5 +82,5 @@ export async function openIdLogin(app: App, agent: UserAgent, username: string):
   const tokens = await obtainTokens(app, agent, username, { scope: 'openid' });
   const sid = oauth.getValidatedIdTokenClaims(tokens)?.sid;
   if (!tokens.id_token || typeof sid !== 'string') throw new Error('the token response has no ID token naming the session');
-  return { sid, idToken: tokens.id_token };
+  return { sid, idToken: tokens.id_token, accessToken: tokens.access_token };
 }

@@ -22,14 +22,18 @@ import {
   findConnection,
   identitiesOf,
   identitiesOfUsers,
+  forgetProviderTokens,
   insertConnection,
+  tokenResourcesOf,
   listConnections,
   updateConnection,
 } from '../../store/connections.ts';
+
+/** For the admin pages, which read no store module. */
+export { tokenResourcesOf };
 import type { Updateable } from 'kysely';
 import { normalizeResourceUri } from '../../oauth/resources.ts';
 import { findResourceByUri } from '../../store/resources.ts';
-import { forgetKeptTokens } from './kept-tokens.ts';
 
 export type { Connection };
 
@@ -129,11 +133,6 @@ export function describeConnection(ctx: AppContext, row: Connection) {
     callback_url: callbackUrl(ctx, row.id),
     created_at: row.created_at,
   };
-}
-
-/** The URIs of the resource servers that may exchange a person's token for the provider's (SPEC §4.15). */
-export function tokenResourcesOf(row: Pick<Connection, 'token_resources'>): string[] {
-  return JSON.parse(row.token_resources) as string[];
 }
 
 /**
@@ -424,7 +423,7 @@ export async function updateConnectionSettings(ctx: AppContext, id: string, inpu
   );
   if (changed.length === 0) return current;
   await updateConnection(ctx.db, id, { ...patch, updated_at: ctx.now() });
-  if (patch.keep_tokens === 0) await forgetKeptTokens(ctx, { connectionId: id });
+  if (patch.keep_tokens === 0) await forgetProviderTokens(ctx.db, { connectionId: id });
   await ctx.audit({ type: 'connection_updated', ...madeBy(actor), detail: { connection: id, changed: changed.filter((c) => c !== 'encrypted').join(' ') } });
   return { ...current, ...(patch as Partial<Connection>) };
 }

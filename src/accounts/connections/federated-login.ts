@@ -19,7 +19,7 @@
  * REQUIRE_SECOND_FACTOR covers — is asked for it exactly as after a password, unless the
  * provider's login counts as multi-factor here.
  */
-import type { AppContext } from '../../context.ts';
+import type { AppContext, ProviderTokens } from '../../context.ts';
 import { isMultiFactor, mustHaveSecondFactor, type SignedIn } from '../../login.ts';
 import { madeBy, type Actor } from '../../audit.ts';
 import {
@@ -45,7 +45,7 @@ import { isUniqueViolation } from '../../store/database.ts';
 import { AccountError, createAccount, displayNameOf, emailProblem } from '../users.ts';
 import { keepsAWayToLogIn } from './password-login.ts';
 import { keepTokensOfLogin } from './kept-tokens.ts';
-import type { ProviderTokens, UpstreamIdentity } from './upstream.ts';
+import type { UpstreamIdentity } from './upstream.ts';
 
 /** How long an identity waits for its person to log in to the account that has its email. */
 export const PENDING_IDENTITY_TTL_MS = 10 * 60 * 1000;

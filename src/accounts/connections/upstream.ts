@@ -19,7 +19,7 @@
 import { errors as joseErrors, jwtVerify } from 'jose';
 import { LRUCache } from 'lru-cache';
 import * as oidc from 'openid-client';
-import type { AppContext } from '../../context.ts';
+import type { AppContext, ProviderTokens } from '../../context.ts';
 import { cacheLifetimeSeconds, safeFetch } from '../../protocol/safe-fetch.ts';
 import { insertUpstreamLogin, takeUpstreamLogin } from '../../store/connections.ts';
 import type { Connection } from '../../store/schema.ts';
@@ -262,27 +262,20 @@ export interface UpstreamResult {
   tokens: ProviderTokens;
 }
 
-/** The provider's tokens, as a connection that keeps them stores them (sealed). */
-export interface ProviderTokens {
-  access_token: string;
-  /** As the provider said it (`bearer`, `Bearer`…). */
-  token_type: string;
-  refresh_token: string | null;
-  scope: string | null;
-  /** When the access token expires, epoch ms; null when the provider did not say. */
-  expires_at: number | null;
-}
-
 /** The tokens of a provider's token response, made at `now`; a refresh that sends no new refresh token keeps `previous`'s. */
 function providerTokens(response: oidc.TokenEndpointResponse, now: number, previous: string | null = null): ProviderTokens {
+  // Whole seconds, at most a year: a provider's `expires_in` may be any non-negative number.
+  const lifetime = response.expires_in === undefined ? null : Math.min(Math.round(response.expires_in), MAX_PROVIDER_TOKEN_SECONDS);
   return {
     access_token: response.access_token,
-    token_type: response.token_type,
     refresh_token: response.refresh_token ?? previous,
     scope: response.scope ?? null,
-    expires_at: response.expires_in === undefined ? null : now + response.expires_in * 1000,
+    expires_at: lifetime === null ? null : now + lifetime * 1000,
   };
 }
+
+/** The longest a provider's access token is taken to live: its `expires_in` beyond that counts as this. */
+const MAX_PROVIDER_TOKEN_SECONDS = 365 * 24 * 3600;
 
 /**
  * New provider tokens for a person's refresh token (RFC 6749 §6), through the guarded fetch like

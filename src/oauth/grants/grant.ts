@@ -13,7 +13,7 @@ import { isConfidential } from '../assertions/client-keys.ts';
 import type { DpopProof } from '../dpop.ts';
 import type { TokenResponse } from '../issue.ts';
 import { OAuthError } from '../../protocol/errors.ts';
-import { readParams, type RawParams } from '../../protocol/params.ts';
+import { readParams, repeatable, type RawParams } from '../../protocol/params.ts';
 import type { ClientGrantType } from './types.ts';
 
 /** One token request parameter a grant reads (besides `grant_type` and client authentication). */
@@ -125,6 +125,6 @@ export function readGrantParams(grant: Grant, raw: RawParams, client: Client | n
   if (client === null && grant.client === 'client_id') required.push('client_id');
   const optional = declared.filter(([, p]) => !p.required && !p.repeatable).map(([name]) => name);
   const params: Record<string, string | string[] | undefined> = readParams(raw, required, optional);
-  for (const [name, p] of declared) if (p.repeatable) params[name] = raw[name] === '' ? undefined : raw[name];
+  for (const [name, p] of declared) if (p.repeatable) params[name] = repeatable(raw, name);
   return params;
 }

@@ -1,6 +1,6 @@
 /**
  * `grant_type=urn:ietf:params:oauth:grant-type:token-exchange` (RFC 8693; SPEC §4.15), for
- * confidential clients, in two forms:
+ * confidential clients, in three forms:
  * - **Delegation** (`requested_token_type` access_token, the default), for a client an
  *   administrator allowed (`--token-exchange`): the person's access token it holds becomes a
  *   narrower one that says who acts for the person (`act`). Never broader than the subject
@@ -22,10 +22,8 @@ import type { AppContext } from '../../context.ts';
 import { accountUri } from '../../config.ts';
 import { loginOf } from '../../login.ts';
 import type { Client, Connection, User } from '../../store/schema.ts';
-import { findConnection } from '../../store/connections.ts';
+import { findConnection, isConnectionId, tokenResourcesOf } from '../../store/connections.ts';
 import { findResourceOfClient } from '../../store/resources.ts';
-import { currentProviderTokens } from '../../accounts/connections/kept-tokens.ts';
-import { tokenResourcesOf } from '../../accounts/connections/connections.ts';
 import { findUserById } from '../../store/users.ts';
 import { hasLiveGrant } from '../../store/grants.ts';
 import { addAccessToken } from '../../store/atomic-writes.ts';
@@ -33,7 +31,7 @@ import type { AccessTokenInfo } from '../../store/tokens.ts';
 import { readIdToken } from '../../identity/id-tokens.ts';
 import { signIdJag, ID_JAG_LIFETIME_SECONDS } from '../../identity/id-jags.ts';
 import type { Actor } from '../../identity/jwt-access-tokens.ts';
-import { idJagAudiencesOf, type IdJagAudience } from '../../clients/clients.ts';
+import { idJagAudiencesOf, type IdJagAudience } from '../../identity/id-jags.ts';
 import { OAuthError, invalidGrant, invalidRequest, invalidScope } from '../../protocol/errors.ts';
 import { userOfSubject } from '../assertions/publisher.ts';
 import type { DpopProof } from '../dpop.ts';
@@ -50,17 +48,17 @@ import {
 } from '../resources.ts';
 import { joinScopes, parseScope, quoted, scopesBeyond, splitScopes } from '../scopes.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
-import { ACCESS_TOKEN_TYPE, CLIENT_GRANT_TYPES, ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT_TYPE } from './types.ts';
+import { ACCESS_TOKEN_URN, CLIENT_GRANT_TYPES, ID_JAG_URN, ID_TOKEN_URN, TOKEN_EXCHANGE_GRANT_TYPE } from './types.ts';
 
 const parameters = {
   subject_token: {
     required: true,
     description: "the token exchanged: a person's access token this client holds (for an ID-JAG, also an ID token issued to it)",
   },
-  subject_token_type: { required: true, description: `${ACCESS_TOKEN_TYPE}, or for an ID-JAG ${ID_TOKEN_TYPE}` },
+  subject_token_type: { required: true, description: `${ACCESS_TOKEN_URN}, or for an ID-JAG ${ID_TOKEN_URN}` },
   actor_token: { description: "the client's own client_credentials access token: the party that acts (RFC 8693 §1.1)" },
-  actor_token_type: { description: `${ACCESS_TOKEN_TYPE}, with actor_token` },
-  requested_token_type: { description: `${ACCESS_TOKEN_TYPE} (the default) or ${ID_JAG_TOKEN_TYPE}` },
+  actor_token_type: { description: `${ACCESS_TOKEN_URN}, with actor_token` },
+  requested_token_type: { description: `${ACCESS_TOKEN_URN} (the default) or ${ID_JAG_URN}` },
   resource: {
     repeatable: true,
     description: "the resource server of the new token: the subject token's (RFC 8707); for an ID-JAG, the resource at its audience",
@@ -85,6 +83,8 @@ interface Delegation {
 interface IdJagRequest {
   kind: 'id-jag';
   person: User;
+  /** The key an access token given as the subject is bound to (DPoP), which the request must prove; null otherwise. */
+  boundTo: string | null;
   audience: IdJagAudience;
 }
 
@@ -113,20 +113,30 @@ export const tokenExchange = defineGrant({
 const invalidSubject = (detail: string) => invalidRequest('the subject_token is invalid, expired or revoked', detail);
 
 async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<Exchange>> {
-  const requested = params.requested_token_type ?? ACCESS_TOKEN_TYPE;
-  if (requested === ID_JAG_TOKEN_TYPE) return { clientId: client.id, redeemed: await loadIdJag(params, client, ctx) };
-  if (requested !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"requested_token_type" must be ${ACCESS_TOKEN_TYPE} or ${ID_JAG_TOKEN_TYPE}`);
-  // A connection's id (a slug) where a resource server's URI would be: the provider's token it keeps.
+  const requested = params.requested_token_type ?? ACCESS_TOKEN_URN;
+  if (requested === ID_JAG_URN) return { clientId: client.id, redeemed: await loadIdJag(params, client, ctx) };
+  if (requested !== ACCESS_TOKEN_URN) throw invalidRequest(`"requested_token_type" must be ${ACCESS_TOKEN_URN} or ${ID_JAG_URN}`);
+  // A connection's id where a resource server's URI would be (SPEC §4.15): the provider's token it keeps.
   const audience = oneTarget('audience', params.audience);
-  if (audience !== undefined && !audience.includes(':')) return { clientId: client.id, redeemed: await loadProviderToken(params, client, ctx, audience) };
+  if (audience !== undefined && isConnectionId(audience)) return { clientId: client.id, redeemed: await loadProviderToken(params, client, ctx, audience) };
   if (client.token_exchange !== 1) {
     throw new OAuthError('unauthorized_client', 'this client may not exchange tokens: an administrator allows it with --token-exchange');
   }
-  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"subject_token_type" must be ${ACCESS_TOKEN_TYPE}`);
+  if (params.subject_token_type !== ACCESS_TOKEN_URN) throw invalidRequest(`"subject_token_type" must be ${ACCESS_TOKEN_URN}`);
   const subject = await personsTokenOf(ctx, client, params.subject_token);
   await requireOwnActorToken(ctx, client, params);
-  const previous = subject.act === null ? {} : { act: JSON.parse(subject.act) as Actor };
-  return { clientId: client.id, redeemed: { kind: 'delegation', subject, act: { sub: client.id, ...previous } } };
+  const previous = subject.act === null ? null : (JSON.parse(subject.act) as Actor);
+  if (previous !== null && depthOf(previous) >= MAX_ACTORS) {
+    throw invalidRequest(`a token may be exchanged at most ${MAX_ACTORS} times over: this one has been already`);
+  }
+  return { clientId: client.id, redeemed: { kind: 'delegation', subject, act: { sub: client.id, ...(previous === null ? {} : { act: previous }) } } };
+}
+
+/** The most actors an `act` chain names: each exchange of an exchanged token adds one, written whole into the token, its row and its event. */
+const MAX_ACTORS = 5;
+
+function depthOf(act: Actor): number {
+  return act.act === undefined ? 1 : 1 + depthOf(act.act);
 }
 
 /** The live access token `token`, issued to this client for a person; anything else is `invalid_request`. */
@@ -144,7 +154,7 @@ async function requireOwnActorToken(ctx: AppContext, client: Client, params: Par
     if (params.actor_token_type !== undefined) throw invalidRequest('"actor_token_type" was sent without "actor_token"');
     return;
   }
-  if (params.actor_token_type !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"actor_token_type" must be ${ACCESS_TOKEN_TYPE}`);
+  if (params.actor_token_type !== ACCESS_TOKEN_URN) throw invalidRequest(`"actor_token_type" must be ${ACCESS_TOKEN_URN}`);
   const actor = await findPresentedAccessToken(ctx, params.actor_token, ctx.now());
   if (!actor || actor.info.client_id !== client.id || actor.info.user_id !== null) {
     throw invalidRequest(
@@ -166,17 +176,19 @@ function oneTarget(name: string, value: string | string[] | undefined): string |
  * was sent — one for itself — and gets the person's provider token.
  */
 async function loadProviderToken(params: Params, client: Client, ctx: AppContext, connectionId: string): Promise<ProviderTokenRequest> {
-  const connection = await findConnection(ctx.db, connectionId);
-  if (!connection || connection.keep_tokens !== 1) throw invalidTarget('no connection keeps provider tokens under that audience');
-  if (connection.enabled !== 1) throw invalidTarget('that connection is disabled');
+  // The resource server first: no other client learns which connections keep tokens.
   const resource = await findResourceOfClient(ctx.db, client.id);
   if (!resource || resource.uri === null) {
     throw new OAuthError('unauthorized_client', "only a resource server's own client may exchange a person's token for their provider token");
   }
+  const connection = await findConnection(ctx.db, connectionId);
+  // Tokens are kept only sealed under KEYS_SECRET (accounts/connections/kept-tokens.ts): without it, none are.
+  const keeps = connection?.keep_tokens === 1 && connection.enabled === 1 && ctx.config.keys.secret !== null;
+  if (!connection || !keeps) throw invalidTarget('no connection keeps provider tokens under that audience');
   if (!tokenResourcesOf(connection).includes(resource.uri)) {
     throw invalidTarget("this resource server may not have that connection's provider tokens: an administrator allows it with --token-resource");
   }
-  if (params.subject_token_type !== ACCESS_TOKEN_TYPE) throw invalidRequest(`"subject_token_type" must be ${ACCESS_TOKEN_TYPE}`);
+  if (params.subject_token_type !== ACCESS_TOKEN_URN) throw invalidRequest(`"subject_token_type" must be ${ACCESS_TOKEN_URN}`);
   const found = await findPresentedAccessToken(ctx, params.subject_token, ctx.now());
   // Only a token the person sent this resource server: one for another audience is not its to exchange.
   if (!found || found.info.resource_id !== resource.id)
@@ -188,15 +200,19 @@ async function loadProviderToken(params: Params, client: Client, ctx: AppContext
 async function loadIdJag(params: Params, client: Client, ctx: AppContext): Promise<IdJagRequest> {
   const issuer = oneTarget('audience', params.audience);
   if (issuer === undefined) throw invalidRequest('"audience" must name the authorization server the ID-JAG is for, by its issuer');
-  const audience = idJagAudiencesOf(client).find((listed) => sameIssuer(listed.issuer, issuer));
+  const audience = idJagAudiencesOf(client).find((listed) => issuerKey(listed.issuer) === issuerKey(issuer));
   if (!audience) throw invalidTarget('this client may not get ID-JAGs for that audience: an administrator lists them with --id-jag-audience');
-  return { kind: 'id-jag', person: await idJagSubject(ctx, client, params), audience };
+  return { kind: 'id-jag', ...(await idJagSubject(ctx, client, params)), audience };
 }
 
-/** Issuer URLs compared as RFC 8414 §3.3 compares them, but for a trailing `/` and the case of scheme and host, which clients vary. */
-function sameIssuer(listed: string, asked: string): boolean {
-  const [a, b] = [normalizeResourceUri(listed), normalizeResourceUri(asked)];
-  return 'uri' in a && 'uri' in b && a.uri === b.uri;
+/**
+ * An issuer URL as ID-JAG audiences are compared (the listed ones with each other, clients.ts;
+ * a request's with them): exactly, as RFC 8414 §3.3 compares issuers, but for a trailing `/`
+ * and the case of scheme and host, which clients vary.
+ */
+export function issuerKey(issuer: string): string {
+  const normalized = normalizeResourceUri(issuer);
+  return 'uri' in normalized ? normalized.uri : issuer;
 }
 
 /**
@@ -204,28 +220,29 @@ function sameIssuer(listed: string, asked: string): boolean {
  * send, SEP-990) or live access token names, still enabled and still with a live grant of this
  * client — a person who revoked the client's access is not vouched for again.
  */
-async function idJagSubject(ctx: AppContext, client: Client, params: Params): Promise<User> {
+async function idJagSubject(ctx: AppContext, client: Client, params: Params): Promise<Pick<IdJagRequest, 'person' | 'boundTo'>> {
   const now = ctx.now();
-  if (params.subject_token_type === ACCESS_TOKEN_TYPE) {
+  if (params.subject_token_type === ACCESS_TOKEN_URN) {
     const token = await personsTokenOf(ctx, client, params.subject_token);
     const user = await findUserById(ctx.db, token.user_id!);
     // A live token's person is enabled (store/tokens.ts `liveToken`); deleted meanwhile, they are nobody.
     if (!user) throw invalidSubject('person deleted meanwhile');
-    return user;
+    return { person: user, boundTo: token.dpop_jkt };
   }
-  if (params.subject_token_type !== ID_TOKEN_TYPE) throw invalidRequest(`"subject_token_type" must be ${ID_TOKEN_TYPE} or ${ACCESS_TOKEN_TYPE}`);
+  if (params.subject_token_type !== ID_TOKEN_URN) throw invalidRequest(`"subject_token_type" must be ${ID_TOKEN_URN} or ${ACCESS_TOKEN_URN}`);
   const idToken = await readIdToken(ctx, params.subject_token, { acceptExpired: false });
   if (idToken === null || idToken.clientId !== client.id) throw invalidSubject(idToken ? "another client's ID token" : 'not a current ID token of ours');
   const user = await userOfSubject(ctx, idToken.sub);
   if (!user || !(await hasLiveGrant(ctx.db, { clientId: client.id, userId: user.id, now }))) {
     throw invalidSubject(user ? 'no live grant of the client for the person' : 'unknown or disabled person');
   }
-  return user;
+  return { person: user, boundTo: null };
 }
 
 async function issue(redeemed: Exchange, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {
   switch (redeemed.kind) {
     case 'id-jag':
+      requireSubjectKey(redeemed.boundTo, proof);
       return issueIdJag(redeemed, params, client, ctx, address);
     case 'provider':
       return handOverProviderToken(redeemed, client, ctx, address);
@@ -236,19 +253,30 @@ async function issue(redeemed: Exchange, params: Params, client: Client, ctx: Ap
 
 async function handOverProviderToken(request: ProviderTokenRequest, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
   const { connection, resourceUri, userId } = request;
-  const tokens = await currentProviderTokens(ctx, connection, userId);
+  const tokens = await ctx.providerTokens.current(connection, userId);
   if (tokens === 'none_kept') throw invalidGrant(`no ${connection.name} token is kept for this person: they log in with ${connection.name} first`);
   if (tokens === 'refresh_failed') {
     throw invalidGrant(`the person's ${connection.name} token has expired and could not be renewed: they log in with ${connection.name} again`);
   }
   await ctx.audit({ type: 'provider_token_issued', userId, clientId: client.id, address, detail: { connection: connection.id, resource: resourceUri } });
   return {
-    issued_token_type: ACCESS_TOKEN_TYPE,
+    issued_token_type: ACCESS_TOKEN_URN,
     access_token: tokens.access_token,
     token_type: 'Bearer',
     ...(tokens.expires_at === null ? {} : { expires_in: secondsUntil(tokens.expires_at, ctx.now()) }),
     ...(tokens.scope === null ? {} : { scope: tokens.scope }),
   };
+}
+
+/**
+ * A subject token bound to a key is exchanged only by whoever holds the key (RFC 9449 §7): the
+ * request's proof must be by it. (A resource server asking for a provider token cannot prove the
+ * client's key, and need not: it authenticates as itself, and the token was sent to it.)
+ */
+function requireSubjectKey(boundTo: string | null, proof: DpopProof | null): void {
+  if (boundTo !== null && proof?.jkt !== boundTo) {
+    throw new OAuthError('invalid_dpop_proof', 'the subject_token is bound to a DPoP key: prove that key', 'exchange without the subject key');
+  }
 }
 
 /** Throws `invalid_target` unless each of `resource` and `audience`, when sent, names the subject token's resource server. */
@@ -270,10 +298,7 @@ async function delegate(
   proof: DpopProof | null,
 ): Promise<TokenResponse> {
   const { subject, act } = exchange;
-  // A token bound to a key is exchanged only by whoever holds the key (RFC 9449 §7).
-  if (subject.dpop_jkt !== null && proof?.jkt !== subject.dpop_jkt) {
-    throw new OAuthError('invalid_dpop_proof', 'the subject_token is bound to a DPoP key: prove that key', 'exchange without the subject key');
-  }
+  requireSubjectKey(subject.dpop_jkt, proof);
   const audience = await audienceById(ctx, subject.resource_id);
   await requireSameAudience(ctx, params, audience);
   const login = loginOf(subject);
@@ -313,7 +338,7 @@ async function delegate(
   // Revoked (its grant, client or person) since it was read: nothing is stored.
   if (!(await addAccessToken(ctx.db, grant, pair.stored, ctx.now(), issued.row))) throw invalidSubject('grant revoked while the exchange ran');
   issued.committed();
-  return { ...pair.response, issued_token_type: ACCESS_TOKEN_TYPE };
+  return { ...pair.response, issued_token_type: ACCESS_TOKEN_URN };
 }
 
 async function issueIdJag(request: IdJagRequest, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
@@ -335,7 +360,7 @@ async function issueIdJag(request: IdJagRequest, params: Params, client: Client,
   });
   // RFC 8693 §2.2.1: not an access token, so token_type N_A.
   return {
-    issued_token_type: ID_JAG_TOKEN_TYPE,
+    issued_token_type: ID_JAG_URN,
     access_token: idJag,
     token_type: 'N_A',
     expires_in: ID_JAG_LIFETIME_SECONDS,

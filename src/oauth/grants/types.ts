@@ -29,7 +29,7 @@ export type ClientGrantType = (typeof CLIENT_GRANT_TYPES)[number];
 export const TOKEN_EXCHANGE_GRANT_TYPE = 'urn:ietf:params:oauth:grant-type:token-exchange' as const;
 
 /** RFC 8693 §3: the token types a token exchange names. */
-export const ACCESS_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:access_token' as const;
-export const ID_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id_token' as const;
+export const ACCESS_TOKEN_URN = 'urn:ietf:params:oauth:token-type:access_token' as const;
+export const ID_TOKEN_URN = 'urn:ietf:params:oauth:token-type:id_token' as const;
 /** draft-ietf-oauth-identity-assertion-authz-grant §3. */
-export const ID_JAG_TOKEN_TYPE = 'urn:ietf:params:oauth:token-type:id-jag' as const;
+export const ID_JAG_URN = 'urn:ietf:params:oauth:token-type:id-jag' as const;

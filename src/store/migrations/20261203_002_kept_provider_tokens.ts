@@ -6,8 +6,6 @@
  * - `user_identities.provider_tokens`: the provider's tokens of the identity's last login, as
  *   JSON sealed under KEYS_SECRET (always: they are never kept otherwise); null when none are
  *   kept. They go with the identity (unlinked, its person deleted, its connection deleted).
- * - `user_identities.provider_tokens_expire_at`: when the provider's access token expires
- *   (epoch ms; null: it did not say).
  * Frozen in time.
  */
 import type { Kysely } from 'kysely';
@@ -22,11 +20,9 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('token_resources', 'text', (c) => c.notNull().defaultTo('[]'))
     .execute();
   await db.schema.alterTable('user_identities').addColumn('provider_tokens', 'text').execute();
-  await db.schema.alterTable('user_identities').addColumn('provider_tokens_expire_at', 'bigint').execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
-  await db.schema.alterTable('user_identities').dropColumn('provider_tokens_expire_at').execute();
   await db.schema.alterTable('user_identities').dropColumn('provider_tokens').execute();
   await db.schema.alterTable('connections').dropColumn('token_resources').execute();
   await db.schema.alterTable('connections').dropColumn('keep_tokens').execute();
