@@ -241,6 +241,15 @@ type RotationArgs = GrantUse & RotationMark & TokenRows & AuditArgs;
 const useUsableGrant = prepare((db, p: GrantUse) => useGrant(db, p).where((eb) => grantUsable(eb, p)));
 const markRotatedAlone = prepare(markRotated);
 
+/** PostgreSQL: the grant row, locked as revocation's UPDATE locks it, when it is usable (`grantUsable`): the first step of a write that adds to a grant. */
+const lockUsableGrant = (db: Kysely<Database>, p: { grantId: string; clientScopes: string }) =>
+  db
+    .selectFrom('grants')
+    .select('grants.id')
+    .where('grants.id', '=', p.grantId)
+    .where((eb) => grantUsable(eb, p))
+    .forNoKeyUpdate();
+
 // PostgreSQL, one statement that cannot roll back a step once it ran: the grant row is
 // still taken first — locked FOR NO KEY UPDATE, the lock revocation's UPDATE takes too, by
 // the same conditions as above — but written last, only once the mark has succeeded. Races:
@@ -255,14 +264,7 @@ const markRotatedAlone = prepare(markRotated);
 // user's deletion cascading from grants to tokens: no deadlock between them.
 const rotateStatement = prepare((db, p: RotationArgs) =>
   db
-    .with('usable', () =>
-      db
-        .selectFrom('grants')
-        .select('grants.id')
-        .where('grants.id', '=', p.grantId)
-        .where((eb) => grantUsable(eb, p))
-        .forNoKeyUpdate(),
-    )
+    .with('usable', () => lockUsableGrant(db, p))
     .with('rotated', (steps) => markRotated(db, p).where(after(steps, 'usable')).returning('hash'))
     .with('used', (steps) => useGrant(db, p).where(after(steps, 'rotated')))
     .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'rotated')))
@@ -315,14 +317,7 @@ const touchUsableGrant = prepare((db, p: { grantId: string; clientScopes: string
 );
 const addTokenStatement = prepare((db, p: AddedTokenArgs) =>
   db
-    .with('usable', () =>
-      db
-        .selectFrom('grants')
-        .select('grants.id')
-        .where('grants.id', '=', p.grantId)
-        .where((eb) => grantUsable(eb, p))
-        .forNoKeyUpdate(),
-    )
+    .with('usable', () => lockUsableGrant(db, p))
     .with('used', (steps) => db.updateTable('grants').set({ last_used_at: p.now }).where('grants.id', '=', p.grantId).where(after(steps, 'usable')))
     .with('access', (steps) => insertAccessTokenRow(db, p, after(steps, 'usable')))
     .with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'usable')))
