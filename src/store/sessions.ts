@@ -125,3 +125,15 @@ export async function deleteSessions(
 export async function sessionConnectionId(db: Kysely<Database>, idHash: string): Promise<string | null> {
   return (await db.selectFrom('sessions').select('connection_id').where('id_hash', '=', idHash).executeTakeFirst())?.connection_id ?? null;
 }
+
+/** Whether the person's login session `sid` (OpenID Connect's, SPEC §4.10) is still live: not ended, not expired. */
+export async function isSessionLive(db: Kysely<Database>, p: { userId: string; sid: string; now: number }): Promise<boolean> {
+  const row = await db
+    .selectFrom('sessions')
+    .select('sid')
+    .where('user_id', '=', p.userId)
+    .where('sid', '=', p.sid)
+    .where('expires_at', '>', p.now)
+    .executeTakeFirst();
+  return row !== undefined;
+}

@@ -17,6 +17,7 @@ import { Client, CrossAppAccessProvider, StreamableHTTPClientTransport, discover
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { disableUser, findUserNamed, updateProfile } from '../../src/accounts/users.ts';
 import { removeAccess } from '../../src/clients/access.ts';
+import { endUserSessions } from '../../src/accounts/sessions.ts';
 import { createIssuer } from '../../src/oauth/assertions/issuers.ts';
 import { ACCESS_TOKEN_URN, ID_JAG_URN, ID_TOKEN_URN, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
@@ -234,7 +235,7 @@ for (const backend of BACKENDS) {
         assert.equal(after.active, false);
       });
 
-      test("refused: an audience not listed, another client's ID token, an expired or forged one, a person who revoked the client or is disabled", async () => {
+      test("refused: an audience not listed, another client's ID token, an expired or forged one, a person who revoked the client, logged out or is disabled", async () => {
         const { id_token } = await loginAtIdp();
         const ask = (more: Record<string, string>) =>
           askIdp({ requested_token_type: ID_JAG_URN, audience: as.url, subject_token: id_token!, subject_token_type: ID_TOKEN_URN, ...more });
@@ -284,6 +285,11 @@ for (const backend of BACKENDS) {
         const removed = await loginAtIdp();
         assert.ok(await removeAccess(ctx, ursula.id, atIdp.id, null));
         await assertOAuthError(await ask({ subject_token: removed.id_token! }), 400, 'invalid_request', 'the subject_token is invalid, expired or revoked');
+
+        // Logged out (here: every session of hers ended): her ID token of that login vouches no more.
+        const loggedOut = await loginAtIdp();
+        await endUserSessions(ctx, ursula.id, null);
+        await assertOAuthError(await ask({ subject_token: loggedOut.id_token! }), 400, 'invalid_request', 'the subject_token is invalid, expired or revoked');
 
         const disabled = await loginAtIdp();
         await disableUser(ctx, ursula, COMMAND_LINE);

@@ -26,6 +26,7 @@ import { findConnection, isConnectionId, tokenResourcesOf } from '../../store/co
 import { findResourceOfClient } from '../../store/resources.ts';
 import { findUserById } from '../../store/users.ts';
 import { hasLiveGrant } from '../../store/grants.ts';
+import { isSessionLive } from '../../store/sessions.ts';
 import { addAccessToken } from '../../store/atomic-writes.ts';
 import type { AccessTokenInfo } from '../../store/tokens.ts';
 import { readIdToken } from '../../identity/id-tokens.ts';
@@ -218,7 +219,8 @@ export function issuerKey(issuer: string): string {
 /**
  * The person an ID-JAG speaks for: the one the client's current ID token (what MCP clients
  * send, SEP-990) or live access token names, still enabled and still with a live grant of this
- * client — a person who revoked the client's access is not vouched for again.
+ * client — a person who revoked the client's access is not vouched for again — and, for an ID
+ * token, still in the login session it names (a person who logged out is not either).
  */
 async function idJagSubject(ctx: AppContext, client: Client, params: Params): Promise<Pick<IdJagRequest, 'person' | 'boundTo'>> {
   const now = ctx.now();
@@ -236,6 +238,8 @@ async function idJagSubject(ctx: AppContext, client: Client, params: Params): Pr
   if (!user || !(await hasLiveGrant(ctx.db, { clientId: client.id, userId: user.id, now }))) {
     throw invalidSubject(user ? 'no live grant of the client for the person' : 'unknown or disabled person');
   }
+  // The login it tells of has ended (logged out, every session ended): nobody is there to vouch for.
+  if (idToken.sid !== null && !(await isSessionLive(ctx.db, { userId: user.id, sid: idToken.sid, now }))) throw invalidSubject('the login session ended');
   return { person: user, boundTo: null };
 }
 
