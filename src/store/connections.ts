@@ -233,6 +233,8 @@ export async function endIdentitySessions(
 export interface KeptTokensRow {
   subject: string;
   provider_tokens: string;
+  /** A refresh under way at another instance, until then (UserIdentitiesTable). */
+  provider_tokens_refreshing_until: number | null;
 }
 
 /**
@@ -246,7 +248,7 @@ export async function keepProviderTokens(
 ): Promise<boolean> {
   const updated = await db
     .updateTable('user_identities')
-    .set({ provider_tokens: p.sealed })
+    .set({ provider_tokens: p.sealed, provider_tokens_refreshing_until: null })
     .where('connection_id', '=', p.connectionId)
     .where('subject', '=', p.subject)
     .$if(p.previous !== undefined, (q) => q.where('provider_tokens', '=', p.previous!))
@@ -272,18 +274,47 @@ export async function keepProviderTokens(
 export function keptTokensOf(db: Kysely<Database>, connectionId: string, userId: string): Promise<KeptTokensRow | undefined> {
   return db
     .selectFrom('user_identities')
-    .select(['subject', 'provider_tokens'])
+    .select(['subject', 'provider_tokens', 'provider_tokens_refreshing_until'])
     .where('connection_id', '=', connectionId)
     .where('user_id', '=', userId)
     .where('provider_tokens', 'is not', null)
     .executeTakeFirst() as Promise<KeptTokensRow | undefined>;
 }
 
+/**
+ * Takes the identity's refresh lease until `until`: only while what is kept is still `previous`
+ * and no other instance holds an unexpired lease. True when this caller now holds it.
+ */
+export async function takeRefreshLease(
+  db: Kysely<Database>,
+  p: { connectionId: string; subject: string; previous: string; now: number; until: number },
+): Promise<boolean> {
+  const updated = await db
+    .updateTable('user_identities')
+    .set({ provider_tokens_refreshing_until: p.until })
+    .where('connection_id', '=', p.connectionId)
+    .where('subject', '=', p.subject)
+    .where('provider_tokens', '=', p.previous)
+    .where((eb) => eb.or([eb('provider_tokens_refreshing_until', 'is', null), eb('provider_tokens_refreshing_until', '<=', p.now)]))
+    .executeTakeFirst();
+  return Number(updated.numUpdatedRows) > 0;
+}
+
+/** Gives the lease back after a refresh that kept nothing (the provider refused it). */
+export async function releaseRefreshLease(db: Kysely<Database>, p: { connectionId: string; subject: string }): Promise<void> {
+  await db
+    .updateTable('user_identities')
+    .set({ provider_tokens_refreshing_until: null })
+    .where('connection_id', '=', p.connectionId)
+    .where('subject', '=', p.subject)
+    .execute();
+}
+
 /** Deletes the kept provider tokens of a person (disabled), or of a connection (it keeps them no more). */
 export async function forgetProviderTokens(db: Kysely<Database>, of: { userId: string } | { connectionId: string }): Promise<void> {
   await db
     .updateTable('user_identities')
-    .set({ provider_tokens: null })
+    .set({ provider_tokens: null, provider_tokens_refreshing_until: null })
     .$if('userId' in of, (q) => q.where('user_id', '=', (of as { userId: string }).userId))
     .$if('connectionId' in of, (q) => q.where('connection_id', '=', (of as { connectionId: string }).connectionId))
     .where('provider_tokens', 'is not', null)

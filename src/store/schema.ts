@@ -441,6 +441,8 @@ export interface UserIdentitiesTable {
   last_login_at: number | null;
   /** The provider's tokens of the last login, JSON sealed under KEYS_SECRET, when its connection keeps them (SPEC §4.15); null otherwise. */
   provider_tokens: ColumnType<string | null, string | null | undefined, string | null>;
+  /** While an instance refreshes them at the provider: until when the others wait for its result (epoch ms); null otherwise. */
+  provider_tokens_refreshing_until: ColumnType<number | null, number | null | undefined, number | null>;
 }
 
 /** A login under way at a provider (SPEC §4.13), by the SHA-256 of its `state`; single use, ten minutes. */

@@ -9,9 +9,10 @@
  */
 import type { AppContext, NoProviderToken, ProviderTokens } from '../../context.ts';
 import { open, seal } from '../../protocol/seal.ts';
-import { keepProviderTokens, keptTokensOf, type KeptTokensRow } from '../../store/connections.ts';
+import { keepProviderTokens, keptTokensOf, releaseRefreshLease, takeRefreshLease, type KeptTokensRow } from '../../store/connections.ts';
 import type { Connection } from '../../store/schema.ts';
-import { UpstreamFailure, refreshUpstreamTokens } from './upstream.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { PROVIDER_TIMEOUT_MS, UpstreamFailure, refreshUpstreamTokens } from './upstream.ts';
 
 /** An access token this close to its expiry is refreshed first: the resource server still has to use it. */
 const EXPIRY_MARGIN_MS = 30_000;
@@ -43,11 +44,11 @@ export async function keepTokensOfLogin(ctx: AppContext, connection: Connection,
 
 /**
  * The person's current provider tokens at the connection: as kept, or refreshed at the provider
- * (and kept again) when the access token has expired or is about to. In one process, concurrent
- * requests for the same identity wait for one refresh (`refreshing`): a provider that rotates
- * refresh tokens and detects their reuse would take a second refresh with the same token for
- * theft. Across instances two may still race; the one whose write loses, or whose refresh the
- * provider refuses, takes what the other kept if it is current.
+ * (and kept again) when the access token has expired or is about to. One refresh at a time per
+ * identity, across every instance: a provider that rotates refresh tokens and detects their reuse
+ * takes a second refresh with the same token for theft, and revokes the person's tokens there.
+ * In one process, concurrent requests share one refresh (`refreshing`); across instances, the one
+ * that takes the identity's lease refreshes and the others wait for what it keeps.
  */
 export async function currentProviderTokens(ctx: AppContext, connection: Connection, userId: string): Promise<ProviderTokens | NoProviderToken> {
   const keysSecret = ctx.config.keys.secret;
@@ -56,42 +57,77 @@ export async function currentProviderTokens(ctx: AppContext, connection: Connect
   const tokens = await opened(keysSecret, connection.id, kept);
   if (isCurrent(tokens, ctx.now())) return tokens;
   const key = ownerOf(connection.id, kept.subject);
-  let refresh = refreshing.get(key);
+  let underWay = refreshing.get(ctx);
+  if (!underWay) refreshing.set(ctx, (underWay = new Map()));
+  let refresh = underWay.get(key);
   if (!refresh) {
-    refresh = refreshKept(ctx, connection, keysSecret, kept, tokens).finally(() => refreshing.delete(key));
-    refreshing.set(key, refresh);
+    const started = refreshOnce(ctx, connection, keysSecret, { userId, kept, tokens }).finally(() => underWay.delete(key));
+    underWay.set(key, (refresh = started));
   }
-  const refreshed = await refresh;
-  if (refreshed !== 'refresh_failed') return refreshed;
-  // Refreshed meanwhile by another instance (the provider refused the old refresh token)?
-  const now = await keptTokensOf(ctx.db, connection.id, userId);
-  const latest = now && now.provider_tokens !== kept.provider_tokens ? await opened(keysSecret, connection.id, now) : null;
-  return latest !== null && isCurrent(latest, ctx.now()) ? latest : 'refresh_failed';
+  return refresh;
 }
 
-/** The refreshes under way in this process, by identity. */
-const refreshing = new Map<string, Promise<ProviderTokens | 'refresh_failed'>>();
+/** The refreshes under way in this instance, by identity. */
+const refreshing = new WeakMap<AppContext, Map<string, Promise<ProviderTokens | NoProviderToken>>>();
 
+/** How long an instance may take to refresh (the provider's time limit and a margin): another waits that long, then may take over. */
+const REFRESH_LEASE_MS = PROVIDER_TIMEOUT_MS + 5_000;
+/** How often a waiting instance looks for the result. */
+const POLL_MS = 100;
+
+/** Current enough to hand out: not expired, nor about to be. */
 const isCurrent = (tokens: ProviderTokens, now: number) => tokens.expires_at === null || tokens.expires_at - EXPIRY_MARGIN_MS > now;
 
-/** Refreshes the kept tokens at the provider and keeps the new ones, if what is kept is still what was read. */
-async function refreshKept(
-  ctx: AppContext,
-  connection: Connection,
-  keysSecret: string,
-  kept: KeptTokensRow,
-  tokens: ProviderTokens,
-): Promise<ProviderTokens | 'refresh_failed'> {
-  if (tokens.refresh_token === null) return 'refresh_failed';
+/** What another instance just refreshed: handed out while not expired, even within the margin (a short-lived provider token). */
+const isAlive = (tokens: ProviderTokens, now: number) => tokens.expires_at === null || tokens.expires_at > now;
+
+interface Stale {
+  userId: string;
+  kept: KeptTokensRow;
+  tokens: ProviderTokens;
+}
+
+/**
+ * Refreshes the stale tokens once: with the identity's lease (one conditional write), at the
+ * provider, keeping the result; without it — another instance refreshes — waiting for what that
+ * instance keeps, or for its lease to lapse.
+ */
+async function refreshOnce(ctx: AppContext, connection: Connection, keysSecret: string, stale: Stale): Promise<ProviderTokens | NoProviderToken> {
+  const identity = { connectionId: connection.id, subject: stale.kept.subject };
+  const deadline = Date.now() + REFRESH_LEASE_MS;
+  for (;;) {
+    const now = ctx.now();
+    if (await takeRefreshLease(ctx.db, { ...identity, previous: stale.kept.provider_tokens, now, until: now + REFRESH_LEASE_MS })) {
+      return refreshWithLease(ctx, connection, keysSecret, stale);
+    }
+    const latest = await keptTokensOf(ctx.db, connection.id, stale.userId);
+    if (!latest) return 'none_kept';
+    if (latest.provider_tokens !== stale.kept.provider_tokens) {
+      const tokens = await opened(keysSecret, connection.id, latest);
+      return isAlive(tokens, ctx.now()) ? tokens : 'refresh_failed';
+    }
+    if (Date.now() >= deadline) return 'refresh_failed';
+    await sleep(POLL_MS);
+  }
+}
+
+/** With the lease: refreshes at the provider and keeps the result (which gives the lease back), or gives it back having kept nothing. */
+async function refreshWithLease(ctx: AppContext, connection: Connection, keysSecret: string, stale: Stale): Promise<ProviderTokens | NoProviderToken> {
+  const { kept, tokens } = stale;
+  const identity = { connectionId: connection.id, subject: kept.subject };
   let refreshed: ProviderTokens;
   try {
+    if (tokens.refresh_token === null) throw new UpstreamFailure('invalid', 'the provider gave no refresh token');
     refreshed = await refreshUpstreamTokens(ctx, connection, tokens.refresh_token);
   } catch (error) {
+    await releaseRefreshLease(ctx.db, identity);
     if (!(error instanceof UpstreamFailure)) throw error;
     return 'refresh_failed';
   }
   const sealedTokens = await sealed(keysSecret, connection.id, kept.subject, refreshed);
-  await keepProviderTokens(ctx.db, { connectionId: connection.id, subject: kept.subject, sealed: sealedTokens, previous: kept.provider_tokens });
-  // Kept or not (another instance kept its own, or they were deleted meanwhile), these are the provider's current tokens.
-  return refreshed;
+  if (await keepProviderTokens(ctx.db, { ...identity, sealed: sealedTokens, previous: kept.provider_tokens })) return refreshed;
+  // Not kept: deleted meanwhile (disabled, --no-keep-tokens), and then not handed out either; or
+  // our lease lapsed and another instance kept its own refresh, which is then the one to use.
+  const latest = await keptTokensOf(ctx.db, connection.id, stale.userId);
+  return latest ? opened(keysSecret, connection.id, latest) : 'none_kept';
 }

@@ -6,6 +6,8 @@
  * - `user_identities.provider_tokens`: the provider's tokens of the identity's last login, as
  *   JSON sealed under KEYS_SECRET (always: they are never kept otherwise); null when none are
  *   kept. They go with the identity (unlinked, its person deleted, its connection deleted).
+ * - `user_identities.provider_tokens_refreshing_until`: while an instance refreshes them at the
+ *   provider, until when the others wait for its result (epoch ms); null otherwise.
  * Frozen in time.
  */
 import type { Kysely } from 'kysely';
@@ -20,9 +22,11 @@ export async function up(db: Kysely<any>): Promise<void> {
     .addColumn('token_resources', 'text', (c) => c.notNull().defaultTo('[]'))
     .execute();
   await db.schema.alterTable('user_identities').addColumn('provider_tokens', 'text').execute();
+  await db.schema.alterTable('user_identities').addColumn('provider_tokens_refreshing_until', 'bigint').execute();
 }
 
 export async function down(db: Kysely<any>): Promise<void> {
+  await db.schema.alterTable('user_identities').dropColumn('provider_tokens_refreshing_until').execute();
   await db.schema.alterTable('user_identities').dropColumn('provider_tokens').execute();
   await db.schema.alterTable('connections').dropColumn('token_resources').execute();
   await db.schema.alterTable('connections').dropColumn('keep_tokens').execute();
