@@ -300,13 +300,14 @@ export async function takeRefreshLease(
   return Number(updated.numUpdatedRows) > 0;
 }
 
-/** Gives the lease back after a refresh that kept nothing (the provider refused it). */
-export async function releaseRefreshLease(db: Kysely<Database>, p: { connectionId: string; subject: string }): Promise<void> {
+/** Gives the lease back after a refresh that kept nothing: only the lease taken until `until`, not one another instance took since. */
+export async function releaseRefreshLease(db: Kysely<Database>, p: { connectionId: string; subject: string; until: number }): Promise<void> {
   await db
     .updateTable('user_identities')
     .set({ provider_tokens_refreshing_until: null })
     .where('connection_id', '=', p.connectionId)
     .where('subject', '=', p.subject)
+    .where('provider_tokens_refreshing_until', '=', p.until)
     .execute();
 }
 

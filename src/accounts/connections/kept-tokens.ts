@@ -70,8 +70,12 @@ export async function currentProviderTokens(ctx: AppContext, connection: Connect
 /** The refreshes under way in this instance, by identity. */
 const refreshing = new WeakMap<AppContext, Map<string, Promise<ProviderTokens | NoProviderToken>>>();
 
-/** How long an instance may take to refresh (the provider's time limit and a margin): another waits that long, then may take over. */
-const REFRESH_LEASE_MS = PROVIDER_TIMEOUT_MS + 5_000;
+/**
+ * How long an instance may take to refresh: discovery (when its cache is cold) and the token
+ * request, each within the provider's time limit, and a margin. Another instance waits that long,
+ * then may take over.
+ */
+const REFRESH_LEASE_MS = 3 * PROVIDER_TIMEOUT_MS + 5_000;
 /** How often a waiting instance looks for the result. */
 const POLL_MS = 100;
 
@@ -94,12 +98,13 @@ interface Stale {
  */
 async function refreshOnce(ctx: AppContext, connection: Connection, keysSecret: string, stale: Stale): Promise<ProviderTokens | NoProviderToken> {
   const identity = { connectionId: connection.id, subject: stale.kept.subject };
+  // The wait is bounded in real time, whatever the context's clock says (tests move theirs).
   const deadline = Date.now() + REFRESH_LEASE_MS;
   for (;;) {
     const now = ctx.now();
-    if (await takeRefreshLease(ctx.db, { ...identity, previous: stale.kept.provider_tokens, now, until: now + REFRESH_LEASE_MS })) {
-      return refreshWithLease(ctx, connection, keysSecret, stale);
-    }
+    const lease = { ...identity, until: now + REFRESH_LEASE_MS };
+    if (await takeRefreshLease(ctx.db, { ...lease, previous: stale.kept.provider_tokens, now }))
+      return refreshWithLease(ctx, connection, keysSecret, stale, lease);
     const latest = await keptTokensOf(ctx.db, connection.id, stale.userId);
     if (!latest) return 'none_kept';
     if (latest.provider_tokens !== stale.kept.provider_tokens) {
@@ -112,22 +117,31 @@ async function refreshOnce(ctx: AppContext, connection: Connection, keysSecret: 
 }
 
 /** With the lease: refreshes at the provider and keeps the result (which gives the lease back), or gives it back having kept nothing. */
-async function refreshWithLease(ctx: AppContext, connection: Connection, keysSecret: string, stale: Stale): Promise<ProviderTokens | NoProviderToken> {
+async function refreshWithLease(
+  ctx: AppContext,
+  connection: Connection,
+  keysSecret: string,
+  stale: Stale,
+  lease: { connectionId: string; subject: string; until: number },
+): Promise<ProviderTokens | NoProviderToken> {
   const { kept, tokens } = stale;
-  const identity = { connectionId: connection.id, subject: kept.subject };
   let refreshed: ProviderTokens;
   try {
     if (tokens.refresh_token === null) throw new UpstreamFailure('invalid', 'the provider gave no refresh token');
     refreshed = await refreshUpstreamTokens(ctx, connection, tokens.refresh_token);
   } catch (error) {
-    await releaseRefreshLease(ctx.db, identity);
+    await releaseRefreshLease(ctx.db, lease);
     if (!(error instanceof UpstreamFailure)) throw error;
     return 'refresh_failed';
   }
   const sealedTokens = await sealed(keysSecret, connection.id, kept.subject, refreshed);
-  if (await keepProviderTokens(ctx.db, { ...identity, sealed: sealedTokens, previous: kept.provider_tokens })) return refreshed;
-  // Not kept: deleted meanwhile (disabled, --no-keep-tokens), and then not handed out either; or
-  // our lease lapsed and another instance kept its own refresh, which is then the one to use.
+  if (await keepProviderTokens(ctx.db, { connectionId: lease.connectionId, subject: lease.subject, sealed: sealedTokens, previous: kept.provider_tokens })) {
+    return refreshed;
+  }
+  // Not kept. Our lease lapsed and another instance kept its own refresh: that one is the one to
+  // use. Or the person was disabled, or the connection keeps tokens no more: nothing is handed out.
+  await releaseRefreshLease(ctx.db, lease);
   const latest = await keptTokensOf(ctx.db, connection.id, stale.userId);
-  return latest ? opened(keysSecret, connection.id, latest) : 'none_kept';
+  const theirs = latest && latest.provider_tokens !== kept.provider_tokens ? await opened(keysSecret, connection.id, latest) : null;
+  return theirs !== null && isAlive(theirs, ctx.now()) ? theirs : 'none_kept';
 }
