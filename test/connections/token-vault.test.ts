@@ -14,14 +14,7 @@ import { after, before, describe, test } from 'node:test';
 import * as oidc from 'openid-client';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { disableUser, enableUser, findUserNamed } from '../../src/accounts/users.ts';
-import {
-  callbackUrl,
-  connectionNamed,
-  createConnection,
-  describeConnection,
-  slugOf,
-  updateConnectionSettings,
-} from '../../src/accounts/connections/connections.ts';
+import { connectionNamed, createConnection, describeConnection, slugOf, updateConnectionSettings } from '../../src/accounts/connections/connections.ts';
 import { findResourceNamed, removeResource } from '../../src/clients/resources.ts';
 import { unlinkIdentity } from '../../src/accounts/connections/federated-login.ts';
 import { ACCESS_TOKEN_URN, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
@@ -33,6 +26,7 @@ import { startServer, type TestServer } from '../support/server.ts';
 import { testCaProblem } from '../support/tls.ts';
 import { startTlsProxy } from '../support/upstream-providers.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { keepTokensOfGatehouse } from '../support/upstream-login.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 
 const MCP = 'https://mcp.example/github-tools';
@@ -80,29 +74,9 @@ for (const backend of BACKENDS) {
         proxy.target(Number(new URL(upstream.url).port));
         server = await startServer(backend, { KEYS_SECRET });
         await upstream.createUser('ursula');
-        const ctx = server.app.gatehouse;
         mcp = await registerResourceServer(server, MCP, [{ name: 'tools:use', description: 'Use the tools' }], 'GitHub tools (MCP)');
         other = await registerResourceServer(server, OTHER, [{ name: 'other:use', description: 'Other' }], 'Other API');
-        const { client, secret } = await upstream.createClient({
-          name: 'Gatehouse of the branch',
-          confidential: true,
-          redirectUris: [callbackUrl(ctx, id)],
-          scope: 'openid profile email annotation:read',
-        });
-        await createConnection(
-          ctx,
-          {
-            name: 'Head office',
-            issuer: proxy.origin,
-            clientId: client.id,
-            clientSecret: secret!,
-            allowPrivateAddress: true,
-            scope: 'openid profile email annotation:read',
-            keepTokens: true,
-            tokenResources: [MCP],
-          },
-          COMMAND_LINE,
-        );
+        await keepTokensOfGatehouse(server, upstream, proxy.origin, [MCP]);
         const registered = await server.createClient({ name: 'MCP client', scope: 'tools:use other:use' });
         app = await discover(server, registered.client.id);
         person = new UserAgent(server.url);

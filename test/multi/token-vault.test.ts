@@ -8,8 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { COMMAND_LINE } from '../../src/audit.ts';
-import { callbackUrl, createConnection, slugOf } from '../../src/accounts/connections/connections.ts';
+import { slugOf } from '../../src/accounts/connections/connections.ts';
 import { ACCESS_TOKEN_URN, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { backendOptions, postgres, sqlite } from '../support/backends.ts';
 import { discover, obtainTokens, postForm, profile } from '../support/oauth-client.ts';
@@ -19,6 +18,7 @@ import { startServer, type TestServer } from '../support/server.ts';
 import { testCaProblem } from '../support/tls.ts';
 import { startTlsProxy } from '../support/upstream-providers.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { keepTokensOfGatehouse } from '../support/upstream-login.ts';
 
 const MCP = 'https://mcp.example/github-tools';
 const KEYS_SECRET = 'vault-test-keys-secret-0123456789abcdef';
@@ -39,28 +39,8 @@ describe("the provider's token at two instances at once", { ...backendOptions(po
     a = await startServer(postgres, { KEYS_SECRET });
     b = await startServer(postgres, { DATABASE_URL: databaseUrl(a.config), PUBLIC_URL: a.url, KEYS_SECRET });
     await upstream.createUser('ursula');
-    const ctx = a.app.gatehouse;
     mcp = await registerResourceServer(a, MCP, [{ name: 'tools:use', description: 'Use the tools' }], 'GitHub tools (MCP)');
-    const { client, secret } = await upstream.createClient({
-      name: 'Gatehouse of the branch',
-      confidential: true,
-      redirectUris: [callbackUrl(ctx, id)],
-      scope: 'openid profile email annotation:read',
-    });
-    await createConnection(
-      ctx,
-      {
-        name: 'Head office',
-        issuer: proxy.origin,
-        clientId: client.id,
-        clientSecret: secret!,
-        allowPrivateAddress: true,
-        scope: 'openid profile email annotation:read',
-        keepTokens: true,
-        tokenResources: [MCP],
-      },
-      COMMAND_LINE,
-    );
+    await keepTokensOfGatehouse(a, upstream, proxy.origin, [MCP]);
   });
   after(async () => {
     await b?.close();

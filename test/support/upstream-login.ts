@@ -8,7 +8,7 @@ import type { Connection } from '../../src/store/schema.ts';
 import type { UpstreamClient } from './upstream-providers.ts';
 import type { Outcome, UserAgent } from './user-agent.ts';
 import type { TestServer } from './server.ts';
-import { createConnection, callbackUrl, type ConnectionInput } from '../../src/accounts/connections/connections.ts';
+import { createConnection, callbackUrl, slugOf, type ConnectionInput } from '../../src/accounts/connections/connections.ts';
 import { COMMAND_LINE } from '../../src/audit.ts';
 
 /** Follows `outcome`'s redirect through the provider at `providerOrigin` and back, as a browser would. */
@@ -59,4 +59,28 @@ export async function connect(server: TestServer, provider: UpstreamClient, inpu
   );
   provider.allowRedirectUri(callbackUrl(ctx, connection.id));
   return connection;
+}
+
+/**
+ * A connection "Head office" of `server` to another Gatehouse (`upstream`, reached at the https
+ * `issuer` in front of it) that keeps the provider's tokens for the resource servers
+ * `tokenResources` (SPEC §4.15; the server needs KEYS_SECRET), with its client at the upstream;
+ * the connection's id.
+ */
+export async function keepTokensOfGatehouse(server: TestServer, upstream: TestServer, issuer: string, tokenResources: string[]): Promise<string> {
+  const ctx = server.app.gatehouse;
+  const name = 'Head office';
+  const scope = 'openid profile email annotation:read';
+  const { client, secret } = await upstream.createClient({
+    name: 'Gatehouse of the branch',
+    confidential: true,
+    redirectUris: [callbackUrl(ctx, slugOf(name))],
+    scope,
+  });
+  const connection = await createConnection(
+    ctx,
+    { name, issuer, clientId: client.id, clientSecret: secret!, allowPrivateAddress: true, scope, keepTokens: true, tokenResources },
+    COMMAND_LINE,
+  );
+  return connection.id;
 }
