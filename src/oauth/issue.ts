@@ -131,8 +131,9 @@ export async function mintTokenResponse(
     act: act === null ? null : JSON.stringify(act),
   };
   // An exchange answers with the one token it was asked for (RFC 8693 §2.2.1).
-  const withIdToken = scopes.includes(OPENID_SCOPE) && subject.userId !== null && exchange === undefined;
-  const idToken = withIdToken ? await personsIdToken(ctx, subject, subject.userId!, scopes, nonce, access.token, now) : null;
+  const { userId } = subject;
+  const withIdToken = scopes.includes(OPENID_SCOPE) && exchange === undefined;
+  const idToken = withIdToken && userId !== null ? await personsIdToken(ctx, subject, userId, scopes, nonce, access.token, now) : null;
   const response: AccessTokenResponse = {
     token_type: binding.access === null ? 'Bearer' : 'DPoP',
     access_token: access.token,

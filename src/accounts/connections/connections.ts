@@ -24,16 +24,16 @@ import {
   identitiesOfUsers,
   forgetProviderTokens,
   insertConnection,
-  tokenResourcesOf,
   listConnections,
+  tokenResourcesOf,
   updateConnection,
 } from '../../store/connections.ts';
-
-/** For the admin pages, which read no store module. */
-export { tokenResourcesOf };
 import type { Updateable } from 'kysely';
 import { normalizeResourceUri } from '../../oauth/resources.ts';
 import { findResourceByUri } from '../../store/resources.ts';
+
+/** For the admin pages, which read no store module. */
+export { tokenResourcesOf };
 
 export type { Connection };
 
@@ -149,10 +149,12 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
     const uris: string[] = [];
     for (const given of input.tokenResources) {
       const normalized = normalizeResourceUri(given.trim());
-      const resource = 'uri' in normalized ? await findResourceByUri(ctx.db, normalized.uri) : undefined;
-      if (!resource || resource.client_id === null)
+      const uri = 'uri' in normalized ? normalized.uri : null;
+      const resource = uri === null ? undefined : await findResourceByUri(ctx.db, uri);
+      // The built-in resource has no client of its own to exchange with.
+      if (uri === null || !resource || resource.client_id === null)
         throw new ConnectionInputError('token_resources', `Resource server ${given.slice(0, 200)} is not registered (see gatehouse resource list)`);
-      if (!uris.includes(resource.uri!)) uris.push(resource.uri!);
+      if (!uris.includes(uri)) uris.push(uri);
     }
     patch.token_resources = JSON.stringify(uris);
   }

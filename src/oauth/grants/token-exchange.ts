@@ -141,12 +141,26 @@ function depthOf(act: Actor): number {
 }
 
 /** The live access token `token`, issued to this client for a person; anything else is `invalid_request`. */
-async function personsTokenOf(ctx: AppContext, client: Client, token: string): Promise<AccessTokenInfo> {
+function personsTokenOf(ctx: AppContext, client: Client, token: string): Promise<AccessTokenInfo & { user_id: string }> {
+  return livePersonsToken(ctx, token, (info) => info.client_id === client.id, "another client's token");
+}
+
+/**
+ * The live access token `token` of a person, when `isTheirs` says the requesting client may
+ * exchange it. One it may not is refused like an unknown one (`refusal` only in the log): whoever
+ * holds it learns nothing.
+ */
+async function livePersonsToken(
+  ctx: AppContext,
+  token: string,
+  isTheirs: (info: AccessTokenInfo) => boolean,
+  refusal: string,
+): Promise<AccessTokenInfo & { user_id: string }> {
   const found = await findPresentedAccessToken(ctx, token, ctx.now());
-  // Another client's token is refused like an unknown one: whoever holds it learns nothing.
-  if (!found || found.info.client_id !== client.id) throw invalidSubject(found ? "another client's token" : 'unknown, expired or revoked token');
-  if (found.info.user_id === null) throw invalidRequest("the subject_token must be a person's access token, not a client's own");
-  return found.info;
+  if (!found || !isTheirs(found.info)) throw invalidSubject(found ? refusal : 'unknown, expired or revoked token');
+  const { info } = found;
+  if (info.user_id === null) throw invalidRequest("the subject_token must be a person's access token, not a client's own");
+  return { ...info, user_id: info.user_id };
 }
 
 /** The actor token, when sent: this client's own live client_credentials token (it says no more than the client's authentication, and no less). */
@@ -190,12 +204,9 @@ async function loadProviderToken(params: Params, client: Client, ctx: AppContext
     throw invalidTarget("this resource server may not have that connection's provider tokens: an administrator allows it with --token-resource");
   }
   if (params.subject_token_type !== ACCESS_TOKEN_URN) throw invalidRequest(`"subject_token_type" must be ${ACCESS_TOKEN_URN}`);
-  const found = await findPresentedAccessToken(ctx, params.subject_token, ctx.now());
   // Only a token the person sent this resource server: one for another audience is not its to exchange.
-  if (!found || found.info.resource_id !== resource.id)
-    throw invalidSubject(found ? 'a token for another resource server' : 'unknown, expired or revoked token');
-  if (found.info.user_id === null) throw invalidRequest("the subject_token must be a person's access token, not a client's own");
-  return { kind: 'provider', connection, resourceUri: resource.uri, userId: found.info.user_id };
+  const subject = await livePersonsToken(ctx, params.subject_token, (info) => info.resource_id === resource.id, 'a token for another resource server');
+  return { kind: 'provider', connection, resourceUri: resource.uri, userId: subject.user_id };
 }
 
 async function loadIdJag(params: Params, client: Client, ctx: AppContext): Promise<IdJagRequest> {
@@ -226,7 +237,7 @@ async function idJagSubject(ctx: AppContext, client: Client, params: Params): Pr
   const now = ctx.now();
   if (params.subject_token_type === ACCESS_TOKEN_URN) {
     const token = await personsTokenOf(ctx, client, params.subject_token);
-    const user = await findUserById(ctx.db, token.user_id!);
+    const user = await findUserById(ctx.db, token.user_id);
     // A live token's person is enabled (store/tokens.ts `liveToken`); deleted meanwhile, they are nobody.
     if (!user) throw invalidSubject('person deleted meanwhile');
     return { person: user, boundTo: token.dpop_jkt };
