@@ -106,10 +106,10 @@ describe('switching clients and people off and on', { skip: testCaProblem() ?? f
         const agent = new UserAgent(server.url);
         const apps: Record<string, App> = {};
         for (const clientId of [registered, dynamic, document.url]) apps[clientId] = await discover(server, clientId, { redirectUri: REDIRECT_URI });
-        // Tokens for each, while they are enabled (the metadata document's client is recorded by the approval).
-        const held = Object.fromEntries(
-          await Promise.all(Object.entries(apps).map(async ([id, app]) => [id, await obtainTokens(app, agent, 'alice')] as const)),
-        );
+        // Tokens for each, while they are enabled (the metadata document's client is recorded by the approval). One after
+        // another: the agent is one browser, and a login in one tab replaces the session another tab's consent form was for.
+        const held: Record<string, Awaited<ReturnType<typeof obtainTokens>>> = {};
+        for (const [id, app] of Object.entries(apps)) held[id] = await obtainTokens(app, agent, 'alice');
 
         for (const clientId of Object.keys(apps))
           assert.deepEqual(json(await cli('client', 'disable', clientId, '--json')), { client_id: clientId, disabled: true });
