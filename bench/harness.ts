@@ -6,7 +6,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, release, tmpdir, totalmem, type } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -189,6 +189,29 @@ export function processCpuMs(pid: number): number {
   // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+}
+
+/**
+ * The CPU time (ms) of every PostgreSQL process on this machine — its backends, WAL writer
+ * and checkpointer — when the database at `url` runs here; null when it does not (its work
+ * is then on another machine's cores) or when this is not Linux. A backend that exits between
+ * two readings takes its time with it, so a difference of two readings is a lower bound.
+ */
+export function localPostgresCpu(url: string): (() => number) | null {
+  const { hostname, searchParams } = new URL(url);
+  const local = ['127.0.0.1', 'localhost', '[::1]'].includes(hostname) || (searchParams.get('host') ?? '').startsWith('/');
+  if (!local || !existsSync('/proc/self/stat')) return null;
+  const isPostgres = (pid: string) => {
+    try {
+      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres';
+    } catch {
+      return false; // gone meanwhile
+    }
+  };
+  return () =>
+    readdirSync('/proc')
+      .filter((pid) => /^\d+$/.test(pid) && isPostgres(pid))
+      .reduce((sum, pid) => sum + (processCpuMs(Number(pid)) || 0), 0);
 }
 
 /**

@@ -29,6 +29,7 @@ import {
   failures,
   fixed,
   gatehouse,
+  localPostgresCpu,
   machine,
   markdownTable,
   percentile,
@@ -134,8 +135,9 @@ any other fails that server's phase and the run (exit code 1). A bare Node http 
 answering a tiny JSON body, sampled before and after every round, is the ceiling; a bare
 Fastify server answering the same, sampled likewise, is the framework's ceiling. All
 servers run as separate processes, the load generator (autocannon) in this one. Reported
-per server and phase: requests/s, p50 and p99 latency, the server's CPU time per request,
-its RSS, the shares of both ceilings, and Gatehouse ÷ peer per phase (medians over rounds); for
+per server and phase: requests/s, p50 and p99 latency, the server's CPU time per request
+(and, for PostgreSQL on this machine, its processes' CPU time per request beside it: on 2
+cores the database's work competes with the server's), its RSS, the shares of both ceilings, and Gatehouse ÷ peer per phase (medians over rounds); for
 Gatehouse with one worker, the database statements per request (round trips on PostgreSQL),
 from gatehouse_database_statements_total scraped before and after the measured requests.
 
@@ -228,6 +230,8 @@ interface PhaseRecord {
   maxMs: number;
   /** The server's CPU time (user + system) during the phase, per request. */
   cpuMsPerRequest: number;
+  /** Its database's CPU time during the phase, per request (Target.databaseCpuMs); null where not measured. */
+  databaseCpuMsPerRequest: number | null;
   /** Of the server under load, right after the phase. */
   memory: Memory;
   /** Gatehouse's database statements per request (gatehouse_database_statements_total; on PostgreSQL, round trips); null where not counted. */
@@ -384,6 +388,8 @@ interface Target {
   connections: number;
   /** How many statements the server has sent to its database so far; null where they are not counted (the peer, an older Gatehouse, several workers). */
   statements: (() => Promise<number>) | null;
+  /** The CPU time its database's processes have used so far, ms: PostgreSQL on this machine; null where the database is in the server's process (SQLite, the peer) or elsewhere. */
+  databaseCpuMs: (() => number) | null;
   profiler: ProfilerSession | null;
   profileDir: string | null;
   /** bench/probe.ts inside the server, where it writes. */
@@ -450,10 +456,12 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
   if (record && target.probe) await probeWindows(target.probe, pids); // opens the phase's window
   await profiler?.start();
   const cpuBefore = target.server.cpuMs();
+  const databaseCpuBefore = target.databaseCpuMs?.();
   const loadCpuBefore = process.cpuUsage();
   const result = await run();
   const loadCpu = process.cpuUsage(loadCpuBefore);
   const cpuMs = target.server.cpuMs() - cpuBefore;
+  const databaseCpuMs = databaseCpuBefore === undefined ? null : target.databaseCpuMs!() - databaseCpuBefore;
   const windows = record && target.probe ? await probeWindows(target.probe, pids) : [];
   const profile = profiler ? await profiler.stop() : null;
   const statementsAfter = await statements?.();
@@ -479,6 +487,7 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
     p99Ms: result.p99,
     maxMs: result.max,
     cpuMsPerRequest: cpuMs / result.requests,
+    databaseCpuMsPerRequest: databaseCpuMs === null ? null : databaseCpuMs / result.requests,
     memory,
     statementsPerRequest: statementsBefore === undefined || statementsAfter === undefined ? null : (statementsAfter - statementsBefore) / result.requests,
     serverCpuShare: windows.length === 0 ? null : windows.reduce((sum, w) => sum + w.cpuMs, 0) / Math.max(...windows.map((w) => w.wallMs)),
@@ -501,8 +510,9 @@ async function load(target: Target, phase: Phase, record: PhaseRecord[] | null, 
 function printPhase(p: PhaseRecord): void {
   const delay = p.loopDelay ? `  loop delay p50/p99/max ${fixed(p.loopDelay.p50Ms, 1)}/${fixed(p.loopDelay.p99Ms, 1)}/${fixed(p.loopDelay.maxMs, 0)} ms` : '';
   const shares = `  core: server ${p.serverCpuShare == null ? '-' : fixed(p.serverCpuShare, 2)}, load ${fixed(p.loadCpuShare ?? NaN, 2)}`;
+  const database = p.databaseCpuMsPerRequest === null ? '' : `  database CPU ${fixed(p.databaseCpuMsPerRequest, 3)} ms/req`;
   console.log(
-    `  ${serverLabel(p.server).padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB${p.statementsPerRequest === null ? '' : `  ${fixed(p.statementsPerRequest, 2)} ${p.server === 'gatehouse-postgres' ? 'round trips' : 'statements'}/req`}${shares}${delay}  (load avg ${loadavg()[0]!.toFixed(2)})`,
+    `  ${serverLabel(p.server).padEnd(28)} ${p.label.padEnd(37)} ${String(p.requests).padStart(6)} req ${fixed(p.rps, 0).padStart(6)} req/s  p50 ${fixed(p.p50Ms, 2).padStart(7)} ms  p99 ${fixed(p.p99Ms, 2).padStart(7)} ms  CPU ${fixed(p.cpuMsPerRequest, 3).padStart(6)} ms/req  RSS ${fixed(p.memory.rssMiB, 0)} MiB${database}${p.statementsPerRequest === null ? '' : `  ${fixed(p.statementsPerRequest, 2)} ${p.server === 'gatehouse-postgres' ? 'round trips' : 'statements'}/req`}${shares}${delay}  (load avg ${loadavg()[0]!.toFixed(2)})`,
   );
 }
 
@@ -968,6 +978,7 @@ async function ceilingSampler(options: Options, phase: Ceiling) {
         p99Ms: percentile(latencies, 99),
         maxMs: latencies.reduce((a, b) => Math.max(a, b), 0),
         cpuMsPerRequest: cpuMs / latencies.length,
+        databaseCpuMsPerRequest: null,
         memory,
         statementsPerRequest: null,
       };
@@ -1103,6 +1114,7 @@ async function startGatehouseTarget(backend: BackendName, workers: number, optio
       connections: options.connections,
       // With several workers a scrape is one worker's count (README, "WORKERS").
       statements: workers === 1 && (await statementsSent(server.url)) !== null ? async () => (await statementsSent(server!.url))! : null,
+      databaseCpuMs: backend === 'postgres' ? localPostgresCpu(database.url) : null,
       profiler,
       profileDir: options.cpuProfileDir,
       probe: probeOf(options),
@@ -1151,6 +1163,7 @@ async function startPeerTarget(adapter: PeerAdapter, options: Options): Promise<
       device: { clientId: PEER_CLIENTS.device, approval: (userCode) => ({ method: 'POST', path: '/_bench/device/approve', form: { user_code: userCode } }) },
       connections: options.connections,
       statements: null,
+      databaseCpuMs: null,
       profiler,
       profileDir: options.cpuProfileDir,
       probe: probeOf(options),
@@ -1187,6 +1200,7 @@ interface Summary {
   p50Ms: number;
   p99Ms: number;
   cpuMsPerRequest: number;
+  databaseCpuMsPerRequest: number | null;
   rssMiB: number;
   ofCeiling: number;
   ofFastify: number;
@@ -1215,6 +1229,7 @@ function summarize(records: PhaseRecord[], servers: ServerName[], phases: Phase[
           p50Ms: median(rounds.map((r) => r.p50Ms)),
           p99Ms: median(rounds.map((r) => r.p99Ms)),
           cpuMsPerRequest: median(rounds.map((r) => r.cpuMsPerRequest)),
+          databaseCpuMsPerRequest: rounds.every((r) => r.databaseCpuMsPerRequest === null) ? null : median(rounds.map((r) => r.databaseCpuMsPerRequest ?? NaN)),
           rssMiB: median(rounds.map((r) => r.memory.rssMiB)),
           ofCeiling: rps / ceiling.rps,
           ofFastify: rps / fastify.rps,
@@ -1237,6 +1252,9 @@ function statementsColumn(backends: readonly BackendName[]): string {
 
 const perRequest = (value: number | null) => (value === null ? '–' : fixed(value, 2));
 
+/** The server's CPU per request and, where measured, its database's beside it: "0.512 + 0.431". */
+const withDatabase = (s: Summary) => fixed(s.cpuMsPerRequest, 3) + (s.databaseCpuMsPerRequest === null ? '' : ` + ${fixed(s.databaseCpuMsPerRequest, 3)}`);
+
 /** Gatehouse beside the peer, phase by phase: one row per Gatehouse backend and phase. */
 function sideBySide(summaries: Summary[], options: Options): { headers: string[]; rows: Array<Array<string | number>> } {
   const find = (server: ServerName, phase: Phase) => summaries.find((s) => s.server === server && s.phase === phase);
@@ -1249,7 +1267,7 @@ function sideBySide(summaries: Summary[], options: Options): { headers: string[]
     ...peers.map((peer) => `ratio ÷ ${peerName(peer)}`),
     'Gatehouse p50 / p99 ms',
     ...peers.map((peer) => `${peerName(peer)} p50 / p99 ms`),
-    'Gatehouse CPU ms/req',
+    'Gatehouse CPU ms/req (+ its PostgreSQL)',
     ...peers.map((peer) => `${peerName(peer)} CPU ms/req`),
     'Gatehouse RSS MiB',
     ...peers.map((peer) => `${peerName(peer)} RSS MiB`),
@@ -1273,7 +1291,7 @@ function sideBySide(summaries: Summary[], options: Options): { headers: string[]
           ...theirs.map((s) => cell(s, (x) => fixed(ours.rps / x.rps, 2))),
           `${fixed(ours.p50Ms, 1)} / ${fixed(ours.p99Ms, 1)}`,
           ...theirs.map((s) => cell(s, (x) => `${fixed(x.p50Ms, 1)} / ${fixed(x.p99Ms, 1)}`)),
-          fixed(ours.cpuMsPerRequest, 3),
+          withDatabase(ours),
           ...theirs.map((s) => cell(s, (x) => fixed(x.cpuMsPerRequest, 3))),
           fixed(ours.rssMiB, 0),
           ...theirs.map((s) => cell(s, (x) => fixed(x.rssMiB, 0))),
@@ -1401,7 +1419,7 @@ async function main(): Promise<number> {
       fixed(s.rps, 0),
       fixed(s.p50Ms, 2),
       fixed(s.p99Ms, 2),
-      fixed(s.cpuMsPerRequest, 3),
+      withDatabase(s),
       fixed(s.rssMiB, 0),
       `${fixed(s.ofCeiling * 100, 1)} %`,
       `${fixed(s.ofFastify * 100, 1)} %`,
@@ -1417,7 +1435,7 @@ async function main(): Promise<number> {
     'req/s',
     'p50 ms',
     'p99 ms',
-    'CPU ms/req',
+    'CPU ms/req (+ its PostgreSQL)',
     'RSS MiB',
     'of bare node:http',
     'of bare Fastify',
