@@ -2,7 +2,7 @@ import { sql, type Kysely, type Selectable, type Transaction } from 'kysely';
 import { insertAuditEvent, type AuditEventRow } from './audit-events.ts';
 import { onPostgres } from './chained-writes.ts';
 import { prepare } from './prepared.ts';
-import type { Client, Database, NewClient } from './schema.ts';
+import { allColumnsOf, type Client, type Database, type NewClient } from './schema.ts';
 
 /**
  * `client_confidential`: 1 when the client must authenticate: it has a secret, or keys for private_key_jwt
@@ -25,7 +25,7 @@ export async function insertClient(db: Kysely<Database>, client: NewClient): Pro
   await db.insertInto('clients').values(client).execute();
 }
 
-const clientById = prepare((db, p: { id: string }) => db.selectFrom('clients').selectAll().where('id', '=', p.id));
+const clientById = prepare((db, p: { id: string }) => db.selectFrom('clients').select(allColumnsOf('clients')).where('id', '=', p.id));
 
 export async function findClient(db: Kysely<Database>, id: string): Promise<Client | undefined> {
   return clientById.first(db, { id });

@@ -6,7 +6,7 @@
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
 import { prepare } from './prepared.ts';
 import { tokenSettingsColumns } from './resources.ts';
-import type { AuthCode, Database, SigningAlg, TokenFormat } from './schema.ts';
+import { allColumnsOf, type AuthCode, type Database, type SigningAlg, type TokenFormat } from './schema.ts';
 
 export type NewCode = Omit<AuthCode, 'consumed_at' | 'grant_id'>;
 
@@ -35,7 +35,7 @@ const codeByHash = prepare((db, p: { hash: string }) =>
     .innerJoin('users', 'users.id', 'auth_codes.user_id')
     .innerJoin('clients', 'clients.id', 'auth_codes.client_id')
     .leftJoin('resources', 'resources.id', 'auth_codes.resource_id')
-    .selectAll('auth_codes')
+    .select(allColumnsOf('auth_codes'))
     .select(['users.disabled as user_disabled', 'users.username', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
     .where('auth_codes.hash', '=', p.hash),
 );

@@ -10,7 +10,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Consume, JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
 import { tokenSettingsColumns } from './resources.ts';
-import type { Database, DeviceCode } from './schema.ts';
+import { allColumnsOf, type Database, type DeviceCode } from './schema.ts';
 import type { Login } from '../login.ts';
 
 export type NewDeviceCode = Pick<
@@ -34,7 +34,7 @@ const deviceCodeByHash = prepare((db, p: { hash: string }) =>
     .leftJoin('users', 'users.id', 'device_codes.user_id')
     .innerJoin('clients', 'clients.id', 'device_codes.client_id')
     .leftJoin('resources', 'resources.id', 'device_codes.resource_id')
-    .selectAll('device_codes')
+    .select(allColumnsOf('device_codes'))
     .select(['users.disabled as user_disabled', 'users.username', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
     .where('device_codes.hash', '=', p.hash),
 );

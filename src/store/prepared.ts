@@ -107,7 +107,8 @@ const statementNames = new Map<string, string>();
  * Columns chosen with `*` (`selectAll`): a migration that adds a column changes such a
  * statement's result, which PostgreSQL refuses for a named one ("cached plan must not change
  * result type"), so an instance still running the previous release during a rolling upgrade
- * (docs/operations.md) would fail them. They stay unnamed; list the columns to have one named.
+ * (docs/operations.md) would fail them. They stay unnamed; list the columns (schema.ts `allColumnsOf`) to have one named
+ * (test/ops/rolling-upgrade-columns.test.ts adds a column under a running server).
  */
 const STAR = /(?:^|[\s,])(?:"[^"]*"\.)?\*(?=[\s,]|$)/;
 

@@ -8,7 +8,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { pageInCreationOrder, type Page, type PageCursor } from './clients.ts';
 import { prepare } from './prepared.ts';
-import type { Database, NewClient, Resource, ScopeRow } from './schema.ts';
+import { allColumnsOf, type Database, type NewClient, type Resource, type ScopeRow } from './schema.ts';
 
 /** The id of the built-in resource: the service's own API. */
 export const BUILTIN_RESOURCE_ID = 'builtin';
@@ -27,9 +27,11 @@ export const tokenSettingsColumns = [
   'resources.require_dpop',
 ] as const;
 
-const resourceByUri = prepare((db, p: { uri: string }) => db.selectFrom('resources').selectAll().where('uri', '=', p.uri));
-const resourceById = prepare((db, p: { id: string }) => db.selectFrom('resources').selectAll().where('id', '=', p.id));
-const scopesOf = prepare((db, p: { resourceId: string }) => db.selectFrom('scopes').selectAll().where('resource_id', '=', p.resourceId).orderBy('name'));
+const resourceByUri = prepare((db, p: { uri: string }) => db.selectFrom('resources').select(allColumnsOf('resources')).where('uri', '=', p.uri));
+const resourceById = prepare((db, p: { id: string }) => db.selectFrom('resources').select(allColumnsOf('resources')).where('id', '=', p.id));
+const scopesOf = prepare((db, p: { resourceId: string }) =>
+  db.selectFrom('scopes').select(allColumnsOf('scopes')).where('resource_id', '=', p.resourceId).orderBy('name'),
+);
 /**
  * A resource server and its scopes in one statement (the authorization request and the
  * client_credentials grant read both): one row per scope, in name order, the resource's
@@ -39,7 +41,7 @@ const withScopes = (db: Kysely<Database>) =>
   db
     .selectFrom('resources')
     .leftJoin('scopes', 'scopes.resource_id', 'resources.id')
-    .selectAll('resources')
+    .select(allColumnsOf('resources'))
     .select(['scopes.name as scope_name', 'scopes.description as scope_description', 'scopes.created_at as scope_created_at'])
     .orderBy('scopes.name');
 const resourceWithScopesById = prepare((db, p: { id: string }) => withScopes(db).where('resources.id', '=', p.id));

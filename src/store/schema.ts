@@ -638,3 +638,115 @@ export type Resource = Selectable<ResourcesTable>;
 export type ScopeRow = Selectable<ScopesTable>;
 export type SigningKeyRow = Selectable<SigningKeysTable>;
 export type PasskeyRow = Selectable<PasskeysTable>;
+
+/**
+ * A table's every column, by name; the compiler checks the list against the table's
+ * interface, so a column added there and not here does not compile.
+ */
+function everyColumn<T>() {
+  return <const C extends readonly (keyof T & string)[]>(
+    columns: C & ([Exclude<keyof T, C[number]>] extends [never] ? unknown : { missing: Exclude<keyof T, C[number]> }),
+  ): C => columns;
+}
+
+/** The tables the token paths read whole, by prepared query (store/prepared.ts). */
+const COLUMNS = {
+  users: everyColumn<UsersTable>()([
+    'id',
+    'username',
+    'username_key',
+    'email',
+    'email_key',
+    'display_name',
+    'email_verified',
+    'password_hash',
+    'is_admin',
+    'disabled',
+    'created_at',
+  ]),
+  clients: everyColumn<ClientsTable>()([
+    'id',
+    'name',
+    'grant_type',
+    'kind',
+    'blocked',
+    'disabled',
+    'redirect_uris',
+    'secret_hash',
+    'trusted',
+    'require_pkce',
+    'scopes',
+    'created_at',
+    'post_logout_redirect_uris',
+    'backchannel_logout_uri',
+    'id_token_alg',
+    'jwks',
+    'jwks_uri',
+    'require_dpop',
+    'require_par',
+    'profile',
+    'token_exchange',
+    'id_jag_audiences',
+  ]),
+  auth_codes: everyColumn<AuthCodesTable>()([
+    'hash',
+    'client_id',
+    'user_id',
+    'redirect_uri',
+    'resource_id',
+    'scopes',
+    'code_challenge',
+    'nonce',
+    'created_at',
+    'expires_at',
+    'consumed_at',
+    'grant_id',
+    'dpop_jkt',
+    'auth_time',
+    'amr',
+    'sid',
+  ]),
+  device_codes: everyColumn<DeviceCodesTable>()([
+    'hash',
+    'user_code_hash',
+    'client_id',
+    'scopes',
+    'resource_id',
+    'created_at',
+    'expires_at',
+    'poll_interval',
+    'last_polled_at',
+    'decision',
+    'user_id',
+    'auth_time',
+    'amr',
+    'sid',
+    'decided_at',
+    'consumed_at',
+    'grant_id',
+  ]),
+  resources: everyColumn<ResourcesTable>()([
+    'id',
+    'uri',
+    'name',
+    'client_id',
+    'created_at',
+    'token_format',
+    'signing_alg',
+    'access_token_ttl',
+    'require_second_factor',
+    'require_dpop',
+  ]),
+  scopes: everyColumn<ScopesTable>()(['name', 'resource_id', 'description', 'created_at']),
+};
+
+/**
+ * Every column of `table`, each named (`clients.id`, …): what a prepared query selects
+ * instead of `*`. A prepared query that names its columns runs as a named statement on
+ * PostgreSQL, parsed and planned once per connection; one that selects `*` cannot (prepared.ts)
+ * and is parsed and planned on every run — on the authorization request and the code exchange,
+ * a third of the database's CPU (docs/performance.md, "Named statements").
+ */
+export function allColumnsOf<T extends keyof typeof COLUMNS>(table: T): ReadonlyArray<`${T}.${(typeof COLUMNS)[T][number]}`> {
+  return COLUMNS[table].map((column) => `${table}.${column}`) as ReadonlyArray<`${T}.${(typeof COLUMNS)[T][number]}`>;
+}

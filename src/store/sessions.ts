@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { queueBackchannelLogouts } from './backchannel-logouts.ts';
 import { prepare } from './prepared.ts';
-import type { Database, User } from './schema.ts';
+import { allColumnsOf, type Database, type User } from './schema.ts';
 import { amrUnion } from '../login.ts';
 
 export async function insertSession(
@@ -56,7 +56,7 @@ const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
   db
     .selectFrom('sessions')
     .innerJoin('users', 'users.id', 'sessions.user_id')
-    .selectAll('users')
+    .select(allColumnsOf('users'))
     .select(['sessions.created_at as auth_time', 'sessions.amr as session_amr', 'sessions.sid as session_sid'])
     .where('sessions.id_hash', '=', p.idHash)
     .where('sessions.expires_at', '>', p.now)
