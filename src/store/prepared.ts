@@ -110,7 +110,7 @@ const statementNames = new Map<string, string>();
  * (docs/operations.md) would fail them. They stay unnamed; list the columns (schema.ts `allColumnsOf`) to have one named
  * (test/ops/rolling-upgrade-columns.test.ts adds a column under a running server).
  */
-const STAR = /(?:^|[\s,])(?:"[^"]*"\.)?\*(?=[\s,]|$)/;
+const STAR = /(?:\b(?:select|returning)\s+|,\s*)(?:"[^"]*"\.)?\*(?=[\s,]|$)/i; // not a multiplication: `"poll_interval" * 1000`
 
 function nameStatement(sql: string): void {
   if (!statementNames.has(sql) && !STAR.test(sql)) statementNames.set(sql, `gh_${createHash('sha256').update(sql).digest('base64url').slice(0, 24)}`);
