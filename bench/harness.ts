@@ -178,40 +178,53 @@ export function processMemory(pid: number): Memory {
 
 const CLOCK_TICKS_PER_SECOND = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout?.trim()) || 100;
 
-/** The process's CPU time (utime + stime, all threads) from /proc (Linux), ms; NaN once it has exited. */
-export function processCpuMs(pid: number): number {
-  let stat = '';
+/** The fields of /proc/<pid>/stat after the command name (the first is the state, the second the parent's id); undefined once it has exited. */
+function statFields(pid: number): string[] | undefined {
+  let stat: string;
   try {
     stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   } catch {
-    return NaN;
+    return undefined;
   }
   // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+  return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
 }
 
 /**
- * The CPU time (ms) of every PostgreSQL process on this machine — its backends, WAL writer
- * and checkpointer — when the database at `url` runs here; null when it does not (its work
- * is then on another machine's cores) or when this is not Linux. A backend that exits between
- * two readings takes its time with it, so a difference of two readings is a lower bound.
+ * The process's CPU time (utime + stime, all threads) from /proc (Linux), ms; with `reaped`,
+ * also that of the children it has waited for (cutime + cstime); NaN once it has exited.
  */
-export function localPostgresCpu(url: string): (() => number) | null {
+export function processCpuMs(pid: number, options: { reaped?: boolean } = {}): number {
+  const fields = statFields(pid);
+  if (fields === undefined) return NaN;
+  const ticks = [11, 12, ...(options.reaped ? [13, 14] : [])].reduce((sum, i) => sum + Number(fields[i]), 0);
+  return (ticks * 1000) / CLOCK_TICKS_PER_SECOND;
+}
+
+/**
+ * The CPU time (ms) the PostgreSQL server behind `url` has used so far — its main process, its
+ * backends, WAL writer and checkpointer, and the backends that have exited (the main process
+ * reaps them, and their time becomes its children's) — when that server runs on this machine;
+ * null when it does not (its work is then on another machine's cores), when its processes are
+ * not visible from here, or when this is not Linux.
+ */
+export async function localPostgresCpu(url: string): Promise<(() => number) | null> {
   const { hostname, searchParams } = new URL(url);
   const local = ['127.0.0.1', 'localhost', '[::1]'].includes(hostname) || (searchParams.get('host') ?? '').startsWith('/');
   if (!local || !existsSync('/proc/self/stat')) return null;
-  const isPostgres = (pid: string) => {
-    try {
-      return readFileSync(`/proc/${pid}/comm`, 'utf8').trim() === 'postgres';
-    } catch {
-      return false; // gone meanwhile
-    }
-  };
-  return () =>
-    readdirSync('/proc')
-      .filter((pid) => /^\d+$/.test(pid) && isPostgres(pid))
-      .reduce((sum, pid) => sum + (processCpuMs(Number(pid)) || 0), 0);
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  let main: string | undefined;
+  try {
+    const backend = (await client.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid;
+    main = statFields(backend)?.[1]; // the parent of the backend serving this connection, read while it lives
+  } finally {
+    await client.end();
+  }
+  if (main === undefined) return null;
+  const mainPid = Number(main);
+  const children = () => readdirSync('/proc').filter((pid) => /^\d+$/.test(pid) && statFields(Number(pid))?.[1] === main);
+  return () => processCpuMs(mainPid, { reaped: true }) + children().reduce((sum, pid) => sum + (processCpuMs(Number(pid)) || 0), 0);
 }
 
 /**

@@ -1114,7 +1114,7 @@ async function startGatehouseTarget(backend: BackendName, workers: number, optio
       connections: options.connections,
       // With several workers a scrape is one worker's count (README, "WORKERS").
       statements: workers === 1 && (await statementsSent(server.url)) !== null ? async () => (await statementsSent(server!.url))! : null,
-      databaseCpuMs: backend === 'postgres' ? localPostgresCpu(database.url) : null,
+      databaseCpuMs: backend === 'postgres' ? await localPostgresCpu(database.url) : null,
       profiler,
       profileDir: options.cpuProfileDir,
       probe: probeOf(options),

@@ -104,16 +104,21 @@ export function prepare<A extends object, O>(build: (db: Kysely<Database>, args:
 const statementNames = new Map<string, string>();
 
 /**
- * Columns chosen with `*` (`selectAll`): a migration that adds a column changes such a
- * statement's result, which PostgreSQL refuses for a named one ("cached plan must not change
- * result type"), so an instance still running the previous release during a rolling upgrade
- * (docs/operations.md) would fail them. They stay unnamed; list the columns (schema.ts `allColumnsOf`) to have one named
- * (test/ops/rolling-upgrade-columns.test.ts adds a column under a running server).
+ * Columns chosen with `*` (`selectAll`, `returningAll`): a migration that adds a column
+ * changes such a statement's result, which PostgreSQL refuses for a named one ("cached plan
+ * must not change result type"), so an instance still running the previous release during a
+ * rolling upgrade (docs/operations.md) would fail them. They stay unnamed; list the columns
+ * (schema.ts `allColumnsOf`) to have one named. Not a `*` of columns: `count(*)`, a multiplication.
  */
-const STAR = /(?:\b(?:select|returning)\s+|,\s*)(?:"[^"]*"\.)?\*(?=[\s,]|$)/i; // not a multiplication: `"poll_interval" * 1000`
+const STAR = /(?:\bselect\s+(?:distinct\s+(?:on\s*\([^)]*\)\s*)?)?|\breturning\s+|,\s*)(?:"[^"]*"\.)*\*(?=[\s,)]|$)/i;
+
+/** Whether `sql` may run as a named statement: not when it chooses columns with `*` (test/unit/prepared.test.ts). */
+export function mayBeNamed(sql: string): boolean {
+  return !STAR.test(sql);
+}
 
 function nameStatement(sql: string): void {
-  if (!statementNames.has(sql) && !STAR.test(sql)) statementNames.set(sql, `gh_${createHash('sha256').update(sql).digest('base64url').slice(0, 24)}`);
+  if (!statementNames.has(sql) && mayBeNamed(sql)) statementNames.set(sql, `gh_${createHash('sha256').update(sql).digest('base64url').slice(0, 24)}`);
 }
 
 /** The statement name of a prepared query's SQL text; undefined for any other text. */
