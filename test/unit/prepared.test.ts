@@ -7,18 +7,12 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler, sql, type Compilable } from 'kysely';
+import { sql, type Compilable } from 'kysely';
 import { mayBeNamed } from '../../src/store/prepared.ts';
-import { allColumnsOf, type Database } from '../../src/store/schema.ts';
+import { allColumnsOf } from '../../src/store/schema.ts';
+import { postgresCompiler } from './support/postgres-compiler.ts';
 
-const db = new Kysely<Database>({
-  dialect: {
-    createAdapter: () => new PostgresAdapter(),
-    createDriver: () => new DummyDriver(),
-    createIntrospector: (db) => new PostgresIntrospector(db),
-    createQueryCompiler: () => new PostgresQueryCompiler(),
-  },
-});
+const db = postgresCompiler();
 const named = (query: Compilable) => mayBeNamed(query.compile().sql);
 
 describe('which prepared statements run under a name (PostgreSQL)', () => {

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { DummyDriver, Kysely, PostgresAdapter, PostgresIntrospector, PostgresQueryCompiler } from 'kysely';
+import type { Kysely } from 'kysely';
 import {
   auditEventRow,
   insertAuditEvent,
@@ -22,6 +22,7 @@ import { after as gateOn, rowCounts, writeTogether } from '../../src/store/chain
 import { migrate, openStore } from '../../src/store/database.ts';
 import { prepare } from '../../src/store/prepared.ts';
 import type { Database } from '../../src/store/schema.ts';
+import { postgresCompiler } from './support/postgres-compiler.ts';
 
 const store = openStore({ kind: 'sqlite', path: ':memory:', groupCommit: true });
 await migrate(store);
@@ -142,14 +143,7 @@ describe('writeTogether on SQLite', () => {
 });
 
 test('on PostgreSQL the same write is one statement, each step gated on the one before', () => {
-  const postgres = new Kysely<Database>({
-    dialect: {
-      createAdapter: () => new PostgresAdapter(),
-      createDriver: () => new DummyDriver(),
-      createIntrospector: (db) => new PostgresIntrospector(db),
-      createQueryCompiler: () => new PostgresQueryCompiler(),
-    },
-  });
+  const postgres = postgresCompiler();
   const text = createAndDisableStatement(postgres, { id: 'u-a', name: 'alice', target: 'u-target', ...auditArgs(event) }).compile().sql;
   assert.match(text, /^with "created" as \(insert into "users"/);
   assert.match(text, /"disabled" as \(update "users" .* and exists \(select 1 from "created"\) returning "id"\)/);
