@@ -54,7 +54,10 @@ function encryptionKey(kind: Sealable, keysSecret: string): Uint8Array {
 
 /** `plaintext` as its row will store it: sealed under KEYS_SECRET when it is set, as it is otherwise. */
 export async function seal(kind: Sealable, owner: string, plaintext: string, keysSecret: string | null): Promise<StoredSecret> {
-  if (keysSecret === null) return { value: plaintext, encrypted: 0 };
+  if (keysSecret === null) {
+    if (kind in ALWAYS_SEALED) throw new Error(`${KINDS[kind].name} are stored only sealed: KEYS_SECRET is not set`);
+    return { value: plaintext, encrypted: 0 };
+  }
   const jwe = await new CompactEncrypt(new TextEncoder().encode(plaintext))
     .setProtectedHeader({ alg: 'dir', enc: 'A256GCM', kid: owner })
     .encrypt(encryptionKey(kind, keysSecret));

@@ -408,9 +408,16 @@ for (const backend of BACKENDS) {
       assert.deepEqual((await introspect(exchanged.access_token)).cnf, { jkt });
     });
 
-    test('an expired subject token cannot be exchanged', async () => {
+    test('an expired subject token, or one with less than a second left (its exchange would be born expired), cannot be exchanged', async () => {
       const person = await personsTokens('annotation:read');
-      server.advance(person.expires_in! + 1);
+      server.advance(person.expires_in! - 0.5);
+      await assertOAuthError(
+        await exchangeRaw(agent, exchangeOf(person.access_token)),
+        400,
+        'invalid_request',
+        'the subject_token is invalid, expired or revoked',
+      );
+      server.advance(1.5);
       await assertOAuthError(
         await exchangeRaw(agent, exchangeOf(person.access_token)),
         400,

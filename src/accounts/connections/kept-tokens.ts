@@ -56,12 +56,14 @@ export async function currentProviderTokens(ctx: AppContext, connection: Connect
   if (!kept || keysSecret === null) return 'none_kept';
   const tokens = await opened(keysSecret, connection.id, kept);
   if (isCurrent(tokens, ctx.now())) return tokens;
+  const refreshToken = tokens.refresh_token;
+  if (refreshToken === null) return 'refresh_failed'; // nothing to refresh with: no lease taken, no call to the provider
   const key = ownerOf(connection.id, kept.subject);
   let underWay = refreshing.get(ctx);
   if (!underWay) refreshing.set(ctx, (underWay = new Map()));
   let refresh = underWay.get(key);
   if (!refresh) {
-    const started = refreshOnce(ctx, connection, keysSecret, { userId, kept, tokens }).finally(() => underWay.delete(key));
+    const started = refreshOnce(ctx, connection, keysSecret, { userId, kept, refreshToken }).finally(() => underWay.delete(key));
     underWay.set(key, (refresh = started));
   }
   return refresh;
@@ -88,7 +90,7 @@ const isAlive = (tokens: ProviderTokens, now: number) => tokens.expires_at === n
 interface Stale {
   userId: string;
   kept: KeptTokensRow;
-  tokens: ProviderTokens;
+  refreshToken: string;
 }
 
 /**
@@ -124,11 +126,10 @@ async function refreshWithLease(
   stale: Stale,
   lease: { connectionId: string; subject: string; until: number },
 ): Promise<ProviderTokens | NoProviderToken> {
-  const { kept, tokens } = stale;
+  const { kept } = stale;
   let refreshed: ProviderTokens;
   try {
-    if (tokens.refresh_token === null) throw new UpstreamFailure('invalid', 'the provider gave no refresh token');
-    refreshed = await refreshUpstreamTokens(ctx, connection, tokens.refresh_token);
+    refreshed = await refreshUpstreamTokens(ctx, connection, stale.refreshToken);
   } catch (error) {
     await releaseRefreshLease(ctx.db, lease);
     if (!(error instanceof UpstreamFailure)) throw error;

@@ -30,9 +30,8 @@ import { isSessionLive } from '../../store/sessions.ts';
 import { addAccessToken } from '../../store/atomic-writes.ts';
 import type { AccessTokenInfo } from '../../store/tokens.ts';
 import { readIdToken } from '../../identity/id-tokens.ts';
-import { signIdJag, ID_JAG_LIFETIME_SECONDS } from '../../identity/id-jags.ts';
+import { idJagAudiencesOf, signIdJag, ID_JAG_LIFETIME_SECONDS, type IdJagAudience } from '../../identity/id-jags.ts';
 import type { Actor } from '../../identity/jwt-access-tokens.ts';
-import { idJagAudiencesOf, type IdJagAudience } from '../../identity/id-jags.ts';
 import { OAuthError, invalidGrant, invalidRequest, invalidScope } from '../../protocol/errors.ts';
 import { userOfSubject } from '../assertions/publisher.ts';
 import type { DpopProof } from '../dpop.ts';
@@ -238,8 +237,8 @@ async function idJagSubject(ctx: AppContext, client: Client, params: Params): Pr
   if (params.subject_token_type === ACCESS_TOKEN_URN) {
     const token = await personsTokenOf(ctx, client, params.subject_token);
     const user = await findUserById(ctx.db, token.user_id);
-    // A live token's person is enabled (store/tokens.ts `liveToken`); deleted meanwhile, they are nobody.
-    if (!user) throw invalidSubject('person deleted meanwhile');
+    // A live token's person was enabled when it was read (store/tokens.ts `liveToken`); disabled or deleted since, they are vouched for no more.
+    if (!user || user.disabled !== 0) throw invalidSubject('person disabled or deleted meanwhile');
     return { person: user, boundTo: token.dpop_jkt };
   }
   if (params.subject_token_type !== ID_TOKEN_URN) throw invalidRequest(`"subject_token_type" must be ${ID_TOKEN_URN} or ${ACCESS_TOKEN_URN}`);
@@ -313,6 +312,8 @@ async function delegate(
   proof: DpopProof | null,
 ): Promise<TokenResponse> {
   const { subject, act } = exchange;
+  // Its lifetime bounds the new token's, in whole seconds: with less than one left, that token would be born expired.
+  if (secondsUntil(subject.expires_at, ctx.now()) === 0) throw invalidSubject('expires within the second');
   requireSubjectKey(subject.dpop_jkt, proof);
   const audience = await audienceById(ctx, subject.resource_id);
   await requireSameAudience(ctx, params, audience);
@@ -357,8 +358,10 @@ async function delegate(
 }
 
 async function issueIdJag(request: IdJagRequest, params: Params, client: Client, ctx: AppContext, address: string): Promise<TokenResponse> {
-  const resource = oneTarget('resource', params.resource) ?? null;
-  if (resource !== null && !('uri' in normalizeResourceUri(resource))) throw invalidTarget('"resource" must be an absolute https URL');
+  const asked = oneTarget('resource', params.resource);
+  const normalized = asked === undefined ? null : normalizeResourceUri(asked);
+  if (normalized !== null && !('uri' in normalized)) throw invalidTarget('"resource" must be an absolute https URL');
+  const resource = normalized?.uri ?? null;
   const scope = params.scope === undefined ? null : joinScopes(parseScope(params.scope));
   const now = ctx.now();
   const { audience, person } = request;
