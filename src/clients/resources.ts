@@ -299,7 +299,7 @@ export async function changeTokenSettings(ctx: AppContext, resource: ResourceVie
 export async function removeResource(ctx: AppContext, resource: ResourceView, actor: Actor): Promise<void> {
   if (resource.builtin) throw new ResourceInputError('uri', 'the built-in resource cannot be deleted');
   const { deleted, grantIds, clientIds } = await deleteResource(ctx.db, resource.id, ctx.now());
-  if (deleted) await dropTokenResource(ctx.db, resource.uri);
+  if (deleted) await dropTokenResource(ctx.db, resource.id);
   ctx.onScopesChanged();
   ctx.onClientsChanged(clientIds);
   if (grantIds.length > 0) ctx.onGrantsRevoked(grantIds, 'revoked');

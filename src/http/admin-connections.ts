@@ -118,7 +118,9 @@ function valuesOf(row: Connection): Values {
     trust_mfa: row.trust_mfa === 1,
     allow_private_address: row.allow_private_address === 1,
     keep_tokens: row.keep_tokens === 1,
-    token_resources: tokenResourcesOf(row).join(' '),
+    token_resources: tokenResourcesOf(row)
+      .map((allowed) => allowed.uri)
+      .join(' '),
   };
 }
 

@@ -11,9 +11,18 @@ export function isConnectionId(text: string): boolean {
   return text.length <= 50 && /^[a-z0-9]+(?:-[a-z0-9]+)*$/.test(text);
 }
 
-/** The URIs of the resource servers that may exchange a person's token for the provider's (SPEC §4.15). */
-export function tokenResourcesOf(row: Pick<Connection, 'token_resources'>): string[] {
-  return JSON.parse(row.token_resources) as string[];
+/**
+ * A resource server that may exchange a person's token for the provider's (SPEC §4.15): its id
+ * decides — one deleted and another registered later at its URI is not it, even where a
+ * connection's list still names the URI — and its URI is what is shown.
+ */
+export interface TokenResource {
+  id: string;
+  uri: string;
+}
+
+export function tokenResourcesOf(row: Pick<Connection, 'token_resources'>): TokenResource[] {
+  return JSON.parse(row.token_resources) as TokenResource[];
 }
 
 export function findConnection(db: Kysely<Database>, id: string): Promise<Connection | undefined> {
@@ -322,15 +331,15 @@ export async function forgetProviderTokens(db: Kysely<Database>, of: { userId: s
     .execute();
 }
 
-/** Takes a deleted resource server off every connection's list of those that may have provider tokens: another one registered later at its URI is not it. */
-export async function dropTokenResource(db: Kysely<Database>, uri: string): Promise<void> {
+/** Takes a deleted resource server off every connection's list, which then shows what is allowed (its id matches nothing any more). */
+export async function dropTokenResource(db: Kysely<Database>, resourceId: string): Promise<void> {
   await db.transaction().execute(async (trx) => {
     for (const row of await trx.selectFrom('connections').select(['id', 'token_resources']).execute()) {
-      const uris = JSON.parse(row.token_resources) as string[];
-      if (uris.includes(uri)) {
+      const listed = tokenResourcesOf(row);
+      if (listed.some((each) => each.id === resourceId)) {
         await trx
           .updateTable('connections')
-          .set({ token_resources: JSON.stringify(uris.filter((each) => each !== uri)) })
+          .set({ token_resources: JSON.stringify(listed.filter((each) => each.id !== resourceId)) })
           .where('id', '=', row.id)
           .execute();
       }

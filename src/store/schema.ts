@@ -421,7 +421,10 @@ export interface ConnectionsTable {
   updated_at: number;
   /** 1 when the provider's tokens are kept at each login, sealed (SPEC §4.15, `--keep-tokens`). */
   keep_tokens: ColumnType<number, number | undefined, number>;
-  /** JSON array of the URIs of the resource servers that may exchange a person's token for them (`--token-resource`). */
+  /**
+   * JSON array of the resource servers that may exchange a person's token for them (`--token-resource`):
+   * `{"id", "uri"}` each (store/connections.ts `TokenResource`).
+   */
   token_resources: ColumnType<string, string | undefined, string>;
 }
 

@@ -220,9 +220,20 @@ for (const backend of BACKENDS) {
         assert.equal(updated.code, 0, updated.stderr);
         const shown = JSON.parse(updated.stdout) as { keep_tokens: boolean; token_resources: string[] };
         assert.deepEqual([shown.keep_tokens, shown.token_resources], [true, [MCP, OTHER]]);
-        // A resource server deleted is off the list: another registered later at its URI is not it.
+        // A resource server deleted is off the list: another registered later at its URI is not it —
+        // even where the list still names the URI (an administrator's edit of the connection that read
+        // the list before the deletion and wrote it after): the list holds the one that was allowed.
+        const listedBefore = (await connectionNamed(ctx, id)).token_resources;
         await removeResource(ctx, (await findResourceNamed(ctx, OTHER))!, COMMAND_LINE);
         assert.deepEqual(describeConnection(ctx, await connectionNamed(ctx, id)).token_resources, [MCP]);
+        await server.store.db.updateTable('connections').set({ token_resources: listedBefore }).where('id', '=', id).execute();
+        const successor = await registerResourceServer(server, OTHER, [{ name: 'other:later', description: 'Later' }], 'Registered later');
+        await assertOAuthError(
+          await exchangeRaw(successor, { subject_token: 'refused before the subject token is read' }),
+          400,
+          'invalid_target',
+          "this resource server may not have that connection's provider tokens: an administrator allows it with --token-resource",
+        );
         const emptied = JSON.parse((await gatehouse(['connection', 'update', id, '--token-resource', '', '--json'], env)).stdout) as typeof shown;
         assert.deepEqual(emptied.token_resources, []);
         // Without KEYS_SECRET this database does not even open (its keys are sealed): a server without one, below.

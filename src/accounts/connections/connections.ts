@@ -27,6 +27,7 @@ import {
   listConnections,
   tokenResourcesOf,
   updateConnection,
+  type TokenResource,
 } from '../../store/connections.ts';
 import type { Updateable } from 'kysely';
 import { normalizeResourceUri } from '../../oauth/resources.ts';
@@ -128,7 +129,7 @@ export function describeConnection(ctx: AppContext, row: Connection) {
     trust_mfa: row.trust_mfa === 1,
     allow_private_address: row.allow_private_address === 1,
     keep_tokens: row.keep_tokens === 1,
-    token_resources: tokenResourcesOf(row),
+    token_resources: tokenResourcesOf(row).map((allowed) => allowed.uri),
     enabled: row.enabled === 1,
     callback_url: callbackUrl(ctx, row.id),
     created_at: row.created_at,
@@ -146,7 +147,7 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
   if ((patch.keep_tokens ?? current?.keep_tokens ?? 0) === 1 && ctx.config.keys.secret === null)
     throw new ConnectionInputError('keep_tokens', 'Keeping the provider’s tokens needs KEYS_SECRET: they are stored only encrypted under it');
   if (input.tokenResources !== undefined) {
-    const uris: string[] = [];
+    const allowed: TokenResource[] = [];
     for (const given of input.tokenResources) {
       const normalized = normalizeResourceUri(given.trim());
       const uri = 'uri' in normalized ? normalized.uri : null;
@@ -154,9 +155,9 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
       // The built-in resource has no client of its own to exchange with.
       if (uri === null || !resource || resource.client_id === null)
         throw new ConnectionInputError('token_resources', `Resource server ${given.slice(0, 200)} is not registered (see gatehouse resource list)`);
-      if (!uris.includes(uri)) uris.push(uri);
+      if (!allowed.some((each) => each.id === resource.id)) allowed.push({ id: resource.id, uri });
     }
-    patch.token_resources = JSON.stringify(uris);
+    patch.token_resources = JSON.stringify(allowed);
   }
   return patch;
 }

@@ -199,7 +199,7 @@ async function loadProviderToken(params: Params, client: Client, ctx: AppContext
   // Tokens are kept only sealed under KEYS_SECRET (accounts/connections/kept-tokens.ts): without it, none are.
   const keeps = connection?.keep_tokens === 1 && connection.enabled === 1 && ctx.config.keys.secret !== null;
   if (!connection || !keeps) throw invalidTarget('no connection keeps provider tokens under that audience');
-  if (!tokenResourcesOf(connection).includes(resource.uri)) {
+  if (!tokenResourcesOf(connection).some((allowed) => allowed.id === resource.id)) {
     throw invalidTarget("this resource server may not have that connection's provider tokens: an administrator allows it with --token-resource");
   }
   if (params.subject_token_type !== ACCESS_TOKEN_URN) throw invalidRequest(`"subject_token_type" must be ${ACCESS_TOKEN_URN}`);

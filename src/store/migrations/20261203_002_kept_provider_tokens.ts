@@ -2,7 +2,7 @@
  * A connection that keeps the provider's tokens (SPEC §4.15, `--keep-tokens`), for the
  * resource servers allowed to exchange a person's token for them (`--token-resource`).
  * - `connections.keep_tokens`: 1 when the provider's tokens are kept at each login.
- * - `connections.token_resources`: a JSON array of the URIs of those resource servers.
+ * - `connections.token_resources`: a JSON array of those resource servers, `{"id", "uri"}` each.
  * - `user_identities.provider_tokens`: the provider's tokens of the identity's last login, as
  *   JSON sealed under KEYS_SECRET (always: they are never kept otherwise); null when none are
  *   kept. They go with the identity (unlinked, its person deleted, its connection deleted).
