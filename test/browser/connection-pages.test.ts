@@ -89,6 +89,8 @@ describe('the connection pages in a browser, at phone and desktop widths', brows
     await admin.getByRole('heading', { name: 'Connection added' }).waitFor();
     const callback = `${server.url}/login/connections/keycloak/callback`;
     assert.equal((await admin.locator('#callback-url').textContent())?.trim(), callback);
+    // The clipboard takes text only from the focused page: the person's page, opened beside this one, may hold the focus.
+    await admin.bringToFront();
     await admin.getByRole('button', { name: 'Copy callback URL' }).click();
     await admin.getByRole('status').getByText('Copied to the clipboard.').waitFor();
     assert.equal(await admin.evaluate('navigator.clipboard.readText()'), callback);
