@@ -24,7 +24,7 @@ import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { postLogoutRedirectUrisOf, redirectUriProblem, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
 import { idJagAudiencesOf, type IdJagAudience } from '../identity/id-jags.ts';
-import { issuerKey } from '../oauth/grants/token-exchange.ts';
+import { issuerKey } from '../identity/id-jags.ts';
 import { IDENTITY_SCOPE_NAMES, isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
 import { voidCodes } from '../store/codes.ts';
 import { takenScopeNames } from '../store/resources.ts';

@@ -157,12 +157,18 @@ export async function audienceById(ctx: AppContext, id: string): Promise<Audienc
 
 /**
  * At the token endpoint: a `resource` sent with a code or refresh token must be the one it
- * was issued for (RFC 8707 §2.2); checked before anything is consumed or rotated.
+ * was issued for (RFC 8707 §2.2); checked before anything is consumed or rotated. Also a token
+ * exchange's `resource` and `audience`, with its own description of the refusal.
  */
-export async function checkSameAudience(ctx: AppContext, resource: string | string[] | undefined, issuedFor: string): Promise<void> {
+export async function checkSameAudience(
+  ctx: AppContext,
+  resource: string | string[] | undefined,
+  issuedFor: string,
+  refusal = '"resource" is not the resource this grant was issued for',
+): Promise<void> {
   if (resource === undefined || resource === '') return;
   const audience = await requestedAudience(ctx, resource);
-  if (audience.id !== issuedFor) throw invalidTarget('"resource" is not the resource this grant was issued for');
+  if (audience.id !== issuedFor) throw invalidTarget(refusal);
 }
 
 /** The audit detail naming a resource server other than the built-in one. */

@@ -30,7 +30,7 @@ import { isSessionLive } from '../../store/sessions.ts';
 import { addAccessToken } from '../../store/atomic-writes.ts';
 import type { AccessTokenInfo } from '../../store/tokens.ts';
 import { readIdToken } from '../../identity/id-tokens.ts';
-import { idJagAudiencesOf, signIdJag, ID_JAG_LIFETIME_SECONDS, type IdJagAudience } from '../../identity/id-jags.ts';
+import { idJagAudiencesOf, issuerKey, signIdJag, ID_JAG_LIFETIME_SECONDS, type IdJagAudience } from '../../identity/id-jags.ts';
 import type { Actor } from '../../identity/jwt-access-tokens.ts';
 import { OAuthError, invalidGrant, invalidRequest, invalidScope } from '../../protocol/errors.ts';
 import { userOfSubject } from '../assertions/publisher.ts';
@@ -39,10 +39,10 @@ import { findPresentedAccessToken } from '../introspection.ts';
 import { mintTokenResponse, proofBinding, scopesStillAllowed, secondsUntil, type TokenResponse } from '../issue.ts';
 import {
   audienceById,
+  checkSameAudience,
   invalidTarget,
   lacksRequiredSecondFactor,
   normalizeResourceUri,
-  requestedAudience,
   resourceDetail,
   type Audience,
 } from '../resources.ts';
@@ -217,16 +217,6 @@ async function loadIdJag(params: Params, client: Client, ctx: AppContext): Promi
 }
 
 /**
- * An issuer URL as ID-JAG audiences are compared (the listed ones with each other, clients.ts;
- * a request's with them): exactly, as RFC 8414 §3.3 compares issuers, but for a trailing `/`
- * and the case of scheme and host, which clients vary.
- */
-export function issuerKey(issuer: string): string {
-  const normalized = normalizeResourceUri(issuer);
-  return 'uri' in normalized ? normalized.uri : issuer;
-}
-
-/**
  * The person an ID-JAG speaks for: the one the client's current ID token (what MCP clients
  * send, SEP-990) or live access token names, still enabled and still with a live grant of this
  * client — a person who revoked the client's access is not vouched for again — and, for an ID
@@ -296,10 +286,8 @@ function requireSubjectKey(boundTo: string | null, proof: DpopProof | null): voi
 /** Throws `invalid_target` unless each of `resource` and `audience`, when sent, names the subject token's resource server. */
 async function requireSameAudience(ctx: AppContext, params: Params, audience: Audience): Promise<void> {
   for (const name of ['resource', 'audience'] as const) {
-    const value = oneTarget(name, params[name]);
-    if (value === undefined) continue;
-    const named = await requestedAudience(ctx, value);
-    if (named.id !== audience.id) throw invalidTarget(`an exchange keeps the subject_token's audience: "${name}" must be ${audience.uri}`);
+    const refusal = `an exchange keeps the subject_token's audience: "${name}" must be ${audience.uri}`;
+    await checkSameAudience(ctx, oneTarget(name, params[name]), audience.id, refusal);
   }
 }
 
