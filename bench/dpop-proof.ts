@@ -8,12 +8,11 @@
  * `npm run bench:dpop-proof`.
  */
 import { createPublicKey, verify } from 'node:crypto';
-import { performance } from 'node:perf_hooks';
 import { decodeProtectedHeader, type JWK } from 'jose';
 import { generateKeyPair, generateProof } from 'dpop';
 import { verifyProof } from '../src/oauth/dpop.ts';
 import { memoryContext } from '../test/unit/support/context.ts';
-import { percentile } from './harness.ts';
+import { MicroTimings } from './harness.ts';
 
 const PROOFS = 2000;
 const ROUNDS = 7;
@@ -38,25 +37,15 @@ function signatureOnly(batch: string[]): () => void {
   };
 }
 
-async function microsPerProof(run: () => Promise<void> | void): Promise<number> {
-  const started = performance.now();
-  await run();
-  return ((performance.now() - started) * 1000) / PROOFS;
-}
-
-const results: Record<string, number[]> = {};
+const timings = new MicroTimings(PROOFS);
 for (let round = 0; round < ROUNDS; round++) {
   // A new key each round: its first proof imports it, the rest find it (PROOF_KEYS).
   const batch = await proofs();
   clock.now = Date.now();
-  (results["Gatehouse's check, jti write included"] ??= []).push(
-    await microsPerProof(async () => {
-      for (const proof of batch) await verifyProof(ctx, proof, { method: 'POST', urls: [TOKEN_URL] }, 'token');
-    }),
-  );
-  (results['the signature alone (OpenSSL)'] ??= []).push(await microsPerProof(signatureOnly(batch)));
+  await timings.time("Gatehouse's check, jti write included", async () => {
+    for (const proof of batch) await verifyProof(ctx, proof, { method: 'POST', urls: [TOKEN_URL] }, 'token');
+  });
+  await timings.time('the signature alone (OpenSSL)', signatureOnly(batch));
 }
-for (const [name, values] of Object.entries(results)) {
-  console.log(`ES256 ${name.padEnd(40)} median ${percentile(values, 50).toFixed(1)} µs per proof (${ROUNDS} rounds of ${PROOFS})`);
-}
+timings.report('proof', 'ES256 ');
 await close();

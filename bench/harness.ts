@@ -543,6 +543,33 @@ export function count(name: string, raw: string): number {
   return Math.round(Number(match[1]) * factor);
 }
 
+/**
+ * Microbenchmark timings in interleaved rounds: `time` runs one variant over `items` items and
+ * keeps its µs per item under `name`; `report` prints each variant's median over the rounds.
+ */
+export class MicroTimings {
+  readonly #byName = new Map<string, number[]>();
+  readonly items: number;
+  constructor(items: number) {
+    this.items = items;
+  }
+
+  async time(name: string, run: () => Promise<void> | void): Promise<void> {
+    const started = performance.now();
+    await run();
+    const micros = ((performance.now() - started) * 1000) / this.items;
+    this.#byName.set(name, [...(this.#byName.get(name) ?? []), micros]);
+  }
+
+  /** One line per variant: `prefix`, the name, the median µs per `unit`. */
+  report(unit: string, prefix = ''): void {
+    const width = Math.max(...[...this.#byName.keys()].map((name) => name.length));
+    for (const [name, values] of this.#byName) {
+      console.log(`${prefix}${name.padEnd(width)}  median ${percentile(values, 50).toFixed(2)} µs per ${unit} (${values.length} rounds of ${this.items})`);
+    }
+  }
+}
+
 /** Nearest-rank percentile of `values` (not sorted in place). */
 export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return NaN;
