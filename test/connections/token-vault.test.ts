@@ -6,8 +6,8 @@
  * Gatehouse behind https, so the token handed over is checked where it counts: at the
  * provider's own API. Attacks: a resource server not allowed, another resource server's token,
  * a revoked token, a client that is no resource server; the tokens are refreshed at the provider
- * once expired, and deleted when the person disconnects or is disabled, or the connection stops
- * keeping them.
+ * once expired (a refresh token the provider refuses is not sent again), and deleted when the
+ * person disconnects or is disabled, or the connection stops keeping them.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -18,6 +18,7 @@ import { connectionNamed, createConnection, describeConnection, slugOf, updateCo
 import { findResourceNamed, removeResource } from '../../src/clients/resources.ts';
 import { unlinkIdentity } from '../../src/accounts/connections/federated-login.ts';
 import { ACCESS_TOKEN_URN, TOKEN_EXCHANGE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
+import { revoke } from '../../src/oauth/revocation.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, obtainTokens, postForm, profile, revokeToken, type App } from '../support/oauth-client.ts';
 import { registerResourceServer, type ResourceServer } from '../support/resources.ts';
@@ -28,6 +29,7 @@ import { startTlsProxy } from '../support/upstream-providers.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { keepTokensOfGatehouse } from '../support/upstream-login.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
+import { scrape } from '../support/metrics.ts';
 
 const MCP = 'https://mcp.example/github-tools';
 const OTHER = 'https://other.example/api';
@@ -177,6 +179,21 @@ for (const backend of BACKENDS) {
         assert.equal((await profile(upstream, after!.access_token)).status, 200);
         const again = (await (await exchangeRaw(mcp, { subject_token: subject })).json()) as { access_token: string };
         assert.equal(again.access_token, after!.access_token, 'kept: not refreshed again');
+      });
+
+      test('a refresh token the provider refuses is forgotten: later exchanges are answered at once, without asking the provider again', async () => {
+        // Every token of hers at the provider is revoked there, the kept refresh token with them.
+        await revoke(upstream.app.gatehouse, { userId: (await findUserNamed(upstream.app.gatehouse, 'ursula'))!.id }, 'revoked');
+        server.advance(601);
+        const refusedThere = 'gatehouse_request_failures_total{error="invalid_grant",status="400"}';
+        const before = (await scrape(upstream)).get(refusedThere) ?? 0;
+        const expired = "the person's Head office token has expired and could not be renewed: they log in with Head office again";
+        for (let i = 0; i < 3; i++) await assertOAuthError(await exchangeRaw(mcp, { subject_token: await tokenForMcp() }), 400, 'invalid_grant', expired);
+        assert.equal(((await scrape(upstream)).get(refusedThere) ?? 0) - before, 1, 'the provider was asked once');
+        // Her next login through the connection keeps new tokens, which work at the provider.
+        await logInThroughProvider();
+        const handed = (await (await exchangeRaw(mcp, { subject_token: await tokenForMcp() })).json()) as { access_token: string };
+        assert.equal((await profile(upstream, handed.access_token)).status, 200);
       });
 
       test('disabling the person, a connection that stops keeping them, or disconnecting deletes their provider tokens', async () => {

@@ -63,7 +63,7 @@ export async function currentProviderTokens(ctx: AppContext, connection: Connect
   if (!underWay) refreshing.set(ctx, (underWay = new Map()));
   let refresh = underWay.get(key);
   if (!refresh) {
-    const started = refreshOnce(ctx, connection, keysSecret, { userId, kept, refreshToken }).finally(() => underWay.delete(key));
+    const started = refreshOnce(ctx, connection, keysSecret, { userId, kept, tokens, refreshToken }).finally(() => underWay.delete(key));
     underWay.set(key, (refresh = started));
   }
   return refresh;
@@ -90,6 +90,7 @@ const isAlive = (tokens: ProviderTokens, now: number) => tokens.expires_at === n
 interface Stale {
   userId: string;
   kept: KeptTokensRow;
+  tokens: ProviderTokens;
   refreshToken: string;
 }
 
@@ -127,18 +128,29 @@ async function refreshWithLease(
   lease: { connectionId: string; subject: string; until: number },
 ): Promise<ProviderTokens | NoProviderToken> {
   const { kept } = stale;
+  // Kept in place of the stale tokens, unless something else replaced or deleted them meanwhile.
+  const keep = async (tokens: ProviderTokens) =>
+    keepProviderTokens(ctx.db, {
+      connectionId: lease.connectionId,
+      subject: lease.subject,
+      sealed: await sealed(keysSecret, connection.id, kept.subject, tokens),
+      previous: kept.provider_tokens,
+    });
   let refreshed: ProviderTokens;
   try {
     refreshed = await refreshUpstreamTokens(ctx, connection, stale.refreshToken);
   } catch (error) {
-    await releaseRefreshLease(ctx.db, lease);
+    // The provider refused the refresh token itself (RFC 6749 §5.2: expired, revoked): it will
+    // never work again. Kept without it, the tokens answer every later exchange at once instead
+    // of sending the provider the same dead token each time, until the person logs in through
+    // the connection again. Any other failure (unreachable, a malformed answer) may pass: the
+    // next exchange tries again.
+    const refused = error instanceof UpstreamFailure && error.providerError === 'invalid_grant';
+    if (!(refused && (await keep({ ...stale.tokens, refresh_token: null })))) await releaseRefreshLease(ctx.db, lease);
     if (!(error instanceof UpstreamFailure)) throw error;
     return 'refresh_failed';
   }
-  const sealedTokens = await sealed(keysSecret, connection.id, kept.subject, refreshed);
-  if (await keepProviderTokens(ctx.db, { connectionId: lease.connectionId, subject: lease.subject, sealed: sealedTokens, previous: kept.provider_tokens })) {
-    return refreshed;
-  }
+  if (await keep(refreshed)) return refreshed;
   // Not kept. Our lease lapsed and another instance kept its own refresh: that one is the one to
   // use. Or the person was disabled, or the connection keeps tokens no more: nothing is handed out.
   await releaseRefreshLease(ctx.db, lease);

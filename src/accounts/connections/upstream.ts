@@ -92,10 +92,13 @@ export class UpstreamFailure extends Error {
   override name = 'UpstreamFailure';
   readonly kind: 'denied' | 'state' | 'invalid' | 'unreachable';
   readonly reason: string;
-  constructor(kind: UpstreamFailure['kind'], reason: string) {
+  /** The OAuth error code of the provider's error response (RFC 6749 §5.2), when that is what failed. */
+  readonly providerError: string | null;
+  constructor(kind: UpstreamFailure['kind'], reason: string, providerError: string | null = null) {
     super(`upstream login failed (${kind}): ${reason}`);
     this.kind = kind;
     this.reason = reason;
+    this.providerError = providerError;
   }
 }
 
@@ -184,7 +187,8 @@ function asFailure(error: unknown): UpstreamFailure | null {
     const kind = error.error === 'access_denied' ? 'denied' : 'invalid';
     return new UpstreamFailure(kind, `the provider answered ${error.error}${error.error_description ? `: ${error.error_description}` : ''}`.slice(0, 300));
   }
-  if (error instanceof oidc.ResponseBodyError) return new UpstreamFailure('invalid', `the provider answered ${error.error} (HTTP ${error.status})`);
+  if (error instanceof oidc.ResponseBodyError)
+    return new UpstreamFailure('invalid', `the provider answered ${error.error} (HTTP ${error.status})`, error.error);
   if (error instanceof oidc.ClientError || error instanceof joseErrors.JOSEError || error instanceof oidc.WWWAuthenticateChallengeError)
     return new UpstreamFailure('invalid', `${(error as Error).message}`.slice(0, 300));
   if ((error as { name?: string }).name === 'RemoteKeysUnavailable') return new UpstreamFailure('unreachable', (error as Error).message.slice(0, 300));
