@@ -48,7 +48,7 @@ const CONNECTION_OPTIONS = {
   'token-resource': {
     type: 'string',
     multiple: true,
-    help: 'a resource server that may exchange a person\'s token for their provider token ("": none)',
+    help: 'a resource server that may exchange a person\'s token for their provider token, up to 50 ("": none)',
   },
 } as const;
 

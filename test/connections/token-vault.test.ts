@@ -253,6 +253,10 @@ for (const backend of BACKENDS) {
         );
         const emptied = JSON.parse((await gatehouse(['connection', 'update', id, '--token-resource', '', '--json'], env)).stdout) as typeof shown;
         assert.deepEqual(emptied.token_resources, []);
+        await assert.rejects(
+          updateConnectionSettings(ctx, id, { tokenResources: Array.from({ length: 51 }, () => MCP) }, COMMAND_LINE),
+          /At most 50 resource servers may be named/,
+        );
         // Without KEYS_SECRET this database does not even open (its keys are sealed): a server without one, below.
         await assert.rejects(
           updateConnectionSettings(ctx, id, { tokenResources: ['https://unknown.example/mcp'] }, COMMAND_LINE),

@@ -136,6 +136,9 @@ export function describeConnection(ctx: AppContext, row: Connection) {
   };
 }
 
+/** At most this many resource servers may have a connection's provider tokens: each is looked up when the list is set. */
+const MAX_TOKEN_RESOURCES = 50;
+
 /**
  * The vault settings (SPEC §4.15) as stored, from what was asked for (absent: as they are): the
  * provider's tokens are kept only sealed, so only with KEYS_SECRET; each resource server named
@@ -147,6 +150,8 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
   if ((patch.keep_tokens ?? current?.keep_tokens ?? 0) === 1 && ctx.config.keys.secret === null)
     throw new ConnectionInputError('keep_tokens', 'Keeping the provider’s tokens needs KEYS_SECRET: they are stored only encrypted under it');
   if (input.tokenResources !== undefined) {
+    if (input.tokenResources.length > MAX_TOKEN_RESOURCES)
+      throw new ConnectionInputError('token_resources', `At most ${MAX_TOKEN_RESOURCES} resource servers may be named`);
     const allowed: TokenResource[] = [];
     for (const given of input.tokenResources) {
       const normalized = normalizeResourceUri(given.trim());
