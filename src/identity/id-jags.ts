@@ -9,7 +9,6 @@
 import type { AppContext } from '../context.ts';
 import type { Client } from '../store/schema.ts';
 import { mintToken } from '../tokens.ts';
-import { normalizeResourceUri } from '../oauth/resources.ts';
 
 /** The `typ` an ID-JAG's header carries. */
 export const ID_JAG_TYPE = 'oauth-id-jag+jwt';
@@ -76,14 +75,4 @@ export function idJagAudienceText(audience: IdJagAudience): string {
 /** The client's ID-JAG audiences, as stored. */
 export function idJagAudiencesOf(client: Pick<Client, 'id_jag_audiences'>): IdJagAudience[] {
   return JSON.parse(client.id_jag_audiences) as IdJagAudience[];
-}
-
-/**
- * An issuer URL as ID-JAG audiences are compared (the listed ones with each other, clients.ts;
- * a request's with them): exactly, as RFC 8414 §3.3 compares issuers, but for a trailing `/`
- * and the case of scheme and host, which clients vary.
- */
-export function issuerKey(issuer: string): string {
-  const normalized = normalizeResourceUri(issuer);
-  return 'uri' in normalized ? normalized.uri : issuer;
 }

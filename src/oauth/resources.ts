@@ -156,6 +156,17 @@ export async function audienceById(ctx: AppContext, id: string): Promise<Audienc
 }
 
 /**
+ * An issuer URL as ID-JAG audiences are compared (the ones listed for a client with each
+ * other, clients/clients.ts; a token exchange's `audience` with them): exactly, as RFC 8414
+ * §3.3 compares issuers, but for a trailing `/` and the case of scheme and host, which clients
+ * vary.
+ */
+export function issuerKey(issuer: string): string {
+  const normalized = normalizeResourceUri(issuer);
+  return 'uri' in normalized ? normalized.uri : issuer;
+}
+
+/**
  * At the token endpoint: a `resource` sent with a code or refresh token must be the one it
  * was issued for (RFC 8707 §2.2); checked before anything is consumed or rotated. Also a token
  * exchange's `resource` and `audience`, with its own description of the refusal.

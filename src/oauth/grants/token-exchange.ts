@@ -30,7 +30,7 @@ import { isSessionLive } from '../../store/sessions.ts';
 import { addAccessToken } from '../../store/atomic-writes.ts';
 import type { AccessTokenInfo } from '../../store/tokens.ts';
 import { readIdToken } from '../../identity/id-tokens.ts';
-import { idJagAudiencesOf, issuerKey, signIdJag, ID_JAG_LIFETIME_SECONDS, type IdJagAudience } from '../../identity/id-jags.ts';
+import { idJagAudiencesOf, signIdJag, ID_JAG_LIFETIME_SECONDS, type IdJagAudience } from '../../identity/id-jags.ts';
 import type { Actor } from '../../identity/jwt-access-tokens.ts';
 import { OAuthError, invalidGrant, invalidRequest, invalidScope } from '../../protocol/errors.ts';
 import { userOfSubject } from '../assertions/publisher.ts';
@@ -41,6 +41,7 @@ import {
   audienceById,
   checkSameAudience,
   invalidTarget,
+  issuerKey,
   lacksRequiredSecondFactor,
   normalizeResourceUri,
   resourceDetail,
