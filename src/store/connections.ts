@@ -74,8 +74,26 @@ export async function endConnectionSessions(db: Kysely<Database>, id: string, no
   });
 }
 
-export function findIdentity(db: Kysely<Database>, connectionId: string, subject: string): Promise<UserIdentity | undefined> {
-  return db.selectFrom('user_identities').selectAll().where('connection_id', '=', connectionId).where('subject', '=', subject).executeTakeFirst();
+/** An identity as logins and the account pages read it: without the provider tokens it may keep, sealed, which only the vault reads. */
+export type LinkedIdentity = Omit<UserIdentity, 'provider_tokens' | 'provider_tokens_refreshing_until'>;
+
+const LINKED_IDENTITY_COLUMNS = [
+  'user_identities.connection_id',
+  'user_identities.subject',
+  'user_identities.user_id',
+  'user_identities.email',
+  'user_identities.groups',
+  'user_identities.created_at',
+  'user_identities.last_login_at',
+] as const satisfies ReadonlyArray<`user_identities.${keyof LinkedIdentity}`>;
+
+export function findIdentity(db: Kysely<Database>, connectionId: string, subject: string): Promise<LinkedIdentity | undefined> {
+  return db
+    .selectFrom('user_identities')
+    .select(LINKED_IDENTITY_COLUMNS)
+    .where('connection_id', '=', connectionId)
+    .where('subject', '=', subject)
+    .executeTakeFirst();
 }
 
 /** The person's identities, with their connections' names, in the order of those names. */
@@ -83,7 +101,7 @@ export function identitiesOf(db: Kysely<Database>, userId: string) {
   return db
     .selectFrom('user_identities')
     .innerJoin('connections', 'connections.id', 'user_identities.connection_id')
-    .selectAll('user_identities')
+    .select(LINKED_IDENTITY_COLUMNS)
     .select(['connections.name as connection_name', 'connections.enabled as connection_enabled'])
     .where('user_identities.user_id', '=', userId)
     .orderBy('connections.name')
@@ -151,8 +169,13 @@ export async function touchIdentity(
 }
 
 /** Unlinks the person's identity at the connection: the removed row, or undefined when there was none. */
-export async function deleteIdentity(db: Kysely<Database>, userId: string, connectionId: string): Promise<UserIdentity | undefined> {
-  return db.deleteFrom('user_identities').where('user_id', '=', userId).where('connection_id', '=', connectionId).returningAll().executeTakeFirst();
+export async function deleteIdentity(db: Kysely<Database>, userId: string, connectionId: string): Promise<LinkedIdentity | undefined> {
+  return db
+    .deleteFrom('user_identities')
+    .where('user_id', '=', userId)
+    .where('connection_id', '=', connectionId)
+    .returning(LINKED_IDENTITY_COLUMNS)
+    .executeTakeFirst();
 }
 
 /** How many identities are linked at the connection. */
