@@ -70,14 +70,19 @@ interface State {
 const stateNow = () => check.get() as unknown as State;
 const same = (a: State, b: State) => a.version === b.version && a.changes === b.changes;
 
-// The premise: a commit by another connection moves the check's answer.
+// The premises: a commit by another connection moves the check's answer (data_version), and so
+// does a write by the checking connection itself (total_changes()).
+const { id: someGrant } = await ctx.db.selectFrom('grants').select('id').executeTakeFirstOrThrow();
 const before = stateNow();
 await ctx.db
   .updateTable('grants')
   .set({ last_used_at: clock.now + 1 })
-  .where('id', '=', (await ctx.db.selectFrom('grants').select('id').executeTakeFirstOrThrow()).id)
+  .where('id', '=', someGrant)
   .execute();
 if (same(stateNow(), before)) throw new Error('PRAGMA data_version did not move on another connection’s commit');
+const beforeOwn = stateNow();
+other.prepare('update grants set last_used_at = last_used_at + 1 where id = ?').run(someGrant);
+if (same(stateNow(), beforeOwn)) throw new Error('total_changes() did not move on the connection’s own write');
 
 const timings = new MicroTimings(TOKENS);
 for (let round = 0; round < ROUNDS; round++) {

@@ -88,6 +88,7 @@ export const AUDIT_EVENT_TYPES = [
   'email_changed',
   'id_jag_issued',
   'provider_token_issued',
+  'provider_refresh_refused',
 ] as const;
 export type AuditEventType = (typeof AUDIT_EVENT_TYPES)[number];
 

@@ -276,7 +276,7 @@ export interface KeptTokensRow {
  */
 export async function keepProviderTokens(
   db: Kysely<Database>,
-  p: { connectionId: string; subject: string; sealed: string; previous?: string },
+  p: { connectionId: string; subject: string; sealed: string; previous?: string; leaseUntil?: number },
 ): Promise<boolean> {
   const updated = await db
     .updateTable('user_identities')
@@ -284,6 +284,7 @@ export async function keepProviderTokens(
     .where('connection_id', '=', p.connectionId)
     .where('subject', '=', p.subject)
     .$if(p.previous !== undefined, (q) => q.where('provider_tokens', '=', p.previous!))
+    .$if(p.leaseUntil !== undefined, (q) => q.where('provider_tokens_refreshing_until', '=', p.leaseUntil!))
     // Only while the connection keeps tokens and the person is enabled: a login or refresh that
     // read them so, and writes after `--no-keep-tokens` or a disable deleted them, keeps nothing.
     .where((eb) =>

@@ -168,15 +168,18 @@ export function revokeQuery(db: Kysely<Database>, by: readonly RevokedBy[], p: G
   return query.returning('id');
 }
 
-/** Whether the person has a live grant with the client: not revoked, not expired. */
-export async function hasLiveGrant(db: Kysely<Database>, p: { clientId: string; userId: string; now: number }): Promise<boolean> {
-  const row = await db
+const liveGrantOf = prepare((db, p: { clientId: string; userId: string; now: number }) =>
+  db
     .selectFrom('grants')
     .select('id')
     .where('client_id', '=', p.clientId)
     .where('user_id', '=', p.userId)
     .where('revoked_at', 'is', null)
     .where('expires_at', '>', p.now)
-    .executeTakeFirst();
-  return row !== undefined;
+    .limit(1),
+);
+
+/** Whether the person has a live grant with the client: not revoked, not expired. */
+export async function hasLiveGrant(db: Kysely<Database>, p: { clientId: string; userId: string; now: number }): Promise<boolean> {
+  return (await liveGrantOf.first(db, p)) !== undefined;
 }

@@ -126,14 +126,11 @@ export async function sessionConnectionId(db: Kysely<Database>, idHash: string):
   return (await db.selectFrom('sessions').select('connection_id').where('id_hash', '=', idHash).executeTakeFirst())?.connection_id ?? null;
 }
 
+const liveSession = prepare((db, p: { userId: string; sid: string; now: number }) =>
+  db.selectFrom('sessions').select('sid').where('user_id', '=', p.userId).where('sid', '=', p.sid).where('expires_at', '>', p.now),
+);
+
 /** Whether the person's login session `sid` (OpenID Connect's, SPEC §4.10) is still live: not ended, not expired. */
 export async function isSessionLive(db: Kysely<Database>, p: { userId: string; sid: string; now: number }): Promise<boolean> {
-  const row = await db
-    .selectFrom('sessions')
-    .select('sid')
-    .where('user_id', '=', p.userId)
-    .where('sid', '=', p.sid)
-    .where('expires_at', '>', p.now)
-    .executeTakeFirst();
-  return row !== undefined;
+  return (await liveSession.first(db, p)) !== undefined;
 }

@@ -6,8 +6,9 @@
  * Gatehouse behind https, so the token handed over is checked where it counts: at the
  * provider's own API. Attacks: a resource server not allowed, another resource server's token,
  * a revoked token, a client that is no resource server; the tokens are refreshed at the provider
- * once expired (a refresh token the provider refuses is not sent again), and deleted when the
- * person disconnects or is disabled, or the connection stops keeping them.
+ * once expired (tried again when the provider cannot be reached; a refresh token it refuses is
+ * not sent again), and deleted when the person disconnects or is disabled, or the connection
+ * stops keeping them.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -30,6 +31,7 @@ import { UserAgent } from '../support/user-agent.ts';
 import { keepTokensOfGatehouse } from '../support/upstream-login.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { scrape } from '../support/metrics.ts';
+import { freePort } from '../support/ports.ts';
 
 const MCP = 'https://mcp.example/github-tools';
 const OTHER = 'https://other.example/api';
@@ -181,18 +183,45 @@ for (const backend of BACKENDS) {
         assert.equal(again.access_token, after!.access_token, 'kept: not refreshed again');
       });
 
-      test('a refresh token the provider refuses is forgotten: later exchanges are answered at once, without asking the provider again', async () => {
-        // Every token of hers at the provider is revoked there, the kept refresh token with them.
+      test('a provider that cannot be reached is asked again at the next exchange; a refresh token it refuses is forgotten, and not sent again', async () => {
+        const expired = "the person's Head office token has expired and could not be renewed: they log in with Head office again";
+        const vault = async () => ({
+          ...(await server.store.db
+            .selectFrom('user_identities')
+            .select(['provider_tokens', 'provider_tokens_refreshing_until'])
+            .where('connection_id', '=', id)
+            .executeTakeFirstOrThrow()),
+        });
+        const exchangeForProvider = async () => exchangeRaw(mcp, { subject_token: await tokenForMcp() });
+
+        // Unreachable (nothing listens where the provider's address leads): kept as they were, the lease given back.
+        server.advance(601);
+        const stale = await vault();
+        proxy.target(await freePort());
+        await assertOAuthError(await exchangeForProvider(), 400, 'invalid_grant', expired);
+        assert.deepEqual(await vault(), { provider_tokens: stale.provider_tokens, provider_tokens_refreshing_until: null });
+        proxy.target(Number(new URL(upstream.url).port));
+        const renewed = (await (await exchangeForProvider()).json()) as { access_token: string };
+        assert.equal((await profile(upstream, renewed.access_token)).status, 200, 'refreshed once the provider answers again');
+
+        // Refused: every token of hers at the provider is revoked there, the kept refresh token with them.
         await revoke(upstream.app.gatehouse, { userId: (await findUserNamed(upstream.app.gatehouse, 'ursula'))!.id }, 'revoked');
         server.advance(601);
         const refusedThere = 'gatehouse_request_failures_total{error="invalid_grant",status="400"}';
         const before = (await scrape(upstream)).get(refusedThere) ?? 0;
-        const expired = "the person's Head office token has expired and could not be renewed: they log in with Head office again";
-        for (let i = 0; i < 3; i++) await assertOAuthError(await exchangeRaw(mcp, { subject_token: await tokenForMcp() }), 400, 'invalid_grant', expired);
+        const dead = await vault();
+        await assertOAuthError(await exchangeForProvider(), 400, 'invalid_grant', expired);
+        const forgotten = await vault();
+        assert.notEqual(forgotten.provider_tokens, dead.provider_tokens, 'kept again, without the refresh token');
+        assert.equal(forgotten.provider_tokens_refreshing_until, null, 'the lease ended with that write');
+        for (let i = 0; i < 2; i++) await assertOAuthError(await exchangeForProvider(), 400, 'invalid_grant', expired);
         assert.equal(((await scrape(upstream)).get(refusedThere) ?? 0) - before, 1, 'the provider was asked once');
+        const [event] = await server.store.db.selectFrom('audit_events').select('detail').where('type', '=', 'provider_refresh_refused').execute();
+        assert.deepEqual(JSON.parse(event!.detail!), { connection: id, error: 'invalid_grant' });
+
         // Her next login through the connection keeps new tokens, which work at the provider.
         await logInThroughProvider();
-        const handed = (await (await exchangeRaw(mcp, { subject_token: await tokenForMcp() })).json()) as { access_token: string };
+        const handed = (await (await exchangeForProvider()).json()) as { access_token: string };
         assert.equal((await profile(upstream, handed.access_token)).status, 200);
       });
 

@@ -128,25 +128,36 @@ async function refreshWithLease(
   lease: { connectionId: string; subject: string; until: number },
 ): Promise<ProviderTokens | NoProviderToken> {
   const { kept } = stale;
-  // Kept in place of the stale tokens, unless something else replaced or deleted them meanwhile.
-  const keep = async (tokens: ProviderTokens) =>
+  // Kept in place of the stale tokens, unless something else replaced or deleted them meanwhile
+  // (with `leaseUntil`: only while the lease is still this one).
+  const keep = async (tokens: ProviderTokens, leaseUntil?: number) =>
     keepProviderTokens(ctx.db, {
       connectionId: lease.connectionId,
       subject: lease.subject,
       sealed: await sealed(keysSecret, connection.id, kept.subject, tokens),
       previous: kept.provider_tokens,
+      leaseUntil,
     });
   let refreshed: ProviderTokens;
   try {
     refreshed = await refreshUpstreamTokens(ctx, connection, stale.refreshToken);
   } catch (error) {
-    // The provider refused the refresh token itself (RFC 6749 §5.2: expired, revoked): it will
-    // never work again. Kept without it, the tokens answer every later exchange at once instead
-    // of sending the provider the same dead token each time, until the person logs in through
-    // the connection again. Any other failure (unreachable, a malformed answer) may pass: the
-    // next exchange tries again.
-    const refused = error instanceof UpstreamFailure && error.providerError === 'invalid_grant';
-    if (!(refused && (await keep({ ...stale.tokens, refresh_token: null })))) await releaseRefreshLease(ctx.db, lease);
+    let forgotten = false;
+    try {
+      // The provider refused the refresh token itself (RFC 6749 §5.2: expired, revoked): it will
+      // never work again. Kept without it, the tokens answer every later exchange at once instead
+      // of sending the provider the same dead token each time, until the person logs in through
+      // the connection again. Only while the lease is ours: an instance that took it over after
+      // ours lapsed may be keeping a good refresh. Any other failure (unreachable, a malformed
+      // answer) may pass: the next exchange tries again.
+      if (error instanceof UpstreamFailure && error.providerError === 'invalid_grant') {
+        forgotten = await keep({ ...stale.tokens, refresh_token: null }, lease.until);
+        const detail = { connection: connection.id, error: error.providerError };
+        if (forgotten) await ctx.audit({ type: 'provider_refresh_refused', userId: stale.userId, detail });
+      }
+    } finally {
+      if (!forgotten) await releaseRefreshLease(ctx.db, lease);
+    }
     if (!(error instanceof UpstreamFailure)) throw error;
     return 'refresh_failed';
   }
