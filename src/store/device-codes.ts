@@ -18,14 +18,26 @@ export type NewDeviceCode = Pick<
   'hash' | 'user_code_hash' | 'client_id' | 'scopes' | 'resource_id' | 'created_at' | 'expires_at' | 'poll_interval'
 >;
 
+const insertRequest = prepare((db, p: NewDeviceCode) =>
+  db
+    .insertInto('device_codes')
+    .values({
+      hash: p.hash,
+      user_code_hash: p.user_code_hash,
+      client_id: p.client_id,
+      scopes: p.scopes,
+      resource_id: p.resource_id,
+      created_at: p.created_at,
+      expires_at: p.expires_at,
+      poll_interval: p.poll_interval,
+      last_polled_at: p.created_at,
+    })
+    .onConflict((oc) => oc.column('user_code_hash').doNothing()),
+);
+
 /** Stores the request; false, and nothing stored, when its user code is already taken (the caller mints another). */
 export async function insertDeviceCode(db: Kysely<Database>, code: NewDeviceCode): Promise<boolean> {
-  const result = await db
-    .insertInto('device_codes')
-    .values({ ...code, last_polled_at: code.created_at })
-    .onConflict((oc) => oc.column('user_code_hash').doNothing())
-    .executeTakeFirst();
-  return result.numInsertedOrUpdatedRows === 1n;
+  return (await insertRequest.affected(db, code)) === 1n;
 }
 
 const deviceCodeByHash = prepare((db, p: { hash: string }) =>
@@ -50,15 +62,18 @@ export async function findDeviceCode(
   return deviceCodeByHash.first(db, { hash });
 }
 
-/** The request a user code names, with its client's name, whatever its state: the caller checks it. */
-export async function findByUserCode(db: Kysely<Database>, userCodeHash: string): Promise<(DeviceCode & { client_name: string }) | undefined> {
-  return db
+const requestByUserCode = prepare((db, p: { userCodeHash: string }) =>
+  db
     .selectFrom('device_codes')
     .innerJoin('clients', 'clients.id', 'device_codes.client_id')
-    .selectAll('device_codes')
+    .select(allColumnsOf('device_codes'))
     .select('clients.name as client_name')
-    .where('device_codes.user_code_hash', '=', userCodeHash)
-    .executeTakeFirst();
+    .where('device_codes.user_code_hash', '=', p.userCodeHash),
+);
+
+/** The request a user code names, with its client's name, whatever its state: the caller checks it. */
+export async function findByUserCode(db: Kysely<Database>, userCodeHash: string): Promise<(DeviceCode & { client_name: string }) | undefined> {
+  return requestByUserCode.first(db, { userCodeHash });
 }
 
 const pollInTime = prepare((db, p: { hash: string; now: number }) =>
@@ -88,6 +103,16 @@ export async function recordPoll(db: Kysely<Database>, hash: string, now: number
   return false;
 }
 
+const recordAnswer = prepare(
+  (db, p: { hash: string; decision: 'approved' | 'denied'; userId: string; authTime: number; amr: string; sid: string | null; now: number }) =>
+    db
+      .updateTable('device_codes')
+      .set({ decision: p.decision, user_id: p.userId, auth_time: p.authTime, amr: p.amr, sid: p.sid, decided_at: p.now })
+      .where('hash', '=', p.hash)
+      .where('decision', 'is', null)
+      .where('expires_at', '>', p.now),
+);
+
 /**
  * Records the person's answer; false when the request was answered already, has expired,
  * or is gone (voided, its client deleted).
@@ -97,21 +122,8 @@ export async function decideDeviceCode(
   hash: string,
   answer: { decision: 'approved' | 'denied'; userId: string; login: Login; now: number },
 ): Promise<boolean> {
-  const result = await db
-    .updateTable('device_codes')
-    .set({
-      decision: answer.decision,
-      user_id: answer.userId,
-      auth_time: answer.login.authTime,
-      amr: answer.login.amr,
-      sid: answer.login.sid,
-      decided_at: answer.now,
-    })
-    .where('hash', '=', hash)
-    .where('decision', 'is', null)
-    .where('expires_at', '>', answer.now)
-    .executeTakeFirst();
-  return result.numUpdatedRows === 1n;
+  const { decision, userId, login, now } = answer;
+  return (await recordAnswer.affected(db, { hash, decision, userId, ...login, now })) === 1n;
 }
 
 export const consumeDeviceCode: Consume = (db, p) =>
