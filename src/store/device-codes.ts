@@ -123,7 +123,7 @@ export async function decideDeviceCode(
   answer: { decision: 'approved' | 'denied'; userId: string; login: Login; now: number },
 ): Promise<boolean> {
   const { decision, userId, login, now } = answer;
-  return (await recordAnswer.affected(db, { hash, decision, userId, ...login, now })) === 1n;
+  return (await recordAnswer.affected(db, { hash, decision, userId, authTime: login.authTime, amr: login.amr, sid: login.sid, now })) === 1n;
 }
 
 export const consumeDeviceCode: Consume = (db, p) =>

@@ -161,6 +161,9 @@ async function refreshWithLease(
     if (!(error instanceof UpstreamFailure)) throw error;
     return 'refresh_failed';
   }
+  // If this write throws, the lease is held until it lapses, on purpose: the provider may have
+  // rotated the refresh token already, and another instance refreshing with the old one at once
+  // would be taken for theft there. Waiters get 'refresh_failed' meanwhile.
   if (await keep(refreshed)) return refreshed;
   // Not kept. Our lease lapsed and another instance kept its own refresh: that one is the one to
   // use. Or the person was disabled, or the connection keeps tokens no more: nothing is handed out.
