@@ -13,6 +13,7 @@ import { freePort } from '../support/ports.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { SMTP_PASSWORD, SMTP_USER, startSmtpServer, type TestSmtpServer } from '../support/smtp.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { until } from '../support/until.ts';
 
 /** Asks for a reset link for `email` through the page: the answer, and how long it took. */
 async function askForLink(server: TestServer, email: string) {
@@ -66,6 +67,7 @@ for (const backend of BACKENDS) {
       const mail = await smtp.next('later@example.com');
       assert.equal(mail.subject, 'Reset your password');
       assert.deepEqual(await settled(server, 'later@example.com'), [{ state: 'sent', attempts: 2 }]);
+      await until('both attempts are audited', async () => (await mailEvents(server, later.id)).length === 2);
       assert.deepEqual(await mailEvents(server, later.id), [
         { type: 'mail_failed', kind: 'password_reset', attempt: 1, reason: 'the SMTP server answered 451', retrying: true },
         { type: 'mail_sent', kind: 'password_reset', attempt: 2 },
@@ -76,6 +78,7 @@ for (const backend of BACKENDS) {
       smtp.refuse('never@example.com', 550);
       assert.equal((await askForLink(server, 'never@example.com')).status, 200);
       assert.deepEqual(await settled(server, 'never@example.com'), [{ state: 'failed', attempts: 1 }]);
+      await until('the failure is audited', async () => (await mailEvents(server, never.id)).length === 1);
       assert.deepEqual(await mailEvents(server, never.id), [
         { type: 'mail_failed', kind: 'password_reset', attempt: 1, reason: 'the SMTP server answered 550', retrying: false },
       ]);
@@ -146,13 +149,14 @@ for (const backend of BACKENDS) {
         const user = await server.createUser('waiting');
         assert.equal((await askForLink(server, 'waiting@example.com')).status, 200);
         // The first attempt finds nothing listening; the SMTP server starts before the retries run out.
-        await waitFor(async () => (await mailEvents(server, user.id)).length > 0);
+        await until('a mail event is recorded', async () => (await mailEvents(server, user.id)).length > 0, 15);
         smtp = await startSmtpServer(port);
         const mail = await smtp.next('waiting@example.com', 20_000);
         assert.equal(mail.subject, 'Reset your password');
         assert.equal((await settled(server, 'waiting@example.com'))[0]!.state, 'sent');
+        // The audit event follows the state it reports (mail.ts `deliver`): wait for it too.
+        await until('the sent mail is audited', async () => (await mailEvents(server, user.id)).at(-1)?.type === 'mail_sent');
         const events = await mailEvents(server, user.id);
-        assert.equal(events.at(-1)!.type, 'mail_sent');
         assert.ok(events.slice(0, -1).every((event) => event.type === 'mail_failed' && event.retrying === true));
         assert.ok(!server.logs.join('').includes(SMTP_PASSWORD));
       } finally {
@@ -167,7 +171,7 @@ for (const backend of BACKENDS) {
       try {
         const user = await server.createUser('locked');
         assert.equal((await askForLink(server, 'locked@example.com')).status, 200);
-        await waitFor(async () => (await mailEvents(server, user.id)).length > 0);
+        await until('a mail event is recorded', async () => (await mailEvents(server, user.id)).length > 0, 15);
         const [event] = await mailEvents(server, user.id);
         assert.deepEqual(event, { type: 'mail_failed', kind: 'password_reset', attempt: 1, reason: 'the SMTP server answered 535', retrying: true });
         assert.ok(!server.logs.join('').includes('wrong-password'));
@@ -177,12 +181,4 @@ for (const backend of BACKENDS) {
       }
     });
   });
-}
-
-async function waitFor(condition: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }

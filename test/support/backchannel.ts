@@ -6,18 +6,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
-import { setTimeout as sleep } from 'node:timers/promises';
 import * as oauth from 'oauth4webapi';
 import { obtainTokens, type App } from './oauth-client.ts';
 import { serverCertificate } from './tls.ts';
 import type { UserAgent } from './user-agent.ts';
-
-/** Waits until `condition` holds (checked every 50 ms, for at most `seconds`); throws naming `what` if it never does. */
-export async function until(what: string, condition: () => boolean | Promise<boolean>, seconds = 30): Promise<void> {
-  for (const deadline = Date.now() + seconds * 1000; !(await condition()); await sleep(50)) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-  }
-}
 
 export interface Receiver {
   /** The back-channel logout URL. */
