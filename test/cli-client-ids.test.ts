@@ -4,9 +4,7 @@
  * operator runs them, against a database a real server shares.
  */
 import assert from 'node:assert/strict';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
-import { CLIENT_CACHE_TTL_MS } from '../src/client-cache.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { serveMetadataDocument, type MetadataDocument } from './support/metadata-document.ts';
 import { discover, obtainTokens, type App } from './support/oauth-client.ts';
@@ -15,6 +13,7 @@ import { startServer, type TestServer } from './support/server.ts';
 import { testCaProblem } from './support/tls.ts';
 import { assertDead } from './support/token-checks.ts';
 import { UserAgent } from './support/user-agent.ts';
+import { outlastClientCache } from './support/waits.ts';
 
 const REDIRECT_URI = 'http://127.0.0.1:51004/callback'; // any port of the documents' loopback redirect URL
 
@@ -63,7 +62,7 @@ describe('client IDs of every kind on the command line', { skip: testCaProblem()
           );
 
           assert.deepEqual(json(await cli('client', 'block', clientId, '--json')), { blocked: clientId, kind: 'client' });
-          await sleep(CLIENT_CACHE_TTL_MS); // on SQLite no message reaches the server from the command line
+          await outlastClientCache(); // on SQLite no message reaches the server from the command line
           await assertDead({ server, app }, [tokens], [401, 'invalid_client']);
           assert.deepEqual(json(await cli('client', 'unblock', clientId, '--json')), { unblocked: clientId });
           assert.deepEqual(json(await cli('client', 'delete', clientId, '--json')), { client_id: clientId, deleted: true });

@@ -8,16 +8,14 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, test } from 'node:test';
 import type { Kysely } from 'kysely';
 import * as oauth from 'oauth4webapi';
 import { createConnection } from '../src/accounts/connections/connections.ts';
 import { COMMAND_LINE } from '../src/audit.ts';
-import { CLIENT_CACHE_TTL_MS } from '../src/client-cache.ts';
 import { decodeJwt } from 'jose';
 import { startReceiver, type Receiver } from './support/backchannel.ts';
-import { until } from './support/until.ts';
+import { until } from './support/waits.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { serveMetadataDocument, type MetadataDocument } from './support/metadata-document.ts';
 import { authorizationUrl, discover, insecure, obtainTokens, refreshRequest, tokenResult, type App } from './support/oauth-client.ts';
@@ -26,6 +24,7 @@ import { PASSWORD, startServer, type TestServer } from './support/server.ts';
 import { testCaProblem } from './support/tls.ts';
 import { assertDead } from './support/token-checks.ts';
 import { UserAgent } from './support/user-agent.ts';
+import { outlastClientCache } from './support/waits.ts';
 
 const REDIRECT_URI = 'http://127.0.0.1:51004/callback'; // any port of the loopback redirect URLs below
 
@@ -121,7 +120,7 @@ describe('switching clients and people off and on', { skip: testCaProblem() ?? f
           [true, true, true],
         );
         assert.match((await cli('client', 'list')).stdout, new RegExp(`^${registered}\\tRegistered Notes\\t.*\\tdisabled$`, 'm'));
-        await sleep(CLIENT_CACHE_TTL_MS); // on SQLite no message reaches the server from the command line
+        await outlastClientCache(); // on SQLite no message reaches the server from the command line
 
         for (const [clientId, app] of Object.entries(apps)) {
           const tokens = held[clientId]!;
@@ -143,7 +142,7 @@ describe('switching clients and people off and on', { skip: testCaProblem() ?? f
         for (const clientId of Object.keys(apps))
           assert.deepEqual(json(await cli('client', 'enable', clientId, '--json')), { client_id: clientId, disabled: false });
         assert.match((await cli('client', 'enable', registered)).stdout, /is already enabled\.$/m);
-        await sleep(CLIENT_CACHE_TTL_MS);
+        await outlastClientCache();
         for (const [clientId, app] of Object.entries(apps)) {
           const fresh = await obtainTokens(app, agent, 'alice');
           assert.equal((await introspect(fresh.access_token)).active, true, `${clientId} gets new tokens`);
@@ -197,7 +196,7 @@ describe('switching clients and people off and on', { skip: testCaProblem() ?? f
           ],
           ['Edited', [REDIRECT_URI, 'https://edited.example/cb'], ['annotation:read', 'openid'], true, false, 'https://edited.example/logout', 'ES256'],
         );
-        await sleep(CLIENT_CACHE_TTL_MS);
+        await outlastClientCache();
         assert.deepEqual(await introspect(writing.access_token), { active: false }, 'taking a scope away revokes the grants holding it');
         assert.equal((await audited('client_updated', { clientId: client.id })).length, 1);
 
@@ -287,7 +286,7 @@ describe('switching clients and people off and on', { skip: testCaProblem() ?? f
           refused(await cli('user', 'delete'), /^gatehouse: name exactly one user$/);
 
           assert.deepEqual(json(await cli('user', 'delete', 'dave', '--json')), { username: 'dave', id: dave.id, deleted: true });
-          await sleep(CLIENT_CACHE_TTL_MS);
+          await outlastClientCache();
           await assertDead({ server, app }, [tokens], [400, 'invalid_grant']);
           assert.deepEqual(await introspect(tokens.access_token), { active: false });
           assert.equal((await agent.visit('/account/security')).redirect, null);

@@ -12,11 +12,9 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
-import { CLIENT_CACHE_TTL_MS } from '../src/client-cache.ts';
 import { migrate, openStore } from '../src/store/database.ts';
 import { loadConfig, parseDatabaseUrl } from '../src/config.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
@@ -25,6 +23,7 @@ import { PASSWORD, startServer, type TestServer } from './support/server.ts';
 import { assertPollError, requestCodes } from './support/device.ts';
 import { assertDead, assertWorks } from './support/token-checks.ts';
 import { UserAgent } from './support/user-agent.ts';
+import { outlastClientCache } from './support/waits.ts';
 
 const MAIN = fileURLToPath(new URL('../bin/gatehouse.js', import.meta.url));
 const REDIRECT_URI = 'http://127.0.0.1:8765/callback';
@@ -327,7 +326,7 @@ for (const backend of BACKENDS) {
       // The client is gone, so its refresh tokens fail client authentication first, once the
       // server's copy of the client has expired (on SQLite no message reaches it from the CLI).
       // Until then they are refused as unknown (test/security/client-cache.test.ts).
-      await sleep(CLIENT_CACHE_TTL_MS);
+      await outlastClientCache();
       await assertDead({ server, app }, [tokens, refreshed], [401, 'invalid_client']);
       const [list, again] = await Promise.all([cli(['client', 'list', '--json']), cli(['client', 'delete', clients.public])]);
       assert.deepEqual(

@@ -12,7 +12,7 @@ import { startServer, PASSWORD, type TestServer } from '../support/server.ts';
 import { linkIn, SMTP_PASSWORD, startSmtpServer, type TestSmtpServer } from '../support/smtp.ts';
 import { secretOnPage, totpCode } from '../support/second-factors.ts';
 import { UserAgent } from '../support/user-agent.ts';
-import { until } from '../support/until.ts';
+import { until } from '../support/waits.ts';
 
 const NEW_PASSWORD = 'a new and rather long passphrase';
 const MAIL_FROM = 'Gatehouse Test <accounts@example.com>';

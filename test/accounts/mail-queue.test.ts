@@ -13,7 +13,7 @@ import { freePort } from '../support/ports.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { SMTP_PASSWORD, SMTP_USER, startSmtpServer, type TestSmtpServer } from '../support/smtp.ts';
 import { UserAgent } from '../support/user-agent.ts';
-import { until } from '../support/until.ts';
+import { until } from '../support/waits.ts';
 
 /** Asks for a reset link for `email` through the page: the answer, and how long it took. */
 async function askForLink(server: TestServer, email: string) {

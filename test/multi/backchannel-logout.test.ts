@@ -10,7 +10,7 @@ import { decodeJwt } from 'jose';
 import * as oauth from 'oauth4webapi';
 import { postgres } from '../support/backends.ts';
 import { openIdLogin, startReceiver, type Receiver } from '../support/backchannel.ts';
-import { until } from '../support/until.ts';
+import { until } from '../support/waits.ts';
 import { startCluster, type Cluster } from '../support/instances.ts';
 import { insecure, type App } from '../support/oauth-client.ts';
 import { formFields, UserAgent } from '../support/user-agent.ts';

@@ -16,7 +16,7 @@ import { BACKCHANNEL_LOGOUT_EVENT, LOGOUT_TOKEN_TYPE } from '../../src/identity/
 import { purgeOnce } from '../../src/store/purge.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { openIdLogin, startReceiver, type Receiver } from '../support/backchannel.ts';
-import { until } from '../support/until.ts';
+import { until } from '../support/waits.ts';
 import { serveMetadataDocument } from '../support/metadata-document.ts';
 import { discover, obtainTokens, type App } from '../support/oauth-client.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';

@@ -32,6 +32,7 @@ import {
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { outlastClientCache } from '../support/waits.ts';
 
 const basic = (clientId: string, secret: string) => ({ authorization: `Basic ${btoa(`${clientId}:${secret}`)}` });
 
@@ -92,9 +93,7 @@ for (const backend of BACKENDS) {
 
       await updateClient(server.store.db, client.id, { name: 'Renamed' }); // a change no message reports
       assert.equal((await cache.find(client.id))?.name, 'Cached');
-      // A margin over the second: a timer's start is the event loop's cached time, which can be
-      // behind the clock the cache dates its entries by, so the timer may fire a little early.
-      await sleep(CLIENT_CACHE_TTL_MS + 50);
+      await outlastClientCache();
       assert.equal((await cache.find(client.id))?.name, 'Renamed');
     });
 

@@ -8,14 +8,13 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { CLIENT_CACHE_TTL_MS } from '../../src/client-cache.ts';
 import { CLIENT_CREDENTIALS_GRANT_TYPE, REFRESH_TOKEN_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, exchangeRequest, obtainCallback, postForm, tokenResult, type App } from '../support/oauth-client.ts';
 import { assertOAuthError } from '../support/responses.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
+import { outlastClientCache } from '../support/waits.ts';
 
 const PER_CLIENT = 20;
 const ADDRESSES = ['203.0.113.5', '203.0.113.6', '198.51.100.7'];
@@ -123,7 +122,7 @@ for (const backend of BACKENDS) {
       const refreshToken = exchanged.body.refresh_token as string;
       // No page or command changes a client's grant type once registered: only the database does.
       await server.store.db.updateTable('clients').set({ grant_type: CLIENT_CREDENTIALS_GRANT_TYPE }).where('id', '=', app.client.client_id).execute();
-      await sleep(CLIENT_CACHE_TTL_MS);
+      await outlastClientCache();
       const description = 'this client is not registered for the refresh_token grant';
       for (let i = 0; i <= PER_CLIENT; i++) {
         const form = { grant_type: REFRESH_TOKEN_GRANT_TYPE, refresh_token: refreshToken, client_id: app.client.client_id };
