@@ -282,8 +282,11 @@ for (const backend of BACKENDS) {
         );
         const emptied = JSON.parse((await gatehouse(['connection', 'update', id, '--token-resource', '', '--json'], env)).stdout) as typeof shown;
         assert.deepEqual(emptied.token_resources, []);
+        // The cap counts resource servers, not repetitions: one named 60 times is one.
+        const repeated = await updateConnectionSettings(ctx, id, { tokenResources: Array.from({ length: 60 }, () => ` ${MCP}`) }, COMMAND_LINE);
+        assert.deepEqual(describeConnection(ctx, repeated).token_resources, [MCP]);
         await assert.rejects(
-          updateConnectionSettings(ctx, id, { tokenResources: Array.from({ length: 51 }, () => MCP) }, COMMAND_LINE),
+          updateConnectionSettings(ctx, id, { tokenResources: Array.from({ length: 51 }, (_, n) => `https://rs${n}.example/mcp`) }, COMMAND_LINE),
           /At most 50 resource servers may be named/,
         );
         // Without KEYS_SECRET this database does not even open (its keys are sealed): a server without one, below.

@@ -15,7 +15,7 @@ import { CLIENT_CACHE_TTL_MS, createClientCache } from '../../src/client-cache.t
 import { removeClient, rotateClientSecret } from '../../src/clients/clients.ts';
 import { type OpenContext } from '../../src/context.ts';
 import { openContext } from '../../src/open-context.ts';
-import { setClientBlocked, updateClient } from '../../src/store/clients.ts';
+import { setClientBlocked, setClientDisabled, updateClient } from '../../src/store/clients.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import {
@@ -129,6 +129,31 @@ for (const backend of BACKENDS) {
       assertRefused(await credentials(service.secret!), 'client credentials with the old secret');
       assert.equal(await introspect(service.secret!), 401);
       assert.equal((await credentials(replacement)).status, 200);
+    });
+
+    test('a confidential client blocked or disabled elsewhere, still cached here: its secret is refused at once', async () => {
+      for (const [name, switchOff] of [
+        ['blocked', setClientBlocked],
+        ['disabled', setClientDisabled],
+      ] as const) {
+        const service = await server.createClient({
+          name: `Switched off elsewhere (${name})`,
+          grantType: 'client_credentials',
+          redirectUris: [],
+          confidential: true,
+        });
+        const credentials = async () =>
+          tokenResult(await postForm(server, '/api/token', { grant_type: 'client_credentials' }, basic(service.client.id, service.secret!)));
+        const introspect = async () =>
+          (await postForm(server, '/oauth/introspect', { token: 'gat_unknown' }, basic(service.client.id, service.secret!))).status;
+        assert.equal((await credentials()).status, 200); // the client is cached now
+        // The flag alone: only the check of the presented secret against the stored row stands in the way.
+        assert.equal(await switchOff(otherStore.db, service.client.id, true), true);
+        await assertStillCached(service.client.id);
+        assert.equal(await introspect(), 401, name);
+        assertRefused(await credentials(), `client credentials of the ${name} client`);
+        assert.equal(await grantsOf(service.client.id), 1, `a grant was made after the client was ${name}`);
+      }
     });
 
     test('a client deleted elsewhere, still cached here: its code, refresh token and client credentials yield nothing', async () => {

@@ -150,11 +150,12 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
   if ((patch.keep_tokens ?? current?.keep_tokens ?? 0) === 1 && ctx.config.keys.secret === null)
     throw new ConnectionInputError('keep_tokens', 'Keeping the provider’s tokens needs KEYS_SECRET: they are stored only encrypted under it');
   if (input.tokenResources !== undefined) {
-    if (input.tokenResources.length > MAX_TOKEN_RESOURCES)
-      throw new ConnectionInputError('token_resources', `At most ${MAX_TOKEN_RESOURCES} resource servers may be named`);
+    // A name given twice is looked up once, and counts once.
+    const named = new Set(input.tokenResources.map((given) => given.trim()));
+    if (named.size > MAX_TOKEN_RESOURCES) throw new ConnectionInputError('token_resources', `At most ${MAX_TOKEN_RESOURCES} resource servers may be named`);
     const allowed: TokenResource[] = [];
-    for (const given of input.tokenResources) {
-      const normalized = normalizeResourceUri(given.trim());
+    for (const given of named) {
+      const normalized = normalizeResourceUri(given);
       const uri = 'uri' in normalized ? normalized.uri : null;
       const resource = uri === null ? undefined : await findResourceByUri(ctx.db, uri);
       // The built-in resource has no client of its own to exchange with.
