@@ -8,13 +8,13 @@
  *
  * A stale entry cannot issue a token by itself: every write that issues tokens checks the
  * client again in the database (store/grants.ts: it exists, is not blocked, has the scopes
- * the request was decided by), and a presented secret is checked against the secret as
- * stored, not against an entry (oauth/client-auth.ts): confidential clients' requests read
- * their secret each time. Only clients that exist are kept, so a flood of made-up ids fills nothing.
+ * the request was decided by), and a presented secret is checked against the stored row, not
+ * against an entry (oauth/client-auth.ts): confidential clients' requests read their row each
+ * time. Only clients that exist are kept, so a flood of made-up ids fills nothing.
  */
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
-import { findClient, findStoredSecret, type StoredSecret } from './store/clients.ts';
+import { findClient } from './store/clients.ts';
 import type { Client, Database } from './store/schema.ts';
 
 /** The longest a client is believed without hearing of a change: the bound on seeing one that no message carries. */
@@ -25,10 +25,8 @@ const ENTRIES = 1000;
 export interface ClientCache {
   /** The client with this id, from memory if read within the last second; undefined when there is none. */
   find(id: string): Promise<Client | undefined>;
-  /** The client as stored now, read from the database (and kept, for `find`): what a client assertion is checked against. */
+  /** The client as stored now, read from the database (and kept, for `find`): what a presented secret is checked against. */
   findStored(id: string): Promise<Client | undefined>;
-  /** The client's secret as stored now, read from the database: what a presented secret is checked against. */
-  findSecret(id: string): Promise<StoredSecret | undefined>;
   /** Forgets these clients here, and any read of them under way: for a change this process made or heard of. */
   forget(ids: readonly string[]): void;
 }
@@ -57,7 +55,6 @@ export function createClientCache(db: Kysely<Database>): ClientCache {
       return client ? Promise.resolve(client) : (reading.get(id) ?? read(id));
     },
     findStored: read,
-    findSecret: (id) => findStoredSecret(db, id),
     forget(ids) {
       for (const id of ids) {
         cache.delete(id);

@@ -6,7 +6,7 @@
  * §3.2.1; RFC 7523 §2.2, §3
  */
 import type { Kysely } from 'kysely';
-import { findClient as findClientById, isSwitchedOff, type StoredSecret } from '../store/clients.ts';
+import { findClient as findClientById, isSwitchedOff } from '../store/clients.ts';
 
 export { isSwitchedOff };
 import type { Client, Database } from '../store/schema.ts';
@@ -122,20 +122,17 @@ export type FindClient = (id: string) => Promise<Client | undefined>;
 export interface ClientLookup {
   /** The client, from a copy that may be a second old (the client cache) or from the database. */
   find: FindClient;
-  /** The client as stored now: what a client assertion is checked against (its registered keys). */
+  /** The client as stored now: what a presented secret is checked against. */
   findStored: FindClient;
-  /** The client's secret and switches as stored now: what a presented secret is checked against. */
-  findSecret: (id: string) => Promise<StoredSecret | undefined>;
 }
 
 /**
  * The client making the request, authenticated when it is confidential; null when the
  * request names no client (allowed where the caller says so). A secret is always checked
- * against the secret as stored, never against a cached copy: a rotated secret stops working
- * at once on every instance, whether or not the news of the rotation has reached it, and so
- * does the secret of a client blocked or disabled. The rest of the request may be answered
- * from the copy: the writes that issue tokens check the client again themselves
- * (store/grants.ts).
+ * against the stored row, never against a cached copy: a rotated secret stops working at
+ * once on every instance, whether or not the news of the rotation has reached it. A request
+ * without a secret may be answered from the copy: the writes that issue tokens check the
+ * client again themselves (store/grants.ts).
  */
 export async function authenticateClient(
   clients: ClientLookup,
@@ -146,8 +143,8 @@ export async function authenticateClient(
   const credentials = readCredentials(authorization, params);
   if (credentials === null) return null;
   const { clientId, secret, assertion, usedBasic } = credentials;
-  // An assertion is checked against the keys registered now (see above); a secret below.
-  const findClient = assertion === undefined ? clients.find : clients.findStored;
+  // Credentials are checked against the stored row (see above); so are registered keys.
+  const findClient = (secret === undefined || secret === '') && assertion === undefined ? clients.find : clients.findStored;
   const client = isClientId(clientId) ? await findClient(clientId) : undefined;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
   // A blocked or disabled client is unknown (SPEC §4.8, §4.16), and is refused as such before its
@@ -178,10 +175,7 @@ export async function authenticateClient(
     return client;
   }
   if (secret === undefined || secret === '') throw secretRequired(usedBasic);
-  const stored = await clients.findSecret(client.id);
-  if (!stored) throw new InvalidClient('unknown client', usedBasic);
-  if (isSwitchedOff(stored)) throw new InvalidClient('unknown client', usedBasic, switchedOffDetail(stored));
-  if (stored.secret_hash === null || !constantTimeEqual(hashToken(secret), stored.secret_hash)) {
+  if (!constantTimeEqual(hashToken(secret), client.secret_hash)) {
     throw new InvalidClient('client authentication failed', usedBasic, `wrong secret for client ${client.id}`);
   }
   return client;

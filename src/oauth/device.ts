@@ -15,7 +15,7 @@
  */
 import { isMultiFactor, type SignedIn } from '../login.ts';
 import type { AppContext } from '../context.ts';
-import { findClient, findStoredSecret } from '../store/clients.ts';
+import { findClient } from '../store/clients.ts';
 import { decideDeviceCode, findByUserCode, insertDeviceCode } from '../store/device-codes.ts';
 import type { Client, DeviceCode, User } from '../store/schema.ts';
 import { Throttled } from '../throttle.ts';
@@ -61,7 +61,7 @@ export async function requestDeviceAuthorization(
   // `requestingClient`): the row stored below refers to the client.
   const stored = (id: string) => findClient(ctx.db, id);
   const check = clientAssertionCheck(ctx, '/oauth/device_authorization', address);
-  const client = await authenticateClient({ find: stored, findStored: stored, findSecret: (id) => findStoredSecret(ctx.db, id) }, authorization, raw, check);
+  const client = await authenticateClient({ find: stored, findStored: stored }, authorization, raw, check);
   const params = readParams(raw, client === null ? ['client_id'] : [], ['scope']);
   if (client === null) throw invalidRequest('the "client_id" parameter is missing'); // reported above; narrows the type
   if (isConfidential(client)) await throttle.tokenRequestOf(client.id);

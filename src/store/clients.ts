@@ -31,16 +31,6 @@ export async function findClient(db: Kysely<Database>, id: string): Promise<Clie
   return clientById.first(db, { id });
 }
 
-/** What a presented secret is checked against: the client's secret hash, and whether it is switched off. */
-export type StoredSecret = Pick<Client, 'id' | 'secret_hash' | 'blocked' | 'disabled'>;
-
-const secretById = prepare((db, p: { id: string }) => db.selectFrom('clients').select(['id', 'secret_hash', 'blocked', 'disabled']).where('id', '=', p.id));
-
-/** The client's secret as stored now (oauth/client-auth.ts): a few columns, not the whole row its other checks read from the client cache. */
-export async function findStoredSecret(db: Kysely<Database>, id: string): Promise<StoredSecret | undefined> {
-  return secretById.first(db, { id });
-}
-
 /**
  * Where a page of a list starts: after the row with this key (the next page), or before it
  * (the previous one); neither: the first page.
