@@ -15,7 +15,6 @@ import { createConnection } from '../src/accounts/connections/connections.ts';
 import { COMMAND_LINE } from '../src/audit.ts';
 import { decodeJwt } from 'jose';
 import { startReceiver, type Receiver } from './support/backchannel.ts';
-import { until } from './support/waits.ts';
 import { BACKENDS, backendOptions } from './support/backends.ts';
 import { serveMetadataDocument, type MetadataDocument } from './support/metadata-document.ts';
 import { authorizationUrl, discover, insecure, obtainTokens, refreshRequest, tokenResult, type App } from './support/oauth-client.ts';
@@ -24,7 +23,7 @@ import { PASSWORD, startServer, type TestServer } from './support/server.ts';
 import { testCaProblem } from './support/tls.ts';
 import { assertDead } from './support/token-checks.ts';
 import { UserAgent } from './support/user-agent.ts';
-import { outlastClientCache } from './support/waits.ts';
+import { outlastClientCache, until } from './support/waits.ts';
 
 const REDIRECT_URI = 'http://127.0.0.1:51004/callback'; // any port of the loopback redirect URLs below
 

@@ -11,7 +11,6 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { request } from 'node:http';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createAccount } from '../../src/accounts/users.ts';
 import { createClient } from '../../src/clients/clients.ts';
 import { loadConfig } from '../../src/config.ts';
@@ -23,6 +22,7 @@ import { serve, type Serving } from '../support/processes.ts';
 import { PASSWORD, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 import { connect, timeToClose, type Connection } from '../support/ws-client.ts';
+import { until } from '../support/waits.ts';
 
 interface Answer {
   status: number;
@@ -148,11 +148,16 @@ for (const backend of BACKENDS) {
       // The server counts as started once one worker answers; on a loaded machine the other may
       // still be starting, so the requests go on (ten at a time) until both have answered.
       const pids = new Set<number>();
-      for (const deadline = Date.now() + 20_000; pids.size < 2 && Date.now() < deadline; await sleep(100)) {
-        const answers = await Promise.all(Array.from({ length: 10 }, () => send('GET', '/_status')));
-        assert.deepEqual(new Set(answers.map((answer) => answer.status)), new Set([200]));
-        for (const answer of answers) pids.add(answer.pid);
-      }
+      await until(
+        'both workers have answered',
+        async () => {
+          const answers = await Promise.all(Array.from({ length: 10 }, () => send('GET', '/_status')));
+          assert.deepEqual(new Set(answers.map((answer) => answer.status)), new Set([200]));
+          for (const answer of answers) pids.add(answer.pid);
+          return pids.size >= 2;
+        },
+        20,
+      );
       assert.equal(pids.size, 2, `answered by ${[...pids].join(', ')}`);
       assert.ok(!pids.has(server.process.pid!));
     });
