@@ -76,12 +76,11 @@ export async function findByUserCode(db: Kysely<Database>, userCodeHash: string)
   return requestByUserCode.first(db, { userCodeHash });
 }
 
+/** The device waited its interval since the last poll (or since the request, before the first). */
+const polledInTime = (now: number) => sql<boolean>`${sql.ref('last_polled_at')} + ${sql.ref('poll_interval')} * 1000 <= ${now}`;
+
 const pollInTime = prepare((db, p: { hash: string; now: number }) =>
-  db
-    .updateTable('device_codes')
-    .set({ last_polled_at: p.now })
-    .where('hash', '=', p.hash)
-    .where(sql<boolean>`${sql.ref('last_polled_at')} + ${sql.ref('poll_interval')} * 1000 <= ${p.now}`),
+  db.updateTable('device_codes').set({ last_polled_at: p.now }).where('hash', '=', p.hash).where(polledInTime(p.now)),
 );
 
 const slowDown = prepare((db, p: { hash: string; now: number }) =>
@@ -126,13 +125,19 @@ export async function decideDeviceCode(
   return (await recordAnswer.affected(db, { hash, decision, userId, authTime: login.authTime, amr: login.amr, sid: login.sid, now })) === 1n;
 }
 
+/**
+ * The exchange's consumption is also the poll that makes it: only a poll in time consumes
+ * the device code, so an exchange costs one write, not a poll's and then the exchange's.
+ * Consuming nothing, the caller tells a poll too soon from a replay with `recordPoll`.
+ */
 export const consumeDeviceCode: Consume = (db, p) =>
   db
     .updateTable('device_codes')
-    .set({ consumed_at: p.now, grant_id: p.grantId })
+    .set({ consumed_at: p.now, grant_id: p.grantId, last_polled_at: p.now })
     .where('hash', '=', p.hash)
     .where('decision', '=', 'approved')
-    .where('consumed_at', 'is', null);
+    .where('consumed_at', 'is', null)
+    .where(polledInTime(p.now));
 
 /**
  * Voids the device codes of the client not yet exchanged (those `userId` approved, when

@@ -196,6 +196,28 @@ for (const backend of BACKENDS) {
       assert.equal(issued.length, 1);
     });
 
+    test('approved, polled too soon: slow_down and nothing issued; used, polled too soon: slow_down and nothing revoked', async () => {
+      const app = await deviceApp(server);
+      const codes = await requestCodes(app);
+      await answerAtDevicePage(await loggedIn(server), codes, 'approve');
+      await assertPollError(app, codes.device_code, 'slow_down'); // 0 s < 5 s: now 10 s
+      const grants = () => server.store.db.selectFrom('grants').select('id').where('client_id', '=', app.client.client_id).execute();
+      assert.deepEqual(await grants(), []);
+      server.advance(9);
+      await assertPollError(app, codes.device_code, 'slow_down'); // 9 s < 10 s: now 15 s
+      server.advance(15);
+      const tokens = (await poll(app, codes.device_code)).body;
+      assert.ok(tokens.access_token);
+      // A replay sooner than the interval is told to slow down, and what the code issued lives on.
+      await assertPollError(app, codes.device_code, 'slow_down');
+      assert.equal((await profile(server, tokens.access_token)).status, 200);
+      // In time, it is a replay: refused, and what the code issued revoked.
+      server.advance(20);
+      await assertPollError(app, codes.device_code, 'invalid_grant');
+      assert.equal((await profile(server, tokens.access_token)).status, 401);
+      assert.equal((await grants()).length, 1);
+    });
+
     test('a confidential device client authenticates; without its secret it is invalid_client', async () => {
       const app = await deviceApp(server, { confidential: true });
       const codes = await requestCodes(app);

@@ -3,16 +3,21 @@
  * person has answered at /device (oauth/device.ts), then exchanges its device code, once.
  *
  * The order of the checks: a poll sooner than the device code's interval is `slow_down`
- * before anything else is said, so of many polls at once at most one goes on; then a used
- * device code is a replay (refused, and what it issued revoked, like a replayed
+ * before anything else the database decides, so of many polls at once at most one goes on;
+ * then a used device code is a replay (refused, and what it issued revoked, like a replayed
  * authorization code); then expiry, the person's answer, and the exchange — one conditional
- * write in the transaction that creates the grant (store/device-codes.ts).
+ * write in the transaction that creates the grant (store/device-codes.ts). A device code
+ * read as approved and unused goes straight to that write, which takes the poll too: only
+ * when it consumes nothing is the poll recorded on its own, to tell `slow_down` from a replay.
+ * So a poll too soon may first hear a refusal that no later poll could change (the client
+ * lost every scope, the resource server was deleted or now requires a second factor).
  *
  * @see RFC 8628 §3.4, §3.5
  */
+import type { Kysely } from 'kysely';
 import { exchangeDeviceCode } from '../../store/atomic-writes.ts';
 import { findDeviceCode, recordPoll } from '../../store/device-codes.ts';
-import type { Client } from '../../store/schema.ts';
+import type { Client, Database } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
@@ -28,7 +33,13 @@ const DEVICE_CODE: SingleUseCode = {
   replayDetail: { grant_type: DEVICE_CODE_GRANT_TYPE },
   exchange: exchangeDeviceCode,
   find: findDeviceCode,
+  pollAgain: checkPoll,
 };
+
+/** Records the poll; `slow_down` when it came sooner than the device code's interval. */
+async function checkPoll(db: Kysely<Database>, hash: string, now: number): Promise<void> {
+  if (!(await recordPoll(db, hash, now))) throw new OAuthError('slow_down', 'polled too soon: wait 5 seconds longer between polls from now on');
+}
 
 const parameters = { device_code: { required: true, description: 'the device code from the device authorization response' } } as const;
 
@@ -62,9 +73,10 @@ async function issue(
   proof: DpopProof | null,
 ): Promise<TokenResponse> {
   const now = ctx.now();
-  if (!(await recordPoll(ctx.db, device.hash, now))) {
-    throw new OAuthError('slow_down', 'polled too soon: wait 5 seconds longer between polls from now on');
-  }
+  const approved = device.decision === 'approved' && device.user_id !== null && device.user_disabled === 0;
+  // The exchange's write takes the poll (store/device-codes.ts `consumeDeviceCode`).
+  if (approved && device.consumed_at === null && device.expires_at > now) return exchangeApproved(DEVICE_CODE, device, client, ctx, address, now, proof);
+  await checkPoll(ctx.db, device.hash, now);
   if (device.consumed_at !== null) {
     await replayed(DEVICE_CODE, device, device.grant_id, ctx, address);
     throw invalidGrant('the device code has already been used', 'device code replay: revoked what it issued');
@@ -72,6 +84,5 @@ async function issue(
   if (device.expires_at <= now) throw new OAuthError('expired_token', 'the device code has expired: start again');
   if (device.decision === 'denied') throw new OAuthError('access_denied', 'the person denied the request', undefined, 400);
   if (device.decision === null) throw new OAuthError('authorization_pending', 'the person has not answered yet: keep polling');
-  if (device.user_id === null || device.user_disabled !== 0) throw invalidGrant('the device code is invalid', 'user is disabled');
-  return exchangeApproved(DEVICE_CODE, device, client, ctx, address, now, proof);
+  throw invalidGrant('the device code is invalid', 'user is disabled');
 }

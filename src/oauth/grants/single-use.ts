@@ -55,6 +55,12 @@ export interface SingleUseCode {
   exchange(db: Kysely<Database>, hash: string, grant: NewGrant, tokens: IssuedTokens, now: number, issued: AuditEventRow): Promise<Exchange>;
   /** The code as it is now (who consumed it), or undefined once it is gone (voided). */
   find(db: Kysely<Database>, hash: string): Promise<{ grant_id: string | null } | undefined>;
+  /**
+   * A device code's exchange is also a poll, in time or not (device-codes.ts `consumeDeviceCode`):
+   * when it consumed nothing, this records the poll, and throws `slow_down` for one too soon
+   * before a replay is considered.
+   */
+  pollAgain?(db: Kysely<Database>, hash: string, now: number): Promise<void>;
 }
 
 /**
@@ -96,6 +102,7 @@ export async function exchangeApproved(
   });
   if (exchange === 'parties_changed') throw invalidGrant(invalid, 'client deleted or changed, or user disabled, during the exchange');
   if (exchange === 'code_consumed') {
+    await kind.pollAgain?.(ctx.db, code.hash, now);
     const winner = await kind.find(ctx.db, code.hash);
     if (!winner) throw invalidGrant(invalid, `${kind.noun} voided during the exchange`);
     // A concurrent request consumed the code first: that is a replay too.
