@@ -8,7 +8,8 @@
  * a revoked token, a client that is no resource server; the tokens are refreshed at the provider
  * once expired (tried again when the provider cannot be reached; a refresh token it refuses is
  * not sent again), and deleted when the person disconnects or is disabled, or the connection
- * stops keeping them.
+ * stops keeping them. A GitHub App's expiring user tokens, through the github preset: GitHub
+ * refuses a refresh token with status 200 and its own error code, and that is a refusal too.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
@@ -26,7 +27,8 @@ import { registerResourceServer, type ResourceServer } from '../support/resource
 import { assertNoSecretsLogged, assertOAuthError } from '../support/responses.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { testCaProblem } from '../support/tls.ts';
-import { startTlsProxy } from '../support/upstream-providers.ts';
+import { startGitHubStandIn, startTlsProxy } from '../support/upstream-providers.ts';
+import { connect, logInThrough } from '../support/upstream-login.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { keepTokensOfGatehouse } from '../support/upstream-login.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
@@ -307,3 +309,75 @@ for (const backend of BACKENDS) {
     },
   );
 }
+
+// What this tells apart is the provider's answer, not the store: the default backend is enough.
+describe("a GitHub App's expiring user tokens, kept for an MCP server", testCaProblem() ? { skip: testCaProblem()! } : {}, () => {
+  let github: Awaited<ReturnType<typeof startGitHubStandIn>>;
+  let server: TestServer;
+  let mcp: ResourceServer;
+  let app: App;
+  let person: UserAgent;
+  let id: string;
+  const mona = { id: 583231, login: 'mona', emails: [{ email: 'mona@mona.example', primary: true, verified: true }] };
+
+  before(async () => {
+    [github, server] = await Promise.all([startGitHubStandIn({ expiringUserTokens: true }), startServer(BACKENDS[0]!, { KEYS_SECRET })]);
+    mcp = await registerResourceServer(server, MCP, [{ name: 'tools:use', description: 'Use the tools' }], 'GitHub tools (MCP)');
+    id = (await connect(server, github, { name: 'GitHub', preset: 'github', baseUrl: github.baseUrl, keepTokens: true, tokenResources: [MCP] })).id;
+    const registered = await server.createClient({ name: 'MCP client', scope: 'tools:use' });
+    app = await discover(server, registered.client.id);
+    person = new UserAgent(server.url);
+    github.nextLogin(mona);
+    await logInThrough(person, id, github.baseUrl);
+  });
+  after(async () => {
+    await server?.close();
+    await github?.close();
+  });
+
+  /** Mona's GitHub token, as the MCP server gets it for her token there. */
+  async function exchangeForGitHub(): Promise<Response> {
+    const subject = (await obtainTokens(app, person, 'mona', { scope: 'tools:use', resource: MCP })).access_token;
+    return postForm(server, '/api/token', {
+      grant_type: TOKEN_EXCHANGE_GRANT_TYPE,
+      client_id: mcp.introspector.client.client_id,
+      client_secret: mcp.secret,
+      audience: id,
+      subject_token_type: ACCESS_TOKEN_URN,
+      subject_token: subject,
+    });
+  }
+  const atGitHub = (token: string) => fetch(`${github.baseUrl}/api/v3/user`, { headers: { authorization: `Bearer ${token}`, 'user-agent': 'test' } });
+  const tokenRequests = () => github.requests('/login/oauth/access_token');
+
+  test('refreshed at GitHub once expired; a refresh token GitHub refuses (200, bad_refresh_token) is forgotten, and not sent again', async () => {
+    const first = (await (await exchangeForGitHub()).json()) as { access_token: string };
+    assert.match(first.access_token, /^ghu_/);
+    assert.equal((await atGitHub(first.access_token)).status, 200);
+
+    server.advance(28_801);
+    const renewed = (await (await exchangeForGitHub()).json()) as { access_token: string };
+    assert.notEqual(renewed.access_token, first.access_token);
+    assert.equal((await atGitHub(renewed.access_token)).status, 200);
+    assert.equal((await atGitHub(first.access_token)).status, 401, 'GitHub let the old one go with its refresh');
+
+    // Mona revokes the app in her GitHub settings: its refresh token is dead there.
+    github.revokeAll();
+    server.advance(28_801);
+    const asked = tokenRequests();
+    const expired = "the person's GitHub token has expired and could not be renewed: they log in with GitHub again";
+    await assertOAuthError(await exchangeForGitHub(), 400, 'invalid_grant', expired);
+    const [event] = await server.store.db.selectFrom('audit_events').select('detail').where('type', '=', 'provider_refresh_refused').execute();
+    assert.deepEqual(JSON.parse(event!.detail!), { connection: id, error: 'bad_refresh_token' });
+    for (let i = 0; i < 2; i++) await assertOAuthError(await exchangeForGitHub(), 400, 'invalid_grant', expired);
+    assert.equal(tokenRequests() - asked, 1, 'GitHub was asked once');
+    assertNoSecretsLogged(server.logs);
+    assert.ok(!server.logs.some((line) => /gh[ur]_/.test(line)), "no GitHub token in Gatehouse's log");
+
+    // Her next login through GitHub keeps a new pair, which works there.
+    github.nextLogin(mona);
+    await logInThrough(person, id, github.baseUrl);
+    const handed = (await (await exchangeForGitHub()).json()) as { access_token: string };
+    assert.equal((await atGitHub(handed.access_token)).status, 200);
+  });
+});

@@ -294,6 +294,8 @@ export interface GitHubStandIn extends UpstreamClient {
   baseUrl: string;
   /** Who logs in at the next authorization request ('deny': the person declines). Without it the authorization answers 500. */
   nextLogin(user: GitHubUser | 'deny'): void;
+  /** Every token it issued stops working, refresh tokens too: the person revoked the app in their GitHub settings. */
+  revokeAll(): void;
 }
 
 const GITHUB_DOCS = 'https://docs.github.com';
@@ -301,6 +303,7 @@ const AUTHORIZATION_ERRORS = `${GITHUB_DOCS}/apps/managing-oauth-apps/troublesho
 const TOKEN_ERRORS = {
   incorrect_client_credentials: 'The client_id and/or client_secret passed are incorrect.',
   bad_verification_code: 'The code passed is incorrect or expired.',
+  bad_refresh_token: 'The refresh token passed is incorrect or expired.',
   redirect_uri_mismatch: 'The redirect_uri MUST match the registered callback URL for this application.',
 };
 
@@ -324,17 +327,24 @@ function gitHubTokenError(error: keyof typeof TOKEN_ERRORS) {
  *   with `Accept: application/json`, else form-encoded like the answer itself); a code is
  *   single use and good for 10 minutes, a wrong code_verifier gets `bad_verification_code`
  *   (GitHub does not document this case); `redirect_uri` is checked only when sent; the
- *   granted scopes come back comma-separated, the token type as `bearer`.
+ *   granted scopes come back comma-separated, the token type as `bearer`. With
+ *   `expiringUserTokens` (a GitHub App whose user tokens expire) it answers as such an app: a
+ *   `ghu_` token good for 8 hours with a `ghr_` refresh token good for 6 months, and
+ *   `grant_type=refresh_token` gives a new pair, after which the old pair works no more; a
+ *   refresh token it does not know gets `bad_refresh_token`.
  * - GET /api/v3/user and /api/v3/user/emails: the token as `Bearer` or `token`; 401
  *   `{"message": "Bad credentials"}` (or "Requires authentication") otherwise; 403 without a
  *   User-Agent header; /user/emails is 404 to a token without `user:email` or `user`.
  */
-export async function startGitHubStandIn(): Promise<GitHubStandIn> {
+export async function startGitHubStandIn(options: { expiringUserTokens?: boolean } = {}): Promise<GitHubStandIn> {
   const clientId = randomBytes(10).toString('hex');
   const clientSecret = randomBytes(20).toString('hex');
   const redirectUris: string[] = [];
   const codes = new Map<string, { user: GitHubUser; scopes: string[]; redirectUri: string; challenge: string | null; expires: number }>();
-  const tokens = new Map<string, { user: GitHubUser; scopes: string[] }>();
+  type Grant = { user: GitHubUser; scopes: string[] };
+  const tokens = new Map<string, Grant>();
+  /** Refresh token → the grant and the access token issued with it. */
+  const refreshTokens = new Map<string, { grant: Grant; accessToken: string }>();
   let next: GitHubUser | 'deny' | null = null;
 
   const server = await serveHttps((request, response, path) => {
@@ -374,11 +384,21 @@ export async function startGitHubStandIn(): Promise<GitHubStandIn> {
 
   async function accessToken(request: IncomingMessage, response: ServerResponse) {
     const form = await readForm(request);
-    const reply = (body: Record<string, string>) =>
+    const reply = (body: Record<string, string | number>) =>
       request.headers.accept?.includes('application/json')
         ? sendJson(response, 200, body)
-        : response.writeHead(200, { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }).end(String(new URLSearchParams(body)));
+        : response
+            .writeHead(200, { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' })
+            .end(String(new URLSearchParams(Object.entries(body).map(([name, value]): [string, string] => [name, String(value)]))));
     if (!authenticates(request, form, clientId, clientSecret)) return reply(gitHubTokenError('incorrect_client_credentials'));
+    if (options.expiringUserTokens && form.get('grant_type') === 'refresh_token') {
+      const presented = form.get('refresh_token') ?? '';
+      const refreshed = refreshTokens.get(presented);
+      if (refreshed === undefined) return reply(gitHubTokenError('bad_refresh_token'));
+      refreshTokens.delete(presented);
+      tokens.delete(refreshed.accessToken);
+      return reply(issue(refreshed.grant));
+    }
     const code = form.get('code') ?? '';
     const grant = codes.get(code);
     codes.delete(code);
@@ -386,17 +406,31 @@ export async function startGitHubStandIn(): Promise<GitHubStandIn> {
       return reply(gitHubTokenError('bad_verification_code'));
     }
     if (form.has('redirect_uri') && form.get('redirect_uri') !== grant.redirectUri) return reply(gitHubTokenError('redirect_uri_mismatch'));
-    const token = `gho_${randomBytes(18).toString('hex')}`;
+    reply(issue(grant));
+  }
+
+  function issue(grant: Grant): Record<string, string | number> {
+    const scope = grant.scopes.join(',');
+    if (!options.expiringUserTokens) {
+      const token = `gho_${randomBytes(18).toString('hex')}`;
+      tokens.set(token, grant);
+      return { access_token: token, token_type: 'bearer', scope };
+    }
+    const [token, refreshToken] = [`ghu_${randomBytes(18).toString('hex')}`, `ghr_${randomBytes(38).toString('hex')}`];
     tokens.set(token, grant);
-    reply({ access_token: token, token_type: 'bearer', scope: grant.scopes.join(',') });
+    refreshTokens.set(refreshToken, { grant, accessToken: token });
+    return {
+      access_token: token,
+      expires_in: 28800,
+      refresh_token: refreshToken,
+      refresh_token_expires_in: 15897600,
+      token_type: 'bearer',
+      scope,
+    };
   }
 
   /** An API answer for the token's grant: `body`'s value, or 404 when it is false. */
-  function api(
-    request: IncomingMessage,
-    response: ServerResponse,
-    body: (grant: { user: GitHubUser; scopes: string[] }) => GitHubUser | GitHubUser['emails'] | false,
-  ) {
+  function api(request: IncomingMessage, response: ServerResponse, body: (grant: Grant) => GitHubUser | GitHubUser['emails'] | false) {
     if (!request.headers['user-agent'])
       return text(response, 403, 'Request forbidden by administrative rules. Please make sure your request has a User-Agent header.');
     const token = /^(?:Bearer|token)\s+(\S+)$/i.exec(request.headers.authorization ?? '')?.[1];
@@ -428,6 +462,10 @@ export async function startGitHubStandIn(): Promise<GitHubStandIn> {
     clientSecret,
     allowRedirectUri: (uri) => void redirectUris.push(uri),
     nextLogin: (user) => void (next = user),
+    revokeAll: () => {
+      tokens.clear();
+      refreshTokens.clear();
+    },
     requests: server.requests,
     close: server.close,
   };

@@ -150,7 +150,7 @@ async function refreshWithLease(
       // the connection again. Only while the lease is ours: an instance that took it over after
       // ours lapsed may be keeping a good refresh. Any other failure (unreachable, a malformed
       // answer) may pass: the next exchange tries again.
-      if (error instanceof UpstreamFailure && error.providerError === 'invalid_grant') {
+      if (error instanceof UpstreamFailure && error.grantRefused) {
         forgotten = await keep({ ...stale.tokens, refresh_token: null }, lease.until);
         const detail = { connection: connection.id, error: error.providerError };
         if (forgotten) await ctx.audit({ type: 'provider_refresh_refused', userId: stale.userId, detail });

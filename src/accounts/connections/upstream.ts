@@ -100,6 +100,11 @@ export class UpstreamFailure extends Error {
     this.reason = reason;
     this.providerError = providerError;
   }
+
+  /** The provider refused the grant itself (RFC 6749 §5.2 `invalid_grant`, GitHub's `bad_refresh_token`): it will never work again. */
+  get grantRefused(): boolean {
+    return this.providerError === 'invalid_grant' || this.providerError === 'bad_refresh_token';
+  }
 }
 
 /** A provider's request the guarded fetch refused or got no answer to. */
@@ -189,12 +194,26 @@ function asFailure(error: unknown): UpstreamFailure | null {
   }
   if (error instanceof oidc.ResponseBodyError)
     return new UpstreamFailure('invalid', `the provider answered ${error.error} (HTTP ${error.status})`, error.error);
+  const answered = errorAnsweredWith200(error);
+  if (answered !== null) return new UpstreamFailure('invalid', `the provider answered ${answered} (HTTP 200)`, answered);
   if (error instanceof oidc.ClientError || error instanceof joseErrors.JOSEError || error instanceof oidc.WWWAuthenticateChallengeError)
     return new UpstreamFailure('invalid', `${(error as Error).message}`.slice(0, 300));
   if ((error as { name?: string }).name === 'RemoteKeysUnavailable') return new UpstreamFailure('unreachable', (error as Error).message.slice(0, 300));
   if (error instanceof TypeError || error instanceof SyntaxError)
     return new UpstreamFailure('invalid', `the provider's answer is malformed: ${error.message}`.slice(0, 300));
   return null;
+}
+
+/**
+ * The `error` of a token endpoint's answer that carried one with status 200, as GitHub's do:
+ * openid-client finds no `access_token` in it and keeps the body in the error's cause. Only a
+ * code of RFC 6749 §5.2's characters, short: it goes into messages and the audit trail.
+ */
+function errorAnsweredWith200(error: unknown): string | null {
+  if (!(error instanceof oidc.ClientError) || error.code !== 'OAUTH_INVALID_RESPONSE') return null;
+  const body = (error.cause as { cause?: { body?: { error?: unknown } } } | undefined)?.cause?.body;
+  const code = body?.error;
+  return typeof code === 'string' && /^[\x20\x21\x23-\x5b\x5d-\x7e]{1,64}$/.test(code) ? code : null;
 }
 
 async function failingAs<T>(work: () => Promise<T>): Promise<T> {
