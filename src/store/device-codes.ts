@@ -76,8 +76,20 @@ export async function findByUserCode(db: Kysely<Database>, userCodeHash: string)
   return requestByUserCode.first(db, { userCodeHash });
 }
 
-/** The device waited its interval since the last poll (or since the request, before the first). */
+/**
+ * The device waited its interval since the last poll (or since the request, before the
+ * first): what the writes decide by, and `pollDue` tells from a row read before.
+ */
 const polledInTime = (now: number) => sql<boolean>`${sql.ref('last_polled_at')} + ${sql.ref('poll_interval')} * 1000 <= ${now}`;
+
+/**
+ * Whether a poll at `now` is in time by the row as read. A poll's time and interval only
+ * grow, so one too soon by the read is too soon in the database as well; one in time by the
+ * read is decided again by the write.
+ */
+export function pollDue(device: Pick<DeviceCode, 'last_polled_at' | 'poll_interval'>, now: number): boolean {
+  return device.last_polled_at + device.poll_interval * 1000 <= now;
+}
 
 const pollInTime = prepare((db, p: { hash: string; now: number }) =>
   db.updateTable('device_codes').set({ last_polled_at: p.now }).where('hash', '=', p.hash).where(polledInTime(p.now)),
@@ -86,20 +98,29 @@ const pollInTime = prepare((db, p: { hash: string; now: number }) =>
 const slowDown = prepare((db, p: { hash: string; now: number }) =>
   db
     .updateTable('device_codes')
-    .set((eb) => ({ last_polled_at: p.now, poll_interval: eb('poll_interval', '+', 5) }))
+    // Never back in time: a request that waited long for the database may come after a later poll.
+    .set((eb) => ({
+      last_polled_at: sql<number>`case when ${sql.ref('last_polled_at')} > ${p.now} then ${sql.ref('last_polled_at')} else ${p.now} end`,
+      poll_interval: eb('poll_interval', '+', 5),
+    }))
     .where('hash', '=', p.hash),
 );
 
+export type Poll = 'in_time' | 'too_soon' | 'gone';
+
 /**
- * Records a poll. True when the device waited its interval since the last one (or since the
- * request, before the first poll); otherwise false, and the interval grows by 5 seconds for
- * this device code from now on (RFC 8628 §3.5 `slow_down`). Of several polls at once, at
- * most one is in time.
+ * Records a poll: `in_time` when the device waited its interval since the last one (or since
+ * the request, before the first poll); otherwise `too_soon` (`recordTooSoon`); `gone` when
+ * the device code is no more (voided). Of several polls at once, at most one is in time.
  */
-export async function recordPoll(db: Kysely<Database>, hash: string, now: number): Promise<boolean> {
-  if ((await pollInTime.affected(db, { hash, now })) === 1n) return true;
-  await slowDown.execute(db, { hash, now });
-  return false;
+export async function recordPoll(db: Kysely<Database>, hash: string, now: number): Promise<Poll> {
+  if ((await pollInTime.affected(db, { hash, now })) === 1n) return 'in_time';
+  return recordTooSoon(db, hash, now);
+}
+
+/** Records a poll known to be too soon: the interval grows by 5 seconds for this device code from now on (RFC 8628 §3.5 `slow_down`). */
+export async function recordTooSoon(db: Kysely<Database>, hash: string, now: number): Promise<Exclude<Poll, 'in_time'>> {
+  return (await slowDown.affected(db, { hash, now })) === 1n ? 'too_soon' : 'gone';
 }
 
 const recordAnswer = prepare(

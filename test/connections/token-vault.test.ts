@@ -28,9 +28,8 @@ import { assertNoSecretsLogged, assertOAuthError } from '../support/responses.ts
 import { startServer, type TestServer } from '../support/server.ts';
 import { testCaProblem } from '../support/tls.ts';
 import { startGitHubStandIn, startTlsProxy } from '../support/upstream-providers.ts';
-import { connect, logInThrough } from '../support/upstream-login.ts';
 import { UserAgent } from '../support/user-agent.ts';
-import { keepTokensOfGatehouse } from '../support/upstream-login.ts';
+import { connect, keepTokensOfGatehouse, logInThrough } from '../support/upstream-login.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { scrape } from '../support/metrics.ts';
 import { freePort } from '../support/ports.ts';

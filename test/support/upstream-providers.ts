@@ -331,7 +331,7 @@ function gitHubTokenError(error: keyof typeof TOKEN_ERRORS) {
  *   `expiringUserTokens` (a GitHub App whose user tokens expire) it answers as such an app: a
  *   `ghu_` token good for 8 hours with a `ghr_` refresh token good for 6 months, and
  *   `grant_type=refresh_token` gives a new pair, after which the old pair works no more; a
- *   refresh token it does not know gets `bad_refresh_token`.
+ *   refresh token it does not know gets `bad_refresh_token`; `scope` comes back empty.
  * - GET /api/v3/user and /api/v3/user/emails: the token as `Bearer` or `token`; 401
  *   `{"message": "Bad credentials"}` (or "Requires authentication") otherwise; 403 without a
  *   User-Agent header; /user/emails is 404 to a token without `user:email` or `user`.
@@ -410,11 +410,10 @@ export async function startGitHubStandIn(options: { expiringUserTokens?: boolean
   }
 
   function issue(grant: Grant): Record<string, string | number> {
-    const scope = grant.scopes.join(',');
     if (!options.expiringUserTokens) {
       const token = `gho_${randomBytes(18).toString('hex')}`;
       tokens.set(token, grant);
-      return { access_token: token, token_type: 'bearer', scope };
+      return { access_token: token, token_type: 'bearer', scope: grant.scopes.join(',') };
     }
     const [token, refreshToken] = [`ghu_${randomBytes(18).toString('hex')}`, `ghr_${randomBytes(38).toString('hex')}`];
     tokens.set(token, grant);
@@ -425,7 +424,8 @@ export async function startGitHubStandIn(options: { expiringUserTokens?: boolean
       refresh_token: refreshToken,
       refresh_token_expires_in: 15897600,
       token_type: 'bearer',
-      scope,
+      // A GitHub App has permissions, not scopes.
+      scope: '',
     };
   }
 

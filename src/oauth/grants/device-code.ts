@@ -7,16 +7,17 @@
  * then a used device code is a replay (refused, and what it issued revoked, like a replayed
  * authorization code); then expiry, the person's answer, and the exchange — one conditional
  * write in the transaction that creates the grant (store/device-codes.ts). A device code
- * read as approved and unused goes straight to that write, which takes the poll too: only
- * when it consumes nothing is the poll recorded on its own, to tell `slow_down` from a replay.
- * So a poll too soon may first hear a refusal that no later poll could change (the client
- * lost every scope, the resource server was deleted or now requires a second factor).
+ * read as approved, unused and polled in time goes straight to that write, which takes the
+ * poll too: only when it consumes nothing is the poll recorded on its own, to tell
+ * `slow_down` from a replay. So one write per exchange, not two; only of polls racing each
+ * other may one that loses hear, instead of `slow_down`, a refusal the exchange decides
+ * before its write (scopes, resource server, second factor).
  *
  * @see RFC 8628 §3.4, §3.5
  */
 import type { Kysely } from 'kysely';
 import { exchangeDeviceCode } from '../../store/atomic-writes.ts';
-import { findDeviceCode, recordPoll } from '../../store/device-codes.ts';
+import { findDeviceCode, pollDue, recordPoll, recordTooSoon, type Poll } from '../../store/device-codes.ts';
 import type { Client, Database } from '../../store/schema.ts';
 import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
@@ -38,7 +39,14 @@ const DEVICE_CODE: SingleUseCode = {
 
 /** Records the poll; `slow_down` when it came sooner than the device code's interval. */
 async function checkPoll(db: Kysely<Database>, hash: string, now: number): Promise<void> {
-  if (!(await recordPoll(db, hash, now))) throw new OAuthError('slow_down', 'polled too soon: wait 5 seconds longer between polls from now on');
+  const poll = await recordPoll(db, hash, now);
+  if (poll !== 'in_time') throw refusal(poll);
+}
+
+function refusal(poll: Exclude<Poll, 'in_time'>): OAuthError {
+  return poll === 'too_soon'
+    ? new OAuthError('slow_down', 'polled too soon: wait 5 seconds longer between polls from now on')
+    : invalidGrant('the device code is invalid', 'device code voided');
 }
 
 const parameters = { device_code: { required: true, description: 'the device code from the device authorization response' } } as const;
@@ -73,9 +81,13 @@ async function issue(
   proof: DpopProof | null,
 ): Promise<TokenResponse> {
   const now = ctx.now();
-  const approved = device.decision === 'approved' && device.user_id !== null && device.user_disabled === 0;
-  // The exchange's write takes the poll (store/device-codes.ts `consumeDeviceCode`).
-  if (approved && device.consumed_at === null && device.expires_at > now) return exchangeApproved(DEVICE_CODE, device, client, ctx, address, now, proof);
+  const personEnabled = device.user_id !== null && device.user_disabled === 0;
+  if (device.decision === 'approved' && device.consumed_at === null && device.expires_at > now && personEnabled) {
+    // In time by the row as read: the exchange's write takes the poll, deciding it again (store/device-codes.ts `consumeDeviceCode`).
+    if (pollDue(device, now)) return exchangeApproved(DEVICE_CODE, device, client, ctx, address, now, proof);
+    // Too soon by the read is too soon in the database too: a poll's time and interval only grow.
+    throw refusal(await recordTooSoon(ctx.db, device.hash, now));
+  }
   await checkPoll(ctx.db, device.hash, now);
   if (device.consumed_at !== null) {
     await replayed(DEVICE_CODE, device, device.grant_id, ctx, address);
@@ -84,5 +96,6 @@ async function issue(
   if (device.expires_at <= now) throw new OAuthError('expired_token', 'the device code has expired: start again');
   if (device.decision === 'denied') throw new OAuthError('access_denied', 'the person denied the request', undefined, 400);
   if (device.decision === null) throw new OAuthError('authorization_pending', 'the person has not answered yet: keep polling');
+  // What is left: approved, unused and unexpired, for a person disabled since.
   throw invalidGrant('the device code is invalid', 'user is disabled');
 }

@@ -58,7 +58,7 @@ export interface SingleUseCode {
   /**
    * A device code's exchange is also a poll, in time or not (device-codes.ts `consumeDeviceCode`):
    * when it consumed nothing, this records the poll, and throws `slow_down` for one too soon
-   * before a replay is considered.
+   * (`invalid_grant` for a code voided meanwhile) before a replay is considered.
    */
   pollAgain?(db: Kysely<Database>, hash: string, now: number): Promise<void>;
 }
