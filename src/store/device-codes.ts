@@ -78,9 +78,11 @@ export async function findByUserCode(db: Kysely<Database>, userCodeHash: string)
 
 /**
  * The device waited its interval since the last poll (or since the request, before the
- * first): what the writes decide by, and `pollDue` tells from a row read before.
+ * first): what the writes decide by, and `pollDue` tells from a row read before. (The
+ * interval in bigint: grown by many polls too soon, times 1000 it would overflow
+ * PostgreSQL's integer.)
  */
-const polledInTime = (now: number) => sql<boolean>`${sql.ref('last_polled_at')} + ${sql.ref('poll_interval')} * 1000 <= ${now}`;
+const polledInTime = (now: number) => sql<boolean>`${sql.ref('last_polled_at')} + cast(${sql.ref('poll_interval')} as bigint) * 1000 <= ${now}`;
 
 /**
  * Whether a poll at `now` is in time by the row as read. A poll's time and interval only

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import * as oauth from 'oauth4webapi';
 import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
+import { updateClient } from '../../src/store/clients.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { answerAtDevicePage, assertPollError, deviceApp, poll, pollRequest, requestCodes } from '../support/device.ts';
 import { scrape } from '../support/metrics.ts';
@@ -216,6 +217,16 @@ for (const backend of BACKENDS) {
       await assertPollError(app, codes.device_code, 'invalid_grant');
       assert.equal((await profile(server, tokens.access_token)).status, 401);
       assert.equal((await grants()).length, 1);
+    });
+
+    test('a refused exchange is a poll too: polled again at once, slow_down', async () => {
+      const app = await deviceApp(server);
+      const codes = await requestCodes(app, { scope: 'annotation:write' });
+      await answerAtDevicePage(await loggedIn(server), codes, 'approve');
+      await updateClient(server.store.db, app.client.client_id, { scopes: 'annotation:read' }); // every scope of the code taken
+      server.advance(5);
+      await assertPollError(app, codes.device_code, 'invalid_grant');
+      await assertPollError(app, codes.device_code, 'slow_down');
     });
 
     test('a confidential device client authenticates; without its secret it is invalid_client', async () => {

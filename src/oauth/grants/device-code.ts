@@ -8,10 +8,9 @@
  * authorization code); then expiry, the person's answer, and the exchange — one conditional
  * write in the transaction that creates the grant (store/device-codes.ts). A device code
  * read as approved, unused and polled in time goes straight to that write, which takes the
- * poll too: only when it consumes nothing is the poll recorded on its own, to tell
- * `slow_down` from a replay. So one write per exchange, not two; only of polls racing each
- * other may one that loses hear, instead of `slow_down`, a refusal the exchange decides
- * before its write (scopes, resource server, second factor).
+ * poll too: one write per exchange, not two. Only when the exchange refuses, or its write
+ * consumes nothing, is the poll recorded on its own first, so that a poll too soon still hears
+ * `slow_down` before anything else, a replay included (single-use.ts `checkPoll`).
  *
  * @see RFC 8628 §3.4, §3.5
  */
@@ -34,7 +33,7 @@ const DEVICE_CODE: SingleUseCode = {
   replayDetail: { grant_type: DEVICE_CODE_GRANT_TYPE },
   exchange: exchangeDeviceCode,
   find: findDeviceCode,
-  pollAgain: checkPoll,
+  checkPoll,
 };
 
 /** Records the poll; `slow_down` when it came sooner than the device code's interval. */

@@ -14,7 +14,7 @@ import type { JoinedTokenSettings } from '../../store/codes.ts';
 import type { Client, Database } from '../../store/schema.ts';
 import { loginOf } from '../../login.ts';
 import type { IssuedTokens } from '../../store/tokens.ts';
-import { invalidGrant } from '../../protocol/errors.ts';
+import { invalidGrant, type OAuthError } from '../../protocol/errors.ts';
 import { isConfidential } from '../assertions/client-keys.ts';
 import type { DpopProof } from '../dpop.ts';
 import { mintTokenResponse, proofBinding, scopesStillAllowed, type TokenResponse } from '../issue.ts';
@@ -57,10 +57,10 @@ export interface SingleUseCode {
   find(db: Kysely<Database>, hash: string): Promise<{ grant_id: string | null } | undefined>;
   /**
    * A device code's exchange is also a poll, in time or not (device-codes.ts `consumeDeviceCode`):
-   * when it consumed nothing, this records the poll, and throws `slow_down` for one too soon
-   * (`invalid_grant` for a code voided meanwhile) before a replay is considered.
+   * when it refuses or consumes nothing, this records the poll first, and throws `slow_down`
+   * for one too soon (`invalid_grant` for a code voided meanwhile), as for every other poll.
    */
-  pollAgain?(db: Kysely<Database>, hash: string, now: number): Promise<void>;
+  checkPoll?(db: Kysely<Database>, hash: string, now: number): Promise<void>;
 }
 
 /**
@@ -77,19 +77,26 @@ export async function exchangeApproved(
   proof: DpopProof | null,
 ): Promise<TokenResponse> {
   const invalid = `the ${kind.noun} is invalid`;
+  // A device code's refusal is a poll too, recorded first: one too soon hears slow_down instead.
+  const refused = async (error: OAuthError): Promise<OAuthError> => {
+    await kind.checkPoll?.(ctx.db, code.hash, now);
+    return error;
+  };
   const scopes = scopesStillAllowed(splitScopes(code.scopes), { scopes: code.client_scopes, kind: client.kind });
-  if (scopes.length === 0) throw invalidGrant(invalid, `every scope of the ${kind.noun} was taken from the client`);
+  if (scopes.length === 0) throw await refused(invalidGrant(invalid, `every scope of the ${kind.noun} was taken from the client`));
 
   // Deleting a resource server voids its codes: only an exchange racing the deletion finds it gone.
   const audience = joinedAudience(code, ctx);
-  if (audience === null) throw invalidGrant(invalid, `the resource server of the ${kind.noun} was deleted`);
+  if (audience === null) throw await refused(invalidGrant(invalid, `the resource server of the ${kind.noun} was deleted`));
   const login = loginOf(code);
   // Step-up (SPEC §4.12): the resource server may have come to require a second factor after
   // the person approved without one; its tokens are issued only to a login that had one.
   if (lacksRequiredSecondFactor(code, login)) {
-    throw invalidGrant(
-      'the resource server requires a login with a second factor, and this one was approved without: ask the person again',
-      `${kind.noun} approved without a second factor`,
+    throw await refused(
+      invalidGrant(
+        'the resource server requires a login with a second factor, and this one was approved without: ask the person again',
+        `${kind.noun} approved without a second factor`,
+      ),
     );
   }
   const subject = { clientId: client.id, userId: code.user_id, username: code.username, login };
@@ -100,9 +107,9 @@ export async function exchangeApproved(
     write: (row, tokens, now, issued) => kind.exchange(ctx.db, code.hash, row, tokens, now, issued),
     wrote: (exchange) => exchange === 'exchanged',
   });
-  if (exchange === 'parties_changed') throw invalidGrant(invalid, 'client deleted or changed, or user disabled, during the exchange');
+  if (exchange === 'parties_changed') throw await refused(invalidGrant(invalid, 'client deleted or changed, or user disabled, during the exchange'));
   if (exchange === 'code_consumed') {
-    await kind.pollAgain?.(ctx.db, code.hash, now);
+    await kind.checkPoll?.(ctx.db, code.hash, now);
     const winner = await kind.find(ctx.db, code.hash);
     if (!winner) throw invalidGrant(invalid, `${kind.noun} voided during the exchange`);
     // A concurrent request consumed the code first: that is a replay too.
