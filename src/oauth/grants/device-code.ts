@@ -3,8 +3,8 @@
  * person has answered at /device (oauth/device.ts), then exchanges its device code, once.
  *
  * The order of the checks: a poll sooner than the device code's interval is `slow_down`
- * before anything else the database decides, so of many polls at once at most one goes on;
- * then a used device code is a replay (refused, and what it issued revoked, like a replayed
+ * before anything else is said, so of many polls at once at most one goes on; then a used
+ * device code is a replay (refused, and what it issued revoked, like a replayed
  * authorization code); then expiry, the person's answer, and the exchange — one conditional
  * write in the transaction that creates the grant (store/device-codes.ts). A device code
  * read as approved, unused and polled in time goes straight to that write, which takes the
