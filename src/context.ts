@@ -8,6 +8,7 @@
 import type { JWK, JWTPayload } from 'jose';
 import type { Kysely } from 'kysely';
 import type { Audit } from './audit.ts';
+import type { BearerTokens } from './bearer-token-cache.ts';
 import type { ClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
 import type { Metrics } from './metrics.ts';
@@ -32,6 +33,8 @@ export interface AppContext {
    * (token, revocation, introspection); a second old at most.
    */
   readonly clients: ClientCache;
+  /** The bearer check's reads: on PostgreSQL, answers kept in memory and confirmed against the database's counters. */
+  readonly bearerTokens: BearerTokens;
   /**
    * Told, once it is committed, about every change to clients' rows or standing (settings,
    * secret, scopes, deletion, block): `clients` forgets them at once, here and on every other

@@ -12,3 +12,13 @@ export class InputError extends Error {
     this.field = field;
   }
 }
+
+/**
+ * At most `max` characters of `text`, whole ones (a surrogate pair is never split), with "…"
+ * when cut: how a message or the audit trail repeats what somebody sent.
+ */
+export function cut(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const characters = Array.from(text);
+  return characters.length > max ? `${characters.slice(0, max).join('')}…` : text;
+}

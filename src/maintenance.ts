@@ -1,11 +1,14 @@
 /**
  * Housekeeping that the server runs on a schedule and the CLI on demand: the purge of
- * expired rows (SPEC §3), the health check behind `/_status`, and SQLite's WAL checkpoints.
+ * expired rows (SPEC §3), the health check behind `/_status`, and SQLite's WAL checkpoints —
+ * and, for the error handler, whether a request failed because the database is unavailable.
  */
 import type { AppContext } from './context.ts';
 import { startCheckpointer, type Checkpointer } from './store/checkpointer.ts';
 import { isHealthy } from './store/database.ts';
 import { purgeOnce, type PurgeCounts } from './store/purge.ts';
+
+export { databaseUnavailable } from './store/database.ts';
 
 /** One purge run: what it deleted per table, or null when another instance is purging right now (PostgreSQL). */
 export function purge(ctx: AppContext): Promise<PurgeCounts | null> {

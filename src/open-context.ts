@@ -4,6 +4,7 @@
  * counted and fanned out exactly like one made on a page.
  */
 import { auditTrail } from './audit.ts';
+import { bearerTokens } from './bearer-token-cache.ts';
 import { createClientCache } from './client-cache.ts';
 import type { Config } from './config.ts';
 import type { ContextLogger, OpenContext } from './context.ts';
@@ -88,6 +89,7 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
       track(services.bus.publish(grantIds, sentByDatabase), 'revocation');
     },
     clients,
+    bearerTokens: bearerTokens(store.db),
     // The bus delivers to this instance's subscribers (above) before the message leaves.
     onClientsChanged: (clientIds) => track(services.bus.publishClientChanges(clientIds), 'client change'),
     onScopesChanged: () => track(services.bus.publishChange('scopes'), 'scope change'),

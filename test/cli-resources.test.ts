@@ -220,7 +220,7 @@ for (const backend of BACKENDS) {
       const consent = await alice.visit(String((await authorizationUrl(await discover(server, client.id))).url));
       assert.match(consent.html, /See your profile and your notes/);
 
-      refused(await cli('scope', 'update', 'nothing:here', '--description', 'Words'), /^gatehouse: there is no scope named nothing:here$/m);
+      refused(await cli('scope', 'update', 'nothing:here', '--description', 'Words'), /^gatehouse: there is no scope named "nothing:here"$/m);
       refused(await cli('scope', 'update', 'annotation:read', '--description', '  '), /description of annotation:read must be/);
       refused(await cli('scope', 'update', 'annotation:read'), /^gatehouse: usage: gatehouse scope update <name> --description <text>/);
       const audit = printed(await cli('audit', '--type', 'scope_updated', '--json')) as Array<{ detail: { scope: string } }>;

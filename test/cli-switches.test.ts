@@ -207,7 +207,7 @@ describe('switching clients and people off and on', { skip: testCaProblem() ?? f
         refused(await cli('client', 'update', client.id, '--grant-type', 'client_credentials'), /^gatehouse: --grant-type cannot be changed/);
         refused(await cli('client', 'update', client.id, '--confidential'), /^gatehouse: --confidential cannot be changed/);
         refused(await cli('client', 'update', client.id, '--redirect-uri', 'not a url'), /^gatehouse: Redirect URL/);
-        refused(await cli('client', 'update', client.id, '--scope', 'no-such-scope'), /^gatehouse: Unknown scope no-such-scope/);
+        refused(await cli('client', 'update', client.id, '--scope', 'no-such-scope'), /^gatehouse: Unknown scope "no-such-scope"/);
         refused(await cli('client', 'update', client.id, '--jwks-uri', 'https://keys.example/jwks.json'), /Only a client registered with keys/);
         refused(
           await cli('client', 'update', document.url, '--name', 'X'),

@@ -297,7 +297,7 @@ for (const backend of BACKENDS) {
       ]);
       assertRefused(insecureHost, /^gatehouse: Redirect URL /);
       assertRefused(grantType, /^gatehouse: Grant type must be one of authorization_code, client_credentials/);
-      assertRefused(scope, /^gatehouse: Unknown scope admin/);
+      assertRefused(scope, /^gatehouse: Unknown scope "admin"/);
       const names = (await server.store.db.selectFrom('clients').select('name').execute()).map((c) => c.name);
       assert.deepEqual(names.sort(), ['Annotator', 'Indexer']);
     });

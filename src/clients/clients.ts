@@ -3,7 +3,7 @@
  * shared by the CLI and the admin pages. Each change records its own audit event, made by
  * the given actor.
  */
-import { InputError } from '../input-error.ts';
+import { InputError, cut } from '../input-error.ts';
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { madeBy, type Actor } from '../audit.ts';
@@ -25,7 +25,7 @@ import { postLogoutRedirectUrisOf, redirectUriProblem, redirectUrisOf } from '..
 import { revoke } from '../oauth/revocation.ts';
 import { issuerKey } from '../oauth/resources.ts';
 import { idJagAudiencesOf, type IdJagAudience } from '../identity/id-jags.ts';
-import { IDENTITY_SCOPE_NAMES, isScopeToken, isSubset, joinScopes, splitScopes } from '../oauth/scopes.ts';
+import { IDENTITY_SCOPE_NAMES, isScopeToken, isSubset, joinScopes, quoted, splitScopes } from '../oauth/scopes.ts';
 import { voidCodes } from '../store/codes.ts';
 import { takenScopeNames } from '../store/resources.ts';
 import {
@@ -100,9 +100,9 @@ function idJagAudiencesProblem(audiences: readonly IdJagAudience[]): string | nu
   if (audiences.length > MAX_ID_JAG_AUDIENCES) return `At most ${MAX_ID_JAG_AUDIENCES} ID-JAG audiences may be listed`;
   for (const { issuer, client_id } of audiences) {
     const problem = issuer.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : issuerUrlProblem(issuer);
-    if (problem) return `ID-JAG audience ${issuer.slice(0, 100)} ${problem}`;
+    if (problem) return `ID-JAG audience ${cut(issuer, 100)} ${problem}`;
     if (client_id !== null && (client_id.length > MAX_REDIRECT_URI_LENGTH || !/^[\x21-\x7e]+$/.test(client_id)))
-      return `The client ID for ${issuer.slice(0, 100)} must be printable characters without spaces`;
+      return `The client ID for ${cut(issuer, 100)} must be printable characters without spaces`;
   }
   if (new Set(audiences.map((a) => issuerKey(a.issuer))).size !== audiences.length) return 'Each ID-JAG audience must be listed once';
   return null;
@@ -249,7 +249,7 @@ export function clientInputProblems(input: ClientInput): Record<string, string> 
   const redirectProblem = redirectUrisProblem(input.redirectUris, { required: input.grantType === AUTHORIZATION_CODE_GRANT_TYPE, publicClient });
   if (redirectProblem) problems.redirect_uri = redirectProblem;
   const malformed = input.scope.split(' ').filter((s) => s !== '' && !isScopeToken(s));
-  if (malformed.length > 0) problems.scope = `Unknown scope ${malformed.join(', ')}`;
+  if (malformed.length > 0) problems.scope = `Unknown scope ${quoted(malformed)}`;
   const postLogoutProblem = redirectUrisProblem(input.postLogoutRedirectUris ?? [], { required: false, publicClient: false }, 'Post-logout redirect URL');
   if (postLogoutProblem) problems.post_logout_redirect_uri = postLogoutProblem;
   const backchannelProblem = backchannelLogoutUriProblem(input.backchannelLogoutUri ?? null);
@@ -284,7 +284,7 @@ async function existingScopes(db: Kysely<Database>, scope: string): Promise<stri
   if (requested.length === 0) return joinScopes([...SCOPES, ...IDENTITY_SCOPE_NAMES]);
   const known = [...(await takenScopeNames(db, requested)), ...IDENTITY_SCOPE_NAMES];
   const unknown = requested.filter((s) => !known.includes(s));
-  if (unknown.length > 0) throw new ClientInputError('scope', `Unknown scope ${unknown.join(', ')}: see gatehouse scope list`);
+  if (unknown.length > 0) throw new ClientInputError('scope', `Unknown scope ${quoted(unknown)}: see gatehouse scope list`);
   return joinScopes(requested);
 }
 
@@ -307,7 +307,7 @@ export function redirectUrisProblem(
   if (uris.length > MAX_REDIRECT_URIS) return `At most ${MAX_REDIRECT_URIS} ${named}s may be registered`;
   for (const uri of uris) {
     const problem = uri.length > MAX_REDIRECT_URI_LENGTH ? 'is too long' : redirectUriProblem(uri, { publicClient });
-    if (problem) return uris.length === 1 ? `${label} ${problem}` : `${label} ${uri.slice(0, 100)} ${problem}`;
+    if (problem) return uris.length === 1 ? `${label} ${problem}` : `${label} ${cut(uri, 100)} ${problem}`;
   }
   if (new Set(uris).size !== uris.length) return `Each ${named} must be listed once`;
   return null;

@@ -5,7 +5,7 @@
  * or a resource server) revokes every grant that holds them, on every instance.
  */
 import { dropTokenResource } from '../store/connections.ts';
-import { InputError } from '../input-error.ts';
+import { InputError, cut } from '../input-error.ts';
 import { randomUUID } from 'node:crypto';
 import { madeBy, type Actor } from '../audit.ts';
 import { ACCESS_TOKEN_TTL_RANGE, SCOPES } from '../config.ts';
@@ -138,13 +138,13 @@ function settingsAfter(current: TokenSettingsRow, input: TokenSettingsInput, bui
 /** Parses `name=description`, the CLI's and the admin form's way of writing a scope. */
 export function parseScopeDefinition(text: string): ScopeInput {
   const equals = text.indexOf('=');
-  if (equals < 0) throw new ResourceInputError('scopes', `write each scope as name=description, got "${text}"`);
+  if (equals < 0) throw new ResourceInputError('scopes', `write each scope as name=description, got "${cut(text, 100)}"`);
   return { name: text.slice(0, equals).trim(), description: text.slice(equals + 1).trim() };
 }
 
 function scopeProblem(scope: ScopeInput): ResourceInputError | null {
   if (!isScopeToken(scope.name) || scope.name.length > MAX_NAME)
-    return new ResourceInputError('scopes', `"${scope.name}" is not a valid scope name (visible ASCII without spaces, quotes or backslashes)`);
+    return new ResourceInputError('scopes', `"${cut(scope.name, 100)}" is not a valid scope name (visible ASCII without spaces, quotes or backslashes)`);
   if (isIdentityScope(scope.name))
     return new ResourceInputError('scopes', `${scope.name} is an identity scope of OpenID Connect: it belongs to no resource server`);
   if (scope.description === '' || scope.description.length > MAX_DESCRIPTION)
@@ -314,11 +314,13 @@ export async function createScope(ctx: AppContext, resource: ResourceView, scope
   await ctx.audit({ type: 'scope_created', ...madeBy(actor), detail: { scope: scope.name, resource: resource.uri } });
 }
 
+const noSuchScope = (name: string) => new ResourceInputError('scopes', `there is no scope named "${cut(name, 100)}"`);
+
 /** Changes a scope's plain-words description. */
 export async function describeScope(ctx: AppContext, scope: ScopeInput, actor: Actor): Promise<void> {
   const problem = scopeProblem(scope);
   if (problem) throw problem;
-  if (!(await findScope(ctx.db, scope.name))) throw new ResourceInputError('scopes', `there is no scope named ${scope.name}`);
+  if (!(await findScope(ctx.db, scope.name))) throw noSuchScope(scope.name);
   await updateScopeDescription(ctx.db, scope.name, scope.description);
   await ctx.audit({ type: 'scope_updated', ...madeBy(actor), detail: { scope: scope.name } });
 }
@@ -327,7 +329,7 @@ export async function describeScope(ctx: AppContext, scope: ScopeInput, actor: A
 export async function removeScope(ctx: AppContext, name: string, actor: Actor): Promise<void> {
   if ((SCOPES as readonly string[]).includes(name)) throw new ResourceInputError('scopes', `${name} is a built-in scope: it cannot be deleted`);
   const scope = await findScope(ctx.db, name);
-  if (!scope) throw new ResourceInputError('scopes', `there is no scope named ${name}`);
+  if (!scope) throw noSuchScope(name);
   const { grantIds, clientIds } = await deleteScope(ctx.db, name, ctx.now());
   ctx.onScopesChanged();
   ctx.onClientsChanged(clientIds);

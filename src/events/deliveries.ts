@@ -7,6 +7,7 @@
  * sure that one pass runs at a time and that a wake during a pass is not lost.
  */
 import type { ContextLogger, Deliveries } from '../context.ts';
+import { jobLog } from './job-log.ts';
 
 /** How often an instance looks for deliveries it was not woken for. */
 const POLL_MS = 2000;
@@ -19,6 +20,7 @@ export function deliveryLoop(what: string, deliverDue: () => Promise<void>, log:
   let timer: NodeJS.Timeout | null = null;
   let running: Promise<void> | null = null;
   let again = false;
+  const passes = jobLog(log, `${what} delivery`);
 
   function wake(): void {
     if (timer === null) return;
@@ -27,7 +29,7 @@ export function deliveryLoop(what: string, deliverDue: () => Promise<void>, log:
       return;
     }
     running = deliverDue()
-      .catch((error: Error) => log.error({ err: error }, `${what} delivery failed`))
+      .then(passes.succeeded, passes.failed)
       .finally(() => {
         running = null;
         if (again) {

@@ -15,7 +15,8 @@
  * revoked from the command line after a compromise leaves the JWKS and stops signing within
  * that, not at the next minute's re-read.
  *
- * The database remains the source of truth: bearer checks read it on every request, and the
+ * The database remains the source of truth: bearer checks read it, or confirm what they kept
+ * against it (bearer-token-cache.ts), on every request, and the
  * WebSocket route re-checks the tokens of its open sockets every second (src/http/ws.ts), so
  * a lost message — or a revocation by another process on SQLite, which does not travel through
  * the database (`databaseTransport` says why) — delays a socket's close by at most that second,
@@ -28,6 +29,7 @@ import { redisNamespace, type Config } from '../config.ts';
 import type { Store } from '../store/database.ts';
 import { appendFanOutMessage, fanOutMessagesAfter, latestFanOutMessage } from '../store/fan-out-messages.ts';
 import { listenPostgres } from '../store/notify.ts';
+import { jobLog, type JobLogger } from './job-log.ts';
 import type { Database } from '../store/schema.ts';
 
 /** The PostgreSQL channel (a database is one deployment's); on Redis the channel is namespaced by issuer. */
@@ -117,9 +119,7 @@ interface Transport {
   close(): Promise<void>;
 }
 
-export interface BusLogger {
-  warn(object: object, message: string): void;
-}
+export type BusLogger = JobLogger;
 
 export async function openFanOut(config: Config, store: Store, redis: { publisher: Redis; subscriber: Redis } | null, log: BusLogger): Promise<FanOut> {
   const listeners = { grants: new Set<RevocationListener>(), clients: new Set<ClientChangeListener>() };
@@ -216,20 +216,16 @@ async function databaseTransport(db: Kysely<Database>, receive: (payload: string
   let seen = await latestFanOutMessage(db);
   let timer: NodeJS.Timeout | null = null;
   let reading: Promise<void> | null = null;
-  let failing = false; // one log line per outage, not two a second
+  const reads = jobLog(log, 'reading the fan-out messages'); // one line per outage, not two a second
   const read = async () => {
     for (const message of await fanOutMessagesAfter(db, seen)) {
       seen = message.id;
       if (message.origin !== origin) receive(message.payload);
     }
-    failing = false;
   };
   const poll = () =>
     void (reading ??= read()
-      .catch((error: Error) => {
-        if (!failing) log.warn({ err: error.message }, 'could not read the fan-out messages from the database; trying again twice a second');
-        failing = true;
-      })
+      .then(reads.succeeded, reads.failed)
       .finally(() => (reading = null)));
   return {
     carriesGrants: false,

@@ -23,6 +23,7 @@ import {
   updateProfile,
   type User,
 } from '../accounts/users.ts';
+import { cut } from '../input-error.ts';
 import { single, type RawParams } from '../protocol/params.ts';
 import { PageRefusal } from './errors.ts';
 import { requireFormBody, type AdminRoomOptions } from './helpers.ts';
@@ -180,7 +181,8 @@ export default async function userRoutes(app: FastifyInstance, { ctx, admin, act
       const username = field(body, 'username').trim();
       try {
         const user = await findUserNamed(ctx, username);
-        if (!user) throw new AccountError('username', username === '' ? 'type the username of the person to add' : `there is no user named "${username}"`);
+        if (!user)
+          throw new AccountError('username', username === '' ? 'type the username of the person to add' : `there is no user named "${cut(username, 100)}"`);
         await perform(ctx, group, user, actor(request));
       } catch (error) {
         if (!(error instanceof AccountError)) throw error;

@@ -1,7 +1,8 @@
 /**
  * Turns every error into a response. OAuth errors become RFC 6749 §5.2 JSON (with the
  * RFC 6750 or Basic challenge where one is due) or, on pages, an error page. Fastify's own
- * 4xx errors become `invalid_request` with a bland description; anything unexpected is
+ * 4xx errors become `invalid_request` with a bland description; a database that cannot be
+ * used right now is `temporarily_unavailable` (503, Retry-After); anything unexpected is
  * logged and answered as `server_error` without internals.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
@@ -11,7 +12,11 @@ import { InvalidClient } from '../oauth/client-auth.ts';
 import { DpopRefusal, dpopChallenge } from '../oauth/dpop.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
+import { databaseUnavailable } from '../maintenance.ts';
 import { ThrottleUnavailable, Throttled } from '../throttle.ts';
+
+/** What a request that found the database unavailable is told to wait before trying again. */
+const DATABASE_RETRY_AFTER_SECONDS = 5;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -79,6 +84,17 @@ export default fp(async function errorHandling(app: FastifyInstance, { ctx }: { 
       // A wrong content type is a malformed request in RFC 6749's terms: 400 invalid_request.
       const description = CLIENT_ERRORS[status] ?? CLIENT_ERRORS[400]!;
       return sendError(ctx, request, reply, new OAuthError('invalid_request', description, error.code, status === 415 ? 400 : status));
+    }
+    // After the 4xx: a client that hung up mid-body reaches here as a 400 with code ECONNRESET, not the database's.
+    const unavailable = databaseUnavailable(error);
+    if (unavailable !== null) {
+      request.log.warn(unavailable, 'database unavailable');
+      // Only where nothing can have been done: a code exchange whose commit lost its answer would be a replay if retried.
+      if (!unavailable.outcomeUnknown) reply.header('Retry-After', String(DATABASE_RETRY_AFTER_SECONDS));
+      const description = unavailable.outcomeUnknown
+        ? 'the service lost its database while answering: the request may or may not have taken effect'
+        : 'the service is unavailable for a moment; try again shortly';
+      return sendError(ctx, request, reply, new OAuthError('temporarily_unavailable', description, undefined, 503)); // logged above, as a warning
     }
     request.log.error({ err: error }, 'unexpected error');
     return sendError(ctx, request, reply, new OAuthError('server_error', 'the server could not complete the request'));

@@ -10,6 +10,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import websocket from '@fastify/websocket';
 import type { WebSocket } from 'ws';
 import { accountUri } from '../config.ts';
+import { jobLog } from '../events/job-log.ts';
 import { authenticateAccessToken, liveAccessTokens } from '../oauth/bearer.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError, invalidRequest } from '../protocol/errors.ts';
@@ -94,6 +95,7 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
       });
     }, LIVENESS_CHECK_MS).unref();
   };
+  const recheck = jobLog(app.log, "re-checking the open sockets' tokens");
   const closeDeadSockets = async () => {
     const now = ctx.now();
     // Expiry needs no query, so it holds even while the database is unreachable.
@@ -102,8 +104,9 @@ export default async function wsRoutes(app: FastifyInstance, { ctx }: { ctx: App
     try {
       const live = await liveAccessTokens(ctx, [...checked]);
       closeSocketsOf((held) => checked.has(held.tokenHash) && !live.has(held.tokenHash), 'token revoked');
+      recheck.succeeded();
     } catch (error) {
-      app.log.warn({ err: error }, 'could not re-check the tokens of open sockets; trying again');
+      recheck.failed(error as Error);
     }
   };
 

@@ -27,7 +27,7 @@ import { madeBy, type Actor, type Audit } from '../audit.ts';
 import { ACCESS_TOKEN_TTL_RANGE, type Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { FanOut } from '../events/fan-out.ts';
-import { InputError } from '../input-error.ts';
+import { InputError, cut } from '../input-error.ts';
 import type { Store } from '../store/database.ts';
 import type { Database, SigningAlg, SigningKeyRow } from '../store/schema.ts';
 import { seal } from '../protocol/seal.ts';
@@ -251,7 +251,7 @@ export async function rotateKeys(ctx: AppContext, options: { now: boolean }, act
 export async function revokeKey(ctx: AppContext, kid: string, actor: Actor): Promise<KeyView> {
   return changeKeys(ctx, ctx.keys, actor, async (decision) => {
     const row = decision.rows.find((candidate) => candidate.kid === kid);
-    if (!row) throw new KeyInputError('kid', `no signing key has the kid "${kid.length > 100 ? `${kid.slice(0, 100)}…` : kid}"`);
+    if (!row) throw new KeyInputError('kid', `no signing key has the kid "${cut(kid, 100)}"`);
     await decision.remove(row, 'key_revoked');
     if (row.state === 'active') await decision.create(row.alg, 'active');
     return view(row);

@@ -3,7 +3,7 @@
  * a proof of their key. @see RFC 6750 §2.1, §3.1; RFC 9449 §7
  */
 import { liveAccessTokenHashes } from '../store/liveness.ts';
-import { findLiveBearerToken, type BearerTokenInfo } from '../store/tokens.ts';
+import type { BearerTokenInfo } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import type { AppContext } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
@@ -76,7 +76,7 @@ async function checkAccessToken(ctx: AppContext, presented: PresentedToken): Pro
   const invalid = (description: string, detail?: string) =>
     proof === undefined ? new OAuthError('invalid_token', description, detail) : new DpopRefusal('invalid_token', description, 'resource', detail);
   const hash = hashIfWellFormed('access', token);
-  const info = hash === null ? undefined : await findLiveBearerToken(ctx.db, hash, ctx.now());
+  const info = hash === null ? undefined : await ctx.bearerTokens.find(hash, ctx.now());
   if (!info) throw invalid('the access token is invalid, expired or revoked');
   if (info.resource_id !== BUILTIN_RESOURCE_ID) throw invalid('the access token is for another resource server', 'audience mismatch');
   if (proof === undefined) {

@@ -3,6 +3,7 @@
  * data (each belongs to a resource server, store/resources.ts); this module parses and
  * compares lists and decides what a request gets from what is allowed.
  */
+import { cut } from '../input-error.ts';
 import { invalidScope } from '../protocol/errors.ts';
 
 /**
@@ -72,8 +73,16 @@ export function isSubset(requested: readonly string[], allowed: readonly string[
   return scopesBeyond(requested, allowed).length === 0;
 }
 
+/** The most names `quoted` lists; the rest are counted. */
+const NAMES_LISTED = 10;
+
+/**
+ * Scope names as a message names them: each in quotes, so that where one starts and ends shows
+ * (a page's text too), cut at 100 characters, the first ten of them.
+ */
 export function quoted(names: readonly string[]): string {
-  return names.map((s) => `"${s}"`).join(', ');
+  const listed = names.slice(0, NAMES_LISTED).map((s) => `"${cut(s, 100)}"`);
+  return names.length > NAMES_LISTED ? `${listed.join(', ')} and ${names.length - NAMES_LISTED} more` : listed.join(', ');
 }
 
 /**

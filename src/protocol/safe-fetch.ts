@@ -18,8 +18,10 @@
  */
 import { Resolver } from 'node:dns/promises';
 import type { IncomingHttpHeaders } from 'node:http';
-import { isIP, type LookupFunction } from 'node:net';
+import type { RequestOptions } from 'node:https';
+import { isIP, type LookupFunction, type TcpNetConnectOpts } from 'node:net';
 import ipaddr from 'ipaddr.js';
+import { abortable } from './abortable.ts';
 
 export interface ResolvedAddress {
   readonly address: string;
@@ -149,13 +151,6 @@ function pinnedLookup(addresses: readonly ResolvedAddress[]): LookupFunction {
   };
 }
 
-function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  return new Promise((resolve, reject) => {
-    signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-    promise.then(resolve, reject);
-  });
-}
-
 function errorCode(error: unknown): string {
   return (error as { code?: string }).code ?? (error as Error).message ?? String(error);
 }
@@ -189,49 +184,51 @@ export async function safeFetch(url: URL, options: SafeFetchOptions): Promise<Sa
     const body = request ? request.body : options.form?.toString();
     // Not imported: node:http's module facade loads all of undici, which a command never fetching pays for at start-up.
     const send = http ? process.getBuiltinModule('node:http').request : process.getBuiltinModule('node:https').request;
-    const req = send(
-      url,
-      {
-        method: request?.method ?? (body === undefined ? 'GET' : 'POST'),
-        headers: {
-          accept: options.accept,
-          'user-agent': 'Gatehouse',
-          ...(body === undefined || request ? {} : { 'content-type': 'application/x-www-form-urlencoded' }),
-          ...request?.headers,
-          ...(body === undefined ? {} : { 'content-length': Buffer.byteLength(body) }),
-        },
-        agent: false, // a fresh connection: a pooled one could have been opened to an address checked under other rules
-        lookup: pinnedLookup(addresses),
-        signal,
+    const requestOptions: RequestOptions & Pick<TcpNetConnectOpts, 'autoSelectFamilyAttemptTimeout'> = {
+      method: request?.method ?? (body === undefined ? 'GET' : 'POST'),
+      headers: {
+        accept: options.accept,
+        'user-agent': 'Gatehouse',
+        ...(body === undefined || request ? {} : { 'content-type': 'application/x-www-form-urlencoded' }),
+        ...request?.headers,
+        ...(body === undefined ? {} : { 'content-length': Buffer.byteLength(body) }),
       },
-      (res) => {
-        const status = res.statusCode ?? 0;
-        const stop = (reason: string, transient = false) => {
-          req.destroy();
-          resolve(transient ? unanswered(reason) : refused(reason));
-        };
-        if (status >= 300 && status < 400) return stop(`answered ${status}, a redirect (not followed)`);
-        if (!request) {
-          if (status === 408 || status === 429 || status >= 500) return stop(`answered HTTP ${status}`, true);
-          if (status !== 200 && !(body !== undefined && status === 204)) return stop(`answered HTTP ${status}`);
-        }
-        const encoding = res.headers['content-encoding'];
-        if (encoding !== undefined && encoding !== 'identity') return stop(`sent a ${encoding}-encoded body, which was not asked for`);
-        const tooLong = `the body is longer than ${options.maxBytes} bytes`;
-        if (Number(res.headers['content-length']) > options.maxBytes) return stop(tooLong);
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (chunk: Buffer) => {
-          size += chunk.length;
-          if (size > options.maxBytes) stop(tooLong);
-          else chunks.push(chunk);
-        });
-        res.on('end', () => resolve({ ok: true, status, headers: res.headers, body: Buffer.concat(chunks) }));
-        // After 'end' these change nothing: a promise settles once.
-        res.on('error', (error) => resolve(unanswered(signal.aborted ? timedOut : `the answer broke off (${errorCode(error)})`)));
-        res.on('close', () => resolve(unanswered(signal.aborted ? timedOut : 'the answer broke off')));
-      },
-    );
+      agent: false, // a fresh connection: a pooled one could have been opened to an address checked under other rules
+      lookup: pinnedLookup(addresses),
+      // Node tries a host's addresses one at a time and abandons an attempt when this timer fires (its
+      // default: 250 ms). An event loop busy for that long — an instance under load — fires it although
+      // the connection was made, and a reachable host would be reported unreachable; so each address
+      // gets an equal share of the deadline.
+      autoSelectFamilyAttemptTimeout: Math.max(10, Math.floor(options.timeoutMs / addresses.length)),
+      signal,
+    };
+    const req = send(url, requestOptions, (res) => {
+      const status = res.statusCode ?? 0;
+      const stop = (reason: string, transient = false) => {
+        req.destroy();
+        resolve(transient ? unanswered(reason) : refused(reason));
+      };
+      if (status >= 300 && status < 400) return stop(`answered ${status}, a redirect (not followed)`);
+      if (!request) {
+        if (status === 408 || status === 429 || status >= 500) return stop(`answered HTTP ${status}`, true);
+        if (status !== 200 && !(body !== undefined && status === 204)) return stop(`answered HTTP ${status}`);
+      }
+      const encoding = res.headers['content-encoding'];
+      if (encoding !== undefined && encoding !== 'identity') return stop(`sent a ${encoding}-encoded body, which was not asked for`);
+      const tooLong = `the body is longer than ${options.maxBytes} bytes`;
+      if (Number(res.headers['content-length']) > options.maxBytes) return stop(tooLong);
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > options.maxBytes) stop(tooLong);
+        else chunks.push(chunk);
+      });
+      res.on('end', () => resolve({ ok: true, status, headers: res.headers, body: Buffer.concat(chunks) }));
+      // After 'end' these change nothing: a promise settles once.
+      res.on('error', (error) => resolve(unanswered(signal.aborted ? timedOut : `the answer broke off (${errorCode(error)})`)));
+      res.on('close', () => resolve(unanswered(signal.aborted ? timedOut : 'the answer broke off')));
+    });
     req.on('error', (error) => {
       if (signal.aborted) return resolve(unanswered(timedOut));
       const code = errorCode(error);

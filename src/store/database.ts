@@ -11,11 +11,13 @@ import {
   Kysely,
   Migrator,
   PostgresDialect,
+  PostgresDriver,
   SqliteDialect,
   SqliteDriver,
   sql,
   type DatabaseConnection,
   type Driver,
+  type PostgresDialectConfig,
   type Migration,
   type PostgresPool,
   type PostgresPoolClient,
@@ -24,6 +26,7 @@ import {
 } from 'kysely';
 import type pg from 'pg';
 import type { DatabaseLocation } from '../config.ts';
+import { abortable } from '../protocol/abortable.ts';
 import { writeAlone } from './group-commit.ts';
 import { LATER, registerReadNow, statementName, type ReadNow } from './prepared.ts';
 import type { Database } from './schema.ts';
@@ -72,6 +75,7 @@ const MIGRATIONS = [
   '20261202_002_pushed_requests',
   '20261203_001_token_exchange',
   '20261203_002_kept_provider_tokens',
+  '20261204_001_token_epochs',
 ] as const;
 
 /**
@@ -238,7 +242,18 @@ async function postgresPool(url: string, counter: StatementCounter): Promise<Pos
       return pg.types.getTypeParser(oid, format);
     },
   };
-  const pool = new pg.Pool({ connectionString: url, max: 10, types });
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 10,
+    types,
+    // A connection that cannot be had in this long — the database down or unreachable, or every
+    // connection busy that long — fails the request (503, databaseUnavailable) instead of holding it.
+    connectionTimeoutMillis: CONNECTION_WAIT_MS,
+    // The operating system probes an idle connection, so that one whose peer is gone without a word
+    // (a partition, a failover) is found and dropped rather than handed to a request.
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_DELAY_MS,
+  });
   // An idle connection that dies (a database restart, an administrator's kill) is reported
   // here; without a listener it would crash the process. The pool has already dropped it and
   // opens a fresh one on demand, and the next query that fails says so where it matters.
@@ -249,18 +264,32 @@ async function postgresPool(url: string, counter: StatementCounter): Promise<Pos
   // named statements: node-postgres sends every other one unnamed, and PostgreSQL parses and
   // plans an unnamed statement anew each time.
   const wrappers = new WeakMap<pg.PoolClient, PostgresPoolClient>();
-  const wrap = (client: pg.PoolClient): PostgresPoolClient => ({
-    // Only the (text, values) form: the other takes a cursor, and the dialect has none configured.
-    query: ((text: string, values: unknown[]) => {
-      counter.sent++;
-      const name = statementName(text);
-      return name === undefined ? client.query(text, values) : client.query({ name, text, values });
-    }) as unknown as PostgresPoolClient['query'],
-    release: () => client.release(),
-  });
+  const wrap = (client: pg.PoolClient): PostgresPoolClient => {
+    // A connection lost while a request holds it (a database restart, a partition) fails that
+    // request's query, and node-postgres emits 'error' too: the pool listens only while the
+    // connection is idle, and an event nobody listens to would end the process. The pool drops
+    // the connection when it is released (it is no longer queryable).
+    client.on('error', () => {});
+    return {
+      // Only the (text, values) form: the other takes a cursor, and the dialect has none configured.
+      query: ((text: string, values: unknown[]) => {
+        counter.sent++;
+        const name = statementName(text);
+        return name === undefined ? client.query(text, values) : client.query({ name, text, values });
+      }) as unknown as PostgresPoolClient['query'],
+      release: () => client.release(),
+    };
+  };
   return {
     async connect() {
-      const client = await pool.connect();
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (error) {
+        // A wrong password, a database that does not exist, a certificate refused: not a moment's outage, and not answered as one.
+        const reason = error instanceof Error ? transientFailure(error) : null;
+        throw reason === null ? error : new NoConnection(`cannot reach the database (${reason})`, { cause: error });
+      }
       let wrapper = wrappers.get(client);
       if (!wrapper) wrappers.set(client, (wrapper = wrap(client)));
       return wrapper;
@@ -279,8 +308,34 @@ export function openStore(location: DatabaseLocation): Store {
     if (!location.groupCommit) writeAlone(db);
     return { db, kind: location.kind, statements, close: () => db.destroy() };
   }
-  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool: () => postgresPool(location.url, counter) }) });
+  const db = new Kysely<Database>({ dialect: new ErrorKeepingPostgresDialect({ pool: () => postgresPool(location.url, counter) }) });
   return { db, kind: location.kind, statements, close: () => db.destroy() };
+}
+
+/**
+ * Kysely's PostgreSQL driver, but a transaction's ROLLBACK that fails because its connection
+ * broke (node-postgres: "…is not queryable") does not replace the error that ended the
+ * transaction — Kysely throws whatever the rollback throws — which is the one to answer and
+ * log. PostgreSQL rolls back a transaction whose connection ends; the pool drops the
+ * connection on release.
+ */
+class ErrorKeepingPostgresDriver extends PostgresDriver {
+  override async rollbackTransaction(connection: DatabaseConnection): Promise<void> {
+    await super.rollbackTransaction(connection).catch((error: Error) => {
+      if (!/is not queryable$/.test(error.message) && transientFailure(error) === null) throw error;
+    });
+  }
+}
+
+class ErrorKeepingPostgresDialect extends PostgresDialect {
+  readonly #config: PostgresDialectConfig;
+  constructor(config: PostgresDialectConfig) {
+    super(config);
+    this.#config = config;
+  }
+  override createDriver(): Driver {
+    return new ErrorKeepingPostgresDriver(this.#config);
+  }
 }
 
 /** Applies pending migrations; returns the names applied. Safe to run from several instances at once. */
@@ -291,14 +346,74 @@ export async function migrate(store: Store): Promise<string[]> {
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }
 
-/** True when the database answers a trivial query. */
+/** True when the database answers a trivial query within CONNECTION_WAIT_MS. */
 export async function isHealthy(store: Store): Promise<boolean> {
+  const deadline = AbortSignal.timeout(CONNECTION_WAIT_MS);
   try {
-    await sql`select 1`.execute(store.db);
+    // A connection already open whose peer has gone silent would never answer: the check gives up.
+    await abortable(sql`select 1`.execute(store.db), deadline);
     return true;
   } catch {
     return false;
   }
+}
+
+/** How long a request waits for a PostgreSQL connection, and the health check for an answer. */
+export const CONNECTION_WAIT_MS = 5000;
+
+/** After this long idle, the operating system begins probing a PostgreSQL connection (TCP keep-alive). */
+export const KEEPALIVE_DELAY_MS = 10_000;
+
+/** A PostgreSQL connection that could not be had for a moment (transientFailure), or not within CONNECTION_WAIT_MS: nothing was sent. */
+class NoConnection extends Error {
+  override name = 'NoConnection';
+}
+
+/** The operating system's errors of a connection refused, reset or timed out. */
+const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH']);
+
+/**
+ * SQLSTATEs with which PostgreSQL (or a pooler before it) says it cannot serve now: class 08
+ * (connection exception; PgBouncer says 08P01 when its server connection broke); 57P01–57P03,
+ * the server shutting down or starting; 53300, too many connections; 25006, a read-only
+ * transaction (a standby, after a failover).
+ */
+const UNAVAILABLE_SQLSTATE = /^(08...|57P0[1-3]|53300|25006)$/;
+/** Of those, the ones that leave the statement's outcome unknown: 08007, transaction resolution unknown; 08P01, a connection broken (PgBouncer). */
+const OUTCOME_UNKNOWN_SQLSTATE = new Set(['08007', '08P01']);
+
+/** Why `error` is a failure of the connection, or the server saying it cannot serve now — not of the statement — or null. */
+function transientFailure(error: Error): string | null {
+  const { code } = error as { code?: unknown };
+  if (typeof code === 'string' && (CONNECTION_ERRNOS.has(code) || UNAVAILABLE_SQLSTATE.test(code))) return code;
+  // node-postgres's own: the connection ended (under a query, or while opening), or none came in time (pg-pool).
+  if (/^(Connection terminated|timeout exceeded when trying to connect)/.test(error.message)) return error.message;
+  return null;
+}
+
+export interface Unavailability {
+  /** For the log: a code or node-postgres's own words, never a statement or its values. */
+  readonly reason: string;
+  /** The connection broke while a statement ran: it may have taken effect (a commit whose answer was lost). */
+  readonly outcomeUnknown: boolean;
+}
+
+/**
+ * Whether `error` means the database cannot be used for a moment — PostgreSQL down,
+ * restarting, unreachable, out of connections or failed over, or SQLite locked by another
+ * process past LOCK_WAIT_MS — and whether the failing statement may have taken effect; null
+ * when it is anything else. Such a request is answered 503: nothing about it was wrong.
+ */
+export function databaseUnavailable(error: unknown): Unavailability | null {
+  if (!(error instanceof Error)) return null;
+  if (error instanceof NoConnection) return { reason: error.message, outcomeUnknown: false };
+  if (isBusy(error)) return { reason: 'another process holds the SQLite write lock', outcomeUnknown: false };
+  const reason = transientFailure(error);
+  if (reason === null) return null;
+  const { code } = error as { code?: unknown };
+  // PostgreSQL answered with a SQLSTATE: the statement failed, and did nothing. Without one, the connection broke under it.
+  const answered = typeof code === 'string' && UNAVAILABLE_SQLSTATE.test(code) && !OUTCOME_UNKNOWN_SQLSTATE.has(code);
+  return { reason, outcomeUnknown: !answered };
 }
 
 /**

@@ -554,6 +554,17 @@ export interface FanOutMessagesTable {
   sent_at: Immutable<number>;
 }
 
+/**
+ * A shard of the grants and its counter of changes the bearer check reads (revocations, a person
+ * disabled or renamed), kept by PostgreSQL's triggers (migration 20261204_001_token_epochs);
+ * at zero on SQLite. Read by the bearer-token cache (bearer-token-cache.ts).
+ */
+export interface TokenEpochsTable {
+  /** The last two hex digits of a grant's id (`gatehouse_token_shard`). */
+  shard: Immutable<string>;
+  epoch: ColumnType<number, never, never>;
+}
+
 /** What a queued message is (SPEC §4.16): each kind has its composer (accounts/account-mail.ts). */
 export type MailKind = 'password_reset' | 'verify_email' | 'email_change_notice' | 'password_changed';
 
@@ -621,6 +632,7 @@ export interface Database {
   client_grant_secrets: ClientGrantSecretsTable;
   trusted_issuers: TrustedIssuersTable;
   fan_out_messages: FanOutMessagesTable;
+  token_epochs: TokenEpochsTable;
   connections: ConnectionsTable;
   user_identities: UserIdentitiesTable;
   upstream_logins: UpstreamLoginsTable;

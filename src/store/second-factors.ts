@@ -236,10 +236,6 @@ export async function consumePendingLogin(trx: Transaction<Database>, idHash: st
   return Number(result.numDeletedRows) === 1;
 }
 
-export async function deletePendingLogin(db: Kysely<Database>, idHash: string): Promise<void> {
-  await db.deleteFrom('pending_logins').where('id_hash', '=', idHash).execute();
-}
-
 /** Deletes every pending login of the person (their password changed, their account disabled): a half-done login with the old password must not finish. */
 export async function deleteUserPendingLogins(db: Kysely<Database>, userId: string): Promise<void> {
   await db.deleteFrom('pending_logins').where('user_id', '=', userId).execute();

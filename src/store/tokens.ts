@@ -184,6 +184,16 @@ const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
     .select('access_tokens.act'),
 );
 
+/**
+ * The bearer check's answer with the counter of its grant's shard (token-epochs), read in the
+ * same snapshot: PostgreSQL only, for the bearer-token cache (bearer-token-cache.ts).
+ */
+const liveBearerTokenWithEpoch = prepare((db, p: { hash: string; now: number }) =>
+  liveAccessTokenQuery(db, p)
+    .innerJoin('token_epochs', (join) => join.on('token_epochs.shard', '=', sql<string>`gatehouse_token_shard(grants.id)`))
+    .select(['token_epochs.shard', 'token_epochs.epoch']),
+);
+
 /** A live access token: not expired, its grant not revoked, its user (if any) not disabled. */
 export async function findLiveAccessToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
   return liveAccessToken.first(db, { hash, now });
@@ -192,6 +202,29 @@ export async function findLiveAccessToken(db: Kysely<Database>, hash: string, no
 /** The same check for the resource side, without what only introspection reads. */
 export async function findLiveBearerToken(db: Kysely<Database>, hash: string, now: number): Promise<BearerTokenInfo | undefined> {
   return liveBearerToken.first(db, { hash, now });
+}
+
+/** A grant's shard and its counter of changes, as `token_epochs` holds them. */
+export interface ShardEpoch {
+  shard: string;
+  epoch: number;
+}
+
+/** As `findLiveBearerToken`, with the shard of the token's grant and its counter as of the same read (PostgreSQL). */
+export async function findLiveBearerTokenWithEpoch(db: Kysely<Database>, hash: string, now: number): Promise<(BearerTokenInfo & ShardEpoch) | undefined> {
+  return liveBearerTokenWithEpoch.first(db, { hash, now });
+}
+
+const shardEpochs = prepare((db, p: { shards: readonly string[] }) =>
+  db
+    .selectFrom('token_epochs')
+    .select(['shard', 'epoch'])
+    .where(sql<boolean>`shard = any(${p.shards}::text[])`),
+);
+
+/** The counters of these shards now (PostgreSQL). */
+export async function readShardEpochs(db: Kysely<Database>, shards: readonly string[]): Promise<ShardEpoch[]> {
+  return (await shardEpochs.execute(db, { shards })).rows;
 }
 
 export interface RefreshTokenInfo extends JoinedTokenSettings {

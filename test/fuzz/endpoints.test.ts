@@ -20,6 +20,8 @@ import { SignJWT, UnsecuredJWT, exportJWK, generateKeyPair } from 'jose';
 import { sql } from 'kysely';
 import type { InjectOptions, LightMyRequestResponse } from 'fastify';
 import { AUTHORIZATION_PARAMETERS } from '../../src/oauth/authorize.ts';
+import { CLIENT_GRANT_TYPES } from '../../src/oauth/grants/types.ts';
+import { IDENTITY_SCOPE_NAMES } from '../../src/oauth/scopes.ts';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { createIssuer } from '../../src/oauth/assertions/issuers.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
@@ -239,7 +241,6 @@ const encode = (text: string) =>
     .toString('hex')
     .replace(/../g, (byte) => `%${byte}`);
 
-/** Name/value pairs as a form: encoded, or with bytes that are not UTF-8, or raw. */
 /** An assertion-like value: a compact JWS of random header and claims (or not quite one), its `iss` one the server knows or not. */
 function assertion(world: World, value: fc.Arbitrary<string>): fc.Arbitrary<string> {
   const b64 = (json: unknown) => Buffer.from(JSON.stringify(json)).toString('base64url');
@@ -317,10 +318,18 @@ function dpopProof(world: World, value: fc.Arbitrary<string>): fc.Arbitrary<stri
   return fc.oneof(shaped, value).map((v) => v.replace(/[\x00-\x1f\x7f-\uffff]/g, '') || '.');
 }
 
+/**
+ * Name/value pairs as a form: encoded, or with bytes that are not UTF-8, or raw — as typed,
+ * except for the characters that would change what the form says (`&`, `=` in a name, `+`,
+ * `%`): the server reads the values generated, so that what a case guarantees of them (never
+ * a valid name, never six digits, …) holds; malformed percent-encoding comes in a pair of its own. Seed 1592212297 sent the group name `x &… x` raw:
+ * the server read `x `, a valid name once trimmed, and created the group.
+ */
 function form(pairs: Array<[string, string]>, style: 'encoded' | 'not-utf8' | 'raw'): string {
+  const raw = (text: string, special: RegExp) => text.replace(special, (c) => encodeURIComponent(c));
   return pairs
     .map(([name, value]) => {
-      if (style === 'raw') return `${name}=${value}`;
+      if (style === 'raw') return `${raw(name, /[&=+%]/g)}=${raw(value, /[&+%]/g)}&%zz=%e2%8`;
       const encoded = `${encode(name)}=${encode(value)}`;
       return style === 'not-utf8' ? `${encoded}%ff%fe%c3%28` : encoded;
     })
@@ -726,10 +735,7 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
               sessionForm(
                 world.admin,
                 params(['name', 'grant_type', 'redirect_uri', 'client_type', 'trusted', 'require_pkce', 'scope'], value).chain((p) =>
-                  notOneOf(['authorization_code', 'client_credentials', 'urn:ietf:params:oauth:grant-type:device_code']).map((g): Array<[string, string]> => [
-                    ...p.filter(([n]) => n !== 'grant_type'),
-                    ['grant_type', g],
-                  ]),
+                  notOneOf(CLIENT_GRANT_TYPES).map((g): Array<[string, string]> => [...p.filter(([n]) => n !== 'grant_type'), ['grant_type', g]]),
                 ),
               ),
             ),
@@ -743,7 +749,10 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
                 world.admin,
                 params(['name', 'redirect_uri', 'trusted', 'require_pkce', 'scope'], value).chain((p) =>
                   fc
-                    .array(notOneOf(SCOPES), { maxLength: 3 })
+                    .array(
+                      value.filter((v) => !v.split(' ').every((s) => s === '' || [...SCOPES, ...IDENTITY_SCOPE_NAMES].includes(s))),
+                      { maxLength: 3 },
+                    )
                     .map((s): Array<[string, string]> => [...p.filter(([n]) => n !== 'scope'), ...s.map((v): [string, string] => ['scope', v])]),
                 ),
               ),
@@ -758,7 +767,7 @@ function cases(world: World): Array<{ name: string; runs: number; arbitrary: fc.
                 world.admin,
                 params(['username', 'email', 'password', 'admin'], value).chain((p) =>
                   value
-                    .filter((v) => !/^[A-Za-z0-9][A-Za-z0-9._-]{2,29}$/.test(v))
+                    .filter((v) => !/^[A-Za-z0-9][A-Za-z0-9._-]{2,29}$/.test(v.trim()))
                     .map((u): Array<[string, string]> => [...p.filter(([n]) => n !== 'username'), ['username', u]]),
                 ),
               ),
@@ -846,6 +855,17 @@ async function snapshot(server: TestServer): Promise<Record<string, string[]>> {
     tables[table] = rows.map((row) => JSON.stringify(row)).sort();
   }
   return tables;
+}
+
+/** The rows of each table that one snapshot has and the other has not: what a failure names, rather than every table whole. */
+function changedRows(before: Record<string, string[]>, after: Record<string, string[]>): Record<string, { gone: string[]; new: string[] }> {
+  const changes: Record<string, { gone: string[]; new: string[] }> = {};
+  for (const table of TABLES) {
+    const gone = before[table]!.filter((row) => !after[table]!.includes(row));
+    const added = after[table]!.filter((row) => !before[table]!.includes(row));
+    if (gone.length > 0 || added.length > 0) changes[table] = { gone, new: added };
+  }
+  return changes;
 }
 
 function check(c: Case, response: LightMyRequestResponse): void {
@@ -995,7 +1015,8 @@ for (const backend of BACKENDS) {
     });
 
     test('and changed nothing stored, except the audit trail of failed logins and refused assertions', async () => {
-      assert.deepEqual(await snapshot(world.server), before_);
+      const changes = changedRows(before_, await snapshot(world.server));
+      assert.deepEqual(changes, {}, `seed ${SEED} changed stored rows (replay with FUZZ_SEED=${SEED}): ${JSON.stringify(changes).slice(0, 2000)}`);
       const { rows } = await sql<{ type: string }>`select type from audit_events order by id`.execute(world.server.store.db);
       assert.deepEqual(
         [...new Set(rows.slice(auditBefore).map((row) => row.type))].filter((type) => type !== 'login_failed' && type !== 'assertion_refused'),

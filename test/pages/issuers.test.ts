@@ -76,7 +76,7 @@ for (const backend of BACKENDS) {
           { issuer: 'https://idp.example', profile: 'id-jag', clients: '00000000-0000-4000-8000-000000000000' },
           'There is no client 00000000-0000-4000-8000-000000000000',
         ],
-        [{ issuer: 'https://idp.example', profile: 'id-jag', scope: 'nope:nope' }, 'Unknown scope nope:nope: see gatehouse scope list'],
+        [{ issuer: 'https://idp.example', profile: 'id-jag', scope: 'nope:nope' }, 'Unknown scope &quot;nope:nope&quot;: see gatehouse scope list'],
         [{ issuer: 'https://idp.example<script>', profile: 'id-jag' }, 'Issuer must be an absolute https URL'],
       ] as const) {
         const refused = await admin.submit(page.html, '/admin/issuers', values);

@@ -162,6 +162,23 @@ for (const backend of BACKENDS) {
       });
       assert.equal(none.status, 400);
       assert.match(none.html, /<p class="field-error" id="scope-error">Choose at least one scope<\/p>/);
+
+      // A name that cannot be a scope is named in quotes (where it ends shows), cut at 100 characters.
+      const malformed = await post(admin, form.html, `/admin/oauthclients/${client.id}`, {
+        name: 'Renamed',
+        redirect_uri: JSON.parse(client.redirect_uris).join('\n'),
+        scope: `${'x'.repeat(150)}é`,
+      });
+      assert.equal(malformed.status, 400);
+      assert.ok(malformed.html.includes(`<p class="field-error" id="scope-error">Unknown scope &quot;${'x'.repeat(100)}…&quot;</p>`));
+      // Many are named ten at a time, the rest counted.
+      const many = await post(admin, form.html, `/admin/oauthclients/${client.id}`, {
+        name: 'Renamed',
+        redirect_uri: JSON.parse(client.redirect_uris).join('\n'),
+        scope: Array.from({ length: 12 }, (_, i) => `é${i}`),
+      });
+      const listed = Array.from({ length: 10 }, (_, i) => `&quot;é${i}&quot;`).join(', ');
+      assert.ok(many.html.includes(`<p class="field-error" id="scope-error">Unknown scope ${listed} and 2 more</p>`));
     });
 
     test('unknown clients and users are 404 pages; nobody disables their own account', async () => {

@@ -177,6 +177,22 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
     assert.equal(count('/pinned.json'), 1);
   });
 
+  test('a host is fetched, not reported unreachable, when the server is too busy for 400 ms to see its connection made, as under load', async () => {
+    // The server listens on 127.0.0.1 only: ::1, the name's second address, refuses connections.
+    const url = serve('/busy.json', (u) => json(document(u)), 'metadata.test');
+    const busyAfterConnecting: HostLookup = async () => {
+      // Runs once the connection to the first address is under way, and holds the event loop.
+      setImmediate(() => {
+        const until = performance.now() + 400;
+        while (performance.now() < until);
+      });
+      return resolvesTo('127.0.0.1', '::1')('metadata.test', AbortSignal.timeout(1000));
+    };
+    const resolution = await resolver({}, { lookup: busyAfterConnecting }).resolve(url);
+    assert.ok(resolution.ok, JSON.stringify(resolution));
+    assert.equal(count('/busy.json'), 1);
+  });
+
   test('the certificate is checked against the host name', async () => {
     const url = serve('/wrong-name.json', (u) => json(document(u)), 'other.test');
     refusedWith(await resolver({}, { lookup: resolvesTo('127.0.0.1') }).resolve(url), /could not fetch \(ERR_TLS_CERT_ALTNAME_INVALID\)/);

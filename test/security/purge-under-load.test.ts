@@ -80,6 +80,27 @@ for (const backend of BACKENDS) {
         holder.close();
         assert.equal((await rotated).status, 200);
       });
+
+      test(
+        'a write that meets a write lock held past 5 seconds is answered 503 with Retry-After, and the token it carried still works',
+        { timeout: 20_000 },
+        async () => {
+          const tokens = await obtainTokens(app, new UserAgent(server.url));
+          const holder = new DatabaseSync(server.config.database.kind === 'sqlite' ? server.config.database.path : '');
+          holder.exec('begin immediate');
+          try {
+            const refused = await refreshRequest(app, tokens.refresh_token!);
+            assert.equal(refused.status, 503);
+            assert.ok(Number(refused.headers.get('retry-after')) > 0, 'Retry-After');
+            assert.equal(((await refused.json()) as { error: string }).error, 'temporarily_unavailable');
+          } finally {
+            holder.exec('commit');
+            holder.close();
+          }
+          assert.equal((await refreshRequest(app, tokens.refresh_token!)).status, 200);
+          assert.ok(server.logs.some((line) => line.includes('"msg":"database unavailable"')));
+        },
+      );
     }
 
     test('requests keep completing while gatehouse purge runs, none fails, and the expired rows are gone', async (t) => {

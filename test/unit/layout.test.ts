@@ -22,7 +22,18 @@ const FLOORS: ReadonlyArray<readonly [string, (path: string) => boolean]> = [
     'the context and the shared engines',
     (p) =>
       p.startsWith('events/') ||
-      ['context.ts', 'audit.ts', 'metrics.ts', 'throttle.ts', 'services.ts', 'client-cache.ts', 'maintenance.ts', 'cluster.ts', 'mail.ts'].includes(p),
+      [
+        'context.ts',
+        'audit.ts',
+        'metrics.ts',
+        'throttle.ts',
+        'services.ts',
+        'client-cache.ts',
+        'bearer-token-cache.ts',
+        'maintenance.ts',
+        'cluster.ts',
+        'mail.ts',
+      ].includes(p),
   ],
   ['identity', (p) => p.startsWith('identity/')],
   ['oauth', (p) => p.startsWith('oauth/')],

@@ -12,7 +12,7 @@
  */
 import { madeBy, type Actor } from '../../audit.ts';
 import type { AppContext } from '../../context.ts';
-import { InputError } from '../../input-error.ts';
+import { InputError, cut } from '../../input-error.ts';
 import { open, seal } from '../../protocol/seal.ts';
 import type { Connection, ConnectionPreset, ConnectionsTable } from '../../store/schema.ts';
 import {
@@ -160,7 +160,7 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
       const resource = uri === null ? undefined : await findResourceByUri(ctx.db, uri);
       // The built-in resource has no client of its own to exchange with.
       if (uri === null || !resource || resource.client_id === null)
-        throw new ConnectionInputError('token_resources', `Resource server ${given.slice(0, 200)} is not registered (see gatehouse resource list)`);
+        throw new ConnectionInputError('token_resources', `Resource server ${cut(given, 200)} is not registered (see gatehouse resource list)`);
       if (!allowed.some((each) => each.id === resource.id)) allowed.push({ id: resource.id, uri });
     }
     patch.token_resources = JSON.stringify(allowed);

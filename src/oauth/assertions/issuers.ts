@@ -6,14 +6,14 @@
  */
 import type { AppContext } from '../../context.ts';
 import { madeBy, type Actor } from '../../audit.ts';
-import { InputError } from '../../input-error.ts';
+import { InputError, cut } from '../../input-error.ts';
 import { lookupClient } from '../../oauth/client-auth.ts';
 import { takenScopeNames } from '../../store/resources.ts';
 import type { PageCursor, Page } from '../../store/clients.ts';
 import type { TrustedIssuer, TrustedIssuerProfile } from '../../store/schema.ts';
 import { deleteTrustedIssuer, insertTrustedIssuer, listTrustedIssuers } from '../../store/trusted-issuers.ts';
 import { requestedAudience } from '../resources.ts';
-import { IDENTITY_SCOPE_NAMES, isScopeToken, joinScopes } from '../scopes.ts';
+import { IDENTITY_SCOPE_NAMES, isScopeToken, joinScopes, quoted } from '../scopes.ts';
 import { OAuthError } from '../../protocol/errors.ts';
 import { isLookupSafe } from './trusted.ts';
 
@@ -84,16 +84,16 @@ export async function createIssuer(ctx: AppContext, input: IssuerInput, actor: A
     throw new IssuerInputError('subject', 'Subject must be at most 1000 characters, without control characters');
   const clients = [...new Set((input.clients ?? []).map((c) => c.trim()).filter((c) => c !== ''))];
   for (const clientId of clients) {
-    if (!(await lookupClient(ctx.db, clientId))) throw new IssuerInputError('clients', `There is no client ${clientId.slice(0, 100)}`);
+    if (!(await lookupClient(ctx.db, clientId))) throw new IssuerInputError('clients', `There is no client ${cut(clientId, 100)}`);
   }
   if (profile === 'workload' && clients.length !== 1)
     throw new IssuerInputError('clients', 'A workload issuer needs exactly one client: the one its workloads act as');
   const requested = (input.scope ?? '').split(/\s+/).filter((s) => s !== '');
   const malformed = requested.filter((s) => !isScopeToken(s));
-  if (malformed.length > 0) throw new IssuerInputError('scope', `Unknown scope ${malformed.join(', ').slice(0, 100)}`);
+  if (malformed.length > 0) throw new IssuerInputError('scope', `Unknown scope ${quoted(malformed)}`);
   const known = [...(await takenScopeNames(ctx.db, requested)), ...IDENTITY_SCOPE_NAMES];
   const unknown = requested.filter((s) => !known.includes(s));
-  if (unknown.length > 0) throw new IssuerInputError('scope', `Unknown scope ${unknown.join(', ')}: see gatehouse scope list`);
+  if (unknown.length > 0) throw new IssuerInputError('scope', `Unknown scope ${quoted(unknown)}: see gatehouse scope list`);
   let resource = input.resource?.trim() || null;
   if (resource !== null) {
     if (profile !== 'workload') throw new IssuerInputError('resource', 'An ID-JAG names its resource itself: a configured resource is for workload issuers');

@@ -8,6 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, type JWTPayload, type ProtectedHeaderParameters } from 'jose';
+import { cut } from '../../input-error.ts';
 import type { Client, TrustedIssuer, User } from '../../store/schema.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
 
@@ -77,8 +78,7 @@ export function assertionHash(jws: string): string {
 /** A claim as the audit trail may keep it: a short string, or null. */
 export function audited(value: unknown): string | null {
   if (typeof value !== 'string' && typeof value !== 'number') return null;
-  const text = String(value);
-  return text.length > AUDITED_LENGTH ? `${text.slice(0, AUDITED_LENGTH)}…` : text;
+  return cut(String(value), AUDITED_LENGTH);
 }
 
 /** A refusal that names the check: invalid_grant unless said otherwise. */
