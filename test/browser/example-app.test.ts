@@ -18,7 +18,7 @@ import { postForm } from '../support/oauth-client.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 
 /** Short enough to expire during a test, long enough to finish a sign-in on a slow machine. */
-const ACCESS_TOKEN_TTL = 6;
+const ACCESS_TOKEN_TTL = 12;
 
 interface Tokens {
   access_token: string;

@@ -25,7 +25,7 @@ async function serve(): Promise<{ process: ChildProcess; url: string; stderr: ()
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   for (let waited = 0; !/\/setup\?token=\S+/.test(stderr); waited += 50) {
-    if (child.exitCode !== null || waited > 20_000) throw new Error(`serve did not print a setup link:\n${stderr}`);
+    if (child.exitCode !== null || waited > 90_000) throw new Error(`serve did not print a setup link:\n${stderr}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
   return { process: child, url, stderr: () => stderr, directory };

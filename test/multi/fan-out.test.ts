@@ -22,6 +22,7 @@ import { postgres } from '../support/backends.ts';
 import { obtainTokens, revokeToken } from '../support/oauth-client.ts';
 import type { TestServer } from '../support/server.ts';
 import { startWithApp, type Setup } from '../support/token-checks.ts';
+import { until } from '../support/waits.ts';
 
 const CHANNEL = 'gatehouse_revocations';
 const redisUrl = process.env.GATEHOUSE_TEST_REDIS;
@@ -44,10 +45,6 @@ async function grantOf(server: TestServer, refreshToken: string): Promise<string
     .where('hash', '=', hashIfWellFormed('refresh', refreshToken)!)
     .executeTakeFirstOrThrow();
   return row.grant_id;
-}
-
-async function until(condition: () => boolean): Promise<void> {
-  for (let tries = 0; tries < 200 && !condition(); tries++) await sleep(10);
 }
 
 describe(
@@ -75,7 +72,7 @@ describe(
       const listener = await listen(server);
       try {
         await revokeToken(app, pair.access_token);
-        await until(() => listener.messages.length > 0);
+        await until('a message heard', () => listener.messages.length > 0);
         await sleep(100);
         assert.deepEqual(listener.messages, [[grantId]]);
         await revokeToken(app, pair.refresh_token!); // already revoked: nothing to tell
@@ -106,7 +103,7 @@ describe(
       const listener = await listen(server);
       try {
         await disableUser(cli, user, COMMAND_LINE);
-        await until(() => listener.messages.flat().length >= ids.length);
+        await until('every grant heard of', () => listener.messages.flat().length >= ids.length);
         assert.deepEqual(listener.messages.flat().sort(), [...ids].sort());
         assert.ok(listener.messages.every((m) => m.length <= 150) && listener.messages.length === 2, `message sizes ${listener.messages.map((m) => m.length)}`);
       } finally {
@@ -134,7 +131,7 @@ describe('the revocation fan-out through Redis', postgres.unavailable || !redisU
     await subscriber.subscribe(`${redisNamespace(server.config)}:revocations`);
     try {
       await revokeToken(app, pair.access_token);
-      await until(() => published.length > 0);
+      await until('a message published', () => published.length > 0);
       await sleep(100);
       assert.deepEqual(published, [[grantId]]);
       assert.deepEqual(listener.messages, []);

@@ -5,9 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import * as oauth from 'oauth4webapi';
-import { CLIENT_CACHE_TTL_MS } from '../../src/client-cache.ts';
 import { postgres } from '../support/backends.ts';
 import { startCluster, type Cluster } from '../support/instances.ts';
 import { authorizationUrl, insecure, type App } from '../support/oauth-client.ts';
@@ -78,19 +76,19 @@ for (const fanOut of ['redis', 'postgres'] as const) {
       for (const instance of [0, 1, 2]) assert.equal(await profileStatus(cluster, instance, refreshed.access_token), 401);
     });
 
-    test('a revocation at A closes the socket held on B within a second, and B rejects the token', async () => {
+    test('a revocation at A closes the socket held on B within two seconds (SPEC §4.4), and B rejects the token', async () => {
       const tokens = await exchange(await appAt(cluster, clientId, 0), await codeFrom(cluster, await appAt(cluster, clientId, 0), 0, 'alice'));
       const socket = await connect(cluster.instances[1]!.url, tokens.access_token);
       assert.equal((await socket.ask({ type: 'whoami', id: 1 })).ok, true);
       const atA = await appAt(cluster, clientId, 0);
       await oauth.processRevocationResponse(await oauth.revocationRequest(atA.as, atA.client, atA.auth, tokens.access_token, insecure));
-      const { code, ms } = await timeToClose(socket, 1000);
+      const { code, ms } = await timeToClose(socket, 2000);
       assert.equal(code, 4001);
-      assert.ok(ms < 1000, `closed after ${ms} ms`);
+      assert.ok(ms < 2000, `closed after ${Math.round(ms)} ms`);
       assert.equal(await profileStatus(cluster, 1, tokens.access_token), 401);
     });
 
-    test('a secret replaced by an administrator at A: A refuses the old one at once, B as soon as the message arrives', async () => {
+    test('a secret replaced by an administrator at A: A and B refuse the old one at once, whatever their copies of the client say', async () => {
       const { client, secret } = await cluster.createClient({ confidential: true });
       const introspect = async (instance: number, presented: string) =>
         (
@@ -103,18 +101,15 @@ for (const fanOut of ['redis', 'postgres'] as const) {
       const admin = new UserAgent(cluster.instances[0]!.url);
       await admin.login('root');
       const page = await admin.visit(`/admin/oauthclients/${client.id}`);
-      // The first use of the client at B reads it: B's copy is believed until at least a second
-      // from now, so a refusal before then is the message's doing.
-      const readAt = performance.now();
+      // B has read the client just now, and keeps its copy; a presented secret is checked against
+      // the stored row all the same (src/oauth/client-auth.ts), so the old one is refused at once.
       assert.equal(await introspect(1, secret!), 200);
       assert.equal(await introspect(0, secret!), 200);
       const rotated = await admin.submit(page.html, `/admin/oauthclients/${client.id}/secret`);
       const replacement = /id="client-secret">([^<]+)</.exec(rotated.html)?.[1];
       assert.ok(replacement, 'no new secret shown');
       assert.equal(await introspect(0, secret!), 401);
-      while ((await introspect(1, secret!)) !== 401) await sleep(5);
-      const ms = performance.now() - readAt;
-      assert.ok(ms < CLIENT_CACHE_TTL_MS, `B refused the old secret ${Math.round(ms)} ms after reading the client: by expiry, not by the message`);
+      assert.equal(await introspect(1, secret!), 401);
       assert.equal(await introspect(1, replacement), 200);
       assert.equal(await introspect(2, replacement), 200);
     });

@@ -33,8 +33,9 @@ describe("the provider's token at two instances at once", { ...backendOptions(po
 
   before(async () => {
     proxy = await startTlsProxy();
-    // Its access tokens live a second (always within the 30 s Gatehouse refreshes ahead), its refresh tokens have no grace.
-    upstream = await startServer(sqlite, { PUBLIC_URL: proxy.origin, ACCESS_TOKEN_TTL: '1', REFRESH_GRACE_SECONDS: '0' });
+    // Its access tokens live 20 seconds — always within the 30 s Gatehouse refreshes ahead, and long enough to
+    // outlast a loaded machine's stalls while they are handed out and used —, its refresh tokens have no grace.
+    upstream = await startServer(sqlite, { PUBLIC_URL: proxy.origin, ACCESS_TOKEN_TTL: '20', REFRESH_GRACE_SECONDS: '0' });
     proxy.target(Number(new URL(upstream.url).port));
     a = await startServer(postgres, { KEYS_SECRET });
     b = await startServer(postgres, { DATABASE_URL: databaseUrl(a.config), PUBLIC_URL: a.url, KEYS_SECRET });

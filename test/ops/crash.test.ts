@@ -19,6 +19,7 @@ import { serve, type Serving } from '../support/processes.ts';
 import { freePort } from '../support/ports.ts';
 import { PASSWORD, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
+import { until } from '../support/waits.ts';
 
 interface TokenBody {
   access_token: string;
@@ -190,10 +191,12 @@ for (const backend of BACKENDS) {
       socket.on('data', (chunk) => (answer += chunk));
       const closed = new Promise((resolve) => socket.once('close', resolve));
       socket.write(
-        `POST /api/token HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n`,
+        `POST /api/token HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: ${body.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n`,
       );
       socket.write(body.slice(0, 20));
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      // The server says 100 Continue once it has read the headers: from then on the request is in flight, not an idle connection.
+      const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
+      await until('the server has read the headers', () => answer.startsWith(CONTINUE));
       server!.process.kill('SIGTERM');
       await new Promise((resolve) => setTimeout(resolve, 200));
       assert.equal(server!.process.exitCode, null, 'it waits for the request in flight');
@@ -201,8 +204,9 @@ for (const backend of BACKENDS) {
       await closed;
       assert.equal(await server!.exited, 0);
 
+      const final = answer.slice(CONTINUE.length);
       assert.match(
-        answer,
+        final,
         /^HTTP\/1\.1 200 /,
         server!.output
           .join('')
@@ -211,7 +215,7 @@ for (const backend of BACKENDS) {
           .join('\n')
           .slice(-3000),
       );
-      const tokens = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as TokenBody;
+      const tokens = JSON.parse(final.slice(final.indexOf('\r\n\r\n') + 4)) as TokenBody;
       server = await serve(env);
       assert.equal((await profile(asTestServer(), tokens.access_token)).status, 200);
     });
@@ -220,7 +224,8 @@ for (const backend of BACKENDS) {
       server?.process.kill('SIGTERM'); // the one the test before restarted
       await server?.exited;
       const port = String(await freePort());
-      // Every attempt is a full password check (no throttle refuses one early): 30 of them queue behind 4 at a time.
+      // Every attempt is a full password check (no throttle refuses one early): 12 of them queue behind 4 at a time —
+      // few enough to finish within the shutdown's 10-second grace on a loaded machine.
       server = await serve({
         ...env,
         PORT: port,
@@ -232,7 +237,7 @@ for (const backend of BACKENDS) {
       const agent = new UserAgent(server.url);
       const form = formFields((await agent.visit('/login')).html, '/login');
       const failedBefore = await auditedLoginFailures();
-      const attempts = 30;
+      const attempts = 12;
       const cookie = [...agent.cookies].map(([name, value]) => `${name}=${value}`).join('; ');
       const sockets = Array.from({ length: attempts }, (_, i) => {
         const body = new URLSearchParams(form);

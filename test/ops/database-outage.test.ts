@@ -14,11 +14,14 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { sql } from 'kysely';
 import pg from 'pg';
+import { COMMAND_LINE } from '../../src/audit.ts';
+import { parseScopeDefinition, registerResource } from '../../src/clients/resources.ts';
 import { forgetScopeCatalogue } from '../../src/oauth/resources.ts';
+import { openContext } from '../../src/open-context.ts';
+import { openStore } from '../../src/store/database.ts';
 import { postgres, backendOptions } from '../support/backends.ts';
 import { discover, obtainTokens, profile, refresh, refreshRequest, type App } from '../support/oauth-client.ts';
 import { freePort } from '../support/ports.ts';
-import { gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent, formFields } from '../support/user-agent.ts';
 import { until } from '../support/waits.ts';
@@ -200,6 +203,8 @@ describe('PostgreSQL going away under a running server', backendOptions(postgres
     const logsBefore = server.logs.length;
     relay.set('silent');
     await new Promise((resolve) => setTimeout(resolve, 3000)); // its attempts to come back fail meanwhile
+    // Until the queue has met the outage (a loaded machine may have held its poll back).
+    await until('the queue says the database is unavailable', () => said(QUEUE_DOWN, logsBefore) === 1);
     relay.set('forward');
     await until('the server listens again', async () => (await listening()) === 1);
     // The back-channel logouts' queue, looked at every 2 s, says the outage once, and its end once.
@@ -211,11 +216,19 @@ describe('PostgreSQL going away under a running server', backendOptions(postgres
     forgetScopeCatalogue(server.app.gatehouse.db); // so that the next read caches them for the whole ten seconds from now
     const cachedAt = performance.now();
     assert.ok(!(await scopes()).includes('notes:read'));
-    const run = await gatehouse(['resource', 'create', '--uri', 'https://notes.example/', '--name', 'Notes', '--scope', 'notes:read=Read notes'], {
-      DATABASE_URL: database.url,
-      PUBLIC_URL: server.url,
-    });
-    assert.equal(run.code, 0, run.stderr);
+    // Registered elsewhere — a context of its own, straight to the database, as the command line's.
+    const elsewhereStore = openStore({ kind: 'postgres', url: database.url });
+    const elsewhere = await openContext(server.config, elsewhereStore, { info() {}, warn() {}, error() {} });
+    try {
+      await registerResource(
+        elsewhere,
+        { uri: 'https://notes.example/', name: 'Notes', scopes: [parseScopeDefinition('notes:read=Read notes')] },
+        COMMAND_LINE,
+      );
+    } finally {
+      await elsewhere.close();
+      await elsewhereStore.close();
+    }
     await until('the new scope is offered', async () => (await scopes()).includes('notes:read'));
     assert.ok(performance.now() - cachedAt < 10_000, 'told by the notification, not by the cache running out');
   });

@@ -286,12 +286,13 @@ describe('fetching client ID metadata documents', { skip: testCaProblem() ?? fal
           (error: Error) => error.name,
         ),
       );
-      // Thread-pool work (what password hashing needs) is not held up behind them.
+      // Thread-pool work (what password hashing needs) is not held up behind them: it is done
+      // before the look-ups give up (with room for a loaded machine's stalls).
       await Promise.all(Array.from({ length: 4 }, () => promisify(pbkdf2)('p', 's', 1000, 32, 'sha256')));
-      assert.ok(performance.now() - started < 500, `the thread pool waited ${Math.round(performance.now() - started)} ms`);
+      assert.ok(performance.now() - started < 900, `the thread pool waited ${Math.round(performance.now() - started)} ms`);
       assert.deepEqual(await Promise.all(hanging), Array(8).fill('TimeoutError'));
       const ms = performance.now() - started;
-      assert.ok(ms < 1500, `given up after ${Math.round(ms)} ms`);
+      assert.ok(ms < 3000, `given up after ${Math.round(ms)} ms`);
       const never = AbortSignal.abort();
       assert.deepEqual(await lookup('203.0.113.9', AbortSignal.timeout(1000)), [{ address: '203.0.113.9', family: 4 }]);
       assert.deepEqual(await lookup('::1', AbortSignal.timeout(1000)), [{ address: '::1', family: 6 }]);

@@ -16,6 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import { METADATA_FETCHES_PER_ADDRESS, METADATA_UNANSWERED_CACHE_SECONDS } from '../../src/oauth/client-metadata.ts';
 import { sqlite } from '../support/backends.ts';
 import { startServer } from '../support/server.ts';
+import { until } from '../support/waits.ts';
 import { serverCertificate, testCaProblem } from '../support/tls.ts';
 
 const HOSTILE_URLS = 24;
@@ -67,8 +68,8 @@ describe('a flood of distinct metadata document URLs', { skip: testCaProblem() ?
 
   test('only a few fetches are in flight at once; the rest are 503, and a genuine client is not remembered as refused', async () => {
     const flood = Promise.all(Array.from({ length: HOSTILE_URLS }, (_, i) => world.authorize(`${world.base}/hostile/${i}`)));
-    // Once the flood is under way, a genuine client asks too.
-    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Once the flood holds both fetches, a genuine client asks too.
+    await until('the flood holds both fetches', () => stalled === 2);
     const duringFlood = await world.authorize(`${world.base}/genuine.json`);
     const answers = await flood;
 

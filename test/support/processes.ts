@@ -49,7 +49,11 @@ export interface Serving {
   exited: Promise<number | null>;
 }
 
-/** Starts `gatehouse serve` and waits until /_status answers. */
+/**
+ * Starts `gatehouse serve` and waits until /_status answers, for at most 90 seconds (starting
+ * has taken over 20 on a loaded machine); one that does not come up is stopped, so that it
+ * does not keep the test process from exiting.
+ */
 export async function serve(env: Record<string, string>): Promise<Serving> {
   const child = spawn(process.execPath, [MAIN, 'serve'], { env: { PATH: process.env.PATH, HOST: '127.0.0.1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   const output: string[] = [];
@@ -58,16 +62,13 @@ export async function serve(env: Record<string, string>): Promise<Serving> {
   child.stderr!.on('data', (chunk) => output.push(String(chunk)));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = `http://127.0.0.1:${env.PORT}`;
-  for (let attempt = 0; ; attempt++) {
+  const up = answers(`${url}/_status`);
+  for (const deadline = Date.now() + 90_000; Date.now() < deadline; await new Promise((resolve) => setTimeout(resolve, 100))) {
     if (child.exitCode !== null) throw new Error(`gatehouse serve exited with ${child.exitCode}: ${output.join('')}`);
-    try {
-      if ((await fetch(`${url}/_status`)).ok) return { url, process: child, output, stdout, exited };
-    } catch {
-      // not listening yet
-    }
-    if (attempt > 150) throw new Error(`gatehouse serve did not come up: ${output.join('')}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    if (await up()) return { url, process: child, output, stdout, exited };
   }
+  await stopChild(child);
+  throw new Error(`gatehouse serve did not come up within 90 seconds: ${output.join('')}`);
 }
 
 /** A long-running node process a test started: an instance of Gatehouse, an example application. */
