@@ -177,6 +177,35 @@ describe('instances on PostgreSQL keep bearer answers, and a revocation anywhere
     assert.equal((await profileAt(B, fresh.access_token)).status, 200);
   });
 
+  test('a database slow to answer gets at most two reads of the counters at once; the requests after them read their tokens, and all are answered', async () => {
+    const tokens = await tokensFor('alice');
+    await heldByB(tokens.access_token);
+    /** B's statements waiting for the lock held below: reads of the counters, or of a token (which joins its counter). */
+    const waiting = async (statement: 'counters' | 'token') => {
+      const pattern = statement === 'counters' ? 'select "shard", "epoch" from "token_epochs"%' : '%from "access_tokens"%';
+      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and query like ${pattern}`.execute(cluster.store.db);
+      return rows[0]!.n;
+    };
+    const answers: Array<Promise<{ status: number }>> = [];
+    await cluster.store.db.transaction().execute(async (trx) => {
+      await sql`lock table token_epochs in access exclusive mode`.execute(trx);
+      answers.push(profileAt(B, tokens.access_token));
+      await until('the first read of the counters waits', async () => (await waiting('counters')) === 1);
+      // Not waited for past 50 ms: the next request's read starts beside it.
+      answers.push(profileAt(B, tokens.access_token));
+      await until('a second read of the counters waits beside it', async () => (await waiting('counters')) === 2);
+      // With two under way, the database is slow: these requests read their tokens, as without kept answers.
+      for (let n = 0; n < 4; n++) answers.push(profileAt(B, tokens.access_token));
+      await until('the four later requests read their tokens', async () => (await waiting('token')) === 4);
+      assert.equal(await waiting('counters'), 2, 'no third read of the counters');
+    });
+    assert.deepEqual(
+      (await Promise.all(answers)).map((answer) => answer.status),
+      Array(6).fill(200),
+    );
+  });
+
   test('requests for kept tokens that arrive together share their reads of the database', async () => {
     const tokens = await Promise.all([tokensFor('alice'), tokensFor('alice')]);
     for (const { access_token } of tokens) await heldByB(access_token);
