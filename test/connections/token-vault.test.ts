@@ -283,9 +283,16 @@ for (const backend of BACKENDS) {
         );
         const emptied = JSON.parse((await gatehouse(['connection', 'update', id, '--token-resource', '', '--json'], env)).stdout) as typeof shown;
         assert.deepEqual(emptied.token_resources, []);
-        // The cap counts resource servers, not repetitions: one named 60 times is one.
-        const repeated = await updateConnectionSettings(ctx, id, { tokenResources: Array.from({ length: 60 }, () => ` ${MCP}`) }, COMMAND_LINE);
+        // The cap counts resource servers, not names: one named 60 times, however written, is one.
+        const spellings = [` ${MCP}`, `${MCP}/`, MCP.replace('mcp.example', 'MCP.Example')];
+        const repeated = await updateConnectionSettings(ctx, id, { tokenResources: Array.from({ length: 60 }, (_, n) => spellings[n % 3]!) }, COMMAND_LINE);
         assert.deepEqual(describeConnection(ctx, repeated).token_resources, [MCP]);
+        const fifty = Array.from({ length: 49 }, (_, n) => `https://rs${n}.example/mcp`);
+        await assert.rejects(
+          updateConnectionSettings(ctx, id, { tokenResources: [...fifty, MCP, `${MCP}/`] }, COMMAND_LINE),
+          /Resource server https:\/\/rs0\.example\/mcp is not registered/,
+          'fifty resource servers, one of them written twice, are within the cap: the first unknown one is refused',
+        );
         await assert.rejects(
           updateConnectionSettings(ctx, id, { tokenResources: Array.from({ length: 51 }, (_, n) => `https://rs${n}.example/mcp`) }, COMMAND_LINE),
           /At most 50 resource servers may be named/,

@@ -150,17 +150,22 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
   if ((patch.keep_tokens ?? current?.keep_tokens ?? 0) === 1 && ctx.config.keys.secret === null)
     throw new ConnectionInputError('keep_tokens', 'Keeping the provider’s tokens needs KEYS_SECRET: they are stored only encrypted under it');
   if (input.tokenResources !== undefined) {
-    // A name given twice is looked up once, and counts once.
-    const named = new Set(input.tokenResources.map((given) => given.trim()));
+    const notRegistered = (given: string) =>
+      new ConnectionInputError('token_resources', `Resource server ${cut(given, 200)} is not registered (see gatehouse resource list)`);
+    // Each name as its resource URI: one resource server, however often and however written (the
+    // host's case, a trailing slash), is looked up once and counts once.
+    const named = new Map<string, string>();
+    for (const given of input.tokenResources) {
+      const normalized = normalizeResourceUri(given.trim());
+      if (!('uri' in normalized)) throw notRegistered(given.trim());
+      if (!named.has(normalized.uri)) named.set(normalized.uri, given.trim());
+    }
     if (named.size > MAX_TOKEN_RESOURCES) throw new ConnectionInputError('token_resources', `At most ${MAX_TOKEN_RESOURCES} resource servers may be named`);
     const allowed: TokenResource[] = [];
-    for (const given of named) {
-      const normalized = normalizeResourceUri(given);
-      const uri = 'uri' in normalized ? normalized.uri : null;
-      const resource = uri === null ? undefined : await findResourceByUri(ctx.db, uri);
+    for (const [uri, given] of named) {
+      const resource = await findResourceByUri(ctx.db, uri);
       // The built-in resource has no client of its own to exchange with.
-      if (uri === null || !resource || resource.client_id === null)
-        throw new ConnectionInputError('token_resources', `Resource server ${cut(given, 200)} is not registered (see gatehouse resource list)`);
+      if (!resource || resource.client_id === null) throw notRegistered(given);
       if (!allowed.some((each) => each.id === resource.id)) allowed.push({ id: resource.id, uri });
     }
     patch.token_resources = JSON.stringify(allowed);
