@@ -23,11 +23,10 @@ import { OAuthError } from '../protocol/errors.ts';
 import { SIGNING_ALGS } from '../identity/key-schedule.ts';
 import { postLogoutRedirectUrisOf, redirectUriProblem, redirectUrisOf } from '../protocol/redirect-uri.ts';
 import { revoke } from '../oauth/revocation.ts';
-import { issuerKey } from '../oauth/resources.ts';
+import { issuerKey, unknownScopesProblem } from '../oauth/resources.ts';
 import { idJagAudiencesOf, type IdJagAudience } from '../identity/id-jags.ts';
 import { IDENTITY_SCOPE_NAMES, isScopeToken, isSubset, joinScopes, quoted, splitScopes } from '../oauth/scopes.ts';
 import { voidCodes } from '../store/codes.ts';
-import { takenScopeNames } from '../store/resources.ts';
 import {
   deleteClient,
   deleteClientBlock,
@@ -282,9 +281,8 @@ export function backchannelLogoutUriProblem(uri: string | null): string | null {
 async function existingScopes(db: Kysely<Database>, scope: string): Promise<string> {
   const requested = scope.split(' ').filter((s) => s !== '');
   if (requested.length === 0) return joinScopes([...SCOPES, ...IDENTITY_SCOPE_NAMES]);
-  const known = [...(await takenScopeNames(db, requested)), ...IDENTITY_SCOPE_NAMES];
-  const unknown = requested.filter((s) => !known.includes(s));
-  if (unknown.length > 0) throw new ClientInputError('scope', `Unknown scope ${quoted(unknown)}: see gatehouse scope list`);
+  const problem = await unknownScopesProblem(db, requested);
+  if (problem !== null) throw new ClientInputError('scope', problem);
   return joinScopes(requested);
 }
 

@@ -6,14 +6,15 @@
  *
  * @see RFC 8707 §2 (the resource parameter), §2.2 (invalid_target)
  */
+import type { Kysely } from 'kysely';
 import type { Config } from '../config.ts';
 import type { AppContext } from '../context.ts';
 import type { JoinedTokenSettings } from '../store/codes.ts';
 import { isMultiFactor, type Login } from '../login.ts';
-import { BUILTIN_RESOURCE_ID, findResourceWithScopes, listScopes } from '../store/resources.ts';
-import type { Resource, ScopeRow } from '../store/schema.ts';
+import { BUILTIN_RESOURCE_ID, findResourceWithScopes, listScopes, takenScopeNames } from '../store/resources.ts';
+import type { Database, Resource, ScopeRow } from '../store/schema.ts';
 import { OAuthError, invalidScope } from '../protocol/errors.ts';
-import { IDENTITY_SCOPES, IDENTITY_SCOPE_NAMES, grantableScopes, splitScopes } from './scopes.ts';
+import { IDENTITY_SCOPES, IDENTITY_SCOPE_NAMES, grantableScopes, quoted, splitScopes } from './scopes.ts';
 
 export { BUILTIN_RESOURCE_ID };
 
@@ -243,4 +244,14 @@ export function scopesSupported(ctx: AppContext): Promise<string[]> {
 /** After a change of scopes, here or (told by the fan-out) on another instance: AppContext `onScopesChanged`. */
 export function forgetScopeCatalogue(db: AppContext['db']): void {
   catalogues.delete(db);
+}
+
+/**
+ * Why scopes a client or a trusted issuer is given cannot be: the names among them that no
+ * resource server defines and that are not identity scopes; null when every one exists.
+ */
+export async function unknownScopesProblem(db: Kysely<Database>, requested: readonly string[]): Promise<string | null> {
+  const known = new Set([...(await takenScopeNames(db, requested)), ...IDENTITY_SCOPE_NAMES]);
+  const unknown = requested.filter((s) => !known.has(s));
+  return unknown.length === 0 ? null : `Unknown scope ${quoted(unknown)}: see gatehouse scope list`;
 }

@@ -8,12 +8,11 @@ import type { AppContext } from '../../context.ts';
 import { madeBy, type Actor } from '../../audit.ts';
 import { InputError, cut } from '../../input-error.ts';
 import { lookupClient } from '../../oauth/client-auth.ts';
-import { takenScopeNames } from '../../store/resources.ts';
 import type { PageCursor, Page } from '../../store/clients.ts';
 import type { TrustedIssuer, TrustedIssuerProfile } from '../../store/schema.ts';
 import { deleteTrustedIssuer, insertTrustedIssuer, listTrustedIssuers } from '../../store/trusted-issuers.ts';
-import { requestedAudience } from '../resources.ts';
-import { IDENTITY_SCOPE_NAMES, isScopeToken, joinScopes, quoted } from '../scopes.ts';
+import { requestedAudience, unknownScopesProblem } from '../resources.ts';
+import { isScopeToken, joinScopes, quoted } from '../scopes.ts';
 import { OAuthError } from '../../protocol/errors.ts';
 import { isLookupSafe } from './trusted.ts';
 
@@ -91,9 +90,8 @@ export async function createIssuer(ctx: AppContext, input: IssuerInput, actor: A
   const requested = (input.scope ?? '').split(/\s+/).filter((s) => s !== '');
   const malformed = requested.filter((s) => !isScopeToken(s));
   if (malformed.length > 0) throw new IssuerInputError('scope', `Unknown scope ${quoted(malformed)}`);
-  const known = [...(await takenScopeNames(ctx.db, requested)), ...IDENTITY_SCOPE_NAMES];
-  const unknown = requested.filter((s) => !known.includes(s));
-  if (unknown.length > 0) throw new IssuerInputError('scope', `Unknown scope ${quoted(unknown)}: see gatehouse scope list`);
+  const unknownScopes = await unknownScopesProblem(ctx.db, requested);
+  if (unknownScopes !== null) throw new IssuerInputError('scope', unknownScopes);
   let resource = input.resource?.trim() || null;
   if (resource !== null) {
     if (profile !== 'workload') throw new IssuerInputError('resource', 'An ID-JAG names its resource itself: a configured resource is for workload issuers');
