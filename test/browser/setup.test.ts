@@ -24,9 +24,12 @@ async function serve(): Promise<{ process: ChildProcess; url: string; stderr: ()
   });
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  for (let waited = 0; !/\/setup\?token=\S+/.test(stderr); waited += 50) {
-    if (child.exitCode !== null || waited > 90_000) throw new Error(`serve did not print a setup link:\n${stderr}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+  // Up to 90 s (starting has taken over 20 on a loaded machine); one that does not come up is stopped.
+  for (const deadline = Date.now() + 90_000; !/\/setup\?token=\S+/.test(stderr); await new Promise((resolve) => setTimeout(resolve, 50))) {
+    if (child.exitCode !== null || Date.now() > deadline) {
+      child.kill();
+      throw new Error(`serve did not print a setup link:\n${stderr}`);
+    }
   }
   return { process: child, url, stderr: () => stderr, directory };
 }

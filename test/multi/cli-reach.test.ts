@@ -21,11 +21,8 @@ import { freePort } from '../support/ports.ts';
 import { gatehouse, serve, stopChild, type Serving } from '../support/processes.ts';
 
 const FILES = 'https://files.example/api';
-/**
- * The promise: a command-line change is acted on within a second; the check itself, and a
- * loaded machine's stalls, take a little longer.
- */
-const WITHIN_MS = 2500;
+/** The promise: a command-line change is acted on within a second; the check itself takes a little longer. */
+const WITHIN_MS = 1500;
 
 /** One request on a connection of its own. */
 function send(url: string, path: string, options: { form?: Record<string, string>; headers?: Record<string, string> } = {}) {

@@ -76,19 +76,19 @@ for (const fanOut of ['redis', 'postgres'] as const) {
       for (const instance of [0, 1, 2]) assert.equal(await profileStatus(cluster, instance, refreshed.access_token), 401);
     });
 
-    test('a revocation at A closes the socket held on B within two seconds (SPEC §4.4), and B rejects the token', async () => {
+    test('a revocation at A closes the socket held on B within a second, and B rejects the token', async () => {
       const tokens = await exchange(await appAt(cluster, clientId, 0), await codeFrom(cluster, await appAt(cluster, clientId, 0), 0, 'alice'));
       const socket = await connect(cluster.instances[1]!.url, tokens.access_token);
       assert.equal((await socket.ask({ type: 'whoami', id: 1 })).ok, true);
       const atA = await appAt(cluster, clientId, 0);
       await oauth.processRevocationResponse(await oauth.revocationRequest(atA.as, atA.client, atA.auth, tokens.access_token, insecure));
-      const { code, ms } = await timeToClose(socket, 2000);
+      const { code, ms } = await timeToClose(socket, 1000);
       assert.equal(code, 4001);
-      assert.ok(ms < 2000, `closed after ${Math.round(ms)} ms`);
+      assert.ok(ms < 1000, `closed after ${Math.round(ms)} ms`);
       assert.equal(await profileStatus(cluster, 1, tokens.access_token), 401);
     });
 
-    test('a secret replaced by an administrator at A: A and B refuse the old one at once, whatever their copies of the client say', async () => {
+    test('a secret replaced by an administrator at A: the old one is refused at once at A and at B, the new one works at every instance', async () => {
       const { client, secret } = await cluster.createClient({ confidential: true });
       const introspect = async (instance: number, presented: string) =>
         (
@@ -101,8 +101,8 @@ for (const fanOut of ['redis', 'postgres'] as const) {
       const admin = new UserAgent(cluster.instances[0]!.url);
       await admin.login('root');
       const page = await admin.visit(`/admin/oauthclients/${client.id}`);
-      // B has read the client just now, and keeps its copy; a presented secret is checked against
-      // the stored row all the same (src/oauth/client-auth.ts), so the old one is refused at once.
+      // B has read the client just now; a presented secret is checked against the stored row,
+      // not a copy (src/oauth/client-auth.ts), so the old one is refused at once.
       assert.equal(await introspect(1, secret!), 200);
       assert.equal(await introspect(0, secret!), 200);
       const rotated = await admin.submit(page.html, `/admin/oauthclients/${client.id}/secret`);

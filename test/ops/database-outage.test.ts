@@ -16,6 +16,7 @@ import { sql } from 'kysely';
 import pg from 'pg';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { parseScopeDefinition, registerResource } from '../../src/clients/resources.ts';
+import { loadConfig } from '../../src/config.ts';
 import { forgetScopeCatalogue } from '../../src/oauth/resources.ts';
 import { openContext } from '../../src/open-context.ts';
 import { openStore } from '../../src/store/database.ts';
@@ -216,9 +217,10 @@ describe('PostgreSQL going away under a running server', backendOptions(postgres
     forgetScopeCatalogue(server.app.gatehouse.db); // so that the next read caches them for the whole ten seconds from now
     const cachedAt = performance.now();
     assert.ok(!(await scopes()).includes('notes:read'));
-    // Registered elsewhere — a context of its own, straight to the database, as the command line's.
-    const elsewhereStore = openStore({ kind: 'postgres', url: database.url });
-    const elsewhere = await openContext(server.config, elsewhereStore, { info() {}, warn() {}, error() {} });
+    // Registered elsewhere — a context of its own, straight to the database (not through the relay), as the command line's.
+    const config = loadConfig({ DATABASE_URL: database.url, PUBLIC_URL: server.url });
+    const elsewhereStore = openStore(config.database);
+    const elsewhere = await openContext(config, elsewhereStore, { info() {}, warn() {}, error() {} });
     try {
       await registerResource(
         elsewhere,

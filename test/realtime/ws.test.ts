@@ -51,15 +51,15 @@ for (const backend of BACKENDS) {
       }
     });
 
-    test('revoking the token closes its sockets with 4001 within two seconds (SPEC §4.4)', async () => {
+    test('revoking the token closes its sockets with 4001 within a second', async () => {
       const { access_token, refresh_token } = await tokensFor();
       const first = await connect(server.url, access_token);
       const second = await connect(server.url, access_token, 'query');
       await revokeToken(app, refresh_token!);
       for (const connection of [first, second]) {
-        const { code, ms } = await timeToClose(connection, 2000);
+        const { code, ms } = await timeToClose(connection, 1000);
         assert.equal(code, 4001);
-        assert.ok(ms < 2000, `closed after ${Math.round(ms)} ms`);
+        assert.ok(ms < 1000, `closed after ${Math.round(ms)} ms`);
       }
     });
 
@@ -68,7 +68,7 @@ for (const backend of BACKENDS) {
       const alices = await connect(server.url, (await tokensFor('alice')).access_token);
       const bob = await server.store.db.selectFrom('users').selectAll().where('username', '=', 'bob').executeTakeFirstOrThrow();
       await disableUser(server.app.gatehouse, bob, COMMAND_LINE);
-      assert.equal((await timeToClose(bobs, 2000)).code, 4001);
+      assert.equal((await timeToClose(bobs, 1000)).code, 4001);
       assert.equal((await alices.ask({ type: 'whoami', id: 1 })).ok, true);
       alices.socket.close();
     });

@@ -141,7 +141,7 @@ describe('metadata-document clients under a flood of hostile document URLs', { s
       }
     })();
     try {
-      await until('the hostile host holds fetches', () => held > 0);
+      await until('the hostile host holds its two fetches', () => held === 2);
       const before = asked.get('/notes-b.json')!;
       assert.equal(await refreshed(client), 200, 'a refresh during the flood');
       assert.equal(asked.get('/notes-b.json'), before + 1, 'its document was fetched again');

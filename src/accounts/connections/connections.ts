@@ -159,8 +159,8 @@ async function vaultSettings(ctx: AppContext, input: ConnectionInput, current: C
       const normalized = normalizeResourceUri(given.trim());
       if (!('uri' in normalized)) throw notRegistered(given.trim());
       if (!named.has(normalized.uri)) named.set(normalized.uri, given.trim());
+      if (named.size > MAX_TOKEN_RESOURCES) throw new ConnectionInputError('token_resources', `At most ${MAX_TOKEN_RESOURCES} resource servers may be named`);
     }
-    if (named.size > MAX_TOKEN_RESOURCES) throw new ConnectionInputError('token_resources', `At most ${MAX_TOKEN_RESOURCES} resource servers may be named`);
     const allowed: TokenResource[] = [];
     for (const [uri, given] of named) {
       const resource = await findResourceByUri(ctx.db, uri);
