@@ -13,10 +13,12 @@ import { Redis } from 'ioredis';
 import pg from 'pg';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { disableUser } from '../../src/accounts/users.ts';
+import { clientNamed, disableClient } from '../../src/clients/clients.ts';
 import { redisNamespace } from '../../src/config.ts';
 import { type OpenContext } from '../../src/context.ts';
 import { openContext } from '../../src/open-context.ts';
 import { openStore, type Store } from '../../src/store/database.ts';
+import type { Client } from '../../src/store/schema.ts';
 import { hashIfWellFormed } from '../../src/tokens.ts';
 import { postgres } from '../support/backends.ts';
 import { obtainTokens, revokeToken } from '../support/oauth-client.ts';
@@ -109,6 +111,22 @@ describe(
       } finally {
         await listener.close();
       }
+    });
+
+    test('a client disabled by another process: this one is told through the database, and its client cache forgets its copy', async () => {
+      const { server } = setup;
+      const ctx = server.app.gatehouse;
+      const { client } = await server.createClient({ name: 'Switched off elsewhere' });
+      const copy = await ctx.clients.find(client.id);
+      assert.equal(await ctx.clients.find(client.id), copy, 'a copy is kept');
+      // Listeners are told in the order they came: the cache's own (open-context.ts) first, so this one finds its copy gone.
+      const readWhenHeard: Array<Promise<Client | undefined>> = [];
+      ctx.services.bus.subscribeClientChanges((ids) => void (ids.includes(client.id) && readWhenHeard.push(ctx.clients.find(client.id))));
+      await disableClient(cli, await clientNamed(cli, client.id), COMMAND_LINE);
+      await until('the change heard', () => readWhenHeard.length > 0);
+      const read = await readWhenHeard[0]!;
+      assert.notEqual(read, copy, 'read again, not the copy');
+      assert.equal(read?.disabled, 1);
     });
   },
 );
