@@ -49,6 +49,25 @@ async function grantOf(server: TestServer, refreshToken: string): Promise<string
   return row.grant_id;
 }
 
+/**
+ * A client disabled in `elsewhere` (another process's context, on the same database and fan-out):
+ * `server` is told, and its client cache has forgotten its copy when the message arrives —
+ * listeners are told in the order they came, the cache's own (open-context.ts) first.
+ */
+async function clientChangeHeard(server: TestServer, elsewhere: OpenContext): Promise<void> {
+  const ctx = server.app.gatehouse;
+  const { client } = await server.createClient({ name: 'Switched off elsewhere' });
+  const copy = await ctx.clients.find(client.id);
+  assert.equal(await ctx.clients.find(client.id), copy, 'a copy is kept');
+  const readWhenHeard: Array<Promise<Client | undefined>> = [];
+  ctx.services.bus.subscribeClientChanges((ids) => void (ids.includes(client.id) && readWhenHeard.push(ctx.clients.find(client.id))));
+  await disableClient(elsewhere, await clientNamed(elsewhere, client.id), COMMAND_LINE);
+  await until('the change heard', () => readWhenHeard.length > 0);
+  const read = await readWhenHeard[0]!;
+  assert.notEqual(read, copy, 'read again, not the copy');
+  assert.equal(read?.disabled, 1);
+}
+
 describe(
   'the revocation fan-out through PostgreSQL LISTEN/NOTIFY (no Redis)',
   postgres.unavailable ? { skip: `postgres unavailable: ${postgres.unavailable}` } : {},
@@ -113,30 +132,28 @@ describe(
       }
     });
 
-    test('a client disabled by another process: this one is told through the database, and its client cache forgets its copy', async () => {
-      const { server } = setup;
-      const ctx = server.app.gatehouse;
-      const { client } = await server.createClient({ name: 'Switched off elsewhere' });
-      const copy = await ctx.clients.find(client.id);
-      assert.equal(await ctx.clients.find(client.id), copy, 'a copy is kept');
-      // Listeners are told in the order they came: the cache's own (open-context.ts) first, so this one finds its copy gone.
-      const readWhenHeard: Array<Promise<Client | undefined>> = [];
-      ctx.services.bus.subscribeClientChanges((ids) => void (ids.includes(client.id) && readWhenHeard.push(ctx.clients.find(client.id))));
-      await disableClient(cli, await clientNamed(cli, client.id), COMMAND_LINE);
-      await until('the change heard', () => readWhenHeard.length > 0);
-      const read = await readWhenHeard[0]!;
-      assert.notEqual(read, copy, 'read again, not the copy');
-      assert.equal(read?.disabled, 1);
-    });
+    test('a client disabled by another process: this one is told through the database, and its client cache forgets its copy', () =>
+      clientChangeHeard(setup.server, cli));
   },
 );
 
 describe('the revocation fan-out through Redis', postgres.unavailable || !redisUrl ? { skip: 'needs PostgreSQL and Redis' } : {}, () => {
   let setup: Setup;
+  let otherStore: Store;
+  let other: OpenContext;
   before(async () => {
     setup = await startWithApp(postgres, { REDIS_URL: redisUrl! });
+    otherStore = openStore(setup.server.config.database);
+    other = await openContext(setup.server.config, otherStore, { info() {}, warn() {}, error() {} });
   });
-  after(() => setup?.server.close());
+  after(async () => {
+    await other?.close();
+    await otherStore?.close();
+    await setup?.server.close();
+  });
+
+  test('a client disabled by another process: this one is told through Redis, and its client cache forgets its copy', () =>
+    clientChangeHeard(setup.server, other));
 
   test('a client revoking its token: the message goes through Redis, and the database sends none', async () => {
     const { server, app, agent } = setup;
