@@ -49,6 +49,24 @@ async function grantOf(server: TestServer, refreshToken: string): Promise<string
   return row.grant_id;
 }
 
+/** Another process's context on the server's database and fan-out, opened as the command line opens one. */
+interface Elsewhere {
+  ctx: OpenContext;
+  close(): Promise<void>;
+}
+
+async function openElsewhere(server: TestServer): Promise<Elsewhere> {
+  const store: Store = openStore(server.config.database);
+  const ctx = await openContext(server.config, store, { info() {}, warn() {}, error() {} });
+  return {
+    ctx,
+    async close() {
+      await ctx.close();
+      await store.close();
+    },
+  };
+}
+
 /**
  * A client disabled in `elsewhere` (another process's context, on the same database and fan-out):
  * `server` is told, and its client cache has forgotten its copy when the message arrives —
@@ -73,16 +91,13 @@ describe(
   postgres.unavailable ? { skip: `postgres unavailable: ${postgres.unavailable}` } : {},
   () => {
     let setup: Setup;
-    let cliStore: Store;
-    let cli: OpenContext;
+    let elsewhere: Elsewhere;
     before(async () => {
       setup = await startWithApp(postgres);
-      cliStore = openStore(setup.server.config.database);
-      cli = await openContext(setup.server.config, cliStore, { info() {}, warn() {}, error() {} });
+      elsewhere = await openElsewhere(setup.server);
     });
     after(async () => {
-      await cli?.close();
-      await cliStore?.close();
+      await elsewhere?.close();
       await setup?.server.close();
     });
 
@@ -123,7 +138,7 @@ describe(
       await server.store.db.insertInto('grants').values(ids.map(grant)).execute();
       const listener = await listen(server);
       try {
-        await disableUser(cli, user, COMMAND_LINE);
+        await disableUser(elsewhere.ctx, user, COMMAND_LINE);
         await until('every grant heard of', () => listener.messages.flat().length >= ids.length);
         assert.deepEqual(listener.messages.flat().sort(), [...ids].sort());
         assert.ok(listener.messages.every((m) => m.length <= 150) && listener.messages.length === 2, `message sizes ${listener.messages.map((m) => m.length)}`);
@@ -133,27 +148,24 @@ describe(
     });
 
     test('a client disabled by another process: this one is told through the database, and its client cache forgets its copy', () =>
-      clientChangeHeard(setup.server, cli));
+      clientChangeHeard(setup.server, elsewhere.ctx));
   },
 );
 
 describe('the revocation fan-out through Redis', postgres.unavailable || !redisUrl ? { skip: 'needs PostgreSQL and Redis' } : {}, () => {
   let setup: Setup;
-  let otherStore: Store;
-  let other: OpenContext;
+  let elsewhere: Elsewhere;
   before(async () => {
     setup = await startWithApp(postgres, { REDIS_URL: redisUrl! });
-    otherStore = openStore(setup.server.config.database);
-    other = await openContext(setup.server.config, otherStore, { info() {}, warn() {}, error() {} });
+    elsewhere = await openElsewhere(setup.server);
   });
   after(async () => {
-    await other?.close();
-    await otherStore?.close();
+    await elsewhere?.close();
     await setup?.server.close();
   });
 
   test('a client disabled by another process: this one is told through Redis, and its client cache forgets its copy', () =>
-    clientChangeHeard(setup.server, other));
+    clientChangeHeard(setup.server, elsewhere.ctx));
 
   test('a client revoking its token: the message goes through Redis, and the database sends none', async () => {
     const { server, app, agent } = setup;
