@@ -7,6 +7,7 @@
  * the fan-out cut, and after they reconnect: the kept answers do not depend on the fan-out.
  */
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
@@ -118,6 +119,30 @@ describe('instances on PostgreSQL keep bearer answers, and a revocation anywhere
     for (const { access_token } of tokens) await heldByB(access_token);
     await command('client', 'delete', other);
     for (const { access_token } of tokens) assert.equal((await profileAt(B, access_token)).status, 401);
+  });
+
+  test("a grant deleted past its expiry (the purge's work) grows no counter; one deleted while live grows its shard's", async () => {
+    const db = cluster.store.db;
+    const alice = await db.selectFrom('users').select('id').where('username', '=', 'alice').executeTakeFirstOrThrow();
+    const counted = async () => Number((await sql<{ n: string }>`select sum(epoch) as n from token_epochs`.execute(db)).rows[0]!.n);
+    const now = Date.now();
+    const grant = (expiresAt: number) => ({
+      id: randomUUID(),
+      client_id: clientId,
+      user_id: alice.id,
+      resource_id: 'builtin',
+      scopes: 'annotation:read',
+      created_at: now - 1000,
+      last_used_at: now - 1000,
+      expires_at: expiresAt,
+    });
+    const [expired, live] = [grant(now - 1000), grant(now + 60_000)];
+    await db.insertInto('grants').values([expired, live]).execute();
+    const before = await counted();
+    await db.deleteFrom('grants').where('id', '=', expired.id).execute();
+    assert.equal(await counted(), before, 'an expired grant deleted');
+    await db.deleteFrom('grants').where('id', '=', live.id).execute();
+    assert.equal(await counted(), before + 1, 'a live grant deleted');
   });
 
   test('a refresh token replayed at A revokes its grant, and B refuses the access token it held at once', async () => {

@@ -7,7 +7,8 @@
  *
  * The database keeps the counters, not the code that revokes: every change the bearer check
  * reads is counted by a trigger, whichever statement makes it.
- * - a grant revoked (`revoked_at` set), or deleted while not revoked (a cascade): its shard;
+ * - a grant revoked (`revoked_at` set), or deleted while not revoked nor expired (a cascade):
+ *   its shard;
  * - a person disabled or enabled, or renamed (`username`, `display_name`, which the bearer
  *   check returns): every shard, since the person's grants may be in any (and one made at the
  *   same moment must not be missed). Rare: an administrator's or the person's own hand.
@@ -87,7 +88,9 @@ export async function up(db: Kysely<any>): Promise<void> {
   // one event PostgreSQL runs AFTER triggers in the order of their names: the note's sorts first,
   // so that even a count made at once (SET CONSTRAINTS … IMMEDIATE) comes after its note.
   const whenRevoked = sql`old.revoked_at is null and new.revoked_at is not null`;
-  const whenDeletedLive = sql`old.revoked_at is null`;
+  // Not a grant already past its expiry — a purge's whole work —, whose tokens expired with it
+  // (a grant lives as long as its newest token) and which kept answers refuse by their own expiry.
+  const whenDeletedLive = sql`old.revoked_at is null and old.expires_at > (extract(epoch from statement_timestamp()) * 1000)::bigint`;
   const whenUserChanged = sql`old.disabled is distinct from new.disabled or old.username is distinct from new.username
     or old.display_name is distinct from new.display_name`;
   const events = [
