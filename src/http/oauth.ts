@@ -12,7 +12,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PAR_PATH, authorize, type Arrival, type NextStep } from '../oauth/authorize.ts';
 import { pushAuthorizationRequest } from '../oauth/par.ts';
 import { clientAssertionCheck } from '../oauth/assertions/client-assertion.ts';
-import { authenticateClient } from '../oauth/client-auth.ts';
+import { authenticateClient, identifyClient } from '../oauth/client-auth.ts';
 import { requestDeviceAuthorization } from '../oauth/device.ts';
 import type { AppContext } from '../context.ts';
 import { invalidRequest } from '../protocol/errors.ts';
@@ -145,8 +145,14 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/oauth/revoke', { schema: revokeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const params = requireFormBody(request);
-    const client = await authenticateClient(ctx.clients, request.headers.authorization, params, clientAssertionCheck(ctx, '/oauth/revoke', request.ip));
-    await revokeToken(params, client, ctx, request.ip);
+    const authentication = await identifyClient(
+      ctx.clients,
+      request.headers.authorization,
+      params,
+      clientAssertionCheck(ctx, '/oauth/revoke', request.ip),
+      true,
+    );
+    await revokeToken(params, authentication, ctx, request.ip);
     return {};
   });
 

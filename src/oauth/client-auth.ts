@@ -126,6 +126,18 @@ export interface ClientLookup {
   findStored: FindClient;
 }
 
+/** A client that authenticated (or, public, named itself), as `authenticateClientByCopy` found it. */
+export interface ClientAuthentication {
+  client: Client;
+  /** The credentials came in an HTTP Basic header: a refusal answers 401 with a Basic challenge. */
+  usedBasic: boolean;
+  /**
+   * The secret hash the presented secret matched in a copy of the client, which the stored row
+   * must still have (`confirmSecret`); null when the stored row decided, or no secret was sent.
+   */
+  unconfirmedSecretHash: string | null;
+}
+
 /**
  * The client making the request, authenticated when it is confidential; null when the
  * request names no client (allowed where the caller says so). A secret is always checked
@@ -140,12 +152,69 @@ export async function authenticateClient(
   params: RawParams,
   checkAssertion?: ClientAssertionCheck,
 ): Promise<Client | null> {
+  return (await identifyClient(clients, authorization, params, checkAssertion, false))?.client ?? null;
+}
+
+/**
+ * Confirms a secret checked against a copy of the client: its stored row must still have the
+ * hash the secret matched, else `invalid_client`, as if it had been checked against the stored
+ * row in the first place. `storedHash`: the client's secret hash as read with what the request
+ * is about (the same statement, so at the same moment); undefined: read here. Nothing to do
+ * for no authentication, or one the stored row decided.
+ */
+export async function confirmSecret(clients: ClientLookup, authentication: ClientAuthentication | null, storedHash?: string | null): Promise<void> {
+  if (authentication === null || authentication.unconfirmedSecretHash === null) return;
+  const { client, usedBasic, unconfirmedSecretHash } = authentication;
+  let hash = storedHash;
+  if (hash === undefined) {
+    const stored = await clients.findStored(client.id);
+    if (!stored) throw new InvalidClient('unknown client', usedBasic, `client ${client.id} deleted`);
+    hash = stored.secret_hash;
+  }
+  if (hash === null || !constantTimeEqual(hash, unconfirmedSecretHash)) {
+    throw new InvalidClient('client authentication failed', usedBasic, `secret of client ${client.id} replaced`);
+  }
+}
+
+/**
+ * `authenticateClient`, and how. With `secretByCopy`, a secret may be checked against the
+ * client's copy in the client cache — a read fewer — for a caller that confirms it against the
+ * stored row as it reads what the request is about (`confirmSecret`), before anything is
+ * decided by it: the token endpoint's grants that read their client with what they redeem, and
+ * revocation. A secret the copy refuses is checked against the stored row at once, so a new
+ * secret works at once too. Registered keys (a client assertion) are always read from the stored row.
+ */
+export async function identifyClient(
+  clients: ClientLookup,
+  authorization: string | undefined,
+  params: RawParams,
+  checkAssertion: ClientAssertionCheck | undefined,
+  secretByCopy: boolean,
+): Promise<ClientAuthentication | null> {
   const credentials = readCredentials(authorization, params);
   if (credentials === null) return null;
   const { clientId, secret, assertion, usedBasic } = credentials;
-  // Credentials are checked against the stored row (see above); so are registered keys.
-  const findClient = (secret === undefined || secret === '') && assertion === undefined ? clients.find : clients.findStored;
-  const client = isClientId(clientId) ? await findClient(clientId) : undefined;
+  const withSecret = secret !== undefined && secret !== '';
+  // Registered keys are read from the stored row; a secret too, unless its caller confirms it.
+  const byCopy = assertion === undefined && (!withSecret || secretByCopy);
+  const find = byCopy ? clients.find : clients.findStored;
+  const found = isClientId(clientId) ? await find(clientId) : undefined;
+  let client: Client;
+  try {
+    client = await checkCredentials(found, credentials, checkAssertion);
+  } catch (error) {
+    // A copy may predate a new secret, or the client's enabling: the stored row decides. (No
+    // copy means the client was just read and not found: the cache keeps only clients that exist.)
+    if (!(withSecret && byCopy && found !== undefined && error instanceof InvalidClient)) throw error;
+    client = await checkCredentials(await clients.findStored(clientId), credentials, checkAssertion);
+    return { client, usedBasic, unconfirmedSecretHash: null };
+  }
+  return { client, usedBasic, unconfirmedSecretHash: withSecret && byCopy ? client.secret_hash : null };
+}
+
+/** `client` when it exists, is switched on, and the credentials are its registered method's; else throws `InvalidClient`. */
+async function checkCredentials(client: Client | undefined, credentials: Credentials, checkAssertion: ClientAssertionCheck | undefined): Promise<Client> {
+  const { secret, assertion, usedBasic } = credentials;
   if (!client) throw new InvalidClient('unknown client', usedBasic);
   // A blocked or disabled client is unknown (SPEC §4.8, §4.16), and is refused as such before its
   // grant is looked at: whatever the request carries, the answer is the one a client that does not exist gets.

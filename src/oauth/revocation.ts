@@ -6,10 +6,9 @@ import type { AuditEvent } from '../store/audit-events.ts';
 import { revokeGrants } from '../store/atomic-writes.ts';
 import type { GrantsToRevoke } from '../store/grants.ts';
 import { findTokenOwner, type TokenOwner } from '../store/tokens.ts';
-import type { Client } from '../store/schema.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { readJwtAccessToken } from '../identity/jwt-access-tokens.ts';
-import { secretRequired } from './client-auth.ts';
+import { confirmSecret, secretRequired, type ClientAuthentication } from './client-auth.ts';
 import type { AppContext, RevocationReason } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { readParams, type RawParams } from '../protocol/params.ts';
@@ -34,14 +33,19 @@ export async function revoke(ctx: AppContext, where: GrantsToRevoke, reason: Rev
 /**
  * `POST /oauth/revoke`. Unknown, expired and malformed tokens, and unknown hints, succeed
  * silently (RFC 7009 §2.2). A token of a confidential client needs that client's
- * credentials; a token may only be revoked by the client it was issued to.
+ * credentials; a token may only be revoked by the client it was issued to. A secret checked
+ * against the client cache is confirmed by the stored secret hash read with the token, or by a
+ * read of its own when the token is not the client's (client-auth.ts `identifyClient`).
  */
-export async function revokeToken(raw: RawParams, client: Client | null, ctx: AppContext, address: string): Promise<void> {
+export async function revokeToken(raw: RawParams, authentication: ClientAuthentication | null, ctx: AppContext, address: string): Promise<void> {
   const params = readParams(raw, ['token'], ['token_type_hint']);
   const owner = await findTokenGrant(ctx, params.token, params.token_type_hint);
+  const client = authentication?.client ?? null;
+  const ours = owner !== null && owner.client_id === client?.id;
+  await confirmSecret(ctx.clients, authentication, ours ? owner.client_secret_hash : undefined);
   if (owner === null) return;
   if (client === null && owner.client_confidential === 1) throw secretRequired();
-  if (client !== null && owner.client_id !== client.id) {
+  if (client !== null && !ours) {
     throw new OAuthError('unauthorized_client', 'the token was not issued to this client', 'revocation refused: token of another client');
   }
   await revoke(ctx, { grantId: owner.grant_id }, 'revoked', {

@@ -13,6 +13,17 @@ import { allColumnsOf, type Client, type Database, type NewClient } from './sche
 export const clientConfidential = sql<number>`case when clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
     or (clients.secret_hash is null and clients.jwks is null and clients.jwks_uri is null) then 0 else 1 end`.as('client_confidential');
 
+/** The client's columns read with a code or a refresh token, at the same moment. */
+export interface JoinedClient {
+  /** Its scopes as stored now: what an exchange or a refresh decides by. */
+  client_scopes: string;
+  /** Its secret's hash as stored now: what a secret checked against the client cache is confirmed against (oauth/client-auth.ts `confirmSecret`). */
+  client_secret_hash: string | null;
+}
+
+/** `JoinedClient`'s columns, for a read that joins `clients`. */
+export const joinedClientColumns = ['clients.scopes as client_scopes', 'clients.secret_hash as client_secret_hash'] as const;
+
 /**
  * Whether an administrator has switched the client off: blocked (a client no administrator
  * registered, SPEC §4.8) or disabled (any kind, SPEC §4.16). Either is refused everywhere alike.

@@ -4,6 +4,7 @@
  * A code not yet exchanged can be voided (deleted) when the access it would give is taken away.
  */
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
+import { joinedClientColumns, type JoinedClient } from './clients.ts';
 import { prepare } from './prepared.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import { allColumnsOf, type AuthCode, type Database, type SigningAlg, type TokenFormat } from './schema.ts';
@@ -36,7 +37,7 @@ const codeByHash = prepare((db, p: { hash: string }) =>
     .innerJoin('clients', 'clients.id', 'auth_codes.client_id')
     .leftJoin('resources', 'resources.id', 'auth_codes.resource_id')
     .select(allColumnsOf('auth_codes'))
-    .select(['users.disabled as user_disabled', 'users.username', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
+    .select(['users.disabled as user_disabled', 'users.username', ...joinedClientColumns, ...tokenSettingsColumns])
     .where('auth_codes.hash', '=', p.hash),
 );
 
@@ -61,7 +62,7 @@ export interface JoinedTokenSettings {
 export async function findCode(
   db: Kysely<Database>,
   hash: string,
-): Promise<(AuthCode & JoinedTokenSettings & { user_disabled: number; username: string; client_scopes: string }) | undefined> {
+): Promise<(AuthCode & JoinedTokenSettings & JoinedClient & { user_disabled: number; username: string }) | undefined> {
   return codeByHash.first(db, { hash });
 }
 

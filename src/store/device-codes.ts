@@ -8,6 +8,7 @@
  */
 import { sql, type Kysely } from 'kysely';
 import type { Consume, JoinedTokenSettings } from './codes.ts';
+import { joinedClientColumns, type JoinedClient } from './clients.ts';
 import { prepare } from './prepared.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import { allColumnsOf, type Database, type DeviceCode } from './schema.ts';
@@ -47,7 +48,7 @@ const deviceCodeByHash = prepare((db, p: { hash: string }) =>
     .innerJoin('clients', 'clients.id', 'device_codes.client_id')
     .leftJoin('resources', 'resources.id', 'device_codes.resource_id')
     .select(allColumnsOf('device_codes'))
-    .select(['users.disabled as user_disabled', 'users.username', 'clients.scopes as client_scopes', ...tokenSettingsColumns])
+    .select(['users.disabled as user_disabled', 'users.username', ...joinedClientColumns, ...tokenSettingsColumns])
     .where('device_codes.hash', '=', p.hash),
 );
 
@@ -58,7 +59,7 @@ const deviceCodeByHash = prepare((db, p: { hash: string }) =>
 export async function findDeviceCode(
   db: Kysely<Database>,
   hash: string,
-): Promise<(DeviceCode & JoinedTokenSettings & { user_disabled: number | null; username: string | null; client_scopes: string }) | undefined> {
+): Promise<(DeviceCode & JoinedTokenSettings & JoinedClient & { user_disabled: number | null; username: string | null }) | undefined> {
   return deviceCodeByHash.first(db, { hash });
 }
 

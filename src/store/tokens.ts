@@ -5,7 +5,7 @@
  * with its tokens — issuing, rotating — are in atomic-writes.ts.
  */
 import { sql, type Kysely, type Transaction } from 'kysely';
-import { clientConfidential } from './clients.ts';
+import { clientConfidential, joinedClientColumns, type JoinedClient } from './clients.ts';
 import { bigint, gated, type Gate } from './chained-writes.ts';
 import type { JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
@@ -227,7 +227,7 @@ export async function readShardEpochs(db: Kysely<Database>, shards: readonly str
   return (await shardEpochs.execute(db, { shards })).rows;
 }
 
-export interface RefreshTokenInfo extends JoinedTokenSettings {
+export interface RefreshTokenInfo extends JoinedTokenSettings, JoinedClient {
   hash: string;
   grant_id: string;
   expires_at: number;
@@ -240,8 +240,6 @@ export interface RefreshTokenInfo extends JoinedTokenSettings {
   client_id: string;
   /** 1 when the owning client is confidential, so presenting the token requires its secret. */
   client_confidential: number;
-  /** The scopes the client may have now: the grant's own may include some taken away since. */
-  client_scopes: string;
   /** Who made the client known (SPEC §3): clients no administrator registered may have any scope of the resource. */
   client_kind: ClientKind;
   user_id: string | null;
@@ -268,6 +266,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
     .leftJoin('refresh_tokens as successor', 'successor.hash', 'refresh_tokens.successor_hash')
     .select(clientConfidential)
     .select(tokenSettingsColumns)
+    .select(joinedClientColumns)
     .select([
       'refresh_tokens.hash',
       'refresh_tokens.grant_id',
@@ -278,7 +277,6 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'successor.replay_box as successor_box',
       'successor.rotated_at as successor_rotated_at',
       'grants.client_id',
-      'clients.scopes as client_scopes',
       'clients.kind as client_kind',
       'grants.user_id',
       'users.username',
@@ -347,6 +345,8 @@ export interface TokenOwner {
   client_id: string;
   user_id: string | null;
   client_confidential: number;
+  /** The client's secret hash as stored now (oauth/client-auth.ts `confirmSecret`). */
+  client_secret_hash: string | null;
   revoked_at: number | null;
 }
 
@@ -356,7 +356,7 @@ const ownerOf = (table: TokenTable) =>
       .selectFrom(table)
       .innerJoin('grants', 'grants.id', `${table}.grant_id`)
       .innerJoin('clients', 'clients.id', 'grants.client_id')
-      .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at'])
+      .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at', 'clients.secret_hash as client_secret_hash'])
       .select(clientConfidential)
       .where(`${table}.hash`, '=', p.hash),
   );

@@ -10,8 +10,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import * as oauth from 'oauth4webapi';
 import { COMMAND_LINE } from '../../src/audit.ts';
 import { CLIENT_CACHE_TTL_MS, createClientCache } from '../../src/client-cache.ts';
+import { hashToken } from '../../src/tokens.ts';
 import { removeClient, rotateClientSecret } from '../../src/clients/clients.ts';
 import { type OpenContext } from '../../src/context.ts';
 import { openContext } from '../../src/open-context.ts';
@@ -23,9 +25,12 @@ import {
   exchangeRequest,
   obtainCallback,
   obtainTokens,
+  insecure,
   postForm,
   profile,
+  refresh,
   refreshRequest,
+  revokeToken,
   tokenResult,
   type TokenResult,
 } from '../support/oauth-client.ts';
@@ -129,6 +134,75 @@ for (const backend of BACKENDS) {
       assertRefused(await credentials(service.secret!), 'client credentials with the old secret');
       assert.equal(await introspect(service.secret!), 401);
       assert.equal((await credentials(replacement)).status, 200);
+    });
+
+    test('the old secret after a rotation elsewhere, the client still cached here: its codes, refresh token and revocation are refused as invalid_client and change nothing; the new secret works at once', async () => {
+      // A confidential client's secret is checked against the copy here, then confirmed by the
+      // stored secret hash read with the code or token (src/oauth/client-auth.ts `confirmSecret`).
+      const { client, secret } = await server.createClient({ name: 'Rotated under its codes', confidential: true });
+      const agent = new UserAgent(server.url);
+      const withOld = await discover(server, client.id, { secret: secret! });
+      const exchanged = await obtainCallback(withOld, agent);
+      const tokens = await oauth.processAuthorizationCodeResponse(withOld.as, withOld.client, await exchangeRequest(withOld, exchanged));
+      const outstanding = await obtainCallback(withOld, agent);
+      const grants = await grantsOf(client.id);
+      /** Rotates the secret elsewhere, a moment after the server here read the client: its copy is the old one for the next second. */
+      const rotateElsewhere = async (current: string) => {
+        await ctx().clients.findStored(client.id);
+        const replacement = await rotateClientSecret(other, client, COMMAND_LINE);
+        if (backend.name === 'sqlite')
+          assert.equal((await ctx().clients.find(client.id))?.secret_hash, hashToken(current), 'the server no longer holds the old copy: this tests nothing');
+        return replacement;
+      };
+
+      const replacement = await rotateElsewhere(secret!);
+      const unknownCode = { grant_type: 'authorization_code', code: 'gac_unknown', redirect_uri: withOld.redirectUri, code_verifier: outstanding.verifier };
+      for (const [what, response] of [
+        ['the outstanding code', await exchangeRequest(withOld, outstanding)],
+        ['the code exchanged already (a replay would revoke its grant)', await exchangeRequest(withOld, exchanged)],
+        ['an unknown code', await postForm(server, '/api/token', unknownCode, basic(client.id, secret!))],
+        ['the refresh token', await refreshRequest(withOld, tokens.refresh_token!)],
+        ['a revocation', await oauth.revocationRequest(withOld.as, withOld.client, withOld.auth, tokens.refresh_token!, insecure)],
+        ['a revocation of an unknown token', await oauth.revocationRequest(withOld.as, withOld.client, withOld.auth, 'gar_unknown', insecure)],
+      ] as const) {
+        const body = (await response.json()) as { error?: string };
+        assert.deepEqual([response.status, body.error], [401, 'invalid_client'], what);
+        assert.match(response.headers.get('www-authenticate') ?? '', /^Basic /, `${what}: no Basic challenge`);
+      }
+      assert.equal(await grantsOf(client.id), grants, 'a grant was made with the old secret');
+      assert.equal((await profile(server, tokens.access_token)).status, 200, 'the old secret revoked the grant');
+
+      // The copy here predates the newest secret, which works anyway: the stored row decides a secret the copy refuses.
+      const withNewest = await discover(server, client.id, { secret: await rotateElsewhere(replacement) });
+      assert.equal((await exchangeRequest(withNewest, outstanding)).status, 200, 'the code the old secret could not exchange');
+      const refreshed = await refresh(withNewest, tokens.refresh_token!);
+      await revokeToken(withNewest, refreshed.refresh_token!);
+      assert.equal((await profile(server, refreshed.access_token)).status, 401);
+    });
+
+    test("a confidential client's code exchange, refresh and revocation send as many statements as a public client's: its secret is confirmed by the read of what it redeems", async () => {
+      const agent = new UserAgent(server.url);
+      /** The statements each step sent, the fewest of three rounds (a background job's statement may land in one). */
+      const statementsOf = async (confidential: boolean) => {
+        const { client, secret } = await server.createClient({ name: `Counted (${confidential ? 'confidential' : 'public'})`, confidential });
+        const app = await discover(server, client.id, { secret });
+        const fewest = [Infinity, Infinity, Infinity];
+        for (let round = 0; round < 3; round++) {
+          const authorized = await obtainCallback(app, agent);
+          await ctx().clients.find(client.id); // a copy held, as for every client in use
+          const counted = async <T>(step: number, request: () => Promise<T>): Promise<T> => {
+            const before = server.store.statements();
+            const result = await request();
+            fewest[step] = Math.min(fewest[step]!, server.store.statements() - before);
+            return result;
+          };
+          const tokens = await counted(0, async () => oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, authorized)));
+          const refreshed = await counted(1, () => refresh(app, tokens.refresh_token!));
+          await counted(2, () => revokeToken(app, refreshed.refresh_token!));
+        }
+        return fewest;
+      };
+      assert.deepEqual(await statementsOf(true), await statementsOf(false));
     });
 
     test('a confidential client blocked or disabled elsewhere, still cached here: its secret is refused at once', async () => {

@@ -41,6 +41,7 @@ export const authorizationCode = defineGrant({
   parameters,
   client: 'client_id',
   redeems: 'authorization code',
+  readsClientSecret: true,
   load,
   issue,
 });
@@ -51,7 +52,7 @@ async function load(params: Params, _client: Client, ctx: AppContext): Promise<L
   // sees invalid_grant for all of them.
   const code = hash === null ? undefined : await findCode(ctx.db, hash);
   if (!code) throw invalidGrant('the authorization code is invalid', 'unknown code');
-  return { clientId: code.client_id, redeemed: code };
+  return { clientId: code.client_id, clientSecretHash: code.client_secret_hash, redeemed: code };
 }
 
 async function issue(code: StoredCode, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {

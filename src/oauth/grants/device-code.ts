@@ -60,6 +60,7 @@ export const deviceCode = defineGrant({
   parameters,
   client: 'client_id',
   redeems: 'device code',
+  readsClientSecret: true,
   load,
   issue,
 });
@@ -68,7 +69,7 @@ async function load(params: Params, _client: Client, ctx: AppContext): Promise<L
   const hash = hashIfWellFormed('deviceCode', params.device_code);
   const device = hash === null ? undefined : await findDeviceCode(ctx.db, hash);
   if (!device) throw invalidGrant('the device code is invalid', 'unknown device code');
-  return { clientId: device.client_id, redeemed: device };
+  return { clientId: device.client_id, clientSecretHash: device.client_secret_hash, redeemed: device };
 }
 
 async function issue(

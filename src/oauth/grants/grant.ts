@@ -62,6 +62,12 @@ export interface Loaded<T> {
    * checks before `issue`.
    */
   clientId: string;
+  /**
+   * That client's secret hash as stored, read in the same statement as what the request
+   * redeems, by a grant that `readsClientSecret`: what a secret checked against the client
+   * cache is confirmed against (client-auth.ts `confirmSecret`).
+   */
+  clientSecretHash?: string | null;
   /** What `issue` goes on with. */
   redeemed: T;
 }
@@ -85,6 +91,13 @@ export interface GrantOf<P extends Parameters, C extends ClientPresence, T> {
   client: C;
   /** What it redeems as refusals name it: `the ${redeems} is invalid`. */
   redeems: string;
+  /**
+   * Its `load` reads the client's stored secret hash with what the request redeems
+   * (`Loaded.clientSecretHash`): a presented secret is checked against the client cache, and
+   * confirmed by that read — a read fewer. Otherwise a secret is checked against the stored
+   * row before `load`.
+   */
+  readsClientSecret?: true;
   /** Finds what the request redeems and whose it is; changes nothing (but the audit trail). `address` is the client's, for the audit trail. */
   load(params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext, address: string): Promise<Loaded<T>>;
   /**

@@ -8,7 +8,7 @@ import type { AppContext } from '../../context.ts';
 import type { Throttle } from '../../throttle.ts';
 import { clientAssertionCheck, type ClientAssertionCheck } from '../assertions/client-assertion.ts';
 import { isConfidential } from '../assertions/client-keys.ts';
-import { authenticateClient, secretRequired, type ClientLookup } from '../client-auth.ts';
+import { confirmSecret, identifyClient, secretRequired, type ClientLookup } from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
 import { mustProveKey } from '../client-rules.ts';
@@ -18,7 +18,7 @@ import { single, type RawParams } from '../../protocol/params.ts';
 import { authorizationCode } from './authorization-code.ts';
 import { clientCredentials } from './client-credentials.ts';
 import { deviceCode } from './device-code.ts';
-import { readGrantParams, requireRegistered, type Grant } from './grant.ts';
+import { readGrantParams, requireRegistered, type Grant, type Loaded } from './grant.ts';
 import { jwtBearer } from './jwt-bearer.ts';
 import { refreshToken } from './refresh-token.ts';
 import { tokenExchange } from './token-exchange.ts';
@@ -88,6 +88,15 @@ export function requestToken(request: TokenRequest, ctx: AppContext): Promise<To
  * budget, so nobody can lock a client out by flooding the endpoint with its client_id. Either
  * way the client is charged once, and its standing checked (not blocked; a metadata document
  * that still resolves) before the grant issues anything.
+ *
+ * A grant whose load reads its client with what it redeems (`readsClientSecret`: a code, a
+ * device code, a refresh token) has a presented secret checked against the client cache, then
+ * confirmed against the stored secret hash that load read — one round trip fewer — before
+ * anything is decided by what it found; a load that refuses, or finds another client's, has the
+ * secret confirmed by a read of its own first. Either way a rotated secret stops working at
+ * once, as when it is read before `load`. Refusals of the request itself (a missing parameter,
+ * a grant the client is not registered for, its budget spent) come before that confirmation,
+ * and a request with a secret replaced less than a second ago spends its client's budget.
  */
 export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Gate, request: TokenRequest, ctx: AppContext): Promise<TokenResponse> {
   const { params: raw, authorization, address } = request;
@@ -97,8 +106,9 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...grants.keys()].join(', ')}`);
   await gate.throttle.tokenRequestFrom(address);
   const proof = await endpointProof(ctx, request.dpop, TOKEN_PATH);
-  const client = await authenticateClient(gate.clients, authorization, raw, gate.checkAssertion);
-  // A client assertion that got this far was verified (authenticateClient).
+  const authentication = await identifyClient(gate.clients, authorization, raw, gate.checkAssertion, grant.readsClientSecret === true);
+  const client = authentication?.client ?? null;
+  // A client assertion that got this far was verified (identifyClient).
   const withAssertion = client !== null && single(raw, 'client_assertion') !== undefined;
   const authenticated = client !== null && (isConfidential(client) || withAssertion);
   let standing = authenticated ? await admit(gate, client.id, client, address, withAssertion) : undefined;
@@ -108,10 +118,21 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
     throw grant.client === 'credentials' ? secretRequired() : invalidRequest('the "client_id" parameter is missing');
   if (client !== null) requireRegistered(grant, client);
 
-  const loaded = await grant.load(params, client, ctx, address);
+  let loaded: Loaded<unknown>;
+  try {
+    loaded = await grant.load(params, client, ctx, address);
+  } catch (error) {
+    // A secret the stored row no longer has is refused as such rather than by what the load found.
+    if (error instanceof OAuthError) await confirmSecret(gate.clients, authentication);
+    throw error;
+  }
   // The type says every load names its client; a grant that does not anyway issues nothing.
   if (typeof loaded.clientId !== 'string' || loaded.clientId === '') throw new Error(`the ${grant.type} grant did not say whose client it redeems for`);
-  if (client !== null && loaded.clientId !== client.id) throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
+  if (client !== null && loaded.clientId !== client.id) {
+    await confirmSecret(gate.clients, authentication);
+    throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
+  }
+  await confirmSecret(gate.clients, authentication, loaded.clientSecretHash);
   const owner = client ?? (await gate.clients.find(loaded.clientId));
   if (!authenticated) {
     // Named by what the request redeems (a public client's refresh token, a publisher's grant token): registered for the grant before it is charged.

@@ -39,6 +39,7 @@ export const refreshToken = defineGrant({
   parameters,
   client: 'optional',
   redeems: 'refresh token',
+  readsClientSecret: true,
   load,
   issue,
 });
@@ -56,7 +57,7 @@ async function load(params: Params, client: Client | null, ctx: AppContext): Pro
   // RFC 6749 §6: the refresh token of a confidential client is only good with its secret
   // (a jwt-bearer client's counts as public here: store/clients.ts `clientConfidential`).
   if (client === null && token.client_confidential === 1) throw secretRequired();
-  return { clientId: token.client_id, redeemed: token };
+  return { clientId: token.client_id, clientSecretHash: token.client_secret_hash, redeemed: token };
 }
 
 async function issue(
