@@ -8,9 +8,9 @@
  *
  * A stale entry cannot issue a token by itself: every write that issues tokens checks the
  * client again in the database (store/grants.ts: it exists, is not blocked, has the scopes
- * the request was decided by), and a presented secret is held to the stored row: read with the
- * code or token the request redeems or revokes, or read on its own where there is none
- * (oauth/client-auth.ts `identifyClient`). Only clients that exist are kept, so a flood of
+ * the request was decided by), and a presented secret is held to the stored row — its hash and
+ * whether the client is switched on, read with the code or token the request redeems or
+ * revokes, or on their own where there is none (oauth/client-auth.ts `confirmSecret`). Only clients that exist are kept, so a flood of
  * made-up ids fills nothing.
  */
 import type { Kysely } from 'kysely';

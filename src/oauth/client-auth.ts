@@ -6,7 +6,7 @@
  * §3.2.1; RFC 7523 §2.2, §3
  */
 import type { Kysely } from 'kysely';
-import { findClient as findClientById, isSwitchedOff } from '../store/clients.ts';
+import { findClient as findClientById, isSwitchedOff, type StoredCredentials } from '../store/clients.ts';
 
 export { isSwitchedOff };
 import type { Client, Database } from '../store/schema.ts';
@@ -126,7 +126,7 @@ export interface ClientLookup {
   findStored: FindClient;
 }
 
-/** A client that authenticated (or, public, named itself), as `authenticateClientByCopy` found it. */
+/** A client that authenticated (or, public, named itself), as `identifyClient` found it. */
 export interface ClientAuthentication {
   client: Client;
   /** The credentials came in an HTTP Basic header: a refusal answers 401 with a Basic challenge. */
@@ -156,23 +156,33 @@ export async function authenticateClient(
 }
 
 /**
- * Confirms a secret checked against a copy of the client: its stored row must still have the
- * hash the secret matched, else `invalid_client`, as if it had been checked against the stored
- * row in the first place. `storedHash`: the client's secret hash as read with what the request
- * is about (the same statement, so at the same moment); undefined: read here. Nothing to do
- * for no authentication, or one the stored row decided.
+ * Confirms a secret checked against a copy of the client: as stored, the client must still be
+ * switched on and have the hash the secret matched, else `invalid_client` — the answer the
+ * stored row would have given in the first place. `stored`: the client's credentials as read
+ * with what the request is about (the same statement, so at the same moment); undefined: read
+ * here. Nothing to do for no authentication, or one the stored row decided.
  */
-export async function confirmSecret(clients: ClientLookup, authentication: ClientAuthentication | null, storedHash?: string | null): Promise<void> {
+export async function confirmSecret(clients: ClientLookup, authentication: ClientAuthentication | null, stored?: StoredCredentials): Promise<void> {
   if (authentication === null || authentication.unconfirmedSecretHash === null) return;
   const { client, usedBasic, unconfirmedSecretHash } = authentication;
-  let hash = storedHash;
-  if (hash === undefined) {
-    const stored = await clients.findStored(client.id);
-    if (!stored) throw new InvalidClient('unknown client', usedBasic, `client ${client.id} deleted`);
-    hash = stored.secret_hash;
+  const credentials = stored ?? (await clients.findStored(client.id));
+  if (!credentials) throw new InvalidClient('unknown client', usedBasic, `client ${client.id} deleted`);
+  if (isSwitchedOff(credentials)) throw new InvalidClient('unknown client', usedBasic, switchedOffDetail({ id: client.id, ...credentials }));
+  if (credentials.secret_hash === null || !constantTimeEqual(credentials.secret_hash, unconfirmedSecretHash)) {
+    throw new InvalidClient('client authentication failed', usedBasic, `secret of client ${client.id} replaced or removed`);
   }
-  if (hash === null || !constantTimeEqual(hash, unconfirmedSecretHash)) {
-    throw new InvalidClient('client authentication failed', usedBasic, `secret of client ${client.id} replaced`);
+}
+
+/**
+ * `step`, whose refusals (`OAuthError`) are preceded by `confirm` (`confirmSecret`): a secret the
+ * stored row no longer has, or a client switched off, is refused as such, whatever else is wrong.
+ */
+export async function confirmingRefusals<T>(confirm: () => Promise<void>, step: () => T | Promise<T>): Promise<T> {
+  try {
+    return await step();
+  } catch (error) {
+    if (error instanceof OAuthError) await confirm();
+    throw error;
   }
 }
 

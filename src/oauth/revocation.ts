@@ -4,11 +4,12 @@
  */
 import type { AuditEvent } from '../store/audit-events.ts';
 import { revokeGrants } from '../store/atomic-writes.ts';
+import { storedCredentials } from '../store/clients.ts';
 import type { GrantsToRevoke } from '../store/grants.ts';
 import { findTokenOwner, type TokenOwner } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { readJwtAccessToken } from '../identity/jwt-access-tokens.ts';
-import { confirmSecret, secretRequired, type ClientAuthentication } from './client-auth.ts';
+import { confirmSecret, confirmingRefusals, secretRequired, type ClientAuthentication } from './client-auth.ts';
 import type { AppContext, RevocationReason } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { readParams, type RawParams } from '../protocol/params.ts';
@@ -34,15 +35,19 @@ export async function revoke(ctx: AppContext, where: GrantsToRevoke, reason: Rev
  * `POST /oauth/revoke`. Unknown, expired and malformed tokens, and unknown hints, succeed
  * silently (RFC 7009 §2.2). A token of a confidential client needs that client's
  * credentials; a token may only be revoked by the client it was issued to. A secret checked
- * against the client cache is confirmed by the stored secret hash read with the token, or by a
- * read of its own when the token is not the client's (client-auth.ts `identifyClient`).
+ * against the client cache is confirmed by the client's credentials as stored, read with the
+ * token, or by a read of their own when the token is not the client's or the request is refused
+ * (client-auth.ts `confirmSecret`).
  */
 export async function revokeToken(raw: RawParams, authentication: ClientAuthentication | null, ctx: AppContext, address: string): Promise<void> {
-  const params = readParams(raw, ['token'], ['token_type_hint']);
+  const params = await confirmingRefusals(
+    () => confirmSecret(ctx.clients, authentication),
+    () => readParams(raw, ['token'], ['token_type_hint']),
+  );
   const owner = await findTokenGrant(ctx, params.token, params.token_type_hint);
   const client = authentication?.client ?? null;
   const ours = owner !== null && owner.client_id === client?.id;
-  await confirmSecret(ctx.clients, authentication, ours ? owner.client_secret_hash : undefined);
+  await confirmSecret(ctx.clients, authentication, ours ? storedCredentials(owner) : undefined);
   if (owner === null) return;
   if (client === null && owner.client_confidential === 1) throw secretRequired();
   if (client !== null && !ours) {

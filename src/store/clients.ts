@@ -13,16 +13,34 @@ import { allColumnsOf, type Client, type Database, type NewClient } from './sche
 export const clientConfidential = sql<number>`case when clients.grant_type = 'urn:ietf:params:oauth:grant-type:jwt-bearer'
     or (clients.secret_hash is null and clients.jwks is null and clients.jwks_uri is null) then 0 else 1 end`.as('client_confidential');
 
-/** The client's columns read with a code or a refresh token, at the same moment. */
+/** The client's columns read with a code or a token, at the same moment. */
 export interface JoinedClient {
   /** Its scopes as stored now: what an exchange or a refresh decides by. */
   client_scopes: string;
-  /** Its secret's hash as stored now: what a secret checked against the client cache is confirmed against (oauth/client-auth.ts `confirmSecret`). */
+  /** With the two flags: what a secret checked against the client cache is confirmed by (`StoredCredentials`). */
   client_secret_hash: string | null;
+  client_blocked: number;
+  client_disabled: number;
 }
 
 /** `JoinedClient`'s columns, for a read that joins `clients`. */
-export const joinedClientColumns = ['clients.scopes as client_scopes', 'clients.secret_hash as client_secret_hash'] as const;
+export const joinedClientColumns = [
+  'clients.scopes as client_scopes',
+  'clients.secret_hash as client_secret_hash',
+  'clients.blocked as client_blocked',
+  'clients.disabled as client_disabled',
+] as const;
+
+/**
+ * What a secret checked against a copy of its client is confirmed by (oauth/client-auth.ts
+ * `confirmSecret`): the client's row as stored, or these columns of it read with a code or token.
+ */
+export type StoredCredentials = Pick<Client, 'secret_hash' | 'blocked' | 'disabled'>;
+
+/** `StoredCredentials` from a row read with the client joined. */
+export function storedCredentials(row: JoinedClient): StoredCredentials {
+  return { secret_hash: row.client_secret_hash, blocked: row.client_blocked, disabled: row.client_disabled };
+}
 
 /**
  * Whether an administrator has switched the client off: blocked (a client no administrator

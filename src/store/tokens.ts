@@ -340,13 +340,11 @@ export interface RotationMark {
 export const markRotated = (db: Kysely<Database>, p: RotationMark) =>
   db.updateTable('refresh_tokens').set({ rotated_at: p.now, successor_hash: p.successorHash }).where('hash', '=', p.hash).where('rotated_at', 'is', null);
 
-export interface TokenOwner {
+export interface TokenOwner extends JoinedClient {
   grant_id: string;
   client_id: string;
   user_id: string | null;
   client_confidential: number;
-  /** The client's secret hash as stored now (oauth/client-auth.ts `confirmSecret`). */
-  client_secret_hash: string | null;
   revoked_at: number | null;
 }
 
@@ -356,7 +354,7 @@ const ownerOf = (table: TokenTable) =>
       .selectFrom(table)
       .innerJoin('grants', 'grants.id', `${table}.grant_id`)
       .innerJoin('clients', 'clients.id', 'grants.client_id')
-      .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at', 'clients.secret_hash as client_secret_hash'])
+      .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at', ...joinedClientColumns])
       .select(clientConfidential)
       .where(`${table}.hash`, '=', p.hash),
   );

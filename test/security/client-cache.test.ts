@@ -234,6 +234,34 @@ for (const backend of BACKENDS) {
       }
     });
 
+    test('a confidential client blocked or disabled elsewhere, still cached here: its replayed code, reused refresh token and revocation are refused as invalid_client and revoke nothing', async () => {
+      for (const [name, switchOff] of [
+        ['blocked', setClientBlocked],
+        ['disabled', setClientDisabled],
+      ] as const) {
+        const { client, secret } = await server.createClient({ name: `Switched off under its grant (${name})`, confidential: true });
+        const app = await discover(server, client.id, { secret: secret! });
+        const exchanged = await obtainCallback(app, new UserAgent(server.url));
+        const tokens = await oauth.processAuthorizationCodeResponse(app.as, app.client, await exchangeRequest(app, exchanged));
+        const refreshed = await refresh(app, tokens.refresh_token!);
+        await ctx().clients.findStored(client.id); // cached now, a moment before the change
+        assert.equal(await switchOff(otherStore.db, client.id, true), true); // the flag alone: no message, nothing revoked
+        const held = await ctx().clients.find(client.id);
+        assert.deepEqual([held?.blocked, held?.disabled], [0, 0], 'the server no longer holds a stale copy of the client: this tests nothing');
+        for (const [what, response] of [
+          ['the code exchanged already (a replay would revoke its grant)', await exchangeRequest(app, exchanged)],
+          ['the refresh token used already (a reuse would revoke its grant)', await refreshRequest(app, tokens.refresh_token!)],
+          ['a revocation', await oauth.revocationRequest(app.as, app.client, app.auth, refreshed.refresh_token!, insecure)],
+        ] as const) {
+          const body = (await response.json()) as { error?: string };
+          assert.deepEqual([response.status, body.error], [401, 'invalid_client'], `${what} (${name})`);
+        }
+        assert.equal(await switchOff(otherStore.db, client.id, false), true);
+        await outlastClientCache();
+        assert.equal((await profile(server, refreshed.access_token)).status, 200, `the grant was revoked while the client was ${name}`);
+      }
+    });
+
     test('a client deleted elsewhere, still cached here: its code, refresh token and client credentials yield nothing', async () => {
       const { client } = await server.createClient({ name: 'Deleted' });
       const app = await discover(server, client.id);
@@ -302,6 +330,39 @@ for (const backend of BACKENDS) {
         await polling;
       }
       assert.ok(statuses.length > 0 && statuses.every((status) => status === 200 || status === 401), statuses.join(' '));
+    });
+  });
+}
+
+for (const backend of BACKENDS) {
+  describe(`an old secret and its client's token budget (${backend.name})`, backendOptions(backend), () => {
+    const PER_CLIENT = 2;
+    let server: TestServer;
+    let otherStore: Store;
+    let other: OpenContext;
+
+    before(async () => {
+      server = await startServer(backend, { TOKEN_REQUESTS_PER_CLIENT: String(PER_CLIENT) });
+      await server.createUser('alice');
+      otherStore = openStore(server.config.database);
+      other = await openContext(server.config, otherStore, { info() {}, warn() {}, error() {} });
+    });
+    after(async () => {
+      await other?.close();
+      await otherStore?.close();
+      await server?.close();
+    });
+
+    test('requests with the old secret after a rotation elsewhere, the client still cached here, spend nothing of its budget', async () => {
+      const { client, secret } = await server.createClient({ name: 'Budgeted', confidential: true });
+      const agent = new UserAgent(server.url);
+      const withOld = await discover(server, client.id, { secret: secret! });
+      const outstanding = await obtainCallback(withOld, agent);
+      await server.app.gatehouse.clients.findStored(client.id); // cached now, a moment before the change
+      const replacement = await rotateClientSecret(other, client, COMMAND_LINE);
+      for (let sent = 0; sent < PER_CLIENT + 1; sent++) assert.equal((await exchangeRequest(withOld, outstanding)).status, 401);
+      const withNew = await discover(server, client.id, { secret: replacement });
+      assert.equal((await exchangeRequest(withNew, outstanding)).status, 200, 'the old secret spent the budget of the client that holds the new one');
     });
   });
 }

@@ -8,6 +8,7 @@
  * that names no client does not type-check.
  */
 import type { AppContext } from '../../context.ts';
+import type { StoredCredentials } from '../../store/clients.ts';
 import type { Client } from '../../store/schema.ts';
 import { isConfidential } from '../assertions/client-keys.ts';
 import type { DpopProof } from '../dpop.ts';
@@ -63,11 +64,11 @@ export interface Loaded<T> {
    */
   clientId: string;
   /**
-   * That client's secret hash as stored, read in the same statement as what the request
+   * That client's credentials as stored, read in the same statement as what the request
    * redeems, by a grant that `readsClientSecret`: what a secret checked against the client
-   * cache is confirmed against (client-auth.ts `confirmSecret`).
+   * cache is confirmed by (client-auth.ts `confirmSecret`).
    */
-  clientSecretHash?: string | null;
+  storedClient?: StoredCredentials;
   /** What `issue` goes on with. */
   redeemed: T;
 }
@@ -92,8 +93,8 @@ export interface GrantOf<P extends Parameters, C extends ClientPresence, T> {
   /** What it redeems as refusals name it: `the ${redeems} is invalid`. */
   redeems: string;
   /**
-   * Its `load` reads the client's stored secret hash with what the request redeems
-   * (`Loaded.clientSecretHash`): a presented secret is checked against the client cache, and
+   * Its `load` reads the client's stored credentials with what the request redeems
+   * (`Loaded.storedClient`): a presented secret is checked against the client cache, and
    * confirmed by that read — a read fewer. Otherwise a secret is checked against the stored
    * row before `load`.
    */

@@ -8,7 +8,8 @@ import type { AppContext } from '../../context.ts';
 import type { Throttle } from '../../throttle.ts';
 import { clientAssertionCheck, type ClientAssertionCheck } from '../assertions/client-assertion.ts';
 import { isConfidential } from '../assertions/client-keys.ts';
-import { confirmSecret, identifyClient, secretRequired, type ClientLookup } from '../client-auth.ts';
+import type { StoredCredentials } from '../../store/clients.ts';
+import { confirmSecret, confirmingRefusals, identifyClient, secretRequired, type ClientLookup } from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
 import { mustProveKey } from '../client-rules.ts';
@@ -18,7 +19,7 @@ import { single, type RawParams } from '../../protocol/params.ts';
 import { authorizationCode } from './authorization-code.ts';
 import { clientCredentials } from './client-credentials.ts';
 import { deviceCode } from './device-code.ts';
-import { readGrantParams, requireRegistered, type Grant, type Loaded } from './grant.ts';
+import { readGrantParams, requireRegistered, type Grant } from './grant.ts';
 import { jwtBearer } from './jwt-bearer.ts';
 import { refreshToken } from './refresh-token.ts';
 import { tokenExchange } from './token-exchange.ts';
@@ -91,12 +92,12 @@ export function requestToken(request: TokenRequest, ctx: AppContext): Promise<To
  *
  * A grant whose load reads its client with what it redeems (`readsClientSecret`: a code, a
  * device code, a refresh token) has a presented secret checked against the client cache, then
- * confirmed against the stored secret hash that load read — one round trip fewer — before
- * anything is decided by what it found; a load that refuses, or finds another client's, has the
- * secret confirmed by a read of its own first. Either way a rotated secret stops working at
- * once, as when it is read before `load`. Refusals of the request itself (a missing parameter,
- * a grant the client is not registered for, its budget spent) come before that confirmation,
- * and a request with a secret replaced less than a second ago spends its client's budget.
+ * confirmed by the client's credentials as stored that load read — one round trip fewer —
+ * before the client is charged or anything is decided by what the load found; any refusal
+ * before then has the secret confirmed by a read of its own first, and the client charged. So
+ * a secret replaced, or a client switched off, is refused at once with `invalid_client` whatever
+ * else is wrong, as when the stored row is read before `load`, and spends nothing of its
+ * client's budget; a confirmed secret spends it on every request, refused or not.
  */
 export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Gate, request: TokenRequest, ctx: AppContext): Promise<TokenResponse> {
   const { params: raw, authorization, address } = request;
@@ -111,28 +112,29 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   // A client assertion that got this far was verified (identifyClient).
   const withAssertion = client !== null && single(raw, 'client_assertion') !== undefined;
   const authenticated = client !== null && (isConfidential(client) || withAssertion);
-  let standing = authenticated ? await admit(gate, client.id, client, address, withAssertion) : undefined;
-  const params = readGrantParams(grant, raw, client);
-  // A missing client_id was reported with the missing parameters; credentials are asked for here.
-  if (client === null && grant.client !== 'optional')
-    throw grant.client === 'credentials' ? secretRequired() : invalidRequest('the "client_id" parameter is missing');
-  if (client !== null) requireRegistered(grant, client);
-
-  let loaded: Loaded<unknown>;
-  try {
-    loaded = await grant.load(params, client, ctx, address);
-  } catch (error) {
-    // A secret the stored row no longer has is refused as such rather than by what the load found.
-    if (error instanceof OAuthError) await confirmSecret(gate.clients, authentication);
-    throw error;
-  }
+  const unconfirmed = authentication !== null && authentication.unconfirmedSecretHash !== null;
+  let standing = authenticated && !unconfirmed ? await admit(gate, client.id, client, address, withAssertion) : undefined;
+  /** A secret checked against the client cache: confirmed by `stored` (or a read), and only then its client charged. */
+  const confirm = async (stored?: StoredCredentials) => {
+    if (!unconfirmed) return;
+    await confirmSecret(gate.clients, authentication, stored);
+    standing = await admit(gate, authentication.client.id, authentication.client, address);
+  };
+  const { params, loaded } = await confirmingRefusals(confirm, async () => {
+    const params = readGrantParams(grant, raw, client);
+    // A missing client_id was reported with the missing parameters; credentials are asked for here.
+    if (client === null && grant.client !== 'optional')
+      throw grant.client === 'credentials' ? secretRequired() : invalidRequest('the "client_id" parameter is missing');
+    if (client !== null) requireRegistered(grant, client);
+    return { params, loaded: await grant.load(params, client, ctx, address) };
+  });
   // The type says every load names its client; a grant that does not anyway issues nothing.
   if (typeof loaded.clientId !== 'string' || loaded.clientId === '') throw new Error(`the ${grant.type} grant did not say whose client it redeems for`);
   if (client !== null && loaded.clientId !== client.id) {
-    await confirmSecret(gate.clients, authentication);
+    await confirm();
     throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
   }
-  await confirmSecret(gate.clients, authentication, loaded.clientSecretHash);
+  await confirm(loaded.storedClient);
   const owner = client ?? (await gate.clients.find(loaded.clientId));
   if (!authenticated) {
     // Named by what the request redeems (a public client's refresh token, a publisher's grant token): registered for the grant before it is charged.
