@@ -10,8 +10,8 @@
  * client again in the database (store/grants.ts: it exists, is not blocked, has the scopes
  * the request was decided by), and a presented secret is held to the stored row — its hash and
  * whether the client is switched on, read with the code or token the request redeems or
- * revokes, or on their own where there is none (oauth/client-auth.ts `confirmSecret`). Only clients that exist are kept, so a flood of
- * made-up ids fills nothing.
+ * revokes, or on their own where there is none (oauth/client-auth.ts `confirmSecret`). Only
+ * clients that exist are kept, so a flood of made-up ids fills nothing.
  */
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
@@ -26,7 +26,7 @@ const ENTRIES = 1000;
 export interface ClientCache {
   /** The client with this id, from memory if read within the last second; undefined when there is none. */
   find(id: string): Promise<Client | undefined>;
-  /** The client as stored now, read from the database (and kept, for `find`): what a presented secret is checked against. */
+  /** The client as stored now, read from the database (and kept, for `find`): what a presented secret is checked against, where nothing read with the request confirms it (oauth/client-auth.ts). */
   findStored(id: string): Promise<Client | undefined>;
   /** Forgets these clients here, and any read of them under way: for a change this process made or heard of. */
   forget(ids: readonly string[]): void;

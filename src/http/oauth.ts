@@ -145,13 +145,9 @@ export default async function oauthRoutes(app: FastifyInstance, { ctx }: { ctx: 
   app.post('/oauth/revoke', { schema: revokeSchema, ...PARAMETERS_CHECKED_BY_PROTOCOL }, async (request, reply) => {
     reply.header('Cache-Control', 'no-store');
     const params = requireFormBody(request);
-    const authentication = await identifyClient(
-      ctx.clients,
-      request.headers.authorization,
-      params,
-      clientAssertionCheck(ctx, '/oauth/revoke', request.ip),
-      true,
-    );
+    const authentication = await identifyClient(ctx.clients, request.headers.authorization, params, clientAssertionCheck(ctx, '/oauth/revoke', request.ip), {
+      secretByCopy: true,
+    });
     await revokeToken(params, authentication, ctx, request.ip);
     return {};
   });

@@ -122,7 +122,7 @@ export type FindClient = (id: string) => Promise<Client | undefined>;
 export interface ClientLookup {
   /** The client, from a copy that may be a second old (the client cache) or from the database. */
   find: FindClient;
-  /** The client as stored now: what a presented secret is checked against. */
+  /** The client as stored now: what a presented secret is checked against, unless its caller confirms it so (`identifyClient`). */
   findStored: FindClient;
 }
 
@@ -152,7 +152,7 @@ export async function authenticateClient(
   params: RawParams,
   checkAssertion?: ClientAssertionCheck,
 ): Promise<Client | null> {
-  return (await identifyClient(clients, authorization, params, checkAssertion, false))?.client ?? null;
+  return (await identifyClient(clients, authorization, params, checkAssertion, { secretByCopy: false }))?.client ?? null;
 }
 
 /**
@@ -199,7 +199,7 @@ export async function identifyClient(
   authorization: string | undefined,
   params: RawParams,
   checkAssertion: ClientAssertionCheck | undefined,
-  secretByCopy: boolean,
+  { secretByCopy }: { secretByCopy: boolean },
 ): Promise<ClientAuthentication | null> {
   const credentials = readCredentials(authorization, params);
   if (credentials === null) return null;

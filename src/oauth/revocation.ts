@@ -4,7 +4,7 @@
  */
 import type { AuditEvent } from '../store/audit-events.ts';
 import { revokeGrants } from '../store/atomic-writes.ts';
-import { storedCredentials } from '../store/clients.ts';
+import { joinedCredentials } from '../store/clients.ts';
 import type { GrantsToRevoke } from '../store/grants.ts';
 import { findTokenOwner, type TokenOwner } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
@@ -47,7 +47,7 @@ export async function revokeToken(raw: RawParams, authentication: ClientAuthenti
   const owner = await findTokenGrant(ctx, params.token, params.token_type_hint);
   const client = authentication?.client ?? null;
   const ours = owner !== null && owner.client_id === client?.id;
-  await confirmSecret(ctx.clients, authentication, ours ? storedCredentials(owner) : undefined);
+  await confirmSecret(ctx.clients, authentication, ours ? joinedCredentials(owner) : undefined);
   if (owner === null) return;
   if (client === null && owner.client_confidential === 1) throw secretRequired();
   if (client !== null && !ours) {

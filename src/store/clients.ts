@@ -38,7 +38,7 @@ export const joinedClientColumns = [
 export type StoredCredentials = Pick<Client, 'secret_hash' | 'blocked' | 'disabled'>;
 
 /** `StoredCredentials` from a row read with the client joined. */
-export function storedCredentials(row: JoinedClient): StoredCredentials {
+export function joinedCredentials(row: JoinedClient): StoredCredentials {
   return { secret_hash: row.client_secret_hash, blocked: row.client_blocked, disabled: row.client_disabled };
 }
 

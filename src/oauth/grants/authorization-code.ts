@@ -1,7 +1,7 @@
 /**
  * `grant_type=authorization_code`. @see RFC 6749 §4.1.3, RFC 7636 §4.6, RFC 9700 §4.2.4
  */
-import { storedCredentials } from '../../store/clients.ts';
+import { joinedCredentials } from '../../store/clients.ts';
 import { exchangeCode } from '../../store/atomic-writes.ts';
 import { findCode } from '../../store/codes.ts';
 import type { Client } from '../../store/schema.ts';
@@ -42,7 +42,7 @@ export const authorizationCode = defineGrant({
   parameters,
   client: 'client_id',
   redeems: 'authorization code',
-  readsClientSecret: true,
+  loadsClientCredentials: true,
   load,
   issue,
 });
@@ -53,7 +53,7 @@ async function load(params: Params, _client: Client, ctx: AppContext): Promise<L
   // sees invalid_grant for all of them.
   const code = hash === null ? undefined : await findCode(ctx.db, hash);
   if (!code) throw invalidGrant('the authorization code is invalid', 'unknown code');
-  return { clientId: code.client_id, storedClient: storedCredentials(code), redeemed: code };
+  return { clientId: code.client_id, storedCredentials: joinedCredentials(code), redeemed: code };
 }
 
 async function issue(code: StoredCode, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {

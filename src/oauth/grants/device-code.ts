@@ -14,7 +14,7 @@
  *
  * @see RFC 8628 §3.4, §3.5
  */
-import { storedCredentials } from '../../store/clients.ts';
+import { joinedCredentials } from '../../store/clients.ts';
 import type { Kysely } from 'kysely';
 import { exchangeDeviceCode } from '../../store/atomic-writes.ts';
 import { findDeviceCode, pollDue, recordPoll, recordTooSoon, type Poll } from '../../store/device-codes.ts';
@@ -61,7 +61,7 @@ export const deviceCode = defineGrant({
   parameters,
   client: 'client_id',
   redeems: 'device code',
-  readsClientSecret: true,
+  loadsClientCredentials: true,
   load,
   issue,
 });
@@ -70,7 +70,7 @@ async function load(params: Params, _client: Client, ctx: AppContext): Promise<L
   const hash = hashIfWellFormed('deviceCode', params.device_code);
   const device = hash === null ? undefined : await findDeviceCode(ctx.db, hash);
   if (!device) throw invalidGrant('the device code is invalid', 'unknown device code');
-  return { clientId: device.client_id, storedClient: storedCredentials(device), redeemed: device };
+  return { clientId: device.client_id, storedCredentials: joinedCredentials(device), redeemed: device };
 }
 
 async function issue(

@@ -65,10 +65,10 @@ export interface Loaded<T> {
   clientId: string;
   /**
    * That client's credentials as stored, read in the same statement as what the request
-   * redeems, by a grant that `readsClientSecret`: what a secret checked against the client
+   * redeems, by a grant that `loadsClientCredentials`: what a secret checked against the client
    * cache is confirmed by (client-auth.ts `confirmSecret`).
    */
-  storedClient?: StoredCredentials;
+  storedCredentials?: StoredCredentials;
   /** What `issue` goes on with. */
   redeemed: T;
 }
@@ -94,11 +94,11 @@ export interface GrantOf<P extends Parameters, C extends ClientPresence, T> {
   redeems: string;
   /**
    * Its `load` reads the client's stored credentials with what the request redeems
-   * (`Loaded.storedClient`): a presented secret is checked against the client cache, and
+   * (`Loaded.storedCredentials`): a presented secret is checked against the client cache, and
    * confirmed by that read — a read fewer. Otherwise a secret is checked against the stored
    * row before `load`.
    */
-  readsClientSecret?: true;
+  loadsClientCredentials?: true;
   /** Finds what the request redeems and whose it is; changes nothing (but the audit trail). `address` is the client's, for the audit trail. */
   load(params: ParamsOf<P>, client: ClientOf<C>, ctx: AppContext, address: string): Promise<Loaded<T>>;
   /**

@@ -82,7 +82,7 @@ export function requestToken(request: TokenRequest, ctx: AppContext): Promise<To
  *
  * Every request counts against its address (TOKEN_REQUESTS_PER_ADDRESS). A client's own
  * budget (TOKEN_REQUESTS_PER_CLIENT) is charged only for requests that prove they come from
- * it: a confidential client's, once its secret is checked; a public client's, once the grant
+ * it: a confidential client's, once its secret is confirmed; a public client's, once the grant
  * has found the code or refresh token it carries and seen it was issued to that client — the
  * request is charged then, whether the grant goes on to succeed or to refuse it (expired,
  * replayed, wrong verifier). A request that merely names a client spends only its address's
@@ -90,7 +90,7 @@ export function requestToken(request: TokenRequest, ctx: AppContext): Promise<To
  * way the client is charged once, and its standing checked (not blocked; a metadata document
  * that still resolves) before the grant issues anything.
  *
- * A grant whose load reads its client with what it redeems (`readsClientSecret`: a code, a
+ * A grant whose load reads its client with what it redeems (`loadsClientCredentials`: a code, a
  * device code, a refresh token) has a presented secret checked against the client cache, then
  * confirmed by the client's credentials as stored that load read — one round trip fewer —
  * before the client is charged or anything is decided by what the load found; any refusal
@@ -107,7 +107,7 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   if (!grant) throw new OAuthError('unsupported_grant_type', `supported grant types are ${[...grants.keys()].join(', ')}`);
   await gate.throttle.tokenRequestFrom(address);
   const proof = await endpointProof(ctx, request.dpop, TOKEN_PATH);
-  const authentication = await identifyClient(gate.clients, authorization, raw, gate.checkAssertion, grant.readsClientSecret === true);
+  const authentication = await identifyClient(gate.clients, authorization, raw, gate.checkAssertion, { secretByCopy: grant.loadsClientCredentials === true });
   const client = authentication?.client ?? null;
   // A client assertion that got this far was verified (identifyClient).
   const withAssertion = client !== null && single(raw, 'client_assertion') !== undefined;
@@ -134,7 +134,7 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
     await confirm();
     throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
   }
-  await confirm(loaded.storedClient);
+  await confirm(loaded.storedCredentials);
   const owner = client ?? (await gate.clients.find(loaded.clientId));
   if (!authenticated) {
     // Named by what the request redeems (a public client's refresh token, a publisher's grant token): registered for the grant before it is charged.

@@ -6,7 +6,7 @@
  *
  * @see RFC 6749 §6, RFC 9700 §4.14.2 (refresh token rotation and reuse detection)
  */
-import { storedCredentials } from '../../store/clients.ts';
+import { joinedCredentials } from '../../store/clients.ts';
 import { hashIfWellFormed, openWithToken, sealWithToken } from '../../tokens.ts';
 import { rotateRefreshToken } from '../../store/atomic-writes.ts';
 import { loginOf } from '../../login.ts';
@@ -40,7 +40,7 @@ export const refreshToken = defineGrant({
   parameters,
   client: 'optional',
   redeems: 'refresh token',
-  readsClientSecret: true,
+  loadsClientCredentials: true,
   load,
   issue,
 });
@@ -58,7 +58,7 @@ async function load(params: Params, client: Client | null, ctx: AppContext): Pro
   // RFC 6749 §6: the refresh token of a confidential client is only good with its secret
   // (a jwt-bearer client's counts as public here: store/clients.ts `clientConfidential`).
   if (client === null && token.client_confidential === 1) throw secretRequired();
-  return { clientId: token.client_id, storedClient: storedCredentials(token), redeemed: token };
+  return { clientId: token.client_id, storedCredentials: joinedCredentials(token), redeemed: token };
 }
 
 async function issue(
