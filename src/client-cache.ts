@@ -26,7 +26,10 @@ const ENTRIES = 1000;
 export interface ClientCache {
   /** The client with this id, from memory if read within the last second; undefined when there is none. */
   find(id: string): Promise<Client | undefined>;
-  /** The client as stored now, read from the database (and kept, for `find`): what a presented secret is checked against, where nothing read with the request confirms it (oauth/client-auth.ts). */
+  /**
+   * The client as stored now, read from the database (and kept, for `find`): what a presented
+   * secret is checked against, where nothing read with the request confirms it (oauth/client-auth.ts).
+   */
   findStored(id: string): Promise<Client | undefined>;
   /** Forgets these clients here, and any read of them under way: for a change this process made or heard of. */
   forget(ids: readonly string[]): void;
