@@ -165,9 +165,7 @@ export async function authenticateClient(
 export async function confirmSecret(clients: ClientLookup, authentication: ClientAuthentication | null, stored?: StoredCredentials): Promise<void> {
   if (authentication === null || authentication.unconfirmedSecretHash === null) return;
   const { client, usedBasic, unconfirmedSecretHash } = authentication;
-  const credentials = stored ?? (await clients.findStored(client.id));
-  if (!credentials) throw new InvalidClient('unknown client', usedBasic, `client ${client.id} deleted`);
-  if (isSwitchedOff(credentials)) throw new InvalidClient('unknown client', usedBasic, switchedOffDetail({ id: client.id, ...credentials }));
+  const credentials = requireInService(client.id, stored ?? (await clients.findStored(client.id)), usedBasic);
   if (credentials.secret_hash === null || !constantTimeEqual(credentials.secret_hash, unconfirmedSecretHash)) {
     throw new InvalidClient('client authentication failed', usedBasic, `secret of client ${client.id} replaced or removed`);
   }
@@ -222,13 +220,22 @@ export async function identifyClient(
   return { client, usedBasic, unconfirmedSecretHash: withSecret && byCopy ? client.secret_hash : null };
 }
 
-/** `client` when it exists, is switched on, and the credentials are its registered method's; else throws `InvalidClient`. */
-async function checkCredentials(client: Client | undefined, credentials: Credentials, checkAssertion: ClientAssertionCheck | undefined): Promise<Client> {
-  const { secret, assertion, usedBasic } = credentials;
+/**
+ * `client` as it is if it exists and is switched on; else `invalid_client` "unknown client". A
+ * blocked or disabled client is unknown (SPEC §4.8, §4.16), and is refused as such before its
+ * grant is looked at: whatever the request carries, the answer is the one a client that does
+ * not exist gets.
+ */
+function requireInService<C extends Pick<Client, 'blocked' | 'disabled'>>(id: string, client: C | undefined, usedBasic: boolean): C {
   if (!client) throw new InvalidClient('unknown client', usedBasic);
-  // A blocked or disabled client is unknown (SPEC §4.8, §4.16), and is refused as such before its
-  // grant is looked at: whatever the request carries, the answer is the one a client that does not exist gets.
-  if (isSwitchedOff(client)) throw new InvalidClient('unknown client', usedBasic, switchedOffDetail(client));
+  if (isSwitchedOff(client)) throw new InvalidClient('unknown client', usedBasic, switchedOffDetail({ id, blocked: client.blocked }));
+  return client;
+}
+
+/** `client` when it exists, is switched on, and the credentials are its registered method's; else throws `InvalidClient`. */
+async function checkCredentials(found: Client | undefined, credentials: Credentials, checkAssertion: ClientAssertionCheck | undefined): Promise<Client> {
+  const { secret, assertion, usedBasic } = credentials;
+  const client = requireInService(credentials.clientId, found, usedBasic);
   const method = authMethodOf(client);
   if (assertion !== undefined) {
     // A client uses exactly its registered method: a client with a secret cannot switch to an assertion.
