@@ -35,6 +35,7 @@ import { consumeDeviceCode } from './device-codes.ts';
 import {
   grantExpiry,
   grantRow,
+  purgeDay,
   grantUsable,
   insertClientGrant,
   insertUserGrant,
@@ -239,6 +240,7 @@ type RotationArgs = GrantUse & RotationMark & TokenRows & AuditArgs;
 // tokens revoked with the rest), then the exactly-once mark, then the new rows; a lost race
 // rolls it all back.
 const useUsableGrant = prepare((db, p: GrantUse) => useGrant(db, p).where((eb) => grantUsable(eb, p)));
+const useUsableGrantSameDay = prepare((db, p: GrantUse) => useGrant(db, p, false).where((eb) => grantUsable(eb, p)));
 const markRotatedAlone = prepare(markRotated);
 
 /** PostgreSQL: the grant row, locked as revocation's UPDATE locks it, when it is usable (`grantUsable`): the first step of a write that adds to a grant. */
@@ -279,22 +281,26 @@ const rotateStatement = prepare((db, p: RotationArgs) =>
  * nothing. Issues nothing when the token had already been rotated, by an earlier or a
  * concurrent request, or when its grant has become unusable meanwhile: revoked, its client
  * deleted or its scopes no longer `clientScopes` (as the caller read them), its user disabled.
+ * `refresh.purgeAfter`: the grant's purge day as the caller read it, which on SQLite is written
+ * only if it moves (`useGrant`).
  */
 export async function rotateRefreshToken(
   db: Kysely<Database>,
-  refresh: { hash: string; grantId: string; clientScopes: string },
+  refresh: { hash: string; grantId: string; clientScopes: string; purgeAfter: number },
   successor: IssuedTokens & { box: string | null },
   now: number,
   refreshed: AuditEventRow,
 ): Promise<Rotation> {
-  const use: GrantUse = { grantId: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt: grantExpiry(successor) };
+  const expiresAt = grantExpiry(successor);
+  const use: GrantUse = { grantId: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt, purgeAfter: purgeDay(expiresAt) };
+  const sameDay = use.purgeAfter === refresh.purgeAfter;
   const mark: RotationMark = { hash: refresh.hash, now, successorHash: successor.refreshHash };
   const rows = tokenRows(refresh.grantId, successor, now, successor.box);
   return writeTogether(db, 'rotated', {
     decidedBy: { usable: 'grant_unusable', rotated: 'already_rotated' },
     statement: () => rotateStatement.first(db, { ...use, ...mark, ...rows, ...auditArgs(refreshed) }),
     steps: [
-      { write: (trx) => useUsableGrant.affected(db, use, trx), decides: 'usable' },
+      { write: (trx) => (sameDay ? useUsableGrantSameDay : useUsableGrant).affected(db, use, trx), decides: 'usable' },
       { write: (trx) => markRotatedAlone.affected(db, mark, trx), decides: 'rotated' },
       (trx) => insertTokens(db, trx, rows),
       (trx) => insertAuditEvent(db, refreshed, trx),

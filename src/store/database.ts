@@ -76,6 +76,7 @@ const MIGRATIONS = [
   '20261203_001_token_exchange',
   '20261203_002_kept_provider_tokens',
   '20261204_001_token_epochs',
+  '20261205_001_grant_purge_day',
 ] as const;
 
 /**

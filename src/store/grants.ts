@@ -31,7 +31,18 @@ export function grantExpiry(tokens: IssuedTokens): number {
   return Math.max(tokens.accessExpiresAt, tokens.refreshHash === null ? 0 : tokens.refreshExpiresAt);
 }
 
-export type GrantRow = NewGrant & { now: number; expiresAt: number };
+const DAY_MS = 86_400_000;
+
+/**
+ * When the purge may delete a grant that expires at `expiresAt`: the end of that day (UTC). The
+ * purge finds grants by this, and deletes those whose exact expiry has passed too; a refresh
+ * moves it only when the day changes, and so leaves the grant's indexes alone (GrantsTable).
+ */
+export function purgeDay(expiresAt: number): number {
+  return Math.ceil(expiresAt / DAY_MS) * DAY_MS;
+}
+
+export type GrantRow = NewGrant & { now: number; expiresAt: number; purgeAfter: number };
 /** A user's grant's row; the login flattened, as a prepared statement takes only top-level arguments. */
 export type UserGrantRow = GrantRow & { userId: string; authTime: number | null; amr: string | null; sid: string | null };
 
@@ -40,7 +51,8 @@ export function userGrantRow(grant: NewGrant, tokens: IssuedTokens, now: number,
 }
 
 export function grantRow(grant: NewGrant, tokens: IssuedTokens, now: number): GrantRow {
-  return { ...grant, now, expiresAt: grantExpiry(tokens) };
+  const expiresAt = grantExpiry(tokens);
+  return { ...grant, now, expiresAt, purgeAfter: purgeDay(expiresAt) };
 }
 
 /** The new grant's columns, as selected from its parties' rows: what both kinds of grant share. */
@@ -53,6 +65,7 @@ function grantFromClient(eb: ExpressionBuilder<Database, 'clients'>, p: GrantRow
     bigint(eb, p.now).as('created_at'),
     bigint(eb, p.now).as('last_used_at'),
     bigint(eb, p.expiresAt).as('expires_at'),
+    bigint(eb, p.purgeAfter).as('purge_after'),
   ] as const;
 }
 
@@ -64,12 +77,13 @@ export const USER_GRANT_COLUMNS = [
   'created_at',
   'last_used_at',
   'expires_at',
+  'purge_after',
   'user_id',
   'auth_time',
   'amr',
   'sid',
 ] as const;
-const CLIENT_GRANT_COLUMNS = ['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at'] as const;
+const CLIENT_GRANT_COLUMNS = ['id', 'client_id', 'resource_id', 'scopes', 'created_at', 'last_used_at', 'expires_at', 'purge_after'] as const;
 
 // The new grant's row, selected from its parties' rows as the caller read them: no row when
 // they have changed since — the client deleted, blocked, disabled or given other scopes, the user
@@ -119,6 +133,8 @@ export interface GrantUse {
   clientScopes: string;
   now: number;
   expiresAt: number;
+  /** `purgeDay(expiresAt)`. */
+  purgeAfter: number;
 }
 
 /**
@@ -147,9 +163,17 @@ export function grantUsable(eb: ExpressionBuilder<Database, 'grants'>, p: Pick<G
   ]);
 }
 
-/** The grant's use by a rotation: its last use, and its expiry moved to its newest token's. */
-export const useGrant = (db: Kysely<Database>, p: GrantUse) =>
-  db.updateTable('grants').set({ last_used_at: p.now, expires_at: p.expiresAt }).where('grants.id', '=', p.grantId);
+/**
+ * The grant's use by a rotation: its last use, and its expiry moved to its newest token's — with
+ * its purge day, unless `purgeDayMoves` says that stays as it is. PostgreSQL compares an indexed
+ * column's new value with its old one, and updates the row in place when they are equal; SQLite
+ * rewrites the index entry of any column it sets, so there the day is set only when it moves.
+ */
+export const useGrant = (db: Kysely<Database>, p: GrantUse, purgeDayMoves = true) =>
+  db
+    .updateTable('grants')
+    .set(purgeDayMoves ? { last_used_at: p.now, expires_at: p.expiresAt, purge_after: p.purgeAfter } : { last_used_at: p.now, expires_at: p.expiresAt })
+    .where('grants.id', '=', p.grantId);
 
 export type GrantsToRevoke = { grantId: string } | { userId: string } | { clientId: string } | { userId: string; clientId: string };
 

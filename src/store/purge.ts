@@ -33,6 +33,13 @@ const EXPIRING: Record<string, string[]> = {
  */
 const KEEP_AFTER_EXPIRY_MS: Partial<Record<string, number>> = { access_tokens: 24 * 3600 * 1000 };
 
+/**
+ * A grant is found by its purge day, which a refresh moves only when the day changes, not by
+ * its exact expiry, which every refresh moves and no index holds (GrantsTable): it goes at the
+ * first purge after the end of the day its last token expired.
+ */
+const FOUND_BY: Partial<Record<string, string>> = { grants: 'purge_after' };
+
 export type PurgeCounts = Record<string, number>;
 
 /** The most rows one statement deletes or wipes. */
@@ -94,10 +101,12 @@ export async function purgeExpired(
   for (const [table, key] of Object.entries(EXPIRING)) {
     const columns = sql.join(key.map((column) => sql.ref(column)));
     const cutoff = now - (KEEP_AFTER_EXPIRY_MS[table] ?? 0);
+    const foundBy = FOUND_BY[table];
+    const found = foundBy === undefined ? sql`` : sql`${sql.ref(foundBy)} <= ${cutoff} and`;
     counts[table] = await inBatches(batchSize, pacing, async (size) => {
       const result = await sql`
         delete from ${sql.table(table)} where (${columns}) in
-          (select ${columns} from ${sql.table(table)} where expires_at <= ${cutoff} limit ${size})`.execute(db);
+          (select ${columns} from ${sql.table(table)} where ${found} expires_at <= ${cutoff} limit ${size})`.execute(db);
       return Number(result.numAffectedRows ?? 0n);
     });
   }

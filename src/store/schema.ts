@@ -137,8 +137,13 @@ export interface GrantsTable extends LoginColumns {
   created_at: Immutable<number>;
   last_used_at: number;
   revoked_at: number | null;
-  /** When the last token of the grant expires; purge removes the grant and its tokens. */
+  /** When the last token of the grant expires: the grant is alive until then. Not indexed: a refresh moves it. */
   expires_at: number;
+  /**
+   * `expires_at` rounded up to the day (`purgeDay`), what the purge finds the grant by: it moves
+   * only when the day does, so a refresh's update of the grant writes no index.
+   */
+  purge_after: ColumnType<number, number | undefined, number>;
 }
 
 export interface AuthCodesTable extends LoginColumns {

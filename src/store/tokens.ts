@@ -248,6 +248,8 @@ export interface RefreshTokenInfo extends JoinedTokenSettings, JoinedClient {
   resource_id: string;
   scopes: string;
   revoked_at: number | null;
+  /** The grant's purge day (GrantsTable), which a rotation moves only when the day changes. */
+  purge_after: number;
   /** The login that approved the grant (GrantsTable), kept by every refresh. */
   auth_time: number | null;
   amr: string | null;
@@ -283,6 +285,7 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'grants.resource_id',
       'grants.scopes',
       'grants.revoked_at',
+      'grants.purge_after',
       'grants.auth_time',
       'grants.amr',
       'grants.sid',

@@ -121,6 +121,42 @@ for (const backend of BACKENDS) {
       assert.notEqual(await boxOf(recent.refresh_token!), null, 'still in its window');
       await refresh(app, unused.refresh_token!); // the token itself lives on
     });
+
+    // Last: it purges as of a day ahead, which takes every other test's rows too.
+    test('a grant goes at the first purge after the day its last token expired, never while a token of it lives', async () => {
+      const grace = server.config.refreshGraceSeconds * 1000;
+      const endOfDay = (time: number) => Math.ceil(time / (DAY * 1000)) * DAY * 1000;
+      const grantOf = (refreshToken: string) =>
+        server.store.db
+          .selectFrom('grants')
+          .innerJoin('refresh_tokens', 'refresh_tokens.grant_id', 'grants.id')
+          .select(['grants.id', 'grants.expires_at', 'grants.purge_after'])
+          .where('refresh_tokens.hash', '=', hashIfWellFormed('refresh', refreshToken)!)
+          .executeTakeFirstOrThrow();
+      const exists = async (id: string) => (await server.store.db.selectFrom('grants').select('id').where('id', '=', id).executeTakeFirst()) !== undefined;
+
+      // As an older instance writes a grant during a rolling upgrade: with no purge day (0).
+      const first = await obtainTokens(app, new UserAgent(server.url));
+      const { id } = await grantOf(first.refresh_token!);
+      await server.store.db.updateTable('grants').set({ purge_after: 0 }).where('id', '=', id).execute();
+      await purgeOnce(server.store, Date.now(), grace);
+      assert.ok(await exists(id), 'the purge finds it at once, and keeps it: its tokens live');
+
+      // Its next refresh gives it the end of the day its newest token expires; one more keeps it so.
+      const second = await refresh(app, first.refresh_token!);
+      const moved = await grantOf(second.refresh_token!);
+      assert.equal(moved.purge_after, endOfDay(moved.expires_at));
+      const third = await refresh(app, second.refresh_token!);
+      const last = await grantOf(third.refresh_token!);
+      assert.equal(last.purge_after, endOfDay(last.expires_at));
+
+      await purgeOnce(server.store, last.expires_at - 1, grace);
+      assert.ok(await exists(id), 'kept while its newest token lives');
+      await purgeOnce(server.store, last.expires_at + 1, grace);
+      assert.ok(await exists(id), 'kept until the end of the day its last token expired');
+      await purgeOnce(server.store, last.purge_after, grace);
+      assert.equal(await exists(id), false, 'gone once that day is over');
+    });
   });
 }
 

@@ -123,7 +123,7 @@ async function issue(
     const refreshed = ctx.audit.pending({ ...about, type: 'token_refreshed', detail: { grant_id: token.grant_id, scope: pair.response.scope } });
     const rotation = await rotateRefreshToken(
       ctx.db,
-      { hash: token.hash, grantId: token.grant_id, clientScopes: token.client_scopes },
+      { hash: token.hash, grantId: token.grant_id, clientScopes: token.client_scopes, purgeAfter: token.purge_after },
       { ...pair.stored, box },
       now,
       refreshed.row,
