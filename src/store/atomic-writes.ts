@@ -35,10 +35,10 @@ import { consumeDeviceCode } from './device-codes.ts';
 import {
   grantExpiry,
   grantRow,
-  purgeDay,
   grantUsable,
   insertClientGrant,
   insertUserGrant,
+  purgeDay,
   revokeQuery,
   USER_GRANT_COLUMNS,
   useGrant,

@@ -86,9 +86,10 @@ async function inBatches(maxSize: number, pacing: Pacing, statement: (size: numb
 }
 
 /**
- * Deletes rows whose `expires_at` has passed, and wipes sealed successor pairs whose grace
- * window is over, in batches of at most `batchSize` rows paced as `pacing` says, each its
- * own transaction: the server's requests interleave with a purge of millions of rows.
+ * Deletes rows whose `expires_at` has passed (grants once their purge day has come too:
+ * `FOUND_BY`), and wipes sealed successor pairs whose grace window is over, in batches of at
+ * most `batchSize` rows paced as `pacing` says, each its own transaction: the server's
+ * requests interleave with a purge of millions of rows.
  */
 export async function purgeExpired(
   db: Kysely<Database>,
