@@ -13,6 +13,7 @@ import { parseDatabaseUrl } from '../src/config.ts';
 import { openStore } from '../src/store/database.ts';
 import type { AccessTokensTable, Database, GrantsTable, RefreshTokensTable, UsersTable } from '../src/store/schema.ts';
 import { mintToken } from '../src/tokens.ts';
+import { purgeAfterFor } from '../src/store/grants.ts';
 import {
   commandLine,
   DEFAULT_POSTGRES_URL,
@@ -197,6 +198,7 @@ async function insertGrants(
             last_used_at: times.createdAt,
             revoked_at: null,
             expires_at: times.refreshExpiresAt,
+            purge_after: purgeAfterFor(times.refreshExpiresAt),
           });
           access.push({ hash: accessToken.hash, grant_id: id, scopes: SCOPES, created_at: times.createdAt, expires_at: times.accessExpiresAt });
           refresh.push({ hash: refreshToken.hash, grant_id: id, created_at: times.createdAt, expires_at: times.refreshExpiresAt });

@@ -22,6 +22,7 @@ import { findLiveBearerToken } from '../src/store/tokens.ts';
 import { mintToken } from '../src/tokens.ts';
 import { memoryContext, person } from '../test/unit/support/context.ts';
 import { MicroTimings } from './harness.ts';
+import { purgeAfterFor } from '../src/store/grants.ts';
 
 const TOKENS = 20_000;
 const ROUNDS = 7;
@@ -51,7 +52,17 @@ await ctx.db.transaction().execute(async (trx) => {
     const times = { created_at: clock.now, expires_at: clock.now + 3_600_000 };
     await trx
       .insertInto('grants')
-      .values({ id, client_id: app.id, user_id: user.id, resource_id: 'builtin', scopes: SCOPES, last_used_at: clock.now, revoked_at: null, ...times })
+      .values({
+        id,
+        client_id: app.id,
+        user_id: user.id,
+        resource_id: 'builtin',
+        scopes: SCOPES,
+        last_used_at: clock.now,
+        revoked_at: null,
+        purge_after: purgeAfterFor(times.expires_at),
+        ...times,
+      })
       .execute();
     await trx
       .insertInto('access_tokens')

@@ -38,7 +38,6 @@ import {
   grantUsable,
   insertClientGrant,
   insertUserGrant,
-  purgeDay,
   revokeQuery,
   USER_GRANT_COLUMNS,
   useGrant,
@@ -240,7 +239,7 @@ type RotationArgs = GrantUse & RotationMark & TokenRows & AuditArgs;
 // tokens revoked with the rest), then the exactly-once mark, then the new rows; a lost race
 // rolls it all back.
 const useUsableGrant = prepare((db, p: GrantUse) => useGrant(db, p).where((eb) => grantUsable(eb, p)));
-const useUsableGrantSameDay = prepare((db, p: GrantUse) => useGrant(db, p, false).where((eb) => grantUsable(eb, p)));
+const useUsableGrantSameDay = prepare((db, p: GrantUse) => useGrant(db, p, 'unchanged').where((eb) => grantUsable(eb, p)));
 const markRotatedAlone = prepare(markRotated);
 
 /** PostgreSQL: the grant row, locked as revocation's UPDATE locks it, when it is usable (`grantUsable`): the first step of a write that adds to a grant. */
@@ -291,8 +290,7 @@ export async function rotateRefreshToken(
   now: number,
   refreshed: AuditEventRow,
 ): Promise<Rotation> {
-  const expiresAt = grantExpiry(successor);
-  const use: GrantUse = { grantId: refresh.grantId, clientScopes: refresh.clientScopes, now, expiresAt, purgeAfter: purgeDay(expiresAt) };
+  const use: GrantUse = { grantId: refresh.grantId, clientScopes: refresh.clientScopes, now, ...grantExpiry(successor) };
   const sameDay = use.purgeAfter === refresh.purgeAfter;
   const mark: RotationMark = { hash: refresh.hash, now, successorHash: successor.refreshHash };
   const rows = tokenRows(refresh.grantId, successor, now, successor.box);

@@ -26,23 +26,31 @@ export interface NewGrant {
   login: Login | null;
 }
 
-/** A grant lasts as long as its newest token. */
-export function grantExpiry(tokens: IssuedTokens): number {
-  return Math.max(tokens.accessExpiresAt, tokens.refreshHash === null ? 0 : tokens.refreshExpiresAt);
-}
-
 const DAY_MS = 86_400_000;
 
 /**
- * When the purge may delete a grant that expires at `expiresAt`: the end of that day (UTC). The
- * purge finds grants by this, and deletes those whose exact expiry has passed too; a refresh
- * moves it only when the day changes, and so leaves the grant's indexes alone (GrantsTable).
+ * When a grant expires: `expiresAt`, exact, what decides whether it is alive; `purgeAfter`, the
+ * end of that day (UTC), what the purge finds it by. A refresh moves the first every time and
+ * the second only when the day changes, so that the grant's row, whose indexes hold only the
+ * second, is updated in place (GrantsTable).
  */
-export function purgeDay(expiresAt: number): number {
+export interface GrantExpiry {
+  expiresAt: number;
+  purgeAfter: number;
+}
+
+/** A grant lasts as long as its newest token. */
+export function grantExpiry(tokens: IssuedTokens): GrantExpiry {
+  const expiresAt = Math.max(tokens.accessExpiresAt, tokens.refreshHash === null ? 0 : tokens.refreshExpiresAt);
+  return { expiresAt, purgeAfter: purgeAfterFor(expiresAt) };
+}
+
+/** The `purge_after` of a grant that expires at `expiresAt`: the end of that day (UTC). */
+export function purgeAfterFor(expiresAt: number): number {
   return Math.ceil(expiresAt / DAY_MS) * DAY_MS;
 }
 
-export type GrantRow = NewGrant & { now: number; expiresAt: number; purgeAfter: number };
+export type GrantRow = NewGrant & GrantExpiry & { now: number };
 /** A user's grant's row; the login flattened, as a prepared statement takes only top-level arguments. */
 export type UserGrantRow = GrantRow & { userId: string; authTime: number | null; amr: string | null; sid: string | null };
 
@@ -51,8 +59,7 @@ export function userGrantRow(grant: NewGrant, tokens: IssuedTokens, now: number,
 }
 
 export function grantRow(grant: NewGrant, tokens: IssuedTokens, now: number): GrantRow {
-  const expiresAt = grantExpiry(tokens);
-  return { ...grant, now, expiresAt, purgeAfter: purgeDay(expiresAt) };
+  return { ...grant, now, ...grantExpiry(tokens) };
 }
 
 /** The new grant's columns, as selected from its parties' rows: what both kinds of grant share. */
@@ -128,13 +135,10 @@ export const insertUserGrant = prepare((db, p: UserGrantRow) => db.insertInto('g
 export const insertClientGrant = (db: Kysely<Database>, p: GrantRow) =>
   db.insertInto('grants').columns(CLIENT_GRANT_COLUMNS).expression(clientGrantParty(db, p));
 
-export interface GrantUse {
+export interface GrantUse extends GrantExpiry {
   grantId: string;
   clientScopes: string;
   now: number;
-  expiresAt: number;
-  /** `purgeDay(expiresAt)`. */
-  purgeAfter: number;
 }
 
 /**
@@ -164,15 +168,16 @@ export function grantUsable(eb: ExpressionBuilder<Database, 'grants'>, p: Pick<G
 }
 
 /**
- * The grant's use by a rotation: its last use, and its expiry moved to its newest token's — with
- * its purge day, unless `purgeDayMoves` says that stays as it is. PostgreSQL compares an indexed
- * column's new value with its old one, and updates the row in place when they are equal; SQLite
- * rewrites the index entry of any column it sets, so there the day is set only when it moves.
+ * The grant's use by a rotation: its last use, and its expiry moved to its newest token's — its
+ * purge day too, unless the caller knows it `unchanged`. PostgreSQL compares an indexed column's
+ * new value with its old one, and when they are equal updates the row in place (given room on
+ * its page: the grants' fillfactor); SQLite rewrites the index entry of any column it sets, so
+ * there the day is set only when it moved.
  */
-export const useGrant = (db: Kysely<Database>, p: GrantUse, purgeDayMoves = true) =>
+export const useGrant = (db: Kysely<Database>, p: GrantUse, purgeDay: 'moved' | 'unchanged' = 'moved') =>
   db
     .updateTable('grants')
-    .set(purgeDayMoves ? { last_used_at: p.now, expires_at: p.expiresAt, purge_after: p.purgeAfter } : { last_used_at: p.now, expires_at: p.expiresAt })
+    .set({ last_used_at: p.now, expires_at: p.expiresAt, ...(purgeDay === 'moved' ? { purge_after: p.purgeAfter } : {}) })
     .where('grants.id', '=', p.grantId);
 
 export type GrantsToRevoke = { grantId: string } | { userId: string } | { clientId: string } | { userId: string; clientId: string };

@@ -140,10 +140,11 @@ export interface GrantsTable extends LoginColumns {
   /** When the last token of the grant expires: the grant is alive until then. Not indexed: a refresh moves it. */
   expires_at: number;
   /**
-   * `expires_at` rounded up to the day (`purgeDay`), what the purge finds the grant by: it moves
-   * only when the day does, so a refresh's update of the grant writes no index.
+   * `expires_at` rounded up to the end of its day (`grantExpiry`), what the purge finds the grant
+   * by: it moves only when the day does, so a refresh's update of the grant writes no index. An
+   * older instance's insert leaves it 0 (the column's default for a rolling upgrade); ours name it.
    */
-  purge_after: ColumnType<number, number | undefined, number>;
+  purge_after: number;
 }
 
 export interface AuthCodesTable extends LoginColumns {

@@ -18,6 +18,7 @@ import { authorizationUrl, insecure, type App } from '../support/oauth-client.ts
 import { gatehouse } from '../support/processes.ts';
 import { UserAgent } from '../support/user-agent.ts';
 import { until } from '../support/waits.ts';
+import { purgeAfterFor } from '../../src/store/grants.ts';
 
 const A = 0;
 const B = 1;
@@ -135,6 +136,7 @@ describe('instances on PostgreSQL keep bearer answers, and a revocation anywhere
       created_at: now - 1000,
       last_used_at: now - 1000,
       expires_at: expiresAt,
+      purge_after: purgeAfterFor(expiresAt),
     });
     const [expired, live] = [grant(now - 1000), grant(now + 60_000)];
     await db.insertInto('grants').values([expired, live]).execute();

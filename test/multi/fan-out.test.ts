@@ -25,6 +25,7 @@ import { obtainTokens, revokeToken } from '../support/oauth-client.ts';
 import type { TestServer } from '../support/server.ts';
 import { startWithApp, type Setup } from '../support/token-checks.ts';
 import { until } from '../support/waits.ts';
+import { purgeAfterFor } from '../../src/store/grants.ts';
 
 const CHANNEL = 'gatehouse_revocations';
 const redisUrl = process.env.GATEHOUSE_TEST_REDIS;
@@ -134,6 +135,7 @@ describe(
         created_at: now,
         last_used_at: now,
         expires_at: now + 60_000,
+        purge_after: purgeAfterFor(now + 60_000),
       });
       await server.store.db.insertInto('grants').values(ids.map(grant)).execute();
       const listener = await listen(server);

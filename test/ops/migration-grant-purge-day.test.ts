@@ -7,12 +7,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, sql, type Kysely } from 'kysely';
-import { parseDatabaseUrl } from '../../src/config.ts';
-import { migrations, openStore, type Store } from '../../src/store/database.ts';
+import { migrations, type Store } from '../../src/store/database.ts';
 import { mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { insertOldClient, insertOldGrant, insertOldUser, migrateToBefore } from '../support/old-rows.ts';
-import { PASSWORD } from '../support/server.ts';
+import { grantedBefore } from '../support/old-rows.ts';
 
 const THIS = '20261205_001_grant_purge_day';
 const DAY_MS = 86_400_000;
@@ -32,22 +30,14 @@ for (const backend of BACKENDS) {
     const migrator = () => new Migrator({ db, provider: { getMigrations: async () => migrations } });
 
     before(async () => {
-      database = await backend.create();
-      store = openStore(parseDatabaseUrl(database.url));
-      db = store.db as unknown as Kysely<any>;
-      await migrateToBefore(db, THIS);
-      const now = Date.now();
-      const { id: userId } = await insertOldUser(db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now);
-      const clientId = '00000000-0000-4000-8000-000000000001';
-      await insertOldClient(db, { id: clientId, scopes: 'annotation:read' }, now);
-      await insertOldGrant(db, { clientId, userId, scopes: 'annotation:read', refreshHash: mintToken('refresh').hash }, now);
+      ({ database, store, db } = await grantedBefore(backend, THIS, mintToken('refresh').hash, Date.now()));
     });
     after(async () => {
       await store?.close();
       await database?.drop();
     });
 
-    test('up: a grant written before gets the end of the day it expires in, and the purge finds grants by that day', async () => {
+    test('up: a grant written before gets the end of the day it expires in, and the purge’s index is on that day', async () => {
       assert.equal((await migrator().migrateToLatest()).error, undefined);
       const row = await grant();
       const expiresAt = Number(row.expires_at);
@@ -74,6 +64,8 @@ for (const backend of BACKENDS) {
       if (backend.name === 'postgres') assert.equal(await fillfactor(), null);
       assert.equal((await migrator().migrateToLatest()).error, undefined);
       assert.deepEqual(await indexes(), ['grants_purge_after']);
+      const row = await grant();
+      assert.equal(Number(row.purge_after), Math.ceil(Number(row.expires_at) / DAY_MS) * DAY_MS);
     });
   });
 }

@@ -7,12 +7,10 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { Migrator, sql, type Kysely } from 'kysely';
-import { parseDatabaseUrl } from '../../src/config.ts';
-import { migrations, openStore, type Store } from '../../src/store/database.ts';
+import { migrations, type Store } from '../../src/store/database.ts';
 import { mintToken, openWithToken, sealWithToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
-import { insertOldClient, insertOldGrant, insertOldUser, migrateToBefore } from '../support/old-rows.ts';
-import { PASSWORD } from '../support/server.ts';
+import { grantedBefore } from '../support/old-rows.ts';
 
 const THIS = '20261201_001_replay_box';
 const PAIR = JSON.stringify({ response: { token_type: 'Bearer', access_token: 'gat_example', refresh_token: 'grt_example' }, accessExpiresAt: 0 });
@@ -35,15 +33,8 @@ for (const backend of BACKENDS) {
       new Migrator({ db, provider: { getMigrations: async () => Object.fromEntries(Object.entries(migrations).filter(([name]) => name <= upTo)) } });
 
     before(async () => {
-      database = await backend.create();
-      store = openStore(parseDatabaseUrl(database.url));
-      db = store.db as unknown as Kysely<any>;
-      await migrateToBefore(db, THIS);
       const now = Date.now();
-      const { id: userId } = await insertOldUser(db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now);
-      const clientId = '00000000-0000-4000-8000-000000000001';
-      await insertOldClient(db, { id: clientId, scopes: 'annotation:read' }, now);
-      await insertOldGrant(db, { clientId, userId, scopes: 'annotation:read', refreshHash: predecessor.hash }, now - 1000);
+      ({ database, store, db } = await grantedBefore(backend, THIS, predecessor.hash, now - 1000));
       const { grant_id } = await row(predecessor.hash);
       await db
         .updateTable('refresh_tokens')

@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import type { Insertable } from 'kysely';
 import type { AccessTokensTable, GrantsTable, RefreshTokensTable } from '../../src/store/schema.ts';
+import { purgeAfterFor } from '../../src/store/grants.ts';
 import { mintToken } from '../../src/tokens.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import { discover, obtainTokens, profile, refreshRequest, type App } from '../support/oauth-client.ts';
@@ -54,6 +55,7 @@ for (const backend of BACKENDS) {
             last_used_at: expiredAt - DAY,
             revoked_at: null,
             expires_at: expiredAt,
+            purge_after: purgeAfterFor(expiredAt),
           });
           access.push({ hash: mintToken('access').hash, grant_id: id, scopes: '', created_at: expiredAt - DAY, expires_at: expiredAt });
           refresh.push({ hash: mintToken('refresh').hash, grant_id: id, created_at: expiredAt - DAY, expires_at: expiredAt });

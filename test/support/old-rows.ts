@@ -5,8 +5,11 @@
 import { randomUUID } from 'node:crypto';
 import { Migrator, type Kysely } from 'kysely';
 import { hashPassword } from '../../src/accounts/passwords.ts';
-import { migrations } from '../../src/store/database.ts';
+import { parseDatabaseUrl } from '../../src/config.ts';
+import { migrations, openStore, type Store } from '../../src/store/database.ts';
 import { lookupKey } from '../../src/store/users.ts';
+import type { Backend } from './backends.ts';
+import { PASSWORD } from './server.ts';
 
 /** A user with the columns of the initial schema; returns its id. */
 export async function insertOldUser(db: Kysely<any>, user: { username: string; email: string; password: string; isAdmin: boolean }, now: number) {
@@ -80,4 +83,28 @@ export async function insertOldGrant(db: Kysely<any>, grant: { clientId: string;
     })
     .execute();
   await db.insertInto('refresh_tokens').values({ hash: grant.refreshHash, grant_id: id, created_at: now, expires_at: expiresAt }).execute();
+}
+
+/** A database of `backend` migrated to just before `name`, holding one grant as the code of then wrote it: see `grantedBefore`. */
+export interface OldDatabase {
+  database: { url: string; drop(): Promise<void> };
+  store: Store;
+  db: Kysely<any>;
+}
+
+/**
+ * A new database migrated to just before the migration `name`, with a person, a client of
+ * `annotation:read` and her grant to it, whose refresh token has the hash `refreshHash`, made at `grantedAt`.
+ */
+export async function grantedBefore(backend: Backend, name: string, refreshHash: string, grantedAt: number): Promise<OldDatabase> {
+  const database = await backend.create();
+  const store = openStore(parseDatabaseUrl(database.url));
+  const db = store.db as unknown as Kysely<any>;
+  await migrateToBefore(db, name);
+  const now = Date.now();
+  const { id: userId } = await insertOldUser(db, { username: 'alice', email: 'alice@example.com', password: PASSWORD, isAdmin: false }, now);
+  const clientId = '00000000-0000-4000-8000-000000000001';
+  await insertOldClient(db, { id: clientId, scopes: 'annotation:read' }, now);
+  await insertOldGrant(db, { clientId, userId, scopes: 'annotation:read', refreshHash }, grantedAt);
+  return { database, store, db };
 }

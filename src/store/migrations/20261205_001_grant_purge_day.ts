@@ -20,6 +20,8 @@ export async function up(db: Kysely<any>): Promise<void> {
   const columns = (await db.introspection.getTables()).find((table) => table.name === 'grants')?.columns ?? [];
   if (columns.some((column) => column.name === 'purge_after')) return;
   await inOneTransaction(db, async (trx) => {
+    // First, so that the rows the fill below writes already leave that room.
+    if (db.getExecutor().adapter instanceof PostgresAdapter) await sql`alter table grants set (fillfactor = 70)`.execute(trx);
     await trx.schema
       .alterTable('grants')
       .addColumn('purge_after', 'bigint', (c) => c.notNull().defaultTo(0))
@@ -28,7 +30,6 @@ export async function up(db: Kysely<any>): Promise<void> {
     await sql`update grants set purge_after = ((expires_at + ${sql.lit(DAY_MS - 1)}) / ${sql.lit(DAY_MS)}) * ${sql.lit(DAY_MS)}`.execute(trx);
     await trx.schema.dropIndex('grants_expires_at').execute();
     await trx.schema.createIndex('grants_purge_after').on('grants').column('purge_after').execute();
-    if (db.getExecutor().adapter instanceof PostgresAdapter) await sql`alter table grants set (fillfactor = 70)`.execute(trx);
   });
 }
 
