@@ -421,7 +421,8 @@ export async function revokeGrants(db: Kysely<Database>, where: GrantsToRevoke, 
   const args = { ...where, now, channel: notifyChannel, ...(recorded === undefined ? {} : auditArgs(recorded)) } as RevocationArgs;
   const statement = preparedRevocation(shape);
   if (postgres || recorded === undefined) return (await statement.execute(db, args)).rows.map((r) => r.id);
-  return inGroupCommit(db, async (trx) => {
+  // One grant's revocation changes a row or two; a person's or a client's, as many as they have.
+  return inGroupCommit(db, 'grantId' in where ? 'bounded' : 'unbounded', async (trx) => {
     const ids = (await statement.execute(db, args, trx)).rows.map((r) => r.id);
     if (ids.length > 0) await insertAuditEvent(db, recorded, trx);
     return ids;

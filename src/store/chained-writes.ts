@@ -118,7 +118,7 @@ export async function writeTogether<W extends string, S extends string, L extend
     return decisions.find(([step]) => !counts?.[step])?.[1] ?? won;
   }
   try {
-    await inGroupCommit(db, async (trx) => {
+    await inGroupCommit(db, 'bounded', async (trx) => {
       for (const step of writes.steps) {
         if (typeof step === 'function') await step(trx);
         else if ((await step.write(trx)) !== 1n) throw new LostRace(step.decides);

@@ -25,6 +25,15 @@
  *   of any is stored.
  * - A batch is one write transaction (BEGIN IMMEDIATE, database.ts), so everything else on
  *   the connection queues behind it as behind any transaction; MAX_BATCH bounds how long.
+ * - What a savepoint needs to roll back — the pages its write changed, as they were — SQLite
+ *   keeps in memory up to 64 KiB, then in a temporary file. A token write's pages pass that,
+ *   and every page written to the file costs two system calls: 15 of a refresh's 43, the most
+ *   expensive part of its CPU after the statements themselves (docs/performance.md). So a
+ *   batch of several writes that each change a bounded number of rows keeps it in memory
+ *   (`PRAGMA temp_store`, for that transaction only): SQLite empties it as each savepoint is
+ *   released, so it holds one write's pages at a time. A batch with a write that may change
+ *   any number of rows (`unbounded`: every grant of a client) keeps the file, because such a
+ *   write's savepoint would hold all its pages in memory at once.
  */
 import { channel } from 'node:diagnostics_channel';
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
@@ -33,8 +42,15 @@ import type { Database } from './schema.ts';
 /** The most writes one transaction carries: at well under a millisecond each, the event loop is held for a few milliseconds at most. */
 const MAX_BATCH = 32;
 
+/**
+ * How many rows a write may change: `bounded` — a handful, however large the tables (a
+ * chained write, one grant's revocation); `unbounded` — as many as the data holds.
+ */
+export type WriteExtent = 'bounded' | 'unbounded';
+
 interface Job {
   work: (trx: Transaction<Database>) => Promise<unknown>;
+  extent: WriteExtent;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -64,23 +80,28 @@ export interface BatchReport {
   size: number;
   failed: number;
   committed: boolean;
+  /** Its savepoints' journal was kept in memory (every write bounded, and more than one). */
+  journalInMemory: boolean;
 }
 
 const SAVEPOINT = CompiledQuery.raw('savepoint gatehouse_write');
 const RELEASE = CompiledQuery.raw('release gatehouse_write');
 const ROLLBACK_TO = CompiledQuery.raw('rollback to gatehouse_write');
+// Read by SQLite when a write transaction begins: set before BEGIN, and back to the default (a file) once it has ended.
+const JOURNAL_IN_MEMORY = CompiledQuery.raw('pragma temp_store = memory');
+const JOURNAL_DEFAULT = CompiledQuery.raw('pragma temp_store = default');
 
 /**
  * Runs `work` in a transaction shared with the other writes queued in the same turn of the
  * event loop (in a savepoint of its own when it is not alone), and settles with its result
  * or its error once that transaction has committed. SQLite only.
  */
-export function inGroupCommit<T>(db: Kysely<Database>, work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
+export function inGroupCommit<T>(db: Kysely<Database>, extent: WriteExtent, work: (trx: Transaction<Database>) => Promise<T>): Promise<T> {
   if (solo.has(db)) return db.transaction().execute(work);
   if (db.isTransaction) return work(db as Transaction<Database>); // already inside a transaction: its commit is the one
   let queue = queues.get(db);
   if (!queue) queues.set(db, (queue = { pending: [], busy: false }));
-  const done = new Promise<T>((resolve, reject) => queue.pending.push({ work, resolve: resolve as (value: unknown) => void, reject }));
+  const done = new Promise<T>((resolve, reject) => queue.pending.push({ work, extent, resolve: resolve as (value: unknown) => void, reject }));
   if (!queue.busy) schedule(db, queue);
   return done;
 }
@@ -92,34 +113,44 @@ function schedule(db: Kysely<Database>, queue: Queue): void {
 
 async function runBatch(db: Kysely<Database>, queue: Queue): Promise<void> {
   const jobs = queue.pending.splice(0, MAX_BATCH);
+  const journalInMemory = jobs.length > 1 && jobs.every((job) => job.extent === 'bounded');
   const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
   try {
-    await db.transaction().execute(async (trx) => {
-      if (jobs.length === 1) {
-        // Alone: no savepoint; its failure rolls the transaction back, as a transaction of its own would.
-        outcomes.push({ ok: true, value: await jobs[0]!.work(trx) });
-        return;
-      }
-      for (const job of jobs) {
-        await trx.executeQuery(SAVEPOINT);
-        try {
-          outcomes.push({ ok: true, value: await job.work(trx) });
-        } catch (error) {
-          // If this fails too, the transaction is unusable: the batch fails as a whole (below).
-          await trx.executeQuery(ROLLBACK_TO);
-          outcomes.push({ ok: false, error });
-        }
-        await trx.executeQuery(RELEASE);
+    await db.connection().execute(async (connection) => {
+      if (journalInMemory) await connection.executeQuery(JOURNAL_IN_MEMORY);
+      try {
+        await connection.transaction().execute(async (trx) => {
+          if (jobs.length === 1) {
+            // Alone: no savepoint; its failure rolls the transaction back, as a transaction of its own would.
+            outcomes.push({ ok: true, value: await jobs[0]!.work(trx) });
+            return;
+          }
+          for (const job of jobs) {
+            await trx.executeQuery(SAVEPOINT);
+            try {
+              outcomes.push({ ok: true, value: await job.work(trx) });
+            } catch (error) {
+              // If this fails too, the transaction is unusable: the batch fails as a whole (below).
+              await trx.executeQuery(ROLLBACK_TO);
+              outcomes.push({ ok: false, error });
+            }
+            await trx.executeQuery(RELEASE);
+          }
+        });
+      } finally {
+        // Before anything else has the connection: its other transactions may be unbounded.
+        if (journalInMemory) await connection.executeQuery(JOURNAL_DEFAULT);
       }
     });
-    if (batches.hasSubscribers) batches.publish({ size: jobs.length, failed: outcomes.filter((o) => !o.ok).length, committed: true } satisfies BatchReport);
+    const failed = outcomes.filter((o) => !o.ok).length;
+    if (batches.hasSubscribers) batches.publish({ size: jobs.length, failed, committed: true, journalInMemory } satisfies BatchReport);
     jobs.forEach((job, i) => {
       const outcome = outcomes[i]!;
       if (outcome.ok) job.resolve(outcome.value);
       else job.reject(outcome.error);
     });
   } catch (error) {
-    if (batches.hasSubscribers) batches.publish({ size: jobs.length, failed: jobs.length, committed: false } satisfies BatchReport);
+    if (batches.hasSubscribers) batches.publish({ size: jobs.length, failed: jobs.length, committed: false, journalInMemory } satisfies BatchReport);
     for (const job of jobs) job.reject(error);
   } finally {
     if (queue.pending.length > 0) schedule(db, queue);

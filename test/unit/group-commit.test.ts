@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { DatabaseSync } from 'node:sqlite';
 import { after, before, describe, test } from 'node:test';
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import { migrate, openStore, type Store } from '../../src/store/database.ts';
 import { inGroupCommit, type BatchReport } from '../../src/store/group-commit.ts';
 import type { Database } from '../../src/store/schema.ts';
@@ -72,7 +72,7 @@ describe('group commit (SQLite)', () => {
     // Queued in one turn: one batch. The second inserts ann again, after the first did, in the same transaction.
     const outcomes = await Promise.allSettled(
       ['ann', 'ann', 'bob', 'cy'].map((name, i) =>
-        inGroupCommit(store.db, async (trx) => {
+        inGroupCommit(store.db, 'bounded', async (trx) => {
           await insertUser(name)(trx);
           if (name === 'cy') await trx.updateTable('users').set({ display_name: 'Cy' }).where('username', '=', 'cy').execute();
           return name;
@@ -88,7 +88,7 @@ describe('group commit (SQLite)', () => {
       ['fulfilled', 'rejected', 'fulfilled', 'fulfilled'],
     );
     assert.match(String((outcomes[1] as PromiseRejectedResult).reason), /UNIQUE|constraint/i, 'the failed member gets its own error');
-    assert.deepEqual(reports, [{ size: 4, failed: 1, committed: true }], 'one transaction carried all four');
+    assert.deepEqual(reports, [{ size: 4, failed: 1, committed: true, journalInMemory: true }], 'one transaction carried all four');
     assert.deepEqual(committed(['ann', 'bob', 'cy']), ['ann', 'bob', 'cy']);
     for (const i of ['0', '2', '3']) assert.deepEqual(seen[i], ['ann', 'bob', 'cy'], `member ${i} heard of its success before its commit`);
     const cy = observer.prepare('select display_name from users where username = ?').get('cy') as { display_name: string };
@@ -98,34 +98,34 @@ describe('group commit (SQLite)', () => {
   test('a failure after a member has written rolls back that member’s earlier statements too', async () => {
     reports.length = 0;
     const outcomes = await Promise.allSettled([
-      inGroupCommit(store.db, insertUser('dee')),
-      inGroupCommit(store.db, async (trx) => {
+      inGroupCommit(store.db, 'bounded', insertUser('dee')),
+      inGroupCommit(store.db, 'bounded', async (trx) => {
         await insertUser('eve')(trx); // written, then undone with the member
         await insertUser('dee')(trx); // violates: dee exists (the member before, same transaction)
       }),
-      inGroupCommit(store.db, insertUser('fay')),
+      inGroupCommit(store.db, 'bounded', insertUser('fay')),
     ]);
     assert.deepEqual(
       outcomes.map((o) => o.status),
       ['fulfilled', 'rejected', 'fulfilled'],
     );
-    assert.deepEqual(reports, [{ size: 3, failed: 1, committed: true }]);
+    assert.deepEqual(reports, [{ size: 3, failed: 1, committed: true, journalInMemory: true }]);
     assert.deepEqual(committed(['dee', 'eve', 'fay']), ['dee', 'fay']);
   });
 
   test('a lone write runs alone, and its failure leaves nothing', async () => {
     reports.length = 0;
-    assert.equal(await inGroupCommit(store.db, insertUser('gus')), 'gus');
+    assert.equal(await inGroupCommit(store.db, 'bounded', insertUser('gus')), 'gus');
     await assert.rejects(
-      inGroupCommit(store.db, async (trx) => {
+      inGroupCommit(store.db, 'bounded', async (trx) => {
         await insertUser('hal')(trx);
         await insertUser('gus')(trx);
       }),
       /UNIQUE|constraint/i,
     );
     assert.deepEqual(reports, [
-      { size: 1, failed: 0, committed: true },
-      { size: 1, failed: 1, committed: false },
+      { size: 1, failed: 0, committed: true, journalInMemory: false },
+      { size: 1, failed: 1, committed: false, journalInMemory: false },
     ]);
     assert.deepEqual(committed(['gus', 'hal']), ['gus']);
   });
@@ -133,9 +133,9 @@ describe('group commit (SQLite)', () => {
   test('writes queued while a batch runs join the next one, and everything else on the connection takes its turn between batches', async () => {
     reports.length = 0;
     let joined: Promise<string> | null = null;
-    const first = inGroupCommit(store.db, async (trx) => {
+    const first = inGroupCommit(store.db, 'bounded', async (trx) => {
       // Queued from inside the running batch: it cannot join a transaction that is already under way.
-      joined = inGroupCommit(store.db, insertUser('ida'));
+      joined = inGroupCommit(store.db, 'bounded', insertUser('ida'));
       return insertUser('jon')(trx);
     });
     assert.equal(await first, 'jon');
@@ -145,5 +145,44 @@ describe('group commit (SQLite)', () => {
       [1, 1],
     );
     assert.deepEqual(committed(['ida', 'jon']), ['ida', 'jon']);
+  });
+
+  test('a member that changed more than SQLite keeps of a journal in memory by default is rolled back whole, its journal in memory or in a file', async () => {
+    const bulk = Array.from({ length: 300 }, (_, i) => `bulk-${String(i).padStart(3, '0')}`);
+    const before = 'y'.repeat(1000);
+    await store.db
+      .insertInto('users')
+      .values(bulk.map((name) => ({ ...user(name), display_name: before })))
+      .execute();
+    // 300 rows of over 1 KB: about 80 pages to keep as they were, past the 64 KiB SQLite keeps in memory unless told to.
+    const renameAllThenFail = (existing: string) => async (trx: Kysely<Database>) => {
+      await trx
+        .updateTable('users')
+        .set({ display_name: 'x'.repeat(1000) })
+        .where('username', 'like', 'bulk-%')
+        .execute();
+      await insertUser(existing)(trx);
+    };
+    for (const [extent, first, last] of [
+      ['bounded', 'kim', 'lee'],
+      ['unbounded', 'max', 'ned'],
+    ] as const) {
+      reports.length = 0;
+      const outcomes = await Promise.allSettled([
+        inGroupCommit(store.db, 'bounded', insertUser(first)),
+        inGroupCommit(store.db, extent, renameAllThenFail(first)),
+        inGroupCommit(store.db, 'bounded', insertUser(last)),
+      ]);
+      assert.deepEqual(
+        outcomes.map((o) => o.status),
+        ['fulfilled', 'rejected', 'fulfilled'],
+      );
+      assert.deepEqual(reports, [{ size: 3, failed: 1, committed: true, journalInMemory: extent === 'bounded' }], `with an ${extent} member`);
+      assert.deepEqual(committed([first, last]), [first, last]);
+      const kept = observer.prepare("select count(*) as n from users where username like 'bulk-%' and display_name = ?").get(before) as { n: number };
+      assert.equal(kept.n, bulk.length, `every row the failed ${extent} member changed is as it was`);
+      const { rows } = await sql<{ temp_store: number }>`pragma temp_store`.execute(store.db);
+      assert.equal(rows[0]?.temp_store, 0, 'the connection is back to the default journal for the transactions that are not batches');
+    }
   });
 });
