@@ -3,7 +3,7 @@
  * client names a grant only through one of its tokens, whose hashes are the secrets), so it
  * may be predictable; what matters is where it lands in the B-trees keyed by it.
  */
-import { randomBytes } from 'node:crypto';
+import { drawRandomBytes } from './tokens.ts';
 
 /**
  * A UUIDv7 (RFC 9562 §5.7): the 48-bit Unix time in milliseconds, then the version (7),
@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
  * by any number of instances, apart.
  */
 export function timeOrderedUuid(now: number): string {
-  const bytes = randomBytes(16);
+  const bytes = drawRandomBytes(16);
   bytes.writeUIntBE(now, 0, 6);
   bytes[6] = (bytes[6]! & 0x0f) | 0x70;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;

@@ -2,9 +2,40 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { describe, test } from 'node:test';
-import { TOKEN_PREFIX, constantTimeEqual, hashIfWellFormed, hashToken, mintToken, openWithToken, sealWithToken, type TokenKind } from '../../src/tokens.ts';
+import {
+  TOKEN_PREFIX,
+  constantTimeEqual,
+  drawRandomBytes,
+  hashIfWellFormed,
+  hashToken,
+  mintToken,
+  openWithToken,
+  sealWithToken,
+  type TokenKind,
+} from '../../src/tokens.ts';
 
 const KINDS = Object.keys(TOKEN_PREFIX) as TokenKind[];
+
+describe('drawRandomBytes', () => {
+  test('draws of any size are fresh across many refills of the pool, and each stays as it was drawn', () => {
+    const first = drawRandomBytes(32);
+    const kept = Buffer.from(first);
+    const seen = new Set<string>();
+    for (let i = 0; i < 3000; i++) {
+      const size = [12, 16, 32][i % 3]!;
+      const bytes = drawRandomBytes(size);
+      assert.equal(bytes.length, size);
+      seen.add(bytes.toString('hex'));
+    }
+    assert.equal(seen.size, 3000, 'no draw repeats another, across the pool’s edges');
+    assert.deepEqual(first, kept, 'a draw is a copy: wiping it from the pool and refilling the pool leave it alone');
+    assert.notDeepEqual(first, Buffer.alloc(32));
+  });
+
+  test('a draw larger than the pool is refused, never shortened', () => {
+    assert.throws(() => drawRandomBytes(4097), RangeError);
+  });
+});
 
 describe('mintToken', () => {
   test('every kind carries its own prefix, so a leaked token is recognisable', () => {
