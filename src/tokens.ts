@@ -65,14 +65,16 @@ let drawn = POOL_BYTES;
  * out. A Node process never forks (cluster workers are new processes, each with its own pool).
  */
 export function drawRandomBytes(size: number): Buffer {
-  if (size > POOL_BYTES) throw new RangeError(`at most ${POOL_BYTES} random bytes at a time`);
+  if (!Number.isSafeInteger(size) || size < 1 || size > POOL_BYTES) throw new RangeError(`from 1 to ${POOL_BYTES} random bytes at a time, not ${size}`);
   if (drawn + size > POOL_BYTES) {
     randomFillSync(pool);
     drawn = 0;
   }
   const drawing = pool.subarray(drawn, drawn + size);
   drawn += size;
-  const bytes = Buffer.from(drawing);
+  // A buffer of its own, not a slice of Node's shared pool of small buffers, which other code reads.
+  const bytes = Buffer.allocUnsafeSlow(size);
+  drawing.copy(bytes);
   drawing.fill(0);
   return bytes;
 }

@@ -27,13 +27,14 @@
  *   the connection queues behind it as behind any transaction; MAX_BATCH bounds how long.
  * - What a savepoint needs to roll back — the pages its write changed, as they were — SQLite
  *   keeps in memory up to 64 KiB, then in a temporary file. A token write's pages pass that,
- *   and every page written to the file costs two system calls: 15 of a refresh's 43, the most
- *   expensive part of its CPU after the statements themselves (docs/performance.md). So a
+ *   and every page written to the file costs two system calls: with that file, a refresh made
+ *   43 system calls, 36 of them writes; without it, 11.5 and 4.6 (docs/performance.md). So a
  *   batch of several writes that each change a bounded number of rows keeps it in memory
  *   (`PRAGMA temp_store`, for that transaction only): SQLite empties it as each savepoint is
  *   released, so it holds one write's pages at a time. A batch with a write that may change
  *   any number of rows (`unbounded`: every grant of a client) keeps the file, because such a
- *   write's savepoint would hold all its pages in memory at once.
+ *   write's savepoint would hold all its pages in memory at once; so does every transaction
+ *   that is not a batch.
  */
 import { channel } from 'node:diagnostics_channel';
 import { CompiledQuery, type Kysely, type Transaction } from 'kysely';
@@ -59,6 +60,8 @@ interface Queue {
   pending: Job[];
   /** A batch is scheduled or running: a new write joins `pending`, which the next batch takes. */
   busy: boolean;
+  /** The connection still keeps journals in memory: a batch's reset failed after its commit. */
+  journalLeftInMemory: boolean;
 }
 
 const queues = new WeakMap<Kysely<Database>, Queue>();
@@ -88,6 +91,9 @@ const SAVEPOINT = CompiledQuery.raw('savepoint gatehouse_write');
 const RELEASE = CompiledQuery.raw('release gatehouse_write');
 const ROLLBACK_TO = CompiledQuery.raw('rollback to gatehouse_write');
 // Read by SQLite when a write transaction begins: set before BEGIN, and back to the default (a file) once it has ended.
+// The setting takes effect as the pragma is prepared, and the statement then asks to be prepared
+// again, so its cached copy (database.ts) takes effect each time it runs. Changing it drops the
+// connection's TEMP tables, and fails while one is in a transaction: Gatehouse makes none.
 const JOURNAL_IN_MEMORY = CompiledQuery.raw('pragma temp_store = memory');
 const JOURNAL_DEFAULT = CompiledQuery.raw('pragma temp_store = default');
 
@@ -100,7 +106,7 @@ export function inGroupCommit<T>(db: Kysely<Database>, extent: WriteExtent, work
   if (solo.has(db)) return db.transaction().execute(work);
   if (db.isTransaction) return work(db as Transaction<Database>); // already inside a transaction: its commit is the one
   let queue = queues.get(db);
-  if (!queue) queues.set(db, (queue = { pending: [], busy: false }));
+  if (!queue) queues.set(db, (queue = { pending: [], busy: false, journalLeftInMemory: false }));
   const done = new Promise<T>((resolve, reject) => queue.pending.push({ work, extent, resolve: resolve as (value: unknown) => void, reject }));
   if (!queue.busy) schedule(db, queue);
   return done;
@@ -118,6 +124,8 @@ async function runBatch(db: Kysely<Database>, queue: Queue): Promise<void> {
   try {
     await db.connection().execute(async (connection) => {
       if (journalInMemory) await connection.executeQuery(JOURNAL_IN_MEMORY);
+      else if (queue.journalLeftInMemory) await connection.executeQuery(JOURNAL_DEFAULT);
+      queue.journalLeftInMemory = journalInMemory;
       try {
         await connection.transaction().execute(async (trx) => {
           if (jobs.length === 1) {
@@ -138,8 +146,15 @@ async function runBatch(db: Kysely<Database>, queue: Queue): Promise<void> {
           }
         });
       } finally {
-        // Before anything else has the connection: its other transactions may be unbounded.
-        if (journalInMemory) await connection.executeQuery(JOURNAL_DEFAULT);
+        // Before anything else has the connection: its other transactions may be unbounded. This
+        // fails only as the store closes; the members' outcomes stand (committed or not), and
+        // the next batch sets the default again before it begins.
+        if (journalInMemory) {
+          await connection.executeQuery(JOURNAL_DEFAULT).then(
+            () => (queue.journalLeftInMemory = false),
+            () => {},
+          );
+        }
       }
     });
     const failed = outcomes.filter((o) => !o.ok).length;

@@ -168,11 +168,16 @@ describe('group commit (SQLite)', () => {
       ['unbounded', 'max', 'ned'],
     ] as const) {
       reports.length = 0;
+      let journal: number | undefined;
       const outcomes = await Promise.allSettled([
         inGroupCommit(store.db, 'bounded', insertUser(first)),
         inGroupCommit(store.db, extent, renameAllThenFail(first)),
-        inGroupCommit(store.db, 'bounded', insertUser(last)),
+        inGroupCommit(store.db, 'bounded', async (trx) => {
+          journal = (await sql<{ temp_store: number }>`pragma temp_store`.execute(trx)).rows[0]?.temp_store;
+          return insertUser(last)(trx);
+        }),
       ]);
+      assert.equal(journal, extent === 'bounded' ? 2 : 0, `inside the batch, the journal is kept ${extent === 'bounded' ? 'in memory' : 'in a file'}`);
       assert.deepEqual(
         outcomes.map((o) => o.status),
         ['fulfilled', 'rejected', 'fulfilled'],

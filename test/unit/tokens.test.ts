@@ -32,8 +32,10 @@ describe('drawRandomBytes', () => {
     assert.notDeepEqual(first, Buffer.alloc(32));
   });
 
-  test('a draw larger than the pool is refused, never shortened', () => {
-    assert.throws(() => drawRandomBytes(4097), RangeError);
+  test('a draw larger than the pool, or of no whole positive size, is refused, never shortened', () => {
+    for (const size of [4097, 0, -1, 1.5, Number.NaN]) assert.throws(() => drawRandomBytes(size), RangeError, String(size));
+    assert.equal(drawRandomBytes(32).length, 32, 'a refused draw leaves the pool as it was');
+    assert.notDeepEqual(drawRandomBytes(32), Buffer.alloc(32));
   });
 });
 
