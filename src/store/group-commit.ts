@@ -117,34 +117,38 @@ function schedule(db: Kysely<Database>, queue: Queue): void {
   setImmediate(() => void runBatch(db, queue));
 }
 
+type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+/** Runs a batch's writes in its transaction: each in a savepoint of its own when there are several, so that one that fails rolls back alone. */
+async function runWrites(trx: Transaction<Database>, jobs: readonly Job[]): Promise<Outcome[]> {
+  // Alone: no savepoint; its failure rolls the transaction back, as a transaction of its own would.
+  if (jobs.length === 1) return [{ ok: true, value: await jobs[0]!.work(trx) }];
+  const outcomes: Outcome[] = [];
+  for (const job of jobs) {
+    await trx.executeQuery(SAVEPOINT);
+    try {
+      outcomes.push({ ok: true, value: await job.work(trx) });
+    } catch (error) {
+      // If this fails too, the transaction is unusable: the batch fails as a whole (runBatch).
+      await trx.executeQuery(ROLLBACK_TO);
+      outcomes.push({ ok: false, error });
+    }
+    await trx.executeQuery(RELEASE);
+  }
+  return outcomes;
+}
+
 async function runBatch(db: Kysely<Database>, queue: Queue): Promise<void> {
   const jobs = queue.pending.splice(0, MAX_BATCH);
   const journalInMemory = jobs.length > 1 && jobs.every((job) => job.extent === 'bounded');
-  const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+  let outcomes: Outcome[] = [];
   try {
     await db.connection().execute(async (connection) => {
       if (journalInMemory) await connection.executeQuery(JOURNAL_IN_MEMORY);
       else if (queue.journalLeftInMemory) await connection.executeQuery(JOURNAL_DEFAULT);
       queue.journalLeftInMemory = journalInMemory;
       try {
-        await connection.transaction().execute(async (trx) => {
-          if (jobs.length === 1) {
-            // Alone: no savepoint; its failure rolls the transaction back, as a transaction of its own would.
-            outcomes.push({ ok: true, value: await jobs[0]!.work(trx) });
-            return;
-          }
-          for (const job of jobs) {
-            await trx.executeQuery(SAVEPOINT);
-            try {
-              outcomes.push({ ok: true, value: await job.work(trx) });
-            } catch (error) {
-              // If this fails too, the transaction is unusable: the batch fails as a whole (below).
-              await trx.executeQuery(ROLLBACK_TO);
-              outcomes.push({ ok: false, error });
-            }
-            await trx.executeQuery(RELEASE);
-          }
-        });
+        outcomes = await connection.transaction().execute((trx) => runWrites(trx, jobs));
       } finally {
         // Before anything else has the connection: its other transactions may be unbounded. This
         // fails only as the store closes; the members' outcomes stand (committed or not), and
