@@ -66,6 +66,21 @@ const STATUS: Record<OAuthErrorCode, number> = {
   use_dpop_nonce: 400,
 };
 
+/**
+ * RFC 6749 §5.2 allows an `error_description` only printable ASCII without `"` and `\`
+ * (%x20-21 / %x23-5B / %x5D-7E), so that it fits both the JSON body and a quoted-string of a
+ * `WWW-Authenticate` challenge (RFC 6750 §3). Descriptions put names in double quotes, and some
+ * repeat what the request sent (an unknown scope, a prompt value): their characters are made
+ * to fit here, once, for every answer — a double quote becomes a single one, a backslash a
+ * slash, anything else outside the set a question mark.
+ */
+function fittingDescription(text: string): string {
+  return text
+    .replaceAll('"', "'")
+    .replaceAll('\\', '/')
+    .replace(/[^\x20-\x7e]/gu, '?');
+}
+
 export class OAuthError extends Error {
   override name = 'OAuthError';
   readonly error: OAuthErrorCode;
@@ -82,15 +97,16 @@ export class OAuthError extends Error {
 
   /**
    * @param error the RFC error code sent to the client
-   * @param description a client-safe explanation: it never quotes a secret
+   * @param description a client-safe explanation: it never quotes a secret (sent as `fittingDescription` makes it)
    * @param detail for the log only: why, in terms the operator needs (never a secret either)
    * @param status the HTTP status, when it is not the one the error code implies
    * @param redirectable see `redirectable`
    */
   constructor(error: OAuthErrorCode, description: string, detail?: string, status?: number, redirectable = false) {
-    super(`${error}: ${description}`);
+    const fitting = fittingDescription(description);
+    super(`${error}: ${fitting}`);
     this.error = error;
-    this.description = description;
+    this.description = fitting;
     this.detail = detail;
     this.status = status ?? STATUS[error];
     this.redirectable = redirectable;

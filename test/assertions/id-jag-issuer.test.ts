@@ -272,7 +272,7 @@ for (const backend of BACKENDS) {
           await ask({ subject_token_type: 'urn:ietf:params:oauth:token-type:saml2' }),
           400,
           'invalid_request',
-          `"subject_token_type" must be ${ID_TOKEN_URN} or ${ACCESS_TOKEN_URN}`,
+          `'subject_token_type' must be ${ID_TOKEN_URN} or ${ACCESS_TOKEN_URN}`,
         );
 
         const fresh = await loginAtIdp();

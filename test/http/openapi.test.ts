@@ -97,13 +97,13 @@ for (const backend of BACKENDS) {
         body: 'grant_type=refresh_token&refresh_token=a&refresh_token=b',
       });
       assert.equal(repeated.status, 400);
-      assert.deepEqual(await repeated.json(), { error: 'invalid_request', error_description: 'the "refresh_token" parameter is repeated' });
+      assert.deepEqual(await repeated.json(), { error: 'invalid_request', error_description: "the 'refresh_token' parameter is repeated" });
       const missing = await fetch(new URL('/api/token', server.url), {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded' },
         body: '',
       });
-      assert.deepEqual(await missing.json(), { error: 'invalid_request', error_description: 'the "grant_type" parameter is missing' });
+      assert.deepEqual(await missing.json(), { error: 'invalid_request', error_description: "the 'grant_type' parameter is missing" });
     });
   });
 }

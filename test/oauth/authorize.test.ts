@@ -176,7 +176,7 @@ for (const backend of BACKENDS) {
       test('the description says what was wrong', async () => {
         const request = await authorizeRequest(annotator, { response_type: undefined });
         const params = assertRedirectedError(await alice.fetch(request.path), annotator, request.state, 'invalid_request');
-        assert.equal(params.get('error_description'), 'the "response_type" parameter is missing');
+        assert.equal(params.get('error_description'), "the 'response_type' parameter is missing");
       });
 
       test('prompt=none when not logged in → login_required', async () => {

@@ -120,7 +120,10 @@ for (const backend of BACKENDS) {
       );
       const wrongAth = await fetch(new URL('/api/profile', setup.server.url), { headers: { authorization: `DPoP ${tokens.access_token}`, dpop: proof } });
       assert.equal(wrongAth.status, 401);
-      assert.match(wrongAth.headers.get('www-authenticate')!, /error="invalid_dpop_proof", error_description="the DPoP proof's "?ath/);
+      assert.match(
+        wrongAth.headers.get('www-authenticate')!,
+        /error="invalid_dpop_proof", error_description="the DPoP proof's 'ath' must be the hash of the access token it is sent with"/,
+      );
     });
 
     test('a bound token short of the scope gets insufficient_scope under the DPoP scheme', async () => {
@@ -209,13 +212,13 @@ for (const backend of BACKENDS) {
           .setProtectedHeader({ alg: 'ES256', typ: 'dpop+jwt', jwk: publicJwk, ...header })
           .sign(exportable.privateKey);
       const cases: [string, string | string[], RegExp][] = [
-        ['htm GET', await generateProof(keys, tokenUrl, 'GET'), /"htm" must be "POST"/],
-        ['htu of another endpoint', await generateProof(keys, `${setup.server.url}/oauth/revoke`, 'POST'), /"htu" must be/],
-        ['htu on another host', await generateProof(keys, tokenUrl.replace('127.0.0.1', 'localhost'), 'POST'), /"htu" must be/],
+        ['htm GET', await generateProof(keys, tokenUrl, 'GET'), /'htm' must be 'POST'/],
+        ['htu of another endpoint', await generateProof(keys, `${setup.server.url}/oauth/revoke`, 'POST'), /'htu' must be/],
+        ['htu on another host', await generateProof(keys, tokenUrl.replace('127.0.0.1', 'localhost'), 'POST'), /'htu' must be/],
         ['a private key in the header', await handMade({ jwk: await exportJWK(exportable.privateKey) }), /must be a public key, never a private one/],
-        ['typ JWT', await handMade({ typ: 'JWT' }), /"typ" must be "dpop\+jwt"/],
-        ['an old iat', await handMade({}, { iat: Math.floor(Date.now() / 1000) - 120 }), /"iat" must be within 60 seconds/],
-        ['no jti', await handMade({}, { jti: undefined }), /lacks the "jti" claim/],
+        ['typ JWT', await handMade({ typ: 'JWT' }), /'typ' must be 'dpop\+jwt'/],
+        ['an old iat', await handMade({}, { iat: Math.floor(Date.now() / 1000) - 120 }), /'iat' must be within 60 seconds/],
+        ['no jti', await handMade({}, { jti: undefined }), /lacks the 'jti' claim/],
         [
           'a key other than the one in the header',
           await handMade({ jwk: await exportJWK((await joseKeyPair('ES256', { extractable: true })).publicKey) }),

@@ -151,7 +151,7 @@ for (const backend of BACKENDS) {
       assert.equal(inactive.status, 200);
       assertNoStore(inactive);
       assert.deepEqual(await inactive.json(), { active: false });
-      await assertOAuthError(await postForm(server, '/oauth/introspect', {}, basic), 400, 'invalid_request', 'the "token" parameter is missing');
+      await assertOAuthError(await postForm(server, '/oauth/introspect', {}, basic), 400, 'invalid_request', "the 'token' parameter is missing");
       const get = await fetch(`${server.url}/oauth/introspect`);
       assert.equal(get.status, 405);
       assert.equal(get.headers.get('allow'), 'POST');

@@ -87,13 +87,13 @@ for (const backend of BACKENDS) {
           await postForm(server, '/oauth/revoke', { client_id: app.client.client_id }),
           400,
           'invalid_request',
-          'the "token" parameter is missing',
+          "the 'token' parameter is missing",
         );
       });
 
       test('a repeated token → 400 invalid_request', async () => {
         const response = await postForm(server, '/oauth/revoke', `token=a&token=b&client_id=${app.client.client_id}`);
-        await assertOAuthError(response, 400, 'invalid_request', 'the "token" parameter is repeated');
+        await assertOAuthError(response, 400, 'invalid_request', "the 'token' parameter is repeated");
       });
 
       test('a JSON body → 400 invalid_request', async () => {

@@ -218,19 +218,19 @@ for (const backend of BACKENDS) {
         await exchangeRaw(agent, exchangeOf(person.access_token, { scope: 'annotation:read annotation:write' })),
         400,
         'invalid_scope',
-        'an exchange cannot widen the subject_token\'s scopes: "annotation:write"',
+        "an exchange cannot widen the subject_token's scopes: 'annotation:write'",
       );
       await assertOAuthError(
         await exchangeRaw(agent, exchangeOf(person.access_token, { resource: FILES })),
         400,
         'invalid_target',
-        `an exchange keeps the subject_token's audience: "resource" must be ${server.url}`,
+        `an exchange keeps the subject_token's audience: 'resource' must be ${server.url}`,
       );
       await assertOAuthError(
         await exchangeRaw(agent, exchangeOf(person.access_token, { audience: FILES })),
         400,
         'invalid_target',
-        `an exchange keeps the subject_token's audience: "audience" must be ${server.url}`,
+        `an exchange keeps the subject_token's audience: 'audience' must be ${server.url}`,
       );
       await assertOAuthError(
         await exchangeRaw(agent, exchangeOf(person.access_token, { resource: 'https://unknown.example/' })),
@@ -261,14 +261,14 @@ for (const backend of BACKENDS) {
         await exchangeRaw(agent, { subject_token: person.access_token, subject_token_type: 'urn:ietf:params:oauth:token-type:refresh_token' }),
         400,
         'invalid_request',
-        `"subject_token_type" must be ${ACCESS_TOKEN_URN}`,
+        `'subject_token_type' must be ${ACCESS_TOKEN_URN}`,
       );
       // A NUL or bytes that are not UTF-8 in a repeatable parameter: refused like any other parameter's.
       await assertOAuthError(
         await exchangeRaw(agent, exchangeOf(person.access_token, { audience: 'x\u0000' })),
         400,
         'invalid_request',
-        'the "audience" parameter contains a NUL character',
+        "the 'audience' parameter contains a NUL character",
       );
       const plain = await client('Not allowed', false);
       await assertOAuthError(
@@ -302,7 +302,7 @@ for (const backend of BACKENDS) {
         await exchangeRaw(agent, exchangeOf(person.access_token, { actor_token_type: ACCESS_TOKEN_URN })),
         400,
         'invalid_request',
-        '"actor_token_type" was sent without "actor_token"',
+        "'actor_token_type' was sent without 'actor_token'",
       );
     });
 

@@ -102,7 +102,7 @@ for (const backend of BACKENDS) {
 
     describe('malformed requests', () => {
       const cases: { title: string; body: () => string; error: string; description: string }[] = [
-        { title: 'no grant_type', body: () => 'code=x', error: 'invalid_request', description: 'the "grant_type" parameter is missing' },
+        { title: 'no grant_type', body: () => 'code=x', error: 'invalid_request', description: "the 'grant_type' parameter is missing" },
         {
           title: 'an unsupported grant_type',
           body: () => 'grant_type=password&username=alice&password=x',
@@ -115,13 +115,13 @@ for (const backend of BACKENDS) {
           title: 'several missing parameters',
           body: () => 'grant_type=authorization_code',
           error: 'invalid_request',
-          description: 'these parameters are missing: "code", "client_id"',
+          description: "these parameters are missing: 'code', 'client_id'",
         },
         {
           title: 'a parameter sent empty',
           body: () => `grant_type=refresh_token&refresh_token=&client_id=${app.client.client_id}`,
           error: 'invalid_request',
-          description: 'the "refresh_token" parameter is missing',
+          description: "the 'refresh_token' parameter is missing",
         },
         ...['grant_type', 'code', 'client_id'].map((name) => ({
           title: `a repeated ${name}`,
@@ -131,13 +131,13 @@ for (const backend of BACKENDS) {
             return form.toString();
           },
           error: 'invalid_request',
-          description: `the "${name}" parameter is repeated`,
+          description: `the '${name}' parameter is repeated`,
         })),
         {
           title: 'a percent-encoded parameter that is not UTF-8',
           body: () => `grant_type=authorization_code&code=%FF%FEx&client_id=${app.client.client_id}`,
           error: 'invalid_request',
-          description: 'the "code" parameter is not valid UTF-8',
+          description: "the 'code' parameter is not valid UTF-8",
         },
       ];
       for (const { title, body, error, description } of cases) {
@@ -153,7 +153,7 @@ for (const backend of BACKENDS) {
           headers: { 'content-type': 'application/x-www-form-urlencoded' },
           body,
         });
-        await assertOAuthError(response, 400, 'invalid_request', 'the "code" parameter is not valid UTF-8');
+        await assertOAuthError(response, 400, 'invalid_request', "the 'code' parameter is not valid UTF-8");
       });
 
       test('a JSON body → 400 invalid_request', async () => {
@@ -206,42 +206,42 @@ for (const backend of BACKENDS) {
           pkce: true,
           spoil: (form) => form.delete('client_id'),
           error: 'invalid_request',
-          description: 'the "client_id" parameter is missing',
+          description: "the 'client_id' parameter is missing",
         },
         {
           title: 'another redirect_uri',
           pkce: true,
           spoil: (form) => form.set('redirect_uri', 'http://127.0.0.1:8765/elsewhere'),
           error: 'invalid_grant',
-          description: '"redirect_uri" does not match the authorization request',
+          description: "'redirect_uri' does not match the authorization request",
         },
         {
           title: 'no code_verifier for a code with a challenge',
           pkce: true,
           spoil: (form) => form.delete('code_verifier'),
           error: 'invalid_grant',
-          description: '"code_verifier" is required: the authorization request used PKCE',
+          description: "'code_verifier' is required: the authorization request used PKCE",
         },
         {
           title: 'a wrong code_verifier',
           pkce: true,
           spoil: (form) => form.set('code_verifier', oauth.generateRandomCodeVerifier()),
           error: 'invalid_grant',
-          description: '"code_verifier" does not match the "code_challenge"',
+          description: "'code_verifier' does not match the 'code_challenge'",
         },
         {
           title: 'a malformed code_verifier',
           pkce: true,
           spoil: (form) => form.set('code_verifier', 'too short & not base64url'),
           error: 'invalid_request',
-          description: '"code_verifier" must be 43-128 characters of A-Z a-z 0-9 - . _ ~',
+          description: "'code_verifier' must be 43-128 characters of A-Z a-z 0-9 - . _ ~",
         },
         {
           title: 'a code_verifier for a code without a challenge',
           pkce: false,
           spoil: (form) => form.set('code_verifier', oauth.generateRandomCodeVerifier()),
           error: 'invalid_grant',
-          description: '"code_verifier" was sent but the authorization request had no "code_challenge"',
+          description: "'code_verifier' was sent but the authorization request had no 'code_challenge'",
         },
       ];
       for (const { title, pkce, spoil, error, description } of badExchanges) {
@@ -333,7 +333,7 @@ for (const backend of BACKENDS) {
       test('HTTP Basic and client_secret in the body together → invalid_request', async () => {
         const form = { grant_type: 'authorization_code', code: UNKNOWN_CODE, client_secret: secret };
         const response = await tokenRequest(form, basic(confidential.client.client_id, secret));
-        await assertOAuthError(response, 400, 'invalid_request', 'use one client authentication method, not both HTTP Basic and "client_secret"');
+        await assertOAuthError(response, 400, 'invalid_request', "use one client authentication method, not both HTTP Basic and 'client_secret'");
       });
 
       test('a failed authentication leaves the code redeemable', async () => {
@@ -358,8 +358,10 @@ for (const backend of BACKENDS) {
 
       test('a wider or unknown scope → invalid_scope, and the refresh token still works', async () => {
         const tokens = await obtainTokens(app, agent, 'alice', { scope: 'annotation:read' });
-        await assertOAuthError(await requestRefresh(app, tokens.refresh_token!, BOTH_SCOPES), 400, 'invalid_scope', 'scope "annotation:write" was not granted');
-        await assertOAuthError(await requestRefresh(app, tokens.refresh_token!, 'admin'), 400, 'invalid_scope', 'unknown scope "admin"');
+        await assertOAuthError(await requestRefresh(app, tokens.refresh_token!, BOTH_SCOPES), 400, 'invalid_scope', "scope 'annotation:write' was not granted");
+        await assertOAuthError(await requestRefresh(app, tokens.refresh_token!, 'admin'), 400, 'invalid_scope', "unknown scope 'admin'");
+        // RFC 6749 §5.2: the description is printable ASCII without '"' and '\\', even where it repeats what was sent.
+        await assertOAuthError(await requestRefresh(app, tokens.refresh_token!, 'a"b\\c é'), 400, 'invalid_scope', "unknown scope 'a'b/c', '?'");
         await assertTokenResponse(await requestRefresh(app, tokens.refresh_token!), { refresh: true, scope: 'annotation:read' });
       });
 

@@ -350,7 +350,7 @@ for (const backend of BACKENDS) {
       for (const maxAge of ['-1', '1.5', 'abc', '1e3'])
         assert.deepEqual(
           [maxAge, (await refusal(agent, { max_age: maxAge })).get('error_description')],
-          [maxAge, '"max_age" must be a non-negative integer (seconds)'],
+          [maxAge, "'max_age' must be a non-negative integer (seconds)"],
         );
       assert.equal((await refusal(agent, { request: 'eyJhbGciOiJub25lIn0.e30.' })).get('error'), 'request_not_supported');
       assert.equal((await refusal(agent, { request_uri: 'https://rp.example/request.jwt' })).get('error'), 'request_uri_not_supported');
@@ -365,7 +365,7 @@ for (const backend of BACKENDS) {
       const forgedRefusal = await refusal(agent, { id_token_hint: forged });
       assert.deepEqual(
         [forgedRefusal.get('error'), forgedRefusal.get('error_description')],
-        ['invalid_request', '"id_token_hint" is not an ID token this server issued'],
+        ['invalid_request', "'id_token_hint' is not an ID token this server issued"],
       );
       assert.equal((await refusal(agent, { id_token_hint: 'not a jwt' })).get('error'), 'invalid_request');
       assert.equal(await countCodes(), codesBefore, 'no code was issued');
@@ -470,7 +470,7 @@ for (const backend of BACKENDS) {
       const error = formFields((await agent.visit(denied.url.pathname + denied.url.search)).html, REDIRECT_URI);
       assert.deepEqual(
         [error.get('error'), error.get('error_description'), error.get('state'), error.get('iss')],
-        ['request_not_supported', 'the "request" parameter is not supported', denied.state, server.url],
+        ['request_not_supported', "the 'request' parameter is not supported", denied.state, server.url],
       );
     });
   });
