@@ -35,6 +35,8 @@ import {
   tokenResult,
   type TokenResult,
 } from '../support/oauth-client.ts';
+import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
+import { answerAtDevicePage, poll, pollRequest, requestCodes } from '../support/device.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -188,6 +190,28 @@ for (const backend of BACKENDS) {
       const refreshed = await refresh(withNewest, tokens.refresh_token!);
       await revokeToken(withNewest, refreshed.refresh_token!);
       assert.equal((await profile(server, refreshed.access_token)).status, 401);
+    });
+
+    test('the old secret on a device code after a replacement elsewhere, the client still cached here: refused as invalid_client, the approval kept and nothing recorded; the new secret exchanges it', async () => {
+      // The device-code load confirms the secret as the code's does (loadsClientCredentials).
+      const { client, secret } = await server.createClient({ name: 'Kitchen TV', grantType: DEVICE_CODE_GRANT_TYPE, redirectUris: [], confidential: true });
+      const app = await discover(server, client.id, { secret: secret! });
+      const codes = await requestCodes(app);
+      const agent = new UserAgent(server.url);
+      await agent.login('alice');
+      assert.equal((await answerAtDevicePage(agent, codes, 'approve')).response.status, 200);
+      const grants = await grantsOf(client.id);
+      server.advance(5); // the device code's interval, which applies to its first poll too
+      const replacement = await replaceSecretUnheard(client.id, secret!);
+      const refused = await pollRequest(app, codes.device_code);
+      assert.deepEqual([refused.status, ((await refused.json()) as { error?: string }).error], [401, 'invalid_client']);
+      assert.match(refused.headers.get('www-authenticate') ?? '', /^Basic /);
+      assert.equal(await grantsOf(client.id), grants, 'a grant was made with the old secret');
+      // Nothing was recorded against the code: not its use, nor a poll, which would make this one too soon.
+      const withNew = await discover(server, client.id, { secret: replacement });
+      const exchanged = await poll(withNew, codes.device_code);
+      assert.equal(exchanged.status, 200, JSON.stringify(exchanged.body));
+      assert.equal((await profile(server, exchanged.body.access_token!)).status, 200);
     });
 
     test("a confidential client's code exchange, refresh and revocation send as many statements as a public client's: its secret is confirmed by the read of what it redeems", async () => {
