@@ -192,6 +192,27 @@ for (const backend of BACKENDS) {
       assert.equal((await profile(server, refreshed.access_token)).status, 401);
     });
 
+    test('a public client given a secret elsewhere, still cached here as public: its refresh token and revocation by client_id alone are refused as invalid_client and change nothing; with the secret they work', async () => {
+      const { client } = await server.createClient({ name: 'Public until now', confidential: false });
+      const asPublic = await discover(server, client.id);
+      const tokens = await obtainTokens(asPublic, new UserAgent(server.url));
+      await ctx().clients.findStored(client.id); // a fresh copy, still public, for the next second
+      const secret = randomBytes(32).toString('base64url');
+      await updateClient(otherStore.db, client.id, { secret_hash: hashToken(secret) });
+      assert.equal((await ctx().clients.find(client.id))?.secret_hash, null, 'the server no longer holds the public copy: this tests nothing');
+      for (const [what, response] of [
+        ['the refresh token', await refreshRequest(asPublic, tokens.refresh_token!)],
+        ['a revocation', await oauth.revocationRequest(asPublic.as, asPublic.client, asPublic.auth, tokens.refresh_token!, insecure)],
+      ] as const) {
+        assert.deepEqual([response.status, ((await response.json()) as { error?: string }).error], [401, 'invalid_client'], what);
+      }
+      assert.equal((await profile(server, tokens.access_token)).status, 200, 'the grant was revoked');
+      const withSecret = await discover(server, client.id, { secret });
+      const refreshed = await refresh(withSecret, tokens.refresh_token!);
+      await revokeToken(withSecret, refreshed.refresh_token!);
+      assert.equal((await profile(server, refreshed.access_token)).status, 401);
+    });
+
     test('the old secret on a device code after a replacement elsewhere, the client still cached here: refused as invalid_client, the approval kept and nothing recorded; the new secret exchanges it', async () => {
       // The device-code load confirms the secret as the code's does (loadsClientCredentials).
       const { client, secret } = await server.createClient({ name: 'Kitchen TV', grantType: DEVICE_CODE_GRANT_TYPE, redirectUris: [], confidential: true });
