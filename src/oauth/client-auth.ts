@@ -67,11 +67,12 @@ export function secretRequired(usedBasic = false): InvalidClient {
 }
 
 /**
- * `secretRequired` when the client a token belongs to is confidential as stored now (`owner`,
- * read with the token) and the request did not authenticate as it: it named no client, or named
- * that client by a copy in the client cache that predates its first secret or keys — a copy may
- * be up to a second old on an instance that has not heard of the change; the token's row is
- * not. A request by another client is refused as such by its caller.
+ * `secretRequired` when the client a code or token belongs to is confidential as stored now
+ * (`owner`, read with the code or token) and the request did not authenticate as it: it named no
+ * client, or named that client by a copy in the client cache that predates its first secret or
+ * keys — a copy may be up to a second old on an instance that has not heard of the change; the
+ * row read with the code or token is not. A request by another client is refused as such by its
+ * caller.
  */
 export function requireOwnerAuthentication(client: Client | null, owner: { client_id: string; client_confidential: number }): void {
   if (owner.client_confidential !== 1) return;

@@ -15,6 +15,8 @@ export const clientConfidential = sql<number>`case when clients.grant_type = 'ur
 
 /** The client's columns read with a code or a token, at the same moment. */
 export interface JoinedClient {
+  /** 1 when the client is confidential as stored now (`clientConfidential`): the code or token is good only with its secret or key. */
+  client_confidential: number;
   /** Its scopes as stored now: what an exchange or a refresh decides by. */
   client_scopes: string;
   /** With the two flags: what a secret checked against the client cache is confirmed by (`StoredCredentials`). */
@@ -25,6 +27,7 @@ export interface JoinedClient {
 
 /** `JoinedClient`'s columns, for a read that joins `clients`. */
 export const joinedClientColumns = [
+  clientConfidential,
   'clients.scopes as client_scopes',
   'clients.secret_hash as client_secret_hash',
   'clients.blocked as client_blocked',

@@ -238,8 +238,6 @@ export interface RefreshTokenInfo extends JoinedTokenSettings, JoinedClient {
   /** Whether the successor has been used itself (null: not, or no successor). */
   successor_rotated_at: number | null;
   client_id: string;
-  /** 1 when the owning client is confidential, so presenting the token requires its secret. */
-  client_confidential: number;
   /** Who made the client known (SPEC §3): clients no administrator registered may have any scope of the resource. */
   client_kind: ClientKind;
   user_id: string | null;
@@ -266,7 +264,6 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
     .leftJoin('resources', 'resources.id', 'grants.resource_id')
     .leftJoin('users', 'users.id', 'grants.user_id')
     .leftJoin('refresh_tokens as successor', 'successor.hash', 'refresh_tokens.successor_hash')
-    .select(clientConfidential)
     .select(tokenSettingsColumns)
     .select(joinedClientColumns)
     .select([
@@ -347,7 +344,6 @@ export interface TokenOwner extends JoinedClient {
   grant_id: string;
   client_id: string;
   user_id: string | null;
-  client_confidential: number;
   revoked_at: number | null;
 }
 
@@ -358,7 +354,6 @@ const ownerOf = (table: TokenTable) =>
       .innerJoin('grants', 'grants.id', `${table}.grant_id`)
       .innerJoin('clients', 'clients.id', 'grants.client_id')
       .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at', ...joinedClientColumns])
-      .select(clientConfidential)
       .where(`${table}.hash`, '=', p.hash),
   );
 const tokenOwners = { access_tokens: ownerOf('access_tokens'), refresh_tokens: ownerOf('refresh_tokens') };

@@ -97,6 +97,14 @@ for (const backend of BACKENDS) {
       assert.equal((await ctx().clients.find(clientId))?.secret_hash, hashToken(current), 'the server no longer holds the old copy: this tests nothing');
       return replacement;
     };
+    /** Gives a public client a secret in the database alone, a moment after the server read it: its copy says public for the next second. The secret. */
+    const giveSecretUnheard = async (clientId: string): Promise<string> => {
+      await ctx().clients.findStored(clientId);
+      const secret = randomBytes(32).toString('base64url');
+      await updateClient(otherStore.db, clientId, { secret_hash: hashToken(secret) });
+      assert.equal((await ctx().clients.find(clientId))?.secret_hash, null, 'the server no longer holds the public copy: this tests nothing');
+      return secret;
+    };
     /** On SQLite, that the server still holds its copy of the client: the attack goes through the stale copy. */
     const assertStillCached = async (clientId: string) => {
       if (backend.name === 'sqlite') assert.ok(await ctx().clients.find(clientId), 'the server no longer holds a copy of the client: this tests nothing');
@@ -192,15 +200,15 @@ for (const backend of BACKENDS) {
       assert.equal((await profile(server, refreshed.access_token)).status, 401);
     });
 
-    test('a public client given a secret elsewhere, still cached here as public: its refresh token and revocation by client_id alone are refused as invalid_client and change nothing; with the secret they work', async () => {
+    test('a public client given a secret elsewhere, still cached here as public: its code, refresh token and revocation by client_id alone are refused as invalid_client and change nothing; with the secret they work', async () => {
       const { client } = await server.createClient({ name: 'Public until now', confidential: false });
       const asPublic = await discover(server, client.id);
-      const tokens = await obtainTokens(asPublic, new UserAgent(server.url));
-      await ctx().clients.findStored(client.id); // a fresh copy, still public, for the next second
-      const secret = randomBytes(32).toString('base64url');
-      await updateClient(otherStore.db, client.id, { secret_hash: hashToken(secret) });
-      assert.equal((await ctx().clients.find(client.id))?.secret_hash, null, 'the server no longer holds the public copy: this tests nothing');
+      const agent = new UserAgent(server.url);
+      const tokens = await obtainTokens(asPublic, agent);
+      const outstanding = await obtainCallback(asPublic, agent);
+      const secret = await giveSecretUnheard(client.id);
       for (const [what, response] of [
+        ['the outstanding code', await exchangeRequest(asPublic, outstanding)],
         ['the refresh token', await refreshRequest(asPublic, tokens.refresh_token!)],
         ['a revocation', await oauth.revocationRequest(asPublic.as, asPublic.client, asPublic.auth, tokens.refresh_token!, insecure)],
       ] as const) {
@@ -208,9 +216,25 @@ for (const backend of BACKENDS) {
       }
       assert.equal((await profile(server, tokens.access_token)).status, 200, 'the grant was revoked');
       const withSecret = await discover(server, client.id, { secret });
+      assert.equal((await exchangeRequest(withSecret, outstanding)).status, 200, 'the code was consumed');
       const refreshed = await refresh(withSecret, tokens.refresh_token!);
       await revokeToken(withSecret, refreshed.refresh_token!);
       assert.equal((await profile(server, refreshed.access_token)).status, 401);
+    });
+
+    test('a public device client given a secret elsewhere, still cached here as public: its device code polled by client_id alone is refused as invalid_client, no poll recorded; with the secret it is exchanged', async () => {
+      const { client } = await server.createClient({ name: 'Public TV', grantType: DEVICE_CODE_GRANT_TYPE, redirectUris: [], confidential: false });
+      const asPublic = await discover(server, client.id);
+      const codes = await requestCodes(asPublic);
+      const agent = new UserAgent(server.url);
+      await agent.login('alice');
+      await answerAtDevicePage(agent, codes, 'approve');
+      server.advance(5); // the device code's interval, which applies to its first poll too
+      const secret = await giveSecretUnheard(client.id);
+      const refused = await pollRequest(asPublic, codes.device_code);
+      assert.deepEqual([refused.status, ((await refused.json()) as { error?: string }).error], [401, 'invalid_client']);
+      const exchanged = await poll(await discover(server, client.id, { secret }), codes.device_code);
+      assert.equal(exchanged.status, 200, JSON.stringify(exchanged.body));
     });
 
     test('the old secret on a device code after a replacement elsewhere, the client still cached here: refused as invalid_client, the approval kept and nothing recorded; the new secret exchanges it', async () => {
