@@ -59,7 +59,7 @@ function sendError(ctx: AppContext, request: FastifyRequest, reply: FastifyReply
   } else if (error.error === 'invalid_token' || error.error === 'insufficient_scope') {
     const scope = error instanceof InsufficientScope ? `, scope="${error.scope}"` : '';
     const dpop = error instanceof InsufficientScope && error.scheme === 'DPoP';
-    const challenge = dpop ? dpopChallenge(error) : `Bearer realm="gatehouse", error="${error.error}", error_description="${error.description}"`;
+    const challenge = dpop ? dpopChallenge(error) : `Bearer realm="gatehouse", error="${error.error}", error_description="${error.errorDescription}"`;
     reply.header('WWW-Authenticate', challenge + scope);
   }
   reply.header('Cache-Control', 'no-store');

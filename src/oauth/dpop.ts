@@ -111,7 +111,7 @@ function nonceAccepted(secret: string, nonce: unknown, now: number): boolean {
 
 /** The challenge a resource answers a DPoP refusal with (RFC 9449 §7.1). */
 export function dpopChallenge(error: OAuthError): string {
-  return `DPoP algs="${DPOP_ALGORITHMS.join(' ')}", error="${error.error}", error_description="${error.description}"`;
+  return `DPoP algs="${DPOP_ALGORITHMS.join(' ')}", error="${error.error}", error_description="${error.errorDescription}"`;
 }
 
 /** The `DPoP` request header as Node gives it: several are joined with commas, which no JWT holds. */

@@ -66,19 +66,19 @@ const STATUS: Record<OAuthErrorCode, number> = {
   use_dpop_nonce: 400,
 };
 
+/** What a character outside that set is sent as, where ASCII can say it; any other is sent as a question mark. */
+const PLAIN: Record<string, string> = { '"': "'", '\\': '/', '…': '...', '−': '-', '–': '-', '—': '-', '‘': "'", '’': "'", '“': "'", '”': "'" };
+
 /**
  * RFC 6749 §5.2 allows an `error_description` only printable ASCII without `"` and `\`
  * (%x20-21 / %x23-5B / %x5D-7E), so that it fits both the JSON body and a quoted-string of a
  * `WWW-Authenticate` challenge (RFC 6750 §3). Descriptions put names in double quotes, and some
- * repeat what the request sent (an unknown scope, a prompt value): their characters are made
- * to fit here, once, for every answer — a double quote becomes a single one, a backslash a
- * slash, anything else outside the set a question mark.
+ * repeat what the request sent (an unknown scope, a prompt value): a double quote is sent as a
+ * single one, a backslash as a slash, a dash or an ellipsis as ASCII, anything else outside the
+ * set as a question mark.
  */
 function fittingDescription(text: string): string {
-  return text
-    .replaceAll('"', "'")
-    .replaceAll('\\', '/')
-    .replace(/[^\x20-\x7e]/gu, '?');
+  return text.replace(/[^\x20-\x21\x23-\x5b\x5d-\x7e]/gu, (character) => PLAIN[character] ?? '?');
 }
 
 export class OAuthError extends Error {
@@ -97,16 +97,15 @@ export class OAuthError extends Error {
 
   /**
    * @param error the RFC error code sent to the client
-   * @param description a client-safe explanation: it never quotes a secret (sent as `fittingDescription` makes it)
+   * @param description a client-safe explanation: it never quotes a secret (pages show it as it is; `errorDescription` is what is sent)
    * @param detail for the log only: why, in terms the operator needs (never a secret either)
    * @param status the HTTP status, when it is not the one the error code implies
    * @param redirectable see `redirectable`
    */
   constructor(error: OAuthErrorCode, description: string, detail?: string, status?: number, redirectable = false) {
-    const fitting = fittingDescription(description);
-    super(`${error}: ${fitting}`);
+    super(`${error}: ${description}`);
     this.error = error;
-    this.description = fitting;
+    this.description = description;
     this.detail = detail;
     this.status = status ?? STATUS[error];
     this.redirectable = redirectable;
@@ -117,8 +116,13 @@ export class OAuthError extends Error {
     return new OAuthError(this.error, this.description, this.detail, this.status, true);
   }
 
+  /** The description as RFC 6749 §5.2 lets it be sent: in a JSON body, a redirect, a `WWW-Authenticate` challenge. */
+  get errorDescription(): string {
+    return fittingDescription(this.description);
+  }
+
   toJSON(): { error: OAuthErrorCode; error_description: string } {
-    return { error: this.error, error_description: this.description };
+    return { error: this.error, error_description: this.errorDescription };
   }
 }
 

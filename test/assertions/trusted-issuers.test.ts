@@ -290,7 +290,7 @@ for (const backend of BACKENDS) {
           asAgent,
           400,
           'invalid_grant',
-          "the assertion's lifetime (exp − iat) is longer than 300 seconds",
+          "the assertion's lifetime (exp - iat) is longer than 300 seconds",
         ],
         ['no jti', () => idp.sign({ typ: 'oauth-id-jag+jwt' }, good), asAgent, 400, 'invalid_grant', 'the assertion has no jti'],
         ['an unknown user', () => signed({}, { sub: 'nobody' }), asAgent, 400, 'invalid_grant', "the assertion's subject is not a user of this server"],

@@ -211,11 +211,11 @@ describe('the token endpoint dispatcher', () => {
   });
 
   test("what the request must say about its client is checked with the grant's parameters, before load", async () => {
-    await assert.rejects(request({ grant_type: 'named' }), { error: 'invalid_request', description: "these parameters are missing: 'ticket', 'client_id'" });
+    await assert.rejects(request({ grant_type: 'named' }), { error: 'invalid_request', description: 'these parameters are missing: "ticket", "client_id"' });
     await assert.rejects(request({ grant_type: 'secret' }), { error: 'invalid_client', description: 'this client must authenticate with its secret' });
     await assert.rejects(request({ grant_type: 'anyone', ticket: ids.public, note: ['a', 'b'] }), {
       error: 'invalid_request',
-      description: "the 'note' parameter is repeated",
+      description: 'the "note" parameter is repeated',
     });
     assert.ok(!events.includes('load'));
     assert.deepEqual(await request({ grant_type: 'secret' }, GRANTS, basic), RESPONSE);

@@ -10,24 +10,24 @@ describe('readParams', () => {
   });
 
   test('a missing required parameter is invalid_request, naming it', () => {
-    assert.throws(() => readParams({}, ['token'], []), { error: 'invalid_request', description: "the 'token' parameter is missing" });
+    assert.throws(() => readParams({}, ['token'], []), { error: 'invalid_request', description: 'the "token" parameter is missing' });
   });
 
   test('several missing parameters are reported together', () => {
     assert.throws(() => readParams({}, ['code', 'redirect_uri'], []), {
       error: 'invalid_request',
-      description: "these parameters are missing: 'code', 'redirect_uri'",
+      description: 'these parameters are missing: "code", "redirect_uri"',
     });
   });
 
   test('an empty value counts as omitted (RFC 6749 §3.1)', () => {
-    assert.throws(() => readParams({ token: '' }, ['token'], []), { description: "the 'token' parameter is missing" });
+    assert.throws(() => readParams({ token: '' }, ['token'], []), { description: 'the "token" parameter is missing' });
     assert.deepEqual(readParams({ token: 't', scope: '' }, ['token'], ['scope']), { token: 't' });
   });
 
   test('a repeated parameter is refused, never "first wins" — optional ones too', () => {
-    assert.throws(() => readParams({ token: ['a', 'b'] }, ['token'], []), { error: 'invalid_request', description: "the 'token' parameter is repeated" });
-    assert.throws(() => readParams({ token: 'a', scope: ['x', 'x'] }, ['token'], ['scope']), { description: "the 'scope' parameter is repeated" });
+    assert.throws(() => readParams({ token: ['a', 'b'] }, ['token'], []), { error: 'invalid_request', description: 'the "token" parameter is repeated' });
+    assert.throws(() => readParams({ token: 'a', scope: ['x', 'x'] }, ['token'], ['scope']), { description: 'the "scope" parameter is repeated' });
   });
 
   test('a repeated unknown parameter does not matter', () => {
@@ -37,7 +37,7 @@ describe('readParams', () => {
   test('a value that was not UTF-8 (decoded to U+FFFD) is refused, naming the parameter', () => {
     assert.throws(() => readParams({ token: 'a\uFFFDb' }, ['token'], []), {
       error: 'invalid_request',
-      description: "the 'token' parameter is not valid UTF-8",
+      description: 'the "token" parameter is not valid UTF-8',
     });
   });
 });
@@ -57,8 +57,8 @@ describe('single', () => {
 
 describe('NUL characters', () => {
   test('a parameter holding NUL is refused (PostgreSQL would refuse it as text)', () => {
-    assert.throws(() => single(parseForm('q=a%00b'), 'q'), /the 'q' parameter contains a NUL character/);
-    assert.throws(() => readParams(parseForm('code=%00'), ['code'], []), /the 'code' parameter contains a NUL character/);
+    assert.throws(() => single(parseForm('q=a%00b'), 'q'), /the "q" parameter contains a NUL character/);
+    assert.throws(() => readParams(parseForm('code=%00'), ['code'], []), /the "code" parameter contains a NUL character/);
   });
 
   test('JSON from outside holds NUL anywhere: in a string, deep down, in an array, in a key', () => {

@@ -21,7 +21,7 @@ describe('checkChallenge (authorization request)', () => {
   });
 
   test('a method without a challenge is refused', () => {
-    assert.throws(() => checkChallenge(undefined, 'S256', false), { error: 'invalid_request', description: /without 'code_challenge'/ });
+    assert.throws(() => checkChallenge(undefined, 'S256', false), { error: 'invalid_request', description: /without "code_challenge"/ });
   });
 
   test('"plain" is refused, also when the method is left out (RFC 7636 §4.3 defaults it to plain)', () => {

@@ -72,12 +72,12 @@ describe('grantableScopes', () => {
   test('a scope the client is not allowed is invalid_scope, naming it', () => {
     assert.throws(() => grantableScopes(`${READ} ${WRITE}`, [READ], [READ, WRITE]), {
       error: 'invalid_scope',
-      description: /'annotation:write' is not allowed/,
+      description: /"annotation:write" is not allowed/,
     });
   });
 
   test('a scope that the resource does not have is invalid_scope, naming it; so is one of another resource, or in another case', () => {
-    assert.throws(() => grantableScopes(`${READ} admin`, [READ, WRITE]), { error: 'invalid_scope', description: "unknown scope 'admin'" });
+    assert.throws(() => grantableScopes(`${READ} admin`, [READ, WRITE]), { error: 'invalid_scope', description: 'unknown scope "admin"' });
     assert.throws(() => grantableScopes('Annotation:Read', [READ]), { error: 'invalid_scope' });
     assert.throws(() => grantableScopes(`${READ},${WRITE}`, [READ, WRITE]), { error: 'invalid_scope' });
   });

@@ -39,7 +39,7 @@ export async function verifyIdJag(read: ReadAssertion, trusted: TrustedIssuer, c
     {
       typ: `the assertion's type (typ) must be ${ID_JAG_TYPE}`,
       aud: "the assertion's audience (aud) must be this authorization server's issuer",
-      lifetime: `the assertion's lifetime (exp − iat) is longer than ${ID_JAG_LIFETIME_SECONDS} seconds`,
+      lifetime: `the assertion's lifetime (exp - iat) is longer than ${ID_JAG_LIFETIME_SECONDS} seconds`,
     },
   );
   if (claims.client_id !== client.id) throw refused("the assertion's client_id is not the authenticated client");

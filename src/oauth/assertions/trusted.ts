@@ -31,7 +31,7 @@ const DEFAULT_TEXTS: Record<ReceivedJwtCheck, string> = {
   iat: 'the assertion was issued in the future (iat)',
   nbf: 'the assertion is not yet valid (nbf)',
   exp: 'the assertion has expired',
-  lifetime: "the assertion's lifetime (exp − iat) is too long",
+  lifetime: "the assertion's lifetime (exp - iat) is too long",
   'expires-in': 'the assertion expires too far in the future',
 };
 

@@ -111,7 +111,7 @@ describe('RP-initiated logout', () => {
   test('a client_id other than the hint’s audience is refused (the error page), also when both clients exist', async () => {
     await assert.rejects(readLogoutRequest(t.ctx, { id_token_hint: await idToken(alice, app.id), client_id: other.id }), {
       error: 'invalid_request',
-      description: "the 'client_id' is not the client the 'id_token_hint' was issued to",
+      description: 'the "client_id" is not the client the "id_token_hint" was issued to',
     });
     const same = await readLogoutRequest(t.ctx, { id_token_hint: await idToken(alice, app.id), client_id: app.id, post_logout_redirect_uri: BACK });
     assert.equal(same.redirectTo, BACK);
@@ -148,7 +148,7 @@ describe('RP-initiated logout', () => {
     for (const hint of [forged, otherIssuer, logoutToken, 'not.a.jwt']) {
       await assert.rejects(readLogoutRequest(t.ctx, { id_token_hint: hint, post_logout_redirect_uri: BACK }), {
         error: 'invalid_request',
-        description: "the 'id_token_hint' is not an ID token this server issued",
+        description: 'the "id_token_hint" is not an ID token this server issued',
       });
     }
     assert.ok(await readIdTokenHint(t.ctx, await t.ctx.keys.signJwt('RS256', { typ: ID_TOKEN_TYPE }, claims)), 'the same claims, signed here, are a hint');

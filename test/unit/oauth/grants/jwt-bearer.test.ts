@@ -134,7 +134,7 @@ describe('the jwt-bearer grant: scopes and audience', () => {
     test("an ID-JAG's tokens are for the resource it names; a resource parameter naming another is invalid_target", async () => {
       assert.equal(audienceOf(await exchange(await idJag(), {}, agent)), MCP);
       assert.equal(audienceOf(await exchange(await idJag(), { resource: `${MCP}/` }, agent)), MCP, 'the same resource, spelt otherwise');
-      const mismatch = { error: 'invalid_target', description: "'resource' is not the resource the assertion names" };
+      const mismatch = { error: 'invalid_target', description: '"resource" is not the resource the assertion names' };
       await assert.rejects(exchange(await idJag(), { resource: DOCS }, agent), mismatch);
       await assert.rejects(exchange(await idJag(), { resource: PUBLIC_URL, scope: 'openid' }, agent), mismatch);
     });
