@@ -62,21 +62,35 @@ export class InvalidClient extends OAuthError {
  * `invalid_client` for a request that needed the client's secret and did not carry it
  * (RFC 6749 §5.2: "no client authentication included").
  */
-export function secretRequired(usedBasic = false): InvalidClient {
-  return new InvalidClient('this client must authenticate with its secret', usedBasic);
+export function secretRequired(usedBasic = false, detail?: string): InvalidClient {
+  return new InvalidClient('this client must authenticate with its secret', usedBasic, detail);
+}
+
+/**
+ * Whether a request that identified `client` authenticated as a confidential client: with the
+ * secret or keys the client has (by the copy it was checked against), or with an assertion — a
+ * metadata-document client's keys are its document's, which its stored row may lag behind.
+ */
+export function authenticatedAsConfidential(client: Client, params: RawParams): boolean {
+  return authMethodOf(client) !== 'none' || single(params, 'client_assertion') !== undefined;
 }
 
 /**
  * `secretRequired` when the client a code or token belongs to is confidential as stored now
- * (`owner`, read with the code or token) and the request did not authenticate as it: it named no
- * client, or named that client by a copy in the client cache that predates its first secret or
- * keys — a copy may be up to a second old on an instance that has not heard of the change; the
- * row read with the code or token is not. A request by another client is refused as such by its
- * caller.
+ * (`owner`, read with the code or token) and the request did not authenticate as a confidential
+ * client (`authenticated`): it named no client, or named that client by a copy in the client
+ * cache that predates its first secret or keys — a copy may be up to a second old on an instance
+ * that has not heard of the change; the row read with the code or token is not. A request by
+ * another client is refused as such by its caller.
  */
-export function requireOwnerAuthentication(client: Client | null, owner: { client_id: string; client_confidential: number }): void {
-  if (owner.client_confidential !== 1) return;
-  if (client === null || (client.id === owner.client_id && authMethodOf(client) === 'none')) throw secretRequired();
+export function requireOwnerAuthentication(
+  client: Client | null,
+  authenticated: boolean,
+  owner: { client_id: string; client_confidential: number },
+  usedBasic = false,
+): void {
+  if (owner.client_confidential !== 1 || authenticated || (client !== null && client.id !== owner.client_id)) return;
+  throw secretRequired(usedBasic, `client ${owner.client_id} is confidential as stored now; the request did not authenticate as it`);
 }
 
 interface Credentials {

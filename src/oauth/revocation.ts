@@ -9,7 +9,7 @@ import type { GrantsToRevoke } from '../store/grants.ts';
 import { findTokenOwner, type TokenOwner } from '../store/tokens.ts';
 import { hashIfWellFormed } from '../tokens.ts';
 import { readJwtAccessToken } from '../identity/jwt-access-tokens.ts';
-import { confirmSecret, confirmingRefusals, requireOwnerAuthentication, type ClientAuthentication } from './client-auth.ts';
+import { authenticatedAsConfidential, confirmSecret, confirmingRefusals, requireOwnerAuthentication, type ClientAuthentication } from './client-auth.ts';
 import type { AppContext, RevocationReason } from '../context.ts';
 import { OAuthError } from '../protocol/errors.ts';
 import { readParams, type RawParams } from '../protocol/params.ts';
@@ -49,7 +49,7 @@ export async function revokeToken(raw: RawParams, authentication: ClientAuthenti
   const ours = owner !== null && owner.client_id === client?.id;
   await confirmSecret(ctx.clients, authentication, ours ? joinedCredentials(owner) : undefined);
   if (owner === null) return;
-  requireOwnerAuthentication(client, owner);
+  requireOwnerAuthentication(client, client !== null && authenticatedAsConfidential(client, raw), owner, authentication?.usedBasic);
   if (client !== null && !ours) {
     throw new OAuthError('unauthorized_client', 'the token was not issued to this client', 'revocation refused: token of another client');
   }

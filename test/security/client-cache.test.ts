@@ -37,6 +37,7 @@ import {
 } from '../support/oauth-client.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
 import { answerAtDevicePage, poll, pollRequest, requestCodes } from '../support/device.ts';
+import { jwksOf, signingKey } from '../support/jwks-server.ts';
 import { databaseUrl, gatehouse } from '../support/processes.ts';
 import { startServer, type TestServer } from '../support/server.ts';
 import { UserAgent } from '../support/user-agent.ts';
@@ -220,6 +221,18 @@ for (const backend of BACKENDS) {
       const refreshed = await refresh(withSecret, tokens.refresh_token!);
       await revokeToken(withSecret, refreshed.refresh_token!);
       assert.equal((await profile(server, refreshed.access_token)).status, 401);
+    });
+
+    test('a public client given keys elsewhere, still cached here as public: its refresh token by client_id alone is refused as invalid_client', async () => {
+      const { client } = await server.createClient({ name: 'Keyless until now', confidential: false });
+      const asPublic = await discover(server, client.id);
+      const tokens = await obtainTokens(asPublic, new UserAgent(server.url));
+      await ctx().clients.findStored(client.id);
+      await updateClient(otherStore.db, client.id, { jwks: JSON.stringify(jwksOf(await signingKey('ES256', 'new-key'))) });
+      assert.equal((await ctx().clients.find(client.id))?.jwks, null, 'the server no longer holds the keyless copy: this tests nothing');
+      const refused = await refreshRequest(asPublic, tokens.refresh_token!);
+      assert.deepEqual([refused.status, ((await refused.json()) as { error?: string }).error], [401, 'invalid_client']);
+      assert.equal((await profile(server, tokens.access_token)).status, 200, 'the grant was revoked');
     });
 
     test('a public device client given a secret elsewhere, still cached here as public: its device code polled by client_id alone is refused as invalid_client, no poll recorded; with the secret it is exchanged', async () => {

@@ -13,7 +13,6 @@ import type { DpopProof } from '../dpop.ts';
 import type { TokenResponse } from '../issue.ts';
 import { checkVerifier } from '../pkce.ts';
 import { checkSameAudience } from '../resources.ts';
-import { requireOwnerAuthentication } from '../client-auth.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { exchangeApproved, replayed, type SingleUseCode } from './single-use.ts';
 import { AUTHORIZATION_CODE_GRANT_TYPE } from './types.ts';
@@ -48,14 +47,13 @@ export const authorizationCode = defineGrant({
   issue,
 });
 
-async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<StoredCode>> {
+async function load(params: Params, _client: Client, ctx: AppContext): Promise<Loaded<StoredCode>> {
   const hash = hashIfWellFormed('code', params.code);
   // Loaded whatever its state: each reason for refusal gets its own log line; the client
   // sees invalid_grant for all of them.
   const code = hash === null ? undefined : await findCode(ctx.db, hash);
   if (!code) throw invalidGrant('the authorization code is invalid', 'unknown code');
-  requireOwnerAuthentication(client, code);
-  return { clientId: code.client_id, storedCredentials: joinedCredentials(code), redeemed: code };
+  return { clientId: code.client_id, clientConfidential: code.client_confidential, storedCredentials: joinedCredentials(code), redeemed: code };
 }
 
 async function issue(code: StoredCode, params: Params, client: Client, ctx: AppContext, address: string, proof: DpopProof | null): Promise<TokenResponse> {

@@ -23,7 +23,6 @@ import { hashIfWellFormed } from '../../tokens.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant } from '../../protocol/errors.ts';
 import type { TokenResponse } from '../issue.ts';
-import { requireOwnerAuthentication } from '../client-auth.ts';
 import { defineGrant, type Loaded, type ParamsOf } from './grant.ts';
 import { DEVICE_CODE_GRANT_TYPE } from './types.ts';
 import type { DpopProof } from '../dpop.ts';
@@ -67,12 +66,11 @@ export const deviceCode = defineGrant({
   issue,
 });
 
-async function load(params: Params, client: Client, ctx: AppContext): Promise<Loaded<StoredDeviceCode>> {
+async function load(params: Params, _client: Client, ctx: AppContext): Promise<Loaded<StoredDeviceCode>> {
   const hash = hashIfWellFormed('deviceCode', params.device_code);
   const device = hash === null ? undefined : await findDeviceCode(ctx.db, hash);
   if (!device) throw invalidGrant('the device code is invalid', 'unknown device code');
-  requireOwnerAuthentication(client, device);
-  return { clientId: device.client_id, storedCredentials: joinedCredentials(device), redeemed: device };
+  return { clientId: device.client_id, clientConfidential: device.client_confidential, storedCredentials: joinedCredentials(device), redeemed: device };
 }
 
 async function issue(

@@ -69,6 +69,13 @@ export interface Loaded<T> {
    * cache is confirmed by (client-auth.ts `confirmSecret`).
    */
   storedCredentials?: StoredCredentials;
+  /**
+   * 1 when that client is confidential as stored now, read in the same statement (store/clients.ts
+   * `clientConfidential`: a jwt-bearer client's tokens count as a public client's): what it
+   * redeems is then good only with the client's secret or key, whatever the client cache's copy
+   * says (RFC 6749 §4.1.3, §6; client-auth.ts `requireOwnerAuthentication`).
+   */
+  clientConfidential?: number;
   /** What `issue` goes on with. */
   redeemed: T;
 }

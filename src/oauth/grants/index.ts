@@ -7,9 +7,16 @@ import type { Client } from '../../store/schema.ts';
 import type { AppContext } from '../../context.ts';
 import type { Throttle } from '../../throttle.ts';
 import { clientAssertionCheck, type ClientAssertionCheck } from '../assertions/client-assertion.ts';
-import { isConfidential } from '../assertions/client-keys.ts';
 import type { StoredCredentials } from '../../store/clients.ts';
-import { confirmSecret, confirmingRefusals, identifyClient, secretRequired, type ClientLookup } from '../client-auth.ts';
+import {
+  authenticatedAsConfidential,
+  confirmSecret,
+  confirmingRefusals,
+  identifyClient,
+  requireOwnerAuthentication,
+  secretRequired,
+  type ClientLookup,
+} from '../client-auth.ts';
 import { requireStanding } from '../client-kinds.ts';
 import { OAuthError, invalidGrant, invalidRequest } from '../../protocol/errors.ts';
 import { mustProveKey } from '../client-rules.ts';
@@ -97,7 +104,9 @@ export function requestToken(request: TokenRequest, ctx: AppContext): Promise<To
  * before then has the secret confirmed by a read of its own first, and the client charged. So
  * a secret replaced, or a client switched off, is refused at once with `invalid_client` whatever
  * else is wrong, as when the stored row is read before `load`, and spends nothing of its
- * client's budget; a confirmed secret spends it on every request, refused or not.
+ * client's budget; a confirmed secret spends it on every request, refused or not. The same
+ * read says whether that client is confidential now: if so, a request that did not
+ * authenticate as it is refused, whatever the cache's copy says (`requireOwnerAuthentication`).
  */
 export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Gate, request: TokenRequest, ctx: AppContext): Promise<TokenResponse> {
   const { params: raw, authorization, address } = request;
@@ -111,7 +120,7 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   const client = authentication?.client ?? null;
   // A client assertion that got this far was verified (identifyClient).
   const withAssertion = client !== null && single(raw, 'client_assertion') !== undefined;
-  const authenticated = client !== null && (isConfidential(client) || withAssertion);
+  const authenticated = client !== null && authenticatedAsConfidential(client, raw);
   const unconfirmed = authentication !== null && authentication.unconfirmedSecretHash !== null;
   let standing = authenticated && !unconfirmed ? await admit(gate, client.id, client, address, withAssertion) : undefined;
   /** A secret checked against the client cache: confirmed by `stored` (or a read), and only then its client charged. */
@@ -134,6 +143,12 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
     await confirm();
     throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
   }
+  requireOwnerAuthentication(
+    client,
+    authenticated,
+    { client_id: loaded.clientId, client_confidential: loaded.clientConfidential ?? 0 },
+    authentication?.usedBasic,
+  );
   await confirm(loaded.storedCredentials);
   const owner = client ?? (await gate.clients.find(loaded.clientId));
   if (!authenticated) {

@@ -12,7 +12,6 @@ import { rotateRefreshToken } from '../../store/atomic-writes.ts';
 import { loginOf } from '../../login.ts';
 import { findRefreshToken, type RefreshTokenInfo } from '../../store/tokens.ts';
 import type { Client } from '../../store/schema.ts';
-import { requireOwnerAuthentication } from '../client-auth.ts';
 import type { AppContext } from '../../context.ts';
 import { OAuthError, invalidGrant, invalidScope } from '../../protocol/errors.ts';
 import type { DpopProof } from '../dpop.ts';
@@ -55,10 +54,7 @@ async function load(params: Params, client: Client | null, ctx: AppContext): Pro
   const hash = hashIfWellFormed('refresh', params.refresh_token);
   const token = hash === null ? undefined : await findRefreshToken(ctx.db, hash);
   if (!token) throw invalidGrant('the refresh token is invalid', 'unknown refresh token');
-  // RFC 6749 §6: the refresh token of a confidential client is only good with its secret
-  // (a jwt-bearer client's counts as public here: store/clients.ts `clientConfidential`).
-  requireOwnerAuthentication(client, token);
-  return { clientId: token.client_id, storedCredentials: joinedCredentials(token), redeemed: token };
+  return { clientId: token.client_id, clientConfidential: token.client_confidential, storedCredentials: joinedCredentials(token), redeemed: token };
 }
 
 async function issue(
