@@ -12,7 +12,7 @@ export { isSwitchedOff };
 import type { Client, Database } from '../store/schema.ts';
 import { constantTimeEqual, hashToken } from '../tokens.ts';
 import { CLIENT_ASSERTION_TYPE, ClientAssertionRefused, assertedClientId, type ClientAssertionCheck } from './assertions/client-assertion.ts';
-import { authMethodOf } from './assertions/client-keys.ts';
+import { authMethodOf, isConfidential } from './assertions/client-keys.ts';
 import { isMetadataDocumentUrl } from './client-metadata.ts';
 import { OAuthError, invalidRequest } from '../protocol/errors.ts';
 import { single, type RawParams } from '../protocol/params.ts';
@@ -72,7 +72,7 @@ export function secretRequired(usedBasic = false, detail?: string): InvalidClien
  * metadata-document client's keys are its document's, which its stored row may lag behind.
  */
 export function authenticatedAsConfidential(client: Client, params: RawParams): boolean {
-  return authMethodOf(client) !== 'none' || single(params, 'client_assertion') !== undefined;
+  return isConfidential(client) || single(params, 'client_assertion') !== undefined;
 }
 
 /**
