@@ -66,7 +66,7 @@ const STATUS: Record<OAuthErrorCode, number> = {
   use_dpop_nonce: 400,
 };
 
-/** What a character outside that set is sent as, where ASCII can say it; any other is sent as a question mark. */
+/** What a character outside RFC 6749 §5.2's set (below) is sent as, where ASCII can say it; any other is sent as a question mark. */
 const PLAIN: Record<string, string> = { '"': "'", '\\': '/', '…': '...', '−': '-', '–': '-', '—': '-', '‘': "'", '’': "'", '“': "'", '”': "'" };
 
 /**
