@@ -16,7 +16,7 @@ import { single, type RawParams } from '../protocol/params.ts';
 import { clientAssertionCheck } from './assertions/client-assertion.ts';
 import { AUTHORIZATION_PARAMETERS, PAR_PATH, REQUEST_URI_PREFIX, checkRequest, resolveTarget } from './authorize.ts';
 import { isConfidential } from './assertions/client-keys.ts';
-import { authenticateClient } from './client-auth.ts';
+import { authenticateClient, authenticatedAsConfidential, requireOwnerAuthentication } from './client-auth.ts';
 import { FAPI2 } from './client-rules.ts';
 import { endpointProof, type DpopHeader } from './dpop.ts';
 
@@ -53,6 +53,10 @@ export async function pushAuthorizationRequest(request: PushRequest, ctx: AppCon
   if (client.profile === FAPI2 && single(raw, 'redirect_uri') === undefined) throw invalidRequest('the "redirect_uri" parameter is missing');
   const target = await resolveTarget(raw, ctx, address);
   if (target.client.id !== client.id) throw invalidRequest('"client_id" must name the client that authenticated');
+  // The target's client is read afresh (the database, or its metadata document): a copy in the
+  // client cache may predate the client's first secret or keys.
+  const owner = { client_id: client.id, client_confidential: isConfidential(target.client) ? 1 : 0 };
+  requireOwnerAuthentication(client, authenticatedAsConfidential(client, raw), owner);
   // OAuth errors only: a pushed request has no redirect to go back to.
   const checked = await checkRequest(raw, target, ctx).catch((error: unknown) => {
     throw error instanceof OAuthError ? new OAuthError(error.error, error.description, error.detail) : error;

@@ -22,6 +22,7 @@ import { setClientBlocked, setClientDisabled, updateClient } from '../../src/sto
 import { openStore, type Store } from '../../src/store/database.ts';
 import { BACKENDS, backendOptions } from '../support/backends.ts';
 import {
+  authorizationUrl,
   discover,
   exchangeRequest,
   obtainCallback,
@@ -201,17 +202,19 @@ for (const backend of BACKENDS) {
       assert.equal((await profile(server, refreshed.access_token)).status, 401);
     });
 
-    test('a public client given a secret elsewhere, still cached here as public: its code, refresh token and revocation by client_id alone are refused as invalid_client and change nothing; with the secret they work', async () => {
+    test('a public client given a secret elsewhere, still cached here as public: its code, refresh token, revocation and pushed request by client_id alone are refused as invalid_client and change nothing; with the secret they work', async () => {
       const { client } = await server.createClient({ name: 'Public until now', confidential: false });
       const asPublic = await discover(server, client.id);
       const agent = new UserAgent(server.url);
       const tokens = await obtainTokens(asPublic, agent);
       const outstanding = await obtainCallback(asPublic, agent);
+      const { url: pushed } = await authorizationUrl(asPublic);
       const secret = await giveSecretUnheard(client.id);
       for (const [what, response] of [
         ['the outstanding code', await exchangeRequest(asPublic, outstanding)],
         ['the refresh token', await refreshRequest(asPublic, tokens.refresh_token!)],
         ['a revocation', await oauth.revocationRequest(asPublic.as, asPublic.client, asPublic.auth, tokens.refresh_token!, insecure)],
+        ['a pushed authorization request', await oauth.pushedAuthorizationRequest(asPublic.as, asPublic.client, asPublic.auth, pushed.searchParams, insecure)],
       ] as const) {
         assert.deepEqual([response.status, ((await response.json()) as { error?: string }).error], [401, 'invalid_client'], what);
       }
