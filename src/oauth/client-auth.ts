@@ -76,12 +76,12 @@ export function authenticatedAsConfidential(client: Client, params: RawParams): 
 }
 
 /**
- * `secretRequired` when the client a code or token belongs to is confidential as stored now
- * (`owner`, read with the code or token) and the request did not authenticate as a confidential
- * client (`authenticated`): it named no client, or named that client by a copy in the client
- * cache that predates its first secret or keys — a copy may be up to a second old on an instance
- * that has not heard of the change; the row read with the code or token is not. A request by
- * another client is refused as such by its caller.
+ * `secretRequired` when the client a code or token belongs to, or a pushed request names, is
+ * confidential now (`owner`: read with the code or token, or as the push read the client) and
+ * the request did not authenticate as a confidential client (`authenticated`): it named no
+ * client, or named that client by a copy in the client cache that predates its first secret or
+ * keys — a copy may be up to a second old on an instance that has not heard of the change; what
+ * was read with the request is not. A request by another client is refused as such by its caller.
  */
 export function requireOwnerAuthentication(
   client: Client | null,

@@ -45,8 +45,9 @@ export async function pushAuthorizationRequest(request: PushRequest, ctx: AppCon
   const proof = await endpointProof(ctx, request.dpop, PAR_PATH);
   const client = await authenticateClient(ctx.clients, authorization, raw, clientAssertionCheck(ctx, PAR_PATH, address));
   if (client === null) throw invalidRequest('the "client_id" parameter is missing');
+  const authenticated = authenticatedAsConfidential(client, raw);
   // A client's own budget only for a request that proves it comes from it (grants/index.ts `dispatchToken`).
-  if (isConfidential(client)) await ctx.services.throttle.tokenRequestOf(client.id);
+  if (authenticated) await ctx.services.throttle.tokenRequestOf(client.id);
   // RFC 9126 §2.1: a pushed request is never itself a reference.
   if (raw.request_uri !== undefined) throw invalidRequest('"request_uri" cannot be pushed');
   // FAPI 2.0 Security Profile §5.3.2.2: the redirect URL is always named.
@@ -56,7 +57,7 @@ export async function pushAuthorizationRequest(request: PushRequest, ctx: AppCon
   // The target's client is read afresh (the database, or its metadata document): a copy in the
   // client cache may predate the client's first secret or keys.
   const owner = { client_id: client.id, client_confidential: isConfidential(target.client) ? 1 : 0 };
-  requireOwnerAuthentication(client, authenticatedAsConfidential(client, raw), owner);
+  requireOwnerAuthentication(client, authenticated, owner);
   // OAuth errors only: a pushed request has no redirect to go back to.
   const checked = await checkRequest(raw, target, ctx).catch((error: unknown) => {
     throw error instanceof OAuthError ? new OAuthError(error.error, error.description, error.detail) : error;

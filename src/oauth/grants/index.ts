@@ -139,6 +139,9 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   });
   // The type says every load names its client; a grant that does not anyway issues nothing.
   if (typeof loaded.clientId !== 'string' || loaded.clientId === '') throw new Error(`the ${grant.type} grant did not say whose client it redeems for`);
+  // A load that reads the client with what it redeems says whether that client is confidential: the check below stands on it.
+  if (grant.loadsClientCredentials === true && loaded.clientConfidential === undefined)
+    throw new Error(`the ${grant.type} grant did not say whether its client is confidential`);
   if (client !== null && loaded.clientId !== client.id) {
     await confirm();
     throw invalidGrant(`the ${grant.redeems} is invalid`, `${grant.redeems} issued to another client`);
