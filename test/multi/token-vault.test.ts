@@ -33,9 +33,11 @@ describe("the provider's token at two instances at once", { ...backendOptions(po
 
   before(async () => {
     proxy = await startTlsProxy();
-    // Its access tokens live 20 seconds — always within the 30 s Gatehouse refreshes ahead, and long enough to
-    // outlast a loaded machine's stalls while they are handed out and used —, its refresh tokens have no grace.
-    upstream = await startServer(sqlite, { PUBLIC_URL: proxy.origin, ACCESS_TOKEN_TTL: '20', REFRESH_GRACE_SECONDS: '0' });
+    // Its access tokens live 40 seconds, 10 more than the 30 s within which Gatehouse refreshes ahead: the
+    // login's is made stale by moving the instances' clocks on, and the refreshed one is then current, so
+    // that an ask arriving after the refresh (a loaded machine's stall) takes it rather than refreshing
+    // again. Its refresh tokens have no grace.
+    upstream = await startServer(sqlite, { PUBLIC_URL: proxy.origin, ACCESS_TOKEN_TTL: '40', REFRESH_GRACE_SECONDS: '0' });
     proxy.target(Number(new URL(upstream.url).port));
     a = await startServer(postgres, { KEYS_SECRET });
     b = await startServer(postgres, { DATABASE_URL: databaseUrl(a.config), PUBLIC_URL: a.url, KEYS_SECRET });
@@ -57,6 +59,9 @@ describe("the provider's token at two instances at once", { ...backendOptions(po
     assert.equal((await person.visit(approved.redirect!.pathname + approved.redirect!.search)).response.status, 200);
     const app = await discover(a, (await a.createClient({ name: 'MCP client', scope: 'tools:use' })).client.id);
     const subject = (await obtainTokens(app, person, 'ursula', { scope: 'tools:use', resource: MCP })).access_token;
+    // The login's provider token now has less than 30 s left at both instances.
+    a.advance(15);
+    b.advance(15);
 
     const ask = (server: TestServer) =>
       postForm(server, '/api/token', {
