@@ -34,6 +34,7 @@ import {
   refreshRequest,
   revokeToken,
   tokenResult,
+  type App,
   type TokenResult,
 } from '../support/oauth-client.ts';
 import { DEVICE_CODE_GRANT_TYPE } from '../../src/oauth/grants/types.ts';
@@ -106,6 +107,13 @@ for (const backend of BACKENDS) {
       await updateClient(otherStore.db, clientId, { secret_hash: hashToken(secret) });
       assert.equal((await ctx().clients.find(clientId))?.secret_hash, null, 'the server no longer holds the public copy: this tests nothing');
       return secret;
+    };
+    /** With `app`'s credentials, what the refused requests left alone still works: the code is exchanged, the refresh token refreshed, and the new one revoked. */
+    const assertRedeemable = async (app: App, outstanding: Awaited<ReturnType<typeof obtainCallback>>, refreshToken: string) => {
+      assert.equal((await exchangeRequest(app, outstanding)).status, 200, 'the code the refused request left was consumed');
+      const refreshed = await refresh(app, refreshToken);
+      await revokeToken(app, refreshed.refresh_token!);
+      assert.equal((await profile(server, refreshed.access_token)).status, 401);
     };
     /** On SQLite, that the server still holds its copy of the client: the attack goes through the stale copy. */
     const assertStillCached = async (clientId: string) => {
@@ -196,10 +204,7 @@ for (const backend of BACKENDS) {
 
       // The copy here predates the newest secret, which works anyway: the stored row decides a secret the copy refuses.
       const withNewest = await discover(server, client.id, { secret: await replaceSecretUnheard(client.id, replacement) });
-      assert.equal((await exchangeRequest(withNewest, outstanding)).status, 200, 'the code the old secret could not exchange');
-      const refreshed = await refresh(withNewest, tokens.refresh_token!);
-      await revokeToken(withNewest, refreshed.refresh_token!);
-      assert.equal((await profile(server, refreshed.access_token)).status, 401);
+      await assertRedeemable(withNewest, outstanding, tokens.refresh_token!);
     });
 
     test('a public client given a secret elsewhere, still cached here as public: its code, refresh token, revocation and pushed request by client_id alone are refused as invalid_client and change nothing; with the secret they work', async () => {
@@ -219,11 +224,7 @@ for (const backend of BACKENDS) {
         assert.deepEqual([response.status, ((await response.json()) as { error?: string }).error], [401, 'invalid_client'], what);
       }
       assert.equal((await profile(server, tokens.access_token)).status, 200, 'the grant was revoked');
-      const withSecret = await discover(server, client.id, { secret });
-      assert.equal((await exchangeRequest(withSecret, outstanding)).status, 200, 'the code was consumed');
-      const refreshed = await refresh(withSecret, tokens.refresh_token!);
-      await revokeToken(withSecret, refreshed.refresh_token!);
-      assert.equal((await profile(server, refreshed.access_token)).status, 401);
+      await assertRedeemable(await discover(server, client.id, { secret }), outstanding, tokens.refresh_token!);
     });
 
     test('a public client given keys elsewhere, still cached here as public: its refresh token by client_id alone is refused as invalid_client', async () => {
