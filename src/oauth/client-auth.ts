@@ -67,12 +67,12 @@ export function secretRequired(usedBasic = false, detail?: string): InvalidClien
 }
 
 /**
- * Whether a request that identified `client` authenticated as a confidential client: with the
- * secret or keys the client has (by the copy it was checked against), or with an assertion — a
- * metadata-document client's keys are its document's, which its stored row may lag behind.
+ * Whether the request authenticated as a confidential client: with the secret or keys its
+ * client has (by the copy it was checked against), or with an assertion — a metadata-document
+ * client's keys are its document's, which its stored row may lag behind.
  */
-export function authenticatedAsConfidential(client: Client, params: RawParams): boolean {
-  return isConfidential(client) || single(params, 'client_assertion') !== undefined;
+export function authenticatedAsConfidential(authentication: ClientAuthentication | null): boolean {
+  return authentication !== null && (isConfidential(authentication.client) || authentication.withAssertion);
 }
 
 /**
@@ -158,6 +158,8 @@ export interface ClientAuthentication {
   client: Client;
   /** The credentials came in an HTTP Basic header: a refusal answers 401 with a Basic challenge. */
   usedBasic: boolean;
+  /** A client assertion (private_key_jwt), verified, authenticated the client. */
+  withAssertion: boolean;
   /**
    * The secret hash the presented secret matched in a copy of the client, which the stored row
    * must still have (`confirmSecret`); null when the stored row decided, or no secret was sent.
@@ -242,9 +244,9 @@ export async function identifyClient(
     // copy means the client was just read and not found: the cache keeps only clients that exist.)
     if (!(withSecret && byCopy && found !== undefined && error instanceof InvalidClient)) throw error;
     client = await checkCredentials(await clients.findStored(clientId), credentials, checkAssertion);
-    return { client, usedBasic, unconfirmedSecretHash: null };
+    return { client, usedBasic, withAssertion: false, unconfirmedSecretHash: null };
   }
-  return { client, usedBasic, unconfirmedSecretHash: withSecret && byCopy ? client.secret_hash : null };
+  return { client, usedBasic, withAssertion: assertion !== undefined, unconfirmedSecretHash: withSecret && byCopy ? client.secret_hash : null };
 }
 
 /**

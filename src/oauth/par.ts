@@ -16,7 +16,7 @@ import { single, type RawParams } from '../protocol/params.ts';
 import { clientAssertionCheck } from './assertions/client-assertion.ts';
 import { AUTHORIZATION_PARAMETERS, PAR_PATH, REQUEST_URI_PREFIX, checkRequest, resolveTarget } from './authorize.ts';
 import { isConfidential } from './assertions/client-keys.ts';
-import { authenticateClient, authenticatedAsConfidential, requireOwnerAuthentication } from './client-auth.ts';
+import { authenticatedAsConfidential, identifyClient, requireOwnerAuthentication } from './client-auth.ts';
 import { FAPI2 } from './client-rules.ts';
 import { endpointProof, type DpopHeader } from './dpop.ts';
 
@@ -43,9 +43,10 @@ export async function pushAuthorizationRequest(request: PushRequest, ctx: AppCon
   await ctx.services.throttle.tokenRequestFrom(address);
   // Before the client's assertion, as at the token endpoint: a proof refused (for a nonce) uses up no assertion.
   const proof = await endpointProof(ctx, request.dpop, PAR_PATH);
-  const client = await authenticateClient(ctx.clients, authorization, raw, clientAssertionCheck(ctx, PAR_PATH, address));
-  if (client === null) throw invalidRequest('the "client_id" parameter is missing');
-  const authenticated = authenticatedAsConfidential(client, raw);
+  const authentication = await identifyClient(ctx.clients, authorization, raw, clientAssertionCheck(ctx, PAR_PATH, address), { secretByCopy: false });
+  if (authentication === null) throw invalidRequest('the "client_id" parameter is missing');
+  const { client } = authentication;
+  const authenticated = authenticatedAsConfidential(authentication);
   // A client's own budget only for a request that proves it comes from it (grants/index.ts `dispatchToken`).
   if (authenticated) await ctx.services.throttle.tokenRequestOf(client.id);
   // RFC 9126 §2.1: a pushed request is never itself a reference.

@@ -49,7 +49,7 @@ export async function revokeToken(raw: RawParams, authentication: ClientAuthenti
   const ours = owner !== null && owner.client_id === client?.id;
   await confirmSecret(ctx.clients, authentication, ours ? joinedCredentials(owner) : undefined);
   if (owner === null) return;
-  requireOwnerAuthentication(client, client !== null && authenticatedAsConfidential(client, raw), owner, authentication?.usedBasic);
+  requireOwnerAuthentication(client, authenticatedAsConfidential(authentication), owner, authentication?.usedBasic);
   if (client !== null && !ours) {
     throw new OAuthError('unauthorized_client', 'the token was not issued to this client', 'revocation refused: token of another client');
   }

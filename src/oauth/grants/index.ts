@@ -119,8 +119,8 @@ export async function dispatchToken(grants: ReadonlyMap<string, Grant>, gate: Ga
   const authentication = await identifyClient(gate.clients, authorization, raw, gate.checkAssertion, { secretByCopy: grant.loadsClientCredentials === true });
   const client = authentication?.client ?? null;
   // A client assertion that got this far was verified (identifyClient).
-  const withAssertion = client !== null && single(raw, 'client_assertion') !== undefined;
-  const authenticated = client !== null && authenticatedAsConfidential(client, raw);
+  const withAssertion = authentication?.withAssertion ?? false;
+  const authenticated = client !== null && authenticatedAsConfidential(authentication);
   const unconfirmed = authentication !== null && authentication.unconfirmedSecretHash !== null;
   let standing = authenticated && !unconfirmed ? await admit(gate, client.id, client, address, withAssertion) : undefined;
   /** A secret checked against the client cache: confirmed by `stored` (or a read), and only then its client charged. */
