@@ -22,16 +22,12 @@
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import { onPostgres } from './store/chained-writes.ts';
+import { sharedReads } from './store/shared-reads.ts';
 import type { Database } from './store/schema.ts';
 import { findLiveBearerToken, findLiveBearerTokenWithEpoch, readShardEpochs, type BearerTokenInfo } from './store/tokens.ts';
 
 /** Answers kept: the tokens in use; beyond them, only more reads. Unknown tokens are never kept, so a flood of made-up ones fills nothing. */
 const ENTRIES = 10_000;
-/**
- * How long callers wait for a read of the counters under way to end before starting their own:
- * a read that hangs (its connection lost without a word) holds only the requests that joined it.
- */
-const OVERLAP_AFTER_MS = 50;
 /** The most reads of the counters under way at once: a slow database is not sent more of them than this. */
 const READS_AT_ONCE = 2;
 
@@ -52,7 +48,12 @@ interface Kept {
 
 function cachedBearerTokens(db: Kysely<Database>): BearerTokens {
   const kept = new LRUCache<string, Kept>({ max: ENTRIES });
-  const epochNow = sharedEpochReads(db);
+  // A read of the counters that began after the request arrived, shared (store/shared-reads.ts); with
+  // READS_AT_ONCE under way the database is slow: no counter, and the token is read, as without kept answers.
+  const epochNow = sharedReads(async (shards: readonly string[]) => {
+    const rows = await readShardEpochs(db, shards);
+    return new Map(rows.map(({ shard, epoch }) => [shard, epoch]));
+  }, READS_AT_ONCE);
   return {
     async find(hash, now) {
       const entry = kept.get(hash);
@@ -67,75 +68,4 @@ function cachedBearerTokens(db: Kysely<Database>): BearerTokens {
       return info;
     },
   };
-}
-
-/** Callers waiting for one read of the counters, and their shards. */
-interface Batch {
-  shards: Set<string>;
-  epochs: Promise<Map<string, number>>;
-}
-
-/**
- * The counter of a shard, from a read that began after the call: the first caller's read starts
- * at once; callers that come while a read is under way share the next, which starts when that
- * one ends or OVERLAP_AFTER_MS after they came — unless READS_AT_ONCE are under way by then: the
- * database is slow, and they go without a counter (their tokens are read, as without kept answers).
- */
-function sharedEpochReads(db: Kysely<Database>): (shard: string) => Promise<number | undefined> {
-  let reading: Promise<void> | null = null;
-  let waiting: Batch | null = null;
-  let underWay = 0;
-  const begin = (batch: Batch): Promise<Map<string, number>> => {
-    if (waiting === batch) waiting = null; // callers from now on need a later read
-    const epochs = readShardEpochs(db, [...batch.shards]).then((rows) => new Map(rows.map(({ shard, epoch }) => [shard, epoch])));
-    const settled = epochs.then(
-      () => {},
-      () => {},
-    );
-    reading = settled;
-    underWay++;
-    void settled.then(() => {
-      underWay--;
-      if (reading === settled) reading = null;
-    });
-    return epochs;
-  };
-  return (shard) => {
-    const joined = waiting;
-    if (joined !== null) {
-      joined.shards.add(shard);
-      return joined.epochs.then((epochs) => epochs.get(shard));
-    }
-    const batch = { shards: new Set([shard]) } as Batch;
-    if (reading === null) batch.epochs = begin(batch);
-    else {
-      waiting = batch;
-      batch.epochs = afterRead(
-        reading,
-        () => begin(batch),
-        () => {
-          if (underWay < READS_AT_ONCE) return begin(batch);
-          // The database is slow: no counter, so these requests read their tokens, as they would without kept answers.
-          if (waiting === batch) waiting = null;
-          return Promise.resolve(new Map());
-        },
-      );
-    }
-    return batch.epochs.then((epochs) => epochs.get(shard));
-  };
-}
-
-/** `settled()` when `under` settles, or `late()` OVERLAP_AFTER_MS from now, whichever comes first. */
-function afterRead<T>(under: Promise<void>, settled: () => Promise<T>, late: () => Promise<T>): Promise<T> {
-  return new Promise<T>((resolve) => {
-    let done = false;
-    const once = (then: () => Promise<T>) => () => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      resolve(then());
-    };
-    const timer = setTimeout(once(late), OVERLAP_AFTER_MS).unref();
-    void under.then(once(settled));
-  });
 }

@@ -5,7 +5,7 @@
  */
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
 import { joinedClientColumns, type JoinedClient } from './clients.ts';
-import { prepare } from './prepared.ts';
+import { rowByHash } from './shared-reads.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import { allColumnsOf, type AuthCode, type Database, type SigningAlg, type TokenFormat } from './schema.ts';
 
@@ -30,15 +30,21 @@ export const insertCodeRow = (db: Kysely<Database>, p: NewCode) =>
     expires_at: p.expires_at,
   });
 
-const codeByHash = prepare((db, p: { hash: string }) =>
+/**
+ * The code row whatever its state, with whether its user is disabled, its client's scopes
+ * as stored now and its resource server's token settings: the caller checks each.
+ */
+export const findCode: (
+  db: Kysely<Database>,
+  hash: string,
+) => Promise<(AuthCode & JoinedTokenSettings & JoinedClient & { user_disabled: number; username: string }) | undefined> = rowByHash('auth_codes.hash', (db) =>
   db
     .selectFrom('auth_codes')
     .innerJoin('users', 'users.id', 'auth_codes.user_id')
     .innerJoin('clients', 'clients.id', 'auth_codes.client_id')
     .leftJoin('resources', 'resources.id', 'auth_codes.resource_id')
     .select(allColumnsOf('auth_codes'))
-    .select(['users.disabled as user_disabled', 'users.username', ...joinedClientColumns, ...tokenSettingsColumns])
-    .where('auth_codes.hash', '=', p.hash),
+    .select(['users.disabled as user_disabled', 'users.username', ...joinedClientColumns, ...tokenSettingsColumns]),
 );
 
 /** A resource server's token settings as a code or refresh token is read with them: NULL once it is deleted. */
@@ -53,17 +59,6 @@ export interface JoinedTokenSettings {
   require_second_factor: number | null;
   /** 1 when its tokens are issued only with a DPoP proof (SPEC §4.14); NULL once it is deleted. */
   require_dpop: number | null;
-}
-
-/**
- * The code row whatever its state, with whether its user is disabled, its client's scopes
- * as stored now and its resource server's token settings: the caller checks each.
- */
-export async function findCode(
-  db: Kysely<Database>,
-  hash: string,
-): Promise<(AuthCode & JoinedTokenSettings & JoinedClient & { user_disabled: number; username: string }) | undefined> {
-  return codeByHash.first(db, { hash });
 }
 
 /** What consuming a code-like credential records: when, and the grant its exchange created (so that a replay can revoke it). */

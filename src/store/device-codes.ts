@@ -10,6 +10,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Consume, JoinedTokenSettings } from './codes.ts';
 import { joinedClientColumns, type JoinedClient } from './clients.ts';
 import { prepare } from './prepared.ts';
+import { rowByHash } from './shared-reads.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import { allColumnsOf, type Database, type DeviceCode } from './schema.ts';
 import type { Login } from '../login.ts';
@@ -41,27 +42,24 @@ export async function insertDeviceCode(db: Kysely<Database>, code: NewDeviceCode
   return (await insertRequest.affected(db, code)) === 1n;
 }
 
-const deviceCodeByHash = prepare((db, p: { hash: string }) =>
-  db
-    .selectFrom('device_codes')
-    .leftJoin('users', 'users.id', 'device_codes.user_id')
-    .innerJoin('clients', 'clients.id', 'device_codes.client_id')
-    .leftJoin('resources', 'resources.id', 'device_codes.resource_id')
-    .select(allColumnsOf('device_codes'))
-    .select(['users.disabled as user_disabled', 'users.username', ...joinedClientColumns, ...tokenSettingsColumns])
-    .where('device_codes.hash', '=', p.hash),
-);
-
 /**
  * The request whatever its state, with whether the person who answered it is disabled now
  * (null: nobody answered), its client's scopes as stored now and its resource server's token settings.
  */
-export async function findDeviceCode(
+export const findDeviceCode: (
   db: Kysely<Database>,
   hash: string,
-): Promise<(DeviceCode & JoinedTokenSettings & JoinedClient & { user_disabled: number | null; username: string | null }) | undefined> {
-  return deviceCodeByHash.first(db, { hash });
-}
+) => Promise<(DeviceCode & JoinedTokenSettings & JoinedClient & { user_disabled: number | null; username: string | null }) | undefined> = rowByHash(
+  'device_codes.hash',
+  (db) =>
+    db
+      .selectFrom('device_codes')
+      .leftJoin('users', 'users.id', 'device_codes.user_id')
+      .innerJoin('clients', 'clients.id', 'device_codes.client_id')
+      .leftJoin('resources', 'resources.id', 'device_codes.resource_id')
+      .select(allColumnsOf('device_codes'))
+      .select(['users.disabled as user_disabled', 'users.username', ...joinedClientColumns, ...tokenSettingsColumns]),
+);
 
 const requestByUserCode = prepare((db, p: { userCodeHash: string }) =>
   db

@@ -9,6 +9,7 @@ import { clientConfidential, joinedClientColumns, type JoinedClient } from './cl
 import { bigint, gated, type Gate } from './chained-writes.ts';
 import type { JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
+import { rowByHash } from './shared-reads.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import type { ClientKind, Database } from './schema.ts';
 
@@ -256,7 +257,8 @@ export interface RefreshTokenInfo extends JoinedTokenSettings, JoinedClient {
   dpop_jkt: string | null;
 }
 
-const refreshTokenByHash = prepare((db, p: { hash: string }) =>
+/** The refresh token row, its grant, and its successor's grace-window state, whatever their state. */
+export const findRefreshToken: (db: Kysely<Database>, hash: string) => Promise<RefreshTokenInfo | undefined> = rowByHash('refresh_tokens.hash', (db) =>
   db
     .selectFrom('refresh_tokens')
     .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
@@ -286,14 +288,8 @@ const refreshTokenByHash = prepare((db, p: { hash: string }) =>
       'grants.auth_time',
       'grants.amr',
       'grants.sid',
-    ])
-    .where('refresh_tokens.hash', '=', p.hash),
+    ]),
 );
-
-/** The refresh token row, its grant, and its successor's grace-window state, whatever their state. */
-export async function findRefreshToken(db: Kysely<Database>, hash: string): Promise<RefreshTokenInfo | undefined> {
-  return refreshTokenByHash.first(db, { hash });
-}
 
 const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
   db
@@ -348,17 +344,16 @@ export interface TokenOwner extends JoinedClient {
 }
 
 const ownerOf = (table: TokenTable) =>
-  prepare((db, p: { hash: string }) =>
+  rowByHash(`${table}.hash`, (db) =>
     db
       .selectFrom(table)
       .innerJoin('grants', 'grants.id', `${table}.grant_id`)
       .innerJoin('clients', 'clients.id', 'grants.client_id')
-      .select(['grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at', ...joinedClientColumns])
-      .where(`${table}.hash`, '=', p.hash),
+      .select([`${table}.hash`, 'grants.id as grant_id', 'grants.client_id', 'grants.user_id', 'grants.revoked_at', ...joinedClientColumns]),
   );
 const tokenOwners = { access_tokens: ownerOf('access_tokens'), refresh_tokens: ownerOf('refresh_tokens') };
 
 /** The grant and client a token was issued under, expired or not: what revocation needs. */
 export async function findTokenOwner(db: Kysely<Database>, table: TokenTable, hash: string): Promise<TokenOwner | undefined> {
-  return tokenOwners[table].first(db, { hash });
+  return tokenOwners[table](db, hash);
 }

@@ -1,0 +1,85 @@
+/**
+ * `sharedReads` (store/shared-reads.ts), the batching of PostgreSQL's reads by key, with a read
+ * the test answers by hand: callers that come while a read is under way share the next one,
+ * never the one under way (which may have begun before they came); one that hangs holds only
+ * its own callers; a failed read fails only its own. That PostgreSQL answers each caller with
+ * its own row is shown by the suites that run on it (test/oauth/shared-reads.test.ts).
+ */
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { sharedReads } from '../../src/store/shared-reads.ts';
+
+/** A read the test ends: the keys each read was asked for, in order, and a way to answer each. */
+function handRead() {
+  const reads: Array<{ keys: readonly string[]; answer(): void; fail(error: Error): void }> = [];
+  const readAll = (keys: readonly string[]) =>
+    new Promise<ReadonlyMap<string, string>>((resolve, reject) => {
+      reads.push({ keys, answer: () => resolve(new Map(keys.map((key) => [key, `row of ${key}`]))), fail: reject });
+    });
+  return { reads, readAll };
+}
+
+describe('shared reads', () => {
+  test('one caller alone reads at once', async () => {
+    const { reads, readAll } = handRead();
+    const read = sharedReads(readAll);
+    const value = read('a');
+    assert.deepEqual(reads[0]?.keys, ['a']);
+    reads[0]!.answer();
+    assert.equal(await value, 'row of a');
+  });
+
+  test('callers that come while a read is under way share the next one, which begins when it ends', async () => {
+    const { reads, readAll } = handRead();
+    const read = sharedReads(readAll);
+    const first = read('a');
+    const later = ['b', 'c', 'b'].map((key) => read(key));
+    assert.equal(reads.length, 1, 'nobody joins the read under way');
+    reads[0]!.answer();
+    assert.equal(await first, 'row of a');
+    await sleep(0);
+    assert.deepEqual(reads[1]?.keys, ['b', 'c'], 'the next read has every key once');
+    reads[1]!.answer();
+    assert.deepEqual(await Promise.all(later), ['row of b', 'row of c', 'row of b']);
+  });
+
+  test('a key with no row is undefined for its caller alone', async () => {
+    const read = sharedReads(async (keys: readonly string[]) => new Map(keys.filter((key) => key !== 'gone').map((key) => [key, key])));
+    assert.deepEqual(await Promise.all([read('a'), read('gone'), read('b')]), ['a', undefined, 'b']);
+  });
+
+  test('a read that hangs holds only its callers: the next begins 50 ms after its callers came', async () => {
+    const { reads, readAll } = handRead();
+    const read = sharedReads(readAll);
+    void read('hangs');
+    const waited = read('b');
+    await sleep(20);
+    assert.equal(reads.length, 1);
+    await sleep(60);
+    assert.deepEqual(reads[1]?.keys, ['b']);
+    reads[1]!.answer();
+    assert.equal(await waited, 'row of b');
+  });
+
+  test('with as many reads under way as allowed, later callers get nothing rather than another read', async () => {
+    const { reads, readAll } = handRead();
+    const read = sharedReads(readAll, 1);
+    void read('hangs');
+    const skipped = read('b');
+    assert.equal(await skipped, undefined);
+    assert.equal(reads.length, 1);
+  });
+
+  test('a failed read fails its own callers, and the next read is not affected', async () => {
+    const { reads, readAll } = handRead();
+    const read = sharedReads(readAll);
+    const failing = read('a');
+    const next = read('b');
+    reads[0]!.fail(new Error('connection lost'));
+    await assert.rejects(failing, /connection lost/);
+    await sleep(0);
+    reads[1]!.answer();
+    assert.equal(await next, 'row of b');
+  });
+});
