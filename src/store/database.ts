@@ -370,6 +370,24 @@ class NoConnection extends Error {
   override name = 'NoConnection';
 }
 
+/** A read that PostgreSQL did not answer within CONNECTION_WAIT_MS (its connection gone silent): a 503, as when none could be had. */
+class NoAnswer extends Error {
+  override name = 'NoAnswer';
+}
+
+/**
+ * `read`, or a failure answered 503 (`databaseUnavailable`) once CONNECTION_WAIT_MS has passed
+ * without its answer: for a read that many requests wait for (shared-reads.ts), so that a
+ * connection gone silent under it holds them for seconds, not until the operating system's
+ * keep-alive gives up on it. For reads only: a write's outcome would be left unknown.
+ */
+export function readWithinWait<T>(read: Promise<T>): Promise<T> {
+  const deadline = AbortSignal.timeout(CONNECTION_WAIT_MS);
+  return abortable(read, deadline).catch((error: unknown) => {
+    throw deadline.aborted ? new NoAnswer(`the database did not answer a read within ${CONNECTION_WAIT_MS / 1000} s`) : error;
+  });
+}
+
 /** The operating system's errors of a connection refused, reset or timed out. */
 const CONNECTION_ERRNOS = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH']);
 
@@ -407,7 +425,7 @@ export interface Unavailability {
  */
 export function databaseUnavailable(error: unknown): Unavailability | null {
   if (!(error instanceof Error)) return null;
-  if (error instanceof NoConnection) return { reason: error.message, outcomeUnknown: false };
+  if (error instanceof NoConnection || error instanceof NoAnswer) return { reason: error.message, outcomeUnknown: false };
   if (isBusy(error)) return { reason: 'another process holds the SQLite write lock', outcomeUnknown: false };
   const reason = transientFailure(error);
   if (reason === null) return null;

@@ -11,6 +11,7 @@
  */
 import { sql, type Kysely, type SelectQueryBuilder } from 'kysely';
 import { onPostgres } from './chained-writes.ts';
+import { readWithinWait } from './database.ts';
 import { prepare } from './prepared.ts';
 import type { Database } from './schema.ts';
 
@@ -42,7 +43,8 @@ export function sharedReads<K, V>(
   let underWay = 0;
   const begin = (batch: Batch<K, V>): Promise<ReadonlyMap<K, V>> => {
     if (waiting === batch) waiting = null; // callers from now on need a later read
-    const values = readAll([...batch.keys]);
+    // A readAll that throws at once fails its callers, as one that rejects does.
+    const values = new Promise<ReadonlyMap<K, V>>((resolve) => resolve(readAll([...batch.keys])));
     const settled = values.then(
       () => {},
       () => {},
@@ -100,7 +102,10 @@ type Hashed = { hash: string };
 /**
  * The row of `rows` whose `key` column is the given hash, whatever its state: on SQLite a read
  * in process, as cheap as it gets; on PostgreSQL a shared read (`sharedReads`), one per
- * database. `rows` is the query without its condition on the key, and selects it as `hash`.
+ * database — by the one-key statement when a request reads alone (its plan PostgreSQL keeps,
+ * as before), failed with a 503 for every request that joined it when the database has not
+ * answered it within CONNECTION_WAIT_MS. `rows` is the query without its condition on the key,
+ * and selects it as `hash`.
  */
 export function rowByHash<DB, TB extends keyof DB, O extends Hashed>(
   key: string,
@@ -113,7 +118,10 @@ export function rowByHash<DB, TB extends keyof DB, O extends Hashed>(
     if (!onPostgres(db)) return one.first(db, { hash });
     let read = shared.get(db);
     if (read === undefined) {
-      read = sharedReads(async (hashes) => new Map((await many.execute(db, { hashes })).rows.map((row) => [row.hash, row])));
+      read = sharedReads(async (hashes) => {
+        const { rows } = await readWithinWait(hashes.length === 1 ? one.execute(db, { hash: hashes[0]! }) : many.execute(db, { hashes }));
+        return new Map(rows.map((row) => [row.hash, row]));
+      });
       shared.set(db, read);
     }
     // Each caller its own copy: two requests with one token (racing tabs) share a read, not a row.

@@ -3,15 +3,17 @@
  * token, the token a revocation names — are shared by the requests that arrive together
  * (src/store/shared-reads.ts): one statement reads the rows of many, and each request gets its
  * own row and its own answer. A read the database holds up holds only the requests that joined
- * it. (SQLite reads in process, one by one, as before: these suites are PostgreSQL's.)
+ * it, and for at most 5 s: then they are answered 503, nothing spent. (SQLite reads in process,
+ * one by one, as before: these suites are PostgreSQL's.)
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { backendOptions, postgres } from '../support/backends.ts';
 import { scrape } from '../support/metrics.ts';
-import { exchangeRequest, obtainCallback, obtainTokens, profile, refreshRequest, revokeToken, tokenResult } from '../support/oauth-client.ts';
+import { exchangeRequest, obtainCallback, obtainTokens, profile, refreshRequest, revokeToken, tokenResult, type TokenResult } from '../support/oauth-client.ts';
 import { assertDead, assertWorks, startWithApp, type Setup } from '../support/token-checks.ts';
 import { until } from '../support/waits.ts';
 
@@ -32,8 +34,19 @@ describe('reads shared by the requests that arrive together (postgres)', backend
 
   const statementsSoFar = async () => (await scrape(setup.server)).get('gatehouse_database_statements_total')!;
 
+  /**
+   * Statements in this server's database waiting for a lock, of those whose first kilobyte (all
+   * pg_stat_activity keeps) is like `pattern`.
+   */
+  async function waitingFor(pattern = '%'): Promise<number> {
+    const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
+      where datname = current_database() and wait_event_type = 'Lock' and query like ${pattern}`.execute(setup.server.store.db);
+    return rows[0]!.n;
+  }
+
   test('refreshes, exchanges, unknown tokens and revocations sent at once each get their own answer, in fewer statements than two each', async () => {
     const { app, agent, server } = setup;
+    const { db } = server.store;
     const pairs = await inTurn(12, () => obtainTokens(app, agent));
     const codes = await inTurn(6, () => obtainCallback(app, agent));
     const revoked = await inTurn(4, () => obtainTokens(app, agent));
@@ -41,12 +54,21 @@ describe('reads shared by the requests that arrive together (postgres)', backend
     const unknown = pairs.slice(0, 4).map(({ refresh_token }) => refresh_token!.slice(0, -8) + randomBytes(6).toString('base64url'));
 
     const before = await statementsSoFar();
-    const [refreshed, exchanged, refused] = await Promise.all([
-      Promise.all(pairs.map(({ refresh_token }) => refreshRequest(app, refresh_token!).then(tokenResult))),
-      Promise.all(codes.map((code) => exchangeRequest(app, code).then(tokenResult))),
-      Promise.all(unknown.map((token) => refreshRequest(app, token).then(tokenResult))),
-      Promise.all(revoked.map(({ refresh_token }) => revokeToken(app, refresh_token!))),
-    ]);
+    // Every one of these reads joins the clients table: held, it makes the requests arrive while a
+    // read is under way, as under load (on an idle machine each read would end before the next came).
+    let requests: Promise<[TokenResult[], TokenResult[], TokenResult[], void[]]>;
+    await db.transaction().execute(async (trx) => {
+      await sql`lock table clients in access exclusive mode`.execute(trx);
+      requests = Promise.all([
+        Promise.all(pairs.map(({ refresh_token }) => refreshRequest(app, refresh_token!).then(tokenResult))),
+        Promise.all(codes.map((code) => exchangeRequest(app, code).then(tokenResult))),
+        Promise.all(unknown.map((token) => refreshRequest(app, token).then(tokenResult))),
+        Promise.all(revoked.map(({ refresh_token }) => revokeToken(app, refresh_token!))),
+      ]);
+      await until('a read of each kind waits', async () => (await waitingFor()) >= 3);
+      await sleep(300);
+    });
+    const [refreshed, exchanged, refused] = await requests!;
     const sent = (await statementsSoFar()) - before;
 
     assert.deepEqual(
@@ -59,10 +81,12 @@ describe('reads shared by the requests that arrive together (postgres)', backend
       refused.map((result) => [result.status, result.body.error]),
       Array(4).fill([400, 'invalid_grant']),
     );
-    // Each refresh rotated its own token: the old one is spent, the new one works.
+    // Each refresh rotated its own token: presented again within the grace window, each old token
+    // yields the very pair its own refresh got (sealed under that token alone), and that pair works.
     for (const [n, pair] of pairs.entries()) {
+      const again = await tokenResult(await refreshRequest(app, pair.refresh_token!));
+      assert.deepEqual([again.status, again.body.refresh_token], [200, refreshed[n]!.body.refresh_token]);
       assert.equal((await profile(server, refreshed[n]!.body.access_token!)).status, 200);
-      assert.notEqual(refreshed[n]!.body.refresh_token, pair.refresh_token);
     }
     await assertWorks(setup, exchanged[0]!.body);
     await assertDead(setup, revoked);
@@ -71,30 +95,44 @@ describe('reads shared by the requests that arrive together (postgres)', backend
     assert.ok(sent < alone, `${alone} statements' worth of requests sent ${sent}`);
   });
 
-  test('a read the database holds up holds only its requests: 50 ms later the next one reads beside it, and all are answered', async () => {
+  test('a read the database holds up holds only its requests: the requests after it read beside it, and all are answered', async () => {
     const { app, agent, server } = setup;
     const pairs = await inTurn(3, () => obtainTokens(app, agent));
     const { db } = server.store;
-    /**
-     * This server's reads of refresh tokens waiting for the lock held below: the reads that begin with
-     * the resource server's settings (pg_stat_activity keeps only a statement's first kilobyte).
-     */
-    const waiting = async () => {
-      const { rows } = await sql<{ n: number }>`select count(*)::int as n from pg_stat_activity
-        where datname = current_database() and wait_event_type = 'Lock' and query like 'select "resources"."token_format"%'`.execute(db);
-      return rows[0]!.n;
-    };
+    // The reads of refresh tokens (only refreshes are sent) begin with the resource server's settings.
+    const waiting = () => waitingFor('select "resources"."token_format"%');
     const answers: Array<Promise<{ status: number }>> = [];
     await db.transaction().execute(async (trx) => {
       await sql`lock table refresh_tokens in access exclusive mode`.execute(trx);
       answers.push(refreshRequest(app, pairs[0]!.refresh_token!));
       await until('the first read waits', async () => (await waiting()) === 1);
       answers.push(refreshRequest(app, pairs[1]!.refresh_token!), refreshRequest(app, pairs[2]!.refresh_token!));
-      await until('the two later requests read together, beside it', async () => (await waiting()) === 2);
+      // 50 ms after they came, not once the first read ends (which is never, while the lock is held).
+      await until('the later requests read beside it', async () => (await waiting()) >= 2);
     });
     assert.deepEqual(
       (await Promise.all(answers)).map((answer) => answer.status),
       [200, 200, 200],
     );
   });
+
+  test(
+    'a read the database does not answer within 5 s is answered 503 to the requests that joined it, and nothing was spent',
+    { timeout: 30_000 },
+    async () => {
+      const { app, agent, server } = setup;
+      const pairs = await inTurn(2, () => obtainTokens(app, agent));
+      let answers: Response[] = [];
+      await server.store.db.transaction().execute(async (trx) => {
+        await sql`lock table refresh_tokens in access exclusive mode`.execute(trx);
+        answers = await Promise.all(pairs.map(({ refresh_token }) => refreshRequest(app, refresh_token!)));
+      });
+      assert.deepEqual(
+        answers.map((answer) => answer.status),
+        [503, 503],
+      );
+      for (const answer of answers) assert.ok(answer.headers.get('retry-after'), 'a read did nothing: the client may try again');
+      for (const { refresh_token } of pairs) assert.equal((await refreshRequest(app, refresh_token!)).status, 200);
+    },
+  );
 });

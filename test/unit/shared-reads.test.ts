@@ -62,6 +62,30 @@ describe('shared reads', () => {
     assert.equal(await waited, 'row of b');
   });
 
+  test('a caller that comes after a late read began waits for the next, not for either under way', async () => {
+    const { reads, readAll } = handRead();
+    const read = sharedReads(readAll);
+    void read('hangs');
+    const second = read('b');
+    await sleep(60);
+    assert.deepEqual(reads[1]?.keys, ['b'], 'the late read began');
+    const third = read('c');
+    assert.equal(reads.length, 2, 'nobody joins a read under way');
+    reads[1]!.answer();
+    assert.equal(await second, 'row of b');
+    await sleep(0);
+    assert.deepEqual(reads[2]?.keys, ['c'], 'the next began when the late one ended');
+    reads[2]!.answer();
+    assert.equal(await third, 'row of c');
+  });
+
+  test('a read that throws at once fails its callers, like one that rejects', async () => {
+    const read = sharedReads((): Promise<ReadonlyMap<string, string>> => {
+      throw new Error('no connection');
+    });
+    await assert.rejects(read('a'), /no connection/);
+  });
+
   test('with as many reads under way as allowed, later callers get nothing rather than another read', async () => {
     const { reads, readAll } = handRead();
     const read = sharedReads(readAll, 1);
