@@ -117,6 +117,10 @@ if (caDir) {
 const compileCache = mkdtempSync(join(tmpdir(), 'gatehouse-test-compile-cache-'));
 env.NODE_COMPILE_CACHE = compileCache;
 
+/** Where the test files claim the ports of the servers they start, so that no two are given the same one (test/support/ports.ts). */
+const claimedPorts = mkdtempSync(join(tmpdir(), 'gatehouse-test-ports-'));
+env.GATEHOUSE_TEST_PORTS = claimedPorts;
+
 const problems = Object.entries(missing).filter(([, problem]) => problem !== null);
 if (problems.length > 0) {
   const banner = '!'.repeat(78);
@@ -156,5 +160,6 @@ const result = spawnSync(
 );
 if (caDir) rmSync(caDir, { recursive: true, force: true });
 rmSync(compileCache, { recursive: true, force: true });
+rmSync(claimedPorts, { recursive: true, force: true });
 await template?.drop();
 process.exit(result.status ?? 1);

@@ -1,13 +1,52 @@
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { join } from 'node:path';
 
-/** A loopback port nobody listens on right now (the OS picks it), for a server to start on. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Ports for servers a test starts as a separate process, which learns its port from PORT
+ * before it listens. The port must stay ours between the probe and that process binding it
+ * (seconds on a loaded machine), so it is chosen below Linux's ephemeral range (32768–60999),
+ * where nothing that listens on port 0 — the in-process servers of every test file — and no
+ * outgoing connection is ever given a port. Above it, a test's server once answered on a port
+ * another file's server had taken meanwhile, while its own exited with EADDRINUSE.
+ */
+const LOWEST = 20_000;
+const HIGHEST = 32_767;
+
+/**
+ * The test files of one run (test/run.ts) claim their ports in one directory, a file each,
+ * created exclusively: two files never get the same port. Run alone, a file only has itself.
+ */
+const claimedInRun = process.env.GATEHOUSE_TEST_PORTS;
+const claimedHere = new Set<number>();
+
+function claim(port: number): boolean {
+  if (claimedHere.has(port)) return false;
+  if (claimedInRun) {
+    try {
+      writeFileSync(join(claimedInRun, String(port)), String(process.pid), { flag: 'wx' });
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw error;
+    }
+  }
+  claimedHere.add(port);
+  return true;
+}
+
+/** Whether nothing listens on `port` on loopback right now. */
+function listenable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const address = probe.address();
-      probe.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
+    probe.once('error', () => resolve(false));
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve(true)));
   });
+}
+
+/** A loopback port nobody listens on and no other test of the run will be given, for a server to start on. */
+export async function freePort(): Promise<number> {
+  for (;;) {
+    const port = LOWEST + Math.floor(Math.random() * (HIGHEST - LOWEST + 1));
+    if (claim(port) && (await listenable(port))) return port;
+  }
 }
