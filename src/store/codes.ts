@@ -5,7 +5,7 @@
  */
 import type { Kysely, UpdateQueryBuilder, UpdateResult } from 'kysely';
 import { joinedClientColumns, type JoinedClient } from './clients.ts';
-import { rowByHash } from './shared-reads.ts';
+import { rowByKey } from './shared-reads.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import { allColumnsOf, type AuthCode, type Database, type SigningAlg, type TokenFormat } from './schema.ts';
 
@@ -37,14 +37,17 @@ export const insertCodeRow = (db: Kysely<Database>, p: NewCode) =>
 export const findCode: (
   db: Kysely<Database>,
   hash: string,
-) => Promise<(AuthCode & JoinedTokenSettings & JoinedClient & { user_disabled: number; username: string }) | undefined> = rowByHash('auth_codes.hash', (db) =>
-  db
-    .selectFrom('auth_codes')
-    .innerJoin('users', 'users.id', 'auth_codes.user_id')
-    .innerJoin('clients', 'clients.id', 'auth_codes.client_id')
-    .leftJoin('resources', 'resources.id', 'auth_codes.resource_id')
-    .select(allColumnsOf('auth_codes'))
-    .select(['users.disabled as user_disabled', 'users.username', ...joinedClientColumns, ...tokenSettingsColumns]),
+) => Promise<(AuthCode & JoinedTokenSettings & JoinedClient & { user_disabled: number; username: string }) | undefined> = rowByKey(
+  'auth_codes.hash',
+  'hash',
+  (db) =>
+    db
+      .selectFrom('auth_codes')
+      .innerJoin('users', 'users.id', 'auth_codes.user_id')
+      .innerJoin('clients', 'clients.id', 'auth_codes.client_id')
+      .leftJoin('resources', 'resources.id', 'auth_codes.resource_id')
+      .select(allColumnsOf('auth_codes'))
+      .select(['users.disabled as user_disabled', 'users.username', ...joinedClientColumns, ...tokenSettingsColumns]),
 );
 
 /** A resource server's token settings as a code or refresh token is read with them: NULL once it is deleted. */

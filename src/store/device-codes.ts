@@ -10,7 +10,7 @@ import { sql, type Kysely } from 'kysely';
 import type { Consume, JoinedTokenSettings } from './codes.ts';
 import { joinedClientColumns, type JoinedClient } from './clients.ts';
 import { prepare } from './prepared.ts';
-import { rowByHash } from './shared-reads.ts';
+import { rowByKey } from './shared-reads.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import { allColumnsOf, type Database, type DeviceCode } from './schema.ts';
 import type { Login } from '../login.ts';
@@ -49,8 +49,9 @@ export async function insertDeviceCode(db: Kysely<Database>, code: NewDeviceCode
 export const findDeviceCode: (
   db: Kysely<Database>,
   hash: string,
-) => Promise<(DeviceCode & JoinedTokenSettings & JoinedClient & { user_disabled: number | null; username: string | null }) | undefined> = rowByHash(
+) => Promise<(DeviceCode & JoinedTokenSettings & JoinedClient & { user_disabled: number | null; username: string | null }) | undefined> = rowByKey(
   'device_codes.hash',
+  'hash',
   (db) =>
     db
       .selectFrom('device_codes')

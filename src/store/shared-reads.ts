@@ -96,35 +96,33 @@ function afterRead<T>(under: Promise<void>, settled: () => Promise<T>, late: () 
   });
 }
 
-/** A row read by its `hash`: the key a shared read hands each caller its row by. */
-type Hashed = { hash: string };
-
 /**
- * The row of `rows` whose `key` column is the given hash, whatever its state: on SQLite a read
+ * The row of `rows` whose `column` holds the given key, whatever its state: on SQLite a read
  * in process, as cheap as it gets; on PostgreSQL a shared read (`sharedReads`), one per
  * database — by the one-key statement when a request reads alone (its plan PostgreSQL keeps,
  * as before), failed with a 503 for every request that joined it when the database has not
  * answered it within CONNECTION_WAIT_MS. `rows` is the query without its condition on the key,
- * and selects it as `hash`.
+ * and selects the key as `field`, by which each caller is handed its row.
  */
-export function rowByHash<DB, TB extends keyof DB, O extends Hashed>(
-  key: string,
+export function rowByKey<DB, TB extends keyof DB, F extends string, O extends Record<F, string>>(
+  column: string,
+  field: F,
   rows: (db: Kysely<Database>) => SelectQueryBuilder<DB, TB, O>,
-): (db: Kysely<Database>, hash: string) => Promise<O | undefined> {
-  const one = prepare((db, p: { hash: string }) => rows(db).where(sql<boolean>`${sql.ref(key)} = ${p.hash}`));
-  const many = prepare((db, p: { hashes: readonly string[] }) => rows(db).where(sql<boolean>`${sql.ref(key)} = any(${p.hashes}::text[])`));
-  const shared = new WeakMap<Kysely<Database>, (hash: string) => Promise<O | undefined>>();
-  return (db, hash) => {
-    if (!onPostgres(db)) return one.first(db, { hash });
+): (db: Kysely<Database>, key: string) => Promise<O | undefined> {
+  const one = prepare((db, p: { key: string }) => rows(db).where(sql<boolean>`${sql.ref(column)} = ${p.key}`));
+  const many = prepare((db, p: { keys: readonly string[] }) => rows(db).where(sql<boolean>`${sql.ref(column)} = any(${p.keys}::text[])`));
+  const shared = new WeakMap<Kysely<Database>, (key: string) => Promise<O | undefined>>();
+  return (db, key) => {
+    if (!onPostgres(db)) return one.first(db, { key });
     let read = shared.get(db);
     if (read === undefined) {
-      read = sharedReads(async (hashes) => {
-        const { rows } = await readWithinWait(hashes.length === 1 ? one.execute(db, { hash: hashes[0]! }) : many.execute(db, { hashes }));
-        return new Map(rows.map((row) => [row.hash, row]));
+      read = sharedReads(async (keys) => {
+        const { rows } = await readWithinWait(keys.length === 1 ? one.execute(db, { key: keys[0]! }) : many.execute(db, { keys }));
+        return new Map(rows.map((row) => [row[field], row]));
       });
       shared.set(db, read);
     }
     // Each caller its own copy: two requests with one token (racing tabs) share a read, not a row.
-    return read(hash).then((row) => row && { ...row });
+    return read(key).then((row) => row && { ...row });
   };
 }

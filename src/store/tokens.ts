@@ -9,7 +9,7 @@ import { clientConfidential, joinedClientColumns, type JoinedClient } from './cl
 import { bigint, gated, type Gate } from './chained-writes.ts';
 import type { JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
-import { rowByHash } from './shared-reads.ts';
+import { rowByKey } from './shared-reads.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import type { ClientKind, Database } from './schema.ts';
 
@@ -28,13 +28,23 @@ export interface IssuedTokens {
   act?: string | null;
 }
 
+/** A token's grant in force: not revoked, its user (if any) not disabled. */
+const grantInForce = sql<boolean>`grants.revoked_at is null and (grants.user_id is null or users.disabled = 0)`;
+
 /**
- * The one rule for a usable token: not expired, its grant not revoked, its user (if any)
- * not disabled. For queries that join `grants` and left-join `users`: every lookup of a live
- * token, here and in liveness.ts.
+ * The one rule for a usable token: not expired, its grant in force. For queries that join
+ * `grants` and left-join `users`: every lookup of a live token, here and in liveness.ts.
  */
 export function liveToken(table: TokenTable, now: number) {
-  return sql<boolean>`(${sql.ref(`${table}.expires_at`)} > ${now} and grants.revoked_at is null and (grants.user_id is null or users.disabled = 0))`;
+  return sql<boolean>`(${sql.ref(`${table}.expires_at`)} > ${now} and ${grantInForce})`;
+}
+
+/**
+ * The same rule for a read that requests share (shared-reads.ts), each with its own clock: the
+ * read asks for `grantInForce`, and each request checks the expiry itself.
+ */
+function unexpired<T extends { expires_at: number }>(row: T | undefined, now: number): T | undefined {
+  return row !== undefined && row.expires_at > now ? row : undefined;
 }
 
 /** A grant's new tokens as the statements that store them see them. */
@@ -148,8 +158,8 @@ const introspectionColumns = [
   'grants.sid',
 ] as const;
 
-/** A live access token by hash: the token, its grant and its user. */
-const liveAccessTokenQuery = (db: Kysely<Database>, p: { hash: string; now: number }) =>
+/** An access token with its grant and its user, for the caller to choose which. */
+const accessTokenQuery = (db: Kysely<Database>) =>
   db
     .selectFrom('access_tokens')
     .innerJoin('grants', 'grants.id', 'access_tokens.grant_id')
@@ -165,9 +175,11 @@ const liveAccessTokenQuery = (db: Kysely<Database>, p: { hash: string; now: numb
       'grants.resource_id',
       'users.username',
       'users.display_name',
-    ])
-    .where('access_tokens.hash', '=', p.hash)
-    .where(liveToken('access_tokens', p.now));
+    ]);
+
+/** A live access token by hash. */
+const liveAccessTokenQuery = (db: Kysely<Database>, p: { hash: string; now: number }) =>
+  accessTokenQuery(db).where('access_tokens.hash', '=', p.hash).where(liveToken('access_tokens', p.now));
 
 /**
  * The bearer check joins neither the client nor the resource: a grant's client and resource
@@ -176,13 +188,14 @@ const liveAccessTokenQuery = (db: Kysely<Database>, p: { hash: string; now: numb
  */
 const liveBearerToken = prepare(liveAccessTokenQuery);
 
-const liveAccessToken = prepare((db, p: { hash: string; now: number }) =>
-  liveAccessTokenQuery(db, p)
+const accessTokenInForce = rowByKey('access_tokens.hash', 'hash', (db) =>
+  accessTokenQuery(db)
     .innerJoin('clients', 'clients.id', 'grants.client_id')
     .innerJoin('resources', 'resources.id', 'grants.resource_id')
     .select(clientConfidential)
     .select(introspectionColumns)
-    .select('access_tokens.act'),
+    .select(['access_tokens.act', 'access_tokens.hash'])
+    .where(grantInForce),
 );
 
 /**
@@ -197,7 +210,7 @@ const liveBearerTokenWithEpoch = prepare((db, p: { hash: string; now: number }) 
 
 /** A live access token: not expired, its grant not revoked, its user (if any) not disabled. */
 export async function findLiveAccessToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
-  return liveAccessToken.first(db, { hash, now });
+  return unexpired(await accessTokenInForce(db, hash), now);
 }
 
 /** The same check for the resource side, without what only introspection reads. */
@@ -258,7 +271,7 @@ export interface RefreshTokenInfo extends JoinedTokenSettings, JoinedClient {
 }
 
 /** The refresh token row, its grant, and its successor's grace-window state, whatever their state. */
-export const findRefreshToken: (db: Kysely<Database>, hash: string) => Promise<RefreshTokenInfo | undefined> = rowByHash('refresh_tokens.hash', (db) =>
+export const findRefreshToken: (db: Kysely<Database>, hash: string) => Promise<RefreshTokenInfo | undefined> = rowByKey('refresh_tokens.hash', 'hash', (db) =>
   db
     .selectFrom('refresh_tokens')
     .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
@@ -291,7 +304,7 @@ export const findRefreshToken: (db: Kysely<Database>, hash: string) => Promise<R
     ]),
 );
 
-const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
+const refreshTokenInForce = rowByKey('refresh_tokens.hash', 'hash', (db) =>
   db
     .selectFrom('refresh_tokens')
     .innerJoin('grants', 'grants.id', 'refresh_tokens.grant_id')
@@ -311,11 +324,11 @@ const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
       'grants.resource_id',
       'users.username',
       'users.display_name',
+      'refresh_tokens.hash',
       sql<null>`null`.as('act'),
     ])
-    .where('refresh_tokens.hash', '=', p.hash)
     .where('refresh_tokens.rotated_at', 'is', null)
-    .where(liveToken('refresh_tokens', p.now)),
+    .where(grantInForce),
 );
 
 /**
@@ -323,7 +336,7 @@ const liveRefreshToken = prepare((db, p: { hash: string; now: number }) =>
  * its user (if any) not disabled. In the shape of an access token's, for introspection.
  */
 export async function findLiveRefreshToken(db: Kysely<Database>, hash: string, now: number): Promise<AccessTokenInfo | undefined> {
-  return liveRefreshToken.first(db, { hash, now });
+  return unexpired(await refreshTokenInForce(db, hash), now);
 }
 
 export interface RotationMark {
@@ -344,7 +357,7 @@ export interface TokenOwner extends JoinedClient {
 }
 
 const ownerOf = (table: TokenTable) =>
-  rowByHash(`${table}.hash`, (db) =>
+  rowByKey(`${table}.hash`, 'hash', (db) =>
     db
       .selectFrom(table)
       .innerJoin('grants', 'grants.id', `${table}.grant_id`)

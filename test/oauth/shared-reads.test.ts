@@ -1,6 +1,7 @@
 /**
  * Issue 35, item 3: on PostgreSQL, the reads of what a request redeems — a code, a refresh
- * token, the token a revocation names — are shared by the requests that arrive together
+ * token, the token a revocation or an introspection names, the client whose secret is checked
+ * — are shared by the requests that arrive together
  * (src/store/shared-reads.ts): one statement reads the rows of many, and each request gets its
  * own row and its own answer. A read the database holds up holds only the requests that joined
  * it, and for at most 5 s: then they are answered 503, nothing spent. (SQLite reads in process,
@@ -13,7 +14,19 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { sql } from 'kysely';
 import { backendOptions, postgres } from '../support/backends.ts';
 import { scrape } from '../support/metrics.ts';
-import { exchangeRequest, obtainCallback, obtainTokens, profile, refreshRequest, revokeToken, tokenResult, type TokenResult } from '../support/oauth-client.ts';
+import * as oauth from 'oauth4webapi';
+import {
+  discover,
+  exchangeRequest,
+  insecure,
+  obtainCallback,
+  obtainTokens,
+  profile,
+  refreshRequest,
+  revokeToken,
+  tokenResult,
+  type TokenResult,
+} from '../support/oauth-client.ts';
 import { assertDead, assertWorks, startWithApp, type Setup } from '../support/token-checks.ts';
 import { until } from '../support/waits.ts';
 
@@ -93,6 +106,48 @@ describe('reads shared by the requests that arrive together (postgres)', backend
     // Alone, each would read and then write: two statements each, one for an unknown token.
     const alone = 12 * 2 + 6 * 2 + 4 * 1 + 4 * 2;
     assert.ok(sent < alone, `${alone} statements' worth of requests sent ${sent}`);
+  });
+
+  test('introspections sent at once each learn of their own token, expiry judged by each request, in fewer statements than two each', async () => {
+    const { app, agent, server } = setup;
+    const registered = await server.createClient({ name: 'Annotation API', grantType: 'client_credentials', redirectUris: [], confidential: true });
+    const resourceServer = await discover(server, registered.client.id, { secret: registered.secret! });
+    const expiring = await obtainTokens(app, agent);
+    server.advance(server.config.accessTokenTtl - 30);
+    // Told apart by their scopes: each answer must describe its own token.
+    const scopes = ['annotation:read', 'annotation:read annotation:write', 'annotation:write'];
+    const live = await inTurn(6, async () => obtainTokens(app, agent, 'alice', { scope: scopes[Math.floor(Math.random() * scopes.length)]! }));
+    const revoked = await obtainTokens(app, agent);
+    await revokeToken(app, revoked.refresh_token!);
+    server.advance(60); // `expiring` is 30 s past its expiry; the others have most of an hour left
+
+    const tokens = [expiring, ...live, revoked].map(({ access_token }) => access_token);
+    const before = await statementsSoFar();
+    let answers: Promise<oauth.IntrospectionResponse[]>;
+    // The secret is checked against the client as stored, and every token read joins the clients table.
+    await server.store.db.transaction().execute(async (trx) => {
+      await sql`lock table clients in access exclusive mode`.execute(trx);
+      answers = Promise.all(
+        tokens.map(async (token) =>
+          oauth.processIntrospectionResponse(
+            resourceServer.as,
+            resourceServer.client,
+            await oauth.introspectionRequest(resourceServer.as, resourceServer.client, resourceServer.auth, token, insecure),
+          ),
+        ),
+      );
+      await until('the reads of the client wait', async () => (await waitingFor()) >= 2);
+      await sleep(300);
+    });
+    const described = await answers!;
+    const sent = (await statementsSoFar()) - before;
+
+    assert.deepEqual(
+      described.map(({ active, scope }) => ({ active, scope })),
+      [{ active: false, scope: undefined }, ...live.map(({ scope }) => ({ active: true, scope })), { active: false, scope: undefined }],
+    );
+    // Alone, each reads its client and then its token.
+    assert.ok(sent < 2 * tokens.length, `${2 * tokens.length} statements' worth of requests sent ${sent}`);
   });
 
   test('a read the database holds up holds only its requests: the requests after it read beside it, and all are answered', async () => {
