@@ -1,6 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { queueBackchannelLogouts } from './backchannel-logouts.ts';
 import { prepare } from './prepared.ts';
+import { rowByKey } from './shared-reads.ts';
 import { allColumnsOf, type Database, type User } from './schema.ts';
 import { amrUnion } from '../login.ts';
 
@@ -52,21 +53,25 @@ export async function upgradeSession(
   return true;
 }
 
-const sessionUser = prepare((db, p: { idHash: string; now: number }) =>
+/**
+ * A session with its user, unless the user is disabled: read by the requests that arrive
+ * together as one (shared-reads.ts), each checking the session's expiry against its own clock.
+ */
+const sessionWithUser = rowByKey('sessions.id_hash', 'id_hash', (db) =>
   db
     .selectFrom('sessions')
     .innerJoin('users', 'users.id', 'sessions.user_id')
     .select(allColumnsOf('users'))
-    .select(['sessions.created_at as auth_time', 'sessions.amr as session_amr', 'sessions.sid as session_sid'])
-    .where('sessions.id_hash', '=', p.idHash)
-    .where('sessions.expires_at', '>', p.now)
+    .select([
+      'sessions.id_hash',
+      'sessions.expires_at as session_expires_at',
+      'sessions.created_at as auth_time',
+      'sessions.amr as session_amr',
+      'sessions.sid as session_sid',
+    ])
     .where('users.disabled', '=', 0),
 );
 
-/**
- * The user behind a live session, with when (`auth_time`) and how (`session_amr`) they logged
- * in and the session's `sid`; undefined when the session is unknown, expired, or its user disabled.
- */
 /**
  * In the transaction that completes a step-up second step, ends session `idHash` of `userId`
  * (live), with its back-channel logouts queued (from `address`, the request's): true for the
@@ -86,12 +91,19 @@ export async function consumeSession(trx: Transaction<Database>, p: { idHash: st
   return true;
 }
 
+/**
+ * The user behind a live session, with when (`auth_time`) and how (`session_amr`) they logged
+ * in and the session's `sid`; undefined when the session is unknown, expired, or its user disabled.
+ */
 export async function findSessionUser(
   db: Kysely<Database>,
   idHash: string,
   now: number,
 ): Promise<(User & { auth_time: number; session_amr: string; session_sid: string }) | undefined> {
-  return sessionUser.first(db, { idHash, now });
+  const found = await sessionWithUser(db, idHash);
+  if (found === undefined || found.session_expires_at <= now) return undefined;
+  const { id_hash: _key, session_expires_at: _expiry, ...user } = found;
+  return user;
 }
 
 /**

@@ -15,7 +15,9 @@ import { sql } from 'kysely';
 import { backendOptions, postgres } from '../support/backends.ts';
 import { scrape } from '../support/metrics.ts';
 import * as oauth from 'oauth4webapi';
+import { UserAgent } from '../support/user-agent.ts';
 import {
+  authorizationUrl,
   discover,
   exchangeRequest,
   insecure,
@@ -148,6 +150,41 @@ describe('reads shared by the requests that arrive together (postgres)', backend
     );
     // Alone, each reads its client and then its token.
     assert.ok(sent < 2 * tokens.length, `${2 * tokens.length} statements' worth of requests sent ${sent}`);
+  });
+
+  test("one session's page requests sent at once read it together, and a session ended before they came is not found", async () => {
+    const { app, agent, server } = setup;
+    await obtainTokens(app, agent); // logged in, the application approved: an authorization answers with a code
+    const ended = new UserAgent(server.url);
+    await ended.login('alice');
+    const stale = new UserAgent(server.url);
+    for (const [name, value] of ended.cookies) stale.cookies.set(name, value);
+    await ended.submit((await ended.visit('/')).html, '/logout');
+
+    const authorize = async (who: UserAgent) => who.visit((await authorizationUrl(app)).url.toString());
+    let before = await statementsSoFar();
+    assert.ok((await authorize(agent)).redirect);
+    const alone = (await statementsSoFar()) - before;
+
+    before = await statementsSoFar();
+    let outcomes: ReturnType<typeof authorize>[] = [];
+    // The session's read joins the users table: held, the requests arrive while it is under way.
+    await server.store.db.transaction().execute(async (trx) => {
+      await sql`lock table users in access exclusive mode`.execute(trx);
+      outcomes = [...Array.from({ length: 8 }, () => authorize(agent)), authorize(stale)];
+      await until("a session's read waits", async () => (await waitingFor()) >= 1);
+      await sleep(300);
+    });
+    const answered = await Promise.all(outcomes);
+    const sent = (await statementsSoFar()) - before;
+
+    const codes = answered.slice(0, 8).map((outcome) => outcome.redirect?.searchParams.get('code'));
+    assert.equal(new Set(codes).size, 8, 'each authorization got a code of its own');
+    assert.ok(codes.every((code) => code?.startsWith('gac_')));
+    const refused = answered[8]!;
+    assert.equal(refused.redirect, null, 'a session ended before the request came is not found');
+    assert.match(refused.html, /action="\/login"/);
+    assert.ok(sent < 9 * alone, `${9 * alone} statements' worth of requests sent ${sent}`);
   });
 
   test('a read the database holds up holds only its requests: the requests after it read beside it, and all are answered', async () => {
