@@ -22,7 +22,7 @@
 import type { Kysely } from 'kysely';
 import { LRUCache } from 'lru-cache';
 import { onPostgres } from './store/chained-writes.ts';
-import { sharedReads } from './store/shared-reads.ts';
+import { sharedCalls } from './protocol/shared-calls.ts';
 import type { Database } from './store/schema.ts';
 import { findLiveBearerToken, findLiveBearerTokenWithEpoch, readShardEpochs, type BearerTokenInfo } from './store/tokens.ts';
 
@@ -48,9 +48,9 @@ interface Kept {
 
 function cachedBearerTokens(db: Kysely<Database>): BearerTokens {
   const kept = new LRUCache<string, Kept>({ max: ENTRIES });
-  // A read of the counters that began after the request arrived, shared (store/shared-reads.ts); with
+  // A read of the counters that began after the request arrived, shared (protocol/shared-calls.ts); with
   // READS_AT_ONCE under way the database is slow: no counter, and the token is read, as without kept answers.
-  const epochNow = sharedReads(async (shards: readonly string[]) => {
+  const epochNow = sharedCalls(async (shards: readonly string[]) => {
     const rows = await readShardEpochs(db, shards);
     return new Map(rows.map(({ shard, epoch }) => [shard, epoch]));
   }, READS_AT_ONCE);

@@ -23,11 +23,8 @@ export interface AppContext {
   readonly db: Kysely<Database>;
   /** Epoch milliseconds; tests inject their own clock. */
   readonly now: () => number;
-  /**
-   * Told about every grant that stops being valid, so live connections can be closed; `sentByDatabase`:
-   * the revocation's statement has already sent the fan-out message (`services.bus.databaseChannel`).
-   */
-  readonly onGrantsRevoked: (grantIds: readonly string[], reason: RevocationReason, sentByDatabase?: boolean) => void;
+  /** Told about every grant that stops being valid, so live connections can be closed. */
+  readonly onGrantsRevoked: (grantIds: readonly string[], reason: RevocationReason) => void;
   /**
    * Clients by id for the endpoints that read the requesting client on every request
    * (token, revocation, introspection); a second old at most.

@@ -83,10 +83,10 @@ export async function openContext(config: Config, store: Store, log: ContextLogg
     clientMetadata: createClientMetadataResolver(config.clientMetadata, { now, isBlocked: (url) => isClientBlocked(store.db, url) }),
     remoteKeys: new RemoteKeys({ now, allowPrivateAddresses: config.clientMetadata.allowPrivateAddresses }),
     providerTokens: { current: (connection, userId) => currentProviderTokens(context, connection, userId) },
-    onGrantsRevoked(grantIds, reason, sentByDatabase = false) {
+    onGrantsRevoked(grantIds, reason) {
       log.info({ event: 'grants_revoked', reason, grants: grantIds.length }, 'grants revoked');
       metrics.grantsRevoked(grantIds.length, reason);
-      track(services.bus.publish(grantIds, sentByDatabase), 'revocation');
+      track(services.bus.publish(grantIds), 'revocation');
     },
     clients,
     bearerTokens: bearerTokens(store.db),

@@ -1,8 +1,10 @@
 /**
  * The fan-out: when grants stop being valid on one instance, every instance learns
  * it at once, so live WebSockets using them close (SPEC §4.4). Carried by an existing
- * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY, whose message
- * a revocation sends from its own statement (`databaseChannel`). The same channel carries
+ * engine — Redis pub/sub when REDIS_URL is set, else PostgreSQL LISTEN/NOTIFY. Revocations
+ * that come while a message is being sent share the next one (`sharedCalls`): on PostgreSQL,
+ * which lets one notifying transaction at a time commit, each with its WAL flush, that is one
+ * such commit for many revocations, and none inside the revocations' own. The same channel carries
  * other kinds of message: clients whose rows changed, which every instance forgets from its
  * client cache (client-cache.ts); the signing keys changed (`{"keys":true}`), which every
  * instance reloads at once rather than at its next minute's re-read (identity/keys.ts); and
@@ -30,6 +32,7 @@ import type { Store } from '../store/database.ts';
 import { appendFanOutMessage, fanOutMessagesAfter, latestFanOutMessage } from '../store/fan-out-messages.ts';
 import { listenPostgres } from '../store/notify.ts';
 import { jobLog, type JobLogger } from './job-log.ts';
+import { sharedCalls } from '../protocol/shared-calls.ts';
 import type { Database } from '../store/schema.ts';
 
 /** The PostgreSQL channel (a database is one deployment's); on Redis the channel is namespaced by issuer. */
@@ -55,18 +58,8 @@ export type ClientChangeListener = (clientIds: readonly string[]) => void;
 export type Change = 'keys' | 'scopes';
 
 export interface FanOut {
-  /**
-   * The channel on which a revocation's own statement can send the message itself, when the
-   * fan-out goes through PostgreSQL LISTEN/NOTIFY (no Redis). The message then leaves exactly
-   * when the revocation commits, at no extra round trip; `publish` is told so with
-   * `sentByDatabase`. Null with Redis (Redis is not the database) and with SQLite (one instance).
-   */
-  readonly databaseChannel: string | null;
-  /**
-   * Tells every instance, this one included (at once, before the message travels); `sentByDatabase`:
-   * the revocation's statement has sent the message already, so only this instance is told.
-   */
-  publish(grantIds: readonly string[], sentByDatabase?: boolean): Promise<void>;
+  /** Tells every instance, this one included (at once, before the message travels). */
+  publish(grantIds: readonly string[]): Promise<void>;
   subscribe(listener: RevocationListener): void;
   /** Tells every instance, this one included (at once), that these clients' rows changed. */
   publishClientChanges(clientIds: readonly string[]): Promise<void>;
@@ -142,24 +135,29 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
   };
 
   let transport: Transport | null = null;
-  let databaseChannel: string | null = null;
   if (redis) transport = await redisTransport(redis, `${redisNamespace(config)}:revocations`, receive);
-  else if (config.database.kind === 'postgres') {
+  else if (config.database.kind === 'postgres')
     transport = { carriesGrants: true, ...(await listenPostgres(config.database.url, store.db, CHANNEL, receive, log)) };
-    databaseChannel = CHANNEL;
-  } else if (config.database.path !== ':memory:') transport = await databaseTransport(store.db, receive, log); // no other process opens a database in memory
+  else if (config.database.path !== ':memory:') transport = await databaseTransport(store.db, receive, log); // no other process opens a database in memory
 
-  /** `sentByDatabase`: the change's own statement sent the message (a revocation on PostgreSQL without Redis). */
-  const publish = async (kind: keyof typeof listeners, ids: readonly string[], sentByDatabase = false) => {
+  const send = async (kind: keyof typeof listeners, ids: readonly string[]) => {
+    for (const chunk of chunks(ids)) await transport!.send(encode[kind](chunk));
+  };
+  // Each revocation's ids are one key: they travel together, in the message that carries them.
+  const sendGrants = sharedCalls(async (revocations: ReadonlyArray<readonly string[]>) => {
+    await send('grants', [...new Set(revocations.flat())]);
+    return new Map<readonly string[], never>();
+  });
+  const publish = async (kind: keyof typeof listeners, ids: readonly string[]) => {
     if (ids.length === 0) return;
     deliver(kind, ids);
-    if (!transport || sentByDatabase || (kind === 'grants' && !transport.carriesGrants)) return;
-    for (const chunk of chunks(ids)) await transport.send(encode[kind](chunk));
+    if (!transport) return;
+    if (kind === 'clients') await send(kind, ids);
+    else if (transport.carriesGrants) await sendGrants(ids);
   };
 
   return {
-    databaseChannel,
-    publish: (grantIds, sentByDatabase = false) => publish('grants', grantIds, sentByDatabase),
+    publish: (grantIds) => publish('grants', grantIds),
     subscribe: (listener) => void listeners.grants.add(listener),
     publishClientChanges: (clientIds) => publish('clients', clientIds),
     subscribeClientChanges: (listener) => void listeners.clients.add(listener),

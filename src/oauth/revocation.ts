@@ -17,16 +17,14 @@ import { readParams, type RawParams } from '../protocol/params.ts';
 /**
  * Revokes the grants matched by `where` and tells the listeners. `recorded`: the audit event
  * of this revocation, written with it (same transaction or statement) when it revoked
- * anything. With the fan-out on PostgreSQL LISTEN/NOTIFY, the revocation's statement sends
- * the message itself.
+ * anything.
  */
 export async function revoke(ctx: AppContext, where: GrantsToRevoke, reason: RevocationReason, recorded?: AuditEvent): Promise<string[]> {
-  const notifyChannel = ctx.services.bus.databaseChannel ?? undefined;
   const event = recorded === undefined ? undefined : ctx.audit.pending(recorded);
-  const revoked = await revokeGrants(ctx.db, where, ctx.now(), { recorded: event?.row, notifyChannel });
+  const revoked = await revokeGrants(ctx.db, where, ctx.now(), event?.row);
   if (revoked.length > 0) {
     event?.committed();
-    ctx.onGrantsRevoked(revoked, reason, notifyChannel !== undefined);
+    ctx.onGrantsRevoked(revoked, reason);
   }
   return revoked;
 }

@@ -27,7 +27,7 @@
  * `deletePasskey`), sessions (sessions.ts `upgradeSession`, `consumeSession`) — and client
  * administration's (clients.ts), whose revocations come here.
  */
-import { sql, type Kysely, type QueryCreator } from 'kysely';
+import type { Kysely, QueryCreator } from 'kysely';
 import { auditArgs, auditRowOf, insertAuditEvent, insertAuditRowQuery, type AuditArgs, type AuditEventRow } from './audit-events.ts';
 import { after, onPostgres, rowCounts, writeTogether } from './chained-writes.ts';
 import { consumeCode, insertCodeRow, type Consume, type ConsumeArgs, type NewCode } from './codes.ts';
@@ -52,7 +52,6 @@ import {
   type UserGrantRow,
 } from './grants.ts';
 import { inGroupCommit } from './group-commit.ts';
-import { notifyIds } from './notify.ts';
 import { prepare, type PreparedQuery } from './prepared.ts';
 import type { Database } from './schema.ts';
 import {
@@ -356,34 +355,26 @@ export async function addAccessToken(
 }
 
 /** The arguments of a revocation, whatever its shape: the prepared statements take them all. */
-type RevocationArgs = GrantRevocation & { channel: string } & AuditArgs;
+type RevocationArgs = GrantRevocation & AuditArgs;
 
-/** What goes with a revocation: which grants, whether its audit row, whether its fan-out message (PostgreSQL). */
+/** What goes with a revocation: which grants, and whether its audit row (PostgreSQL). */
 interface RevocationShape {
   by: readonly RevokedBy[];
   recorded: boolean;
-  notifying: boolean;
 }
 
 /**
- * PostgreSQL: the grants revoked, then the audit row and the LISTEN/NOTIFY messages, both
- * gated on them (chained-writes.ts). The messages leave when the statement commits, and a
- * grant revoked already (by a concurrent revocation, whose statement sent its own) is neither
- * recorded nor told again.
+ * PostgreSQL: the grants revoked, then the audit row, gated on them (chained-writes.ts): a
+ * grant revoked already (by a concurrent revocation) is not recorded again.
  */
 function revocationStatement(db: Kysely<Database>, shape: RevocationShape, p: RevocationArgs) {
-  // Typed as the steps every shape has: the audit and the messages are read by none of them.
+  // Typed as the steps every shape has: the audit row is read by none of them.
   let statement: QueryCreator<Database & { revoked: { id: string } }> = db.with('revoked', () => revokeQuery(db, shape.by, p));
   if (shape.recorded) statement = statement.with('audit', (steps) => insertAuditRowQuery(db, auditRowOf(p), after(steps, 'revoked')));
-  if (shape.notifying) statement = statement.with('notified', (steps) => notifyIds(steps, p.channel, 'revoked'));
-  // A CTE that only reads runs only when read: reading `notified` is what sends its messages.
-  return statement
-    .selectFrom('revoked')
-    .select('revoked.id')
-    .$if(shape.notifying, (query) => query.select(sql<number>`(select count(*) from notified)`.as('messages')));
+  return statement.selectFrom('revoked').select('revoked.id');
 }
 
-/** Each shape of revocation compiled once, on first use (a handful: four kinds of `where`, with or without each companion). */
+/** Each shape of revocation compiled once, on first use (a handful: four kinds of `where`, with or without the audit row). */
 const revocations = new Map<string, PreparedQuery<RevocationArgs, { id: string }>>();
 
 function preparedRevocation(shape: RevocationShape): PreparedQuery<RevocationArgs, { id: string }> {
@@ -396,29 +387,18 @@ function preparedRevocation(shape: RevocationShape): PreparedQuery<RevocationArg
   return statement;
 }
 
-export interface RevocationRecord {
-  /** The audit event of this revocation: written with it, and only if it revoked anything. */
-  recorded?: AuditEventRow;
-  /** PostgreSQL: the LISTEN/NOTIFY channel of the revocation fan-out (events/revocations.ts), when it goes that way. */
-  notifyChannel?: string;
-}
-
 /**
  * Revokes grants: every access and refresh token of them dies at once (validity joins the
  * grant). The rows stay until purge so that later reuse is still recognised. Returns the ids
- * of the grants this call revoked. On PostgreSQL, one statement with the audit row and the
- * fan-out's messages; on SQLite, a transaction with the audit row.
+ * of the grants this call revoked. `recorded`: the audit event of this revocation, written
+ * with it, and only if it revoked anything: on PostgreSQL in the same statement, on SQLite
+ * in the same transaction.
  */
-export async function revokeGrants(db: Kysely<Database>, where: GrantsToRevoke, now: number, record: RevocationRecord = {}): Promise<string[]> {
-  const { recorded, notifyChannel } = record;
+export async function revokeGrants(db: Kysely<Database>, where: GrantsToRevoke, now: number, recorded?: AuditEventRow): Promise<string[]> {
   const postgres = onPostgres(db);
-  const shape: RevocationShape = {
-    by: Object.keys(where) as RevocationShape['by'],
-    recorded: postgres && recorded !== undefined,
-    notifying: postgres && notifyChannel !== undefined,
-  };
+  const shape: RevocationShape = { by: Object.keys(where) as RevocationShape['by'], recorded: postgres && recorded !== undefined };
   // Only the arguments of the shape are read.
-  const args = { ...where, now, channel: notifyChannel, ...(recorded === undefined ? {} : auditArgs(recorded)) } as RevocationArgs;
+  const args = { ...where, now, ...(recorded === undefined ? {} : auditArgs(recorded)) } as RevocationArgs;
   const statement = preparedRevocation(shape);
   if (postgres || recorded === undefined) return (await statement.execute(db, args)).rows.map((r) => r.id);
   // One grant's revocation changes a row or two; a person's or a client's, as many as they have.

@@ -37,7 +37,7 @@ import type { Database } from './schema.ts';
 export type Gate = Expression<SqlBool> | undefined;
 
 /** The steps a statement has so far, by name: its CTEs, not the tables they write. */
-export type StepName<DB> = Exclude<keyof DB, keyof Database> & string;
+type StepName<DB> = Exclude<keyof DB, keyof Database> & string;
 
 /**
  * True when `step`, written before in the same statement, changed (or returned) at least

@@ -1,28 +1,13 @@
 /**
- * PostgreSQL LISTEN/NOTIFY on one channel: what the revocation bus (events/revocations.ts)
+ * PostgreSQL LISTEN/NOTIFY on one channel: what the fan-out (events/fan-out.ts)
  * uses to reach the other instances when there is no Redis. Notifications go out through the
  * pool; listening needs a dedicated connection (pooled ones cannot), which is tried again a
  * second after it is lost, and a second after each attempt that fails, until it is back.
  */
-import { sql, type Kysely, type QueryCreator, type RawBuilder } from 'kysely';
+import { sql, type Kysely } from 'kysely';
 import type { Client } from 'pg';
-import type { StepName } from './chained-writes.ts';
 import { CONNECTION_WAIT_MS, KEEPALIVE_DELAY_MS } from './database.ts';
 import type { Database } from './schema.ts';
-
-/** Grant ids per message: PostgreSQL NOTIFY payloads stop at 8000 bytes, and an id takes 36 characters (39 in JSON). */
-export const IDS_PER_MESSAGE = 150;
-
-/**
- * A CTE of a statement that sends the ids the statement's step `step` returned on `channel`,
- * as JSON arrays of at most IDS_PER_MESSAGE: the messages leave when the statement commits,
- * none when the step returned nothing. `steps`, the query creator of the CTE, names the steps
- * before it (chained-writes.ts `after`).
- */
-export function notifyIds<DB>(steps: QueryCreator<DB>, channel: string, step: StepName<DB>): RawBuilder<{ sent: string }> {
-  const numbered = sql`select id, (row_number() over () - 1) / ${sql.lit(IDS_PER_MESSAGE)} as message from ${sql.table(step)}`;
-  return sql<{ sent: string }>`(select pg_notify(${channel}, json_agg(id)::text) as sent from (${numbered}) as numbered group by message)`;
-}
 
 export interface NotifyChannel {
   send(payload: string): Promise<void>;

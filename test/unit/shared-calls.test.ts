@@ -1,14 +1,15 @@
 /**
- * `sharedReads` (store/shared-reads.ts), the batching of PostgreSQL's reads by key, with a read
- * the test answers by hand: callers that come while a read is under way share the next one,
- * never the one under way (which may have begun before they came); one that hangs holds only
- * its own callers; a failed read fails only its own. That PostgreSQL answers each caller with
- * its own row is shown by the suites that run on it (test/oauth/shared-reads.test.ts).
+ * `sharedCalls` (src/protocol/shared-calls.ts), the batching of PostgreSQL's reads by key and
+ * of the fan-out's messages, with a read the test answers by hand: callers that come while a
+ * read is under way share the next one, never the one under way (which may have begun before
+ * they came); one that hangs holds only its own callers; a failed read fails only its own.
+ * That PostgreSQL answers each caller with its own row is shown by the suites that run on it
+ * (test/oauth/shared-reads.test.ts); that revocations share messages, by test/multi/fan-out.test.ts.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { sharedReads } from '../../src/store/shared-reads.ts';
+import { sharedCalls } from '../../src/protocol/shared-calls.ts';
 
 /** A read the test ends: the keys each read was asked for, in order, and a way to answer each. */
 function handRead() {
@@ -23,7 +24,7 @@ function handRead() {
 describe('shared reads', () => {
   test('one caller alone reads at once', async () => {
     const { reads, readAll } = handRead();
-    const read = sharedReads(readAll);
+    const read = sharedCalls(readAll);
     const value = read('a');
     assert.deepEqual(reads[0]?.keys, ['a']);
     reads[0]!.answer();
@@ -32,7 +33,7 @@ describe('shared reads', () => {
 
   test('callers that come while a read is under way share the next one, which begins when it ends', async () => {
     const { reads, readAll } = handRead();
-    const read = sharedReads(readAll);
+    const read = sharedCalls(readAll);
     const first = read('a');
     const later = ['b', 'c', 'b'].map((key) => read(key));
     assert.equal(reads.length, 1, 'nobody joins the read under way');
@@ -45,13 +46,13 @@ describe('shared reads', () => {
   });
 
   test('a key with no row is undefined for its caller alone', async () => {
-    const read = sharedReads(async (keys: readonly string[]) => new Map(keys.filter((key) => key !== 'gone').map((key) => [key, key])));
+    const read = sharedCalls(async (keys: readonly string[]) => new Map(keys.filter((key) => key !== 'gone').map((key) => [key, key])));
     assert.deepEqual(await Promise.all([read('a'), read('gone'), read('b')]), ['a', undefined, 'b']);
   });
 
   test('a read that hangs holds only its callers: the next begins 50 ms after its callers came', async () => {
     const { reads, readAll } = handRead();
-    const read = sharedReads(readAll);
+    const read = sharedCalls(readAll);
     void read('hangs');
     const waited = read('b');
     await sleep(20);
@@ -64,7 +65,7 @@ describe('shared reads', () => {
 
   test('a caller that comes after a late read began waits for the next, not for either under way', async () => {
     const { reads, readAll } = handRead();
-    const read = sharedReads(readAll);
+    const read = sharedCalls(readAll);
     void read('hangs');
     const second = read('b');
     await sleep(60);
@@ -80,7 +81,7 @@ describe('shared reads', () => {
   });
 
   test('a read that throws at once fails its callers, like one that rejects', async () => {
-    const read = sharedReads((): Promise<ReadonlyMap<string, string>> => {
+    const read = sharedCalls((): Promise<ReadonlyMap<string, string>> => {
       throw new Error('no connection');
     });
     await assert.rejects(read('a'), /no connection/);
@@ -88,7 +89,7 @@ describe('shared reads', () => {
 
   test('with as many reads under way as allowed, later callers get nothing rather than another read', async () => {
     const { reads, readAll } = handRead();
-    const read = sharedReads(readAll, 1);
+    const read = sharedCalls(readAll, 1);
     void read('hangs');
     const skipped = read('b');
     assert.equal(await skipped, undefined);
@@ -97,7 +98,7 @@ describe('shared reads', () => {
 
   test('a failed read fails its own callers, and the next read is not affected', async () => {
     const { reads, readAll } = handRead();
-    const read = sharedReads(readAll);
+    const read = sharedCalls(readAll);
     const failing = read('a');
     const next = read('b');
     reads[0]!.fail(new Error('connection lost'));
