@@ -106,7 +106,8 @@ function* chunks(ids: readonly string[]): Generator<string[]> {
 interface Transport {
   /** Whether revoked grants travel on it: not through the database on SQLite (`databaseTransport` says why). */
   readonly carriesGrants: boolean;
-  send(payload: string): Promise<void>;
+  /** Sends the messages in order; on PostgreSQL in one statement, all or none. */
+  send(payloads: readonly string[]): Promise<void>;
   /** Starts receiving, where that is not done from the start. */
   listen?(): void;
   close(): Promise<void>;
@@ -140,10 +141,8 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
     transport = { carriesGrants: true, ...(await listenPostgres(config.database.url, store.db, CHANNEL, receive, log)) };
   else if (config.database.path !== ':memory:') transport = await databaseTransport(store.db, receive, log); // no other process opens a database in memory
 
-  const send = async (kind: keyof typeof listeners, ids: readonly string[]) => {
-    for (const chunk of chunks(ids)) await transport!.send(encode[kind](chunk));
-  };
-  // Each revocation's ids are one key: they travel together, in the message that carries them.
+  const send = (kind: keyof typeof listeners, ids: readonly string[]) => transport!.send([...chunks(ids)].map(encode[kind]));
+  // Keyed by each revocation's ids: the batch's ids are sent at once, in as few messages as fit.
   const sendGrants = sharedCalls(async (revocations: ReadonlyArray<readonly string[]>) => {
     await send('grants', [...new Set(revocations.flat())]);
     return new Map<readonly string[], never>();
@@ -163,7 +162,7 @@ export async function openFanOut(config: Config, store: Store, redis: { publishe
     subscribeClientChanges: (listener) => void listeners.clients.add(listener),
     publishChange: async (change) => {
       changed(change);
-      await transport?.send(JSON.stringify({ [change]: true }));
+      await transport?.send([JSON.stringify({ [change]: true })]);
     },
     subscribeChanges: (change, listener) => void changeListeners.get(change)!.add(listener),
     listen: () => transport?.listen?.(),
@@ -187,7 +186,9 @@ async function redisTransport(
   return {
     carriesGrants: true,
     // Fails at once while Redis is unreachable; the caller logs it (context.ts).
-    send: async (payload) => void (await publisher.publish(channel, payload)),
+    send: async (payloads) => {
+      for (const payload of payloads) await publisher.publish(channel, payload);
+    },
     // No UNSUBSCRIBE, which would fail with Redis down: closing the connection (services.ts) ends the subscription.
     close: async () => void subscriber.off('message', onMessage),
   };
@@ -227,9 +228,11 @@ async function databaseTransport(db: Kysely<Database>, receive: (payload: string
       .finally(() => (reading = null)));
   return {
     carriesGrants: false,
-    send: async (payload) => {
-      const sentAt = Date.now();
-      await appendFanOutMessage(db, { origin, payload, sentAt }, sentAt - DATABASE_KEEP_MS);
+    send: async (payloads) => {
+      for (const payload of payloads) {
+        const sentAt = Date.now();
+        await appendFanOutMessage(db, { origin, payload, sentAt }, sentAt - DATABASE_KEEP_MS);
+      }
     },
     listen() {
       timer ??= setInterval(poll, DATABASE_POLL_MS).unref();

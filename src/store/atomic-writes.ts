@@ -1,7 +1,7 @@
 /**
  * Every write that spans tables, each all or nothing: a code with its audit row, the
  * exchange of a code-like credential, a client_credentials grant, the rotation of a refresh
- * token, a revocation with its audit row and fan-out. Each is one transaction of small
+ * token, a revocation with its audit row. Each is one transaction of small
  * statements on SQLite and one statement of gated steps on PostgreSQL (chained-writes.ts),
  * built from the table files' queries; the table files hold only queries of their own table.
  *
@@ -9,7 +9,7 @@
  * token (tokens.ts) — are each a single conditional UPDATE among the writes of one
  * transaction (SQLite) or of one statement (PostgreSQL): the database, not application code,
  * decides which of several concurrent requests wins. A token is live only while its grant is
- * not revoked, and every validity check joins the grant (tokens.ts `liveToken`), so a
+ * not revoked, and every validity check joins the grant (tokens.ts `liveToken`, `grantInForce`), so a
  * revocation that commits at any point of a concurrent rotation still leaves nothing alive.
  * Every such write stores its audit event in the same transaction or statement, so it
  * commits with the change.

@@ -10,7 +10,8 @@ import { CONNECTION_WAIT_MS, KEEPALIVE_DELAY_MS } from './database.ts';
 import type { Database } from './schema.ts';
 
 export interface NotifyChannel {
-  send(payload: string): Promise<void>;
+  /** Sends these payloads in one statement: one commit, all or none. */
+  send(payloads: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -72,7 +73,8 @@ export async function listenPostgres(
   };
   listener = await listen();
   return {
-    send: async (payload) => void (await sql`select pg_notify(${channel}, ${payload})`.execute(db)),
+    // PostgreSQL lets one notifying transaction commit at a time: one for all of them.
+    send: async (payloads) => void (await sql`select pg_notify(${channel}, payload) from unnest(${payloads}::text[]) as payload`.execute(db)),
     close: async () => {
       closed = true;
       if (retrying !== null) clearTimeout(retrying);

@@ -1,7 +1,7 @@
 import type { Kysely, Transaction } from 'kysely';
 import { queueBackchannelLogouts } from './backchannel-logouts.ts';
 import { prepare } from './prepared.ts';
-import { rowByKey } from './shared-reads.ts';
+import { rowByKey, unexpired } from './shared-reads.ts';
 import { allColumnsOf, type Database, type User } from './schema.ts';
 import { amrUnion } from '../login.ts';
 
@@ -62,13 +62,7 @@ const sessionWithUser = rowByKey('sessions.id_hash', 'id_hash', (db) =>
     .selectFrom('sessions')
     .innerJoin('users', 'users.id', 'sessions.user_id')
     .select(allColumnsOf('users'))
-    .select([
-      'sessions.id_hash',
-      'sessions.expires_at as session_expires_at',
-      'sessions.created_at as auth_time',
-      'sessions.amr as session_amr',
-      'sessions.sid as session_sid',
-    ])
+    .select(['sessions.id_hash', 'sessions.expires_at', 'sessions.created_at as auth_time', 'sessions.amr as session_amr', 'sessions.sid as session_sid'])
     .where('users.disabled', '=', 0),
 );
 
@@ -100,9 +94,9 @@ export async function findSessionUser(
   idHash: string,
   now: number,
 ): Promise<(User & { auth_time: number; session_amr: string; session_sid: string }) | undefined> {
-  const found = await sessionWithUser(db, idHash);
-  if (found === undefined || found.session_expires_at <= now) return undefined;
-  const { id_hash: _key, session_expires_at: _expiry, ...user } = found;
+  const found = unexpired(await sessionWithUser(db, idHash), now);
+  if (found === undefined) return undefined;
+  const { id_hash: _key, expires_at: _expiry, ...user } = found;
   return user;
 }
 

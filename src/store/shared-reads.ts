@@ -17,6 +17,14 @@ import { sharedCalls } from '../protocol/shared-calls.ts';
 import type { Database } from './schema.ts';
 
 /**
+ * A row of a shared read as a read of one request would have found it at `now`: for rows
+ * whose expiry the statement cannot ask about, since requests with their own clocks share it.
+ */
+export function unexpired<T extends { expires_at: number }>(row: T | undefined, now: number): T | undefined {
+  return row !== undefined && row.expires_at > now ? row : undefined;
+}
+
+/**
  * The row of `rows` whose `column` holds the given key, whatever its state: on SQLite a read
  * in process, as cheap as it gets; on PostgreSQL a shared read (`sharedCalls`), one per
  * database — by the one-key statement when a request reads alone (its plan PostgreSQL keeps,

@@ -9,7 +9,7 @@ import { clientConfidential, joinedClientColumns, type JoinedClient } from './cl
 import { bigint, gated, type Gate } from './chained-writes.ts';
 import type { JoinedTokenSettings } from './codes.ts';
 import { prepare } from './prepared.ts';
-import { rowByKey } from './shared-reads.ts';
+import { rowByKey, unexpired } from './shared-reads.ts';
 import { tokenSettingsColumns } from './resources.ts';
 import type { ClientKind, Database } from './schema.ts';
 
@@ -33,18 +33,13 @@ const grantInForce = sql<boolean>`grants.revoked_at is null and (grants.user_id 
 
 /**
  * The one rule for a usable token: not expired, its grant in force. For queries that join
- * `grants` and left-join `users`: every lookup of a live token, here and in liveness.ts.
+ * `grants` and left-join `users`: every lookup of a live token, here and in liveness.ts — but
+ * introspection's and token exchange's, read by the requests that arrive together, which ask
+ * for `grantInForce` and check the expiry each against its own clock (`unexpired`). A condition
+ * added here belongs in `grantInForce`.
  */
 export function liveToken(table: TokenTable, now: number) {
   return sql<boolean>`(${sql.ref(`${table}.expires_at`)} > ${now} and ${grantInForce})`;
-}
-
-/**
- * The same rule for a read that requests share (shared-reads.ts), each with its own clock: the
- * read asks for `grantInForce`, and each request checks the expiry itself.
- */
-function unexpired<T extends { expires_at: number }>(row: T | undefined, now: number): T | undefined {
-  return row !== undefined && row.expires_at > now ? row : undefined;
 }
 
 /** A grant's new tokens as the statements that store them see them. */

@@ -21,7 +21,7 @@ function handRead() {
   return { reads, readAll };
 }
 
-describe('shared reads', () => {
+describe('shared calls', () => {
   test('one caller alone reads at once', async () => {
     const { reads, readAll } = handRead();
     const read = sharedCalls(readAll);
